@@ -1,0 +1,182 @@
+"""The `duckscore` command line."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from . import __version__
+from .engine import EngineSettings
+from .errors import DuckscoreError
+from .policy import available_policies, canonical_json
+from .progress import Progress
+
+SCORE_STAGES = ("features", "bounds", "normalized", "subscores", "combined", "ranked", "top_two",
+                "flagged", "scored_parents", "per_query", "all_queries", "decisions", "contract")
+
+
+class DuckscoreGroup(click.Group):
+    """Turns DuckscoreError into `duckscore: error: …` on stderr and exit status 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except DuckscoreError as exc:
+            message = " ".join(str(exc).split())
+            click.echo(f"duckscore: error: {message}", err=True)
+            ctx.exit(2)
+
+
+def engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--threads / --memory-limit / --temp-dir, collected into `settings`."""
+
+    @click.option("--threads", type=click.IntRange(min=1), help="DuckDB worker threads (default: all cores).")
+    @click.option("--memory-limit", metavar="SIZE", help="DuckDB memory limit, e.g. 1GB; larger work spills to --temp-dir.")
+    @click.option("--temp-dir", type=click.Path(file_okay=False, path_type=Path), help="Where DuckDB spills when over the memory limit.")
+    @functools.wraps(command)
+    def wrapper(*args: Any, threads: int | None, memory_limit: str | None,
+                temp_dir: Path | None, **kwargs: Any) -> Any:
+        settings = EngineSettings(threads=threads, memory_limit=memory_limit, temp_dir=temp_dir)
+        return command(*args, settings=settings, **kwargs)
+
+    return wrapper
+
+
+def policy_options(default: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        command = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+                               help="Override a policy parameter (dotted for nested keys, e.g. "
+                                    "risk_flags.single_spike.max_score_norm_at_least=0.9). Repeatable.")(command)
+        command = click.option("--policy", default=default, show_default=True, metavar="NAME|PATH",
+                               help="A packaged policy name or a policy YAML file.")(command)
+        return command
+
+    return decorate
+
+
+@click.group(cls=DuckscoreGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="duckscore")
+@click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
+@click.pass_context
+def cli(ctx: click.Context, quiet: bool) -> None:
+    """SQL-first confidence scoring for RAG retrieval logs, on DuckDB.
+
+    Every decision comes from a versioned policy rendered to SQL; every output folder carries a
+    manifest.json with the policy, its parameters, the SQL hash and the input fingerprints.
+    """
+    ctx.obj = Progress(enabled=not quiet)
+
+
+@cli.command()
+@click.option("--features", required=True, metavar="PATH",
+              help="parent_features table: Parquet/CSV/JSON file, glob, or (hive) folder.")
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
+              help="Output folder (created; files in it are replaced atomically).")
+@click.option("--queries", metavar="PATH",
+              help="Optional table with a query_id column: listed queries without candidates get "
+                   "an empty-result decision (web fallback).")
+@click.option("--top-n", default=5, show_default=True, type=click.IntRange(min=1),
+              help="Parents per query in contract.jsonl.")
+@policy_options("overall_v1")
+@engine_options
+@click.pass_obj
+def score(progress: Progress, features: str, out_dir: Path, queries: str | None, top_n: int,
+          policy: str, overrides: tuple[str, ...], settings: EngineSettings) -> None:
+    """Score candidate parents (seed 000): OverallScore, confidence, risk flags, HITL, web fallback.
+
+    \b
+    Writes to --out:
+      parents.parquet   one row per (query_id, parent_id): normalised inputs, sub-scores,
+                        overall_score, rank, risk flags
+      queries.parquet   one row per query: best parent, confidence level, top2_ratio,
+                        need_hitl, web_fallback
+      contract.jsonl    one JSON object per query (seed 000 §10)
+      manifest.json     policy version and parameters, SQL hashes, input fingerprints
+      sql/              the rendered SQL that produced them
+    """
+    from .score import score as run_score
+
+    result = run_score(features, out_dir, policy, list(overrides), queries, top_n, settings, progress)
+    progress.step(f"done: {result.queries:,} queries, {result.parents:,} parents -> {out_dir}")
+
+
+@cli.group(cls=DuckscoreGroup)
+def sql() -> None:
+    """Print the rendered SQL of a capability, to read or to paste into DuckDB."""
+
+
+@sql.command("score")
+@click.option("--stage", type=click.Choice(SCORE_STAGES), default="contract", show_default=True,
+              help="The CTE to select: each stage of the policy can be run on its own.")
+@click.option("--top-n", default=5, show_default=True, type=click.IntRange(min=1))
+@policy_options("overall_v1")
+def sql_score(stage: str, top_n: int, policy: str, overrides: tuple[str, ...]) -> None:
+    """The score SQL over a table or view named parent_features.
+
+    \b
+    duckscore sql score > score.sql
+    duckdb -c "CREATE VIEW parent_features AS FROM 'features.parquet'; $(cat score.sql)"
+    """
+    from .policy import load_policy
+    from .score import SCORE_POLICY, render_parents, render_queries
+
+    loaded = load_policy(SCORE_POLICY, policy, list(overrides))
+    if SCORE_STAGES.index(stage) <= SCORE_STAGES.index("scored_parents"):
+        rendered = render_parents(loaded, final=stage)
+    else:
+        rendered = render_queries(loaded, top_n, standalone=True, with_query_ids=False, final=stage)
+    click.echo(rendered.text, nl=False)
+
+
+@cli.group(cls=DuckscoreGroup)
+def policy() -> None:
+    """List and show versioned policies."""
+
+
+@policy.command("list")
+@click.argument("capability", default="score")
+def policy_list(capability: str) -> None:
+    """The packaged policies of CAPABILITY (default: score)."""
+    for name in available_policies(capability):
+        click.echo(name)
+
+
+@policy.command("show")
+@click.argument("name")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Apply overrides first.")
+def policy_show(name: str, overrides: tuple[str, ...]) -> None:
+    """The effective, validated parameters of policy NAME (or a YAML path), as JSON."""
+    from .policy import load_policy
+    from .score import SCORE_POLICY
+
+    loaded = load_policy(SCORE_POLICY, name, list(overrides))
+    click.echo(canonical_json(loaded.as_record()))
+
+
+@cli.command()
+@click.option("--out", "out_dir", default="duckscore-demo", show_default=True,
+              type=click.Path(path_type=Path), help="Output folder.")
+@engine_options
+@click.pass_obj
+def demo(progress: Progress, out_dir: Path, settings: EngineSettings) -> None:
+    """Score the bundled SciFact hybrid-retrieval log (300 queries, 3 retrievers) and summarise.
+
+    Derives seed-000 parent features from the log (sql/features/parent_features_from_log.sql),
+    scores them with policy overall_v1, and checks the decisions against the human relevance
+    judgments.
+    """
+    from .demo import run_demo
+
+    click.echo(run_demo(out_dir, settings, progress))
+
+
+def main() -> None:
+    cli(prog_name="duckscore")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

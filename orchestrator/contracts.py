@@ -1,0 +1,45 @@
+"""The input table contracts of DESIGN.md: required columns, kinds, ranges and keys."""
+
+from .inputs import Column, TableContract
+
+PARENT_FEATURES = TableContract(
+    name="parent_features",
+    columns=(
+        Column("query_id", "id"),
+        Column("parent_id", "id"),
+        Column("rrf_sum", "number"),
+        Column("max_score", "number"),
+        Column("coverage", "number", min=0),
+        Column("total_chunks", "count", min=0),
+        Column("coverage_ratio", "number", min=0, max=1),
+    ),
+    key=("query_id", "parent_id"),
+)
+
+QUERY_IDS = TableContract(
+    name="query_ids",
+    columns=(Column("query_id", "id"),),
+    allow_empty=True,
+)
+
+RETRIEVAL_LOG = TableContract(
+    name="retrieval_log",
+    columns=(
+        Column("query_id", "id"),
+        Column("source", "text"),
+        Column("item_id", "id"),
+        Column("parent_id", "id"),
+        Column("score", "number"),
+        Column("rank", "count", min=1),
+        Column("granularity", "text", required=False),
+        Column("block_type", "text", required=False),
+        Column("total_chunks", "count", min=0, required=False),
+    ),
+    key=("query_id", "source", "item_id"),
+)
+
+QRELS = TableContract(
+    name="qrels",
+    columns=(Column("query_id", "id"), Column("parent_id", "id"), Column("relevance", "number")),
+    key=("query_id", "parent_id"),
+)

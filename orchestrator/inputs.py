@@ -1,0 +1,296 @@
+"""Input tables: resolve files, check them against a table contract, expose them as typed views.
+
+The scoring SQL reads plain table names; this module creates those views over the user's
+Parquet, CSV or JSON files (a file, a glob, or a folder, hive-partitioned or not). Every contract
+violation is one error that names the input, the file, the row (Parquet row number, or data row of
+a CSV/JSON file), the key of that row and the column.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import duckdb
+import pandas as pd
+
+from .errors import InputError
+from .render import ident, lit
+
+Kind = Literal["id", "number", "count", "text"]
+FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "csv",
+           ".json": "json", ".jsonl": "json", ".ndjson": "json"}
+_FILE_COLUMN = "__duckscore_file"
+_ROW_COLUMN = "__duckscore_row"
+_NUMERIC_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
+                  "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "DECIMAL")
+_INTEGER_TYPES = _NUMERIC_TYPES[:10]
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    kind: Kind
+    required: bool = True
+    min: float | None = None
+    max: float | None = None
+
+    @property
+    def sql_type(self) -> str:
+        return {"id": "VARCHAR", "text": "VARCHAR", "number": "DOUBLE", "count": "BIGINT"}[self.kind]
+
+
+@dataclass(frozen=True)
+class TableContract:
+    name: str
+    columns: tuple[Column, ...]
+    key: tuple[str, ...] = ()
+    allow_empty: bool = False
+
+    def column(self, name: str) -> Column:
+        return next(c for c in self.columns if c.name == name)
+
+
+@dataclass(frozen=True)
+class InputFile:
+    path: str
+    bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class OpenedInput:
+    contract: TableContract
+    label: str
+    given: str
+    format: str
+    files: tuple[InputFile, ...]
+    rows: int
+
+
+def open_input(con: duckdb.DuckDBPyConnection, contract: TableContract,
+               given: str | pd.DataFrame, label: str | None = None) -> OpenedInput:
+    """Create the typed view `contract.name` over `given` (path, glob, folder or DataFrame),
+    after checking the whole contract."""
+    label = label or contract.name
+    raw = f"__raw_{contract.name}"
+    if isinstance(given, pd.DataFrame):
+        shown, fmt, files = "<DataFrame>", "dataframe", (_frame_fingerprint(given),)
+        _create_frame_view(con, raw, given)
+    else:
+        paths, hive = resolve_files(given, label)
+        shown, fmt = given, _format_of(paths, label)
+        _create_raw_view(con, raw, paths, fmt, hive, label, given)
+        files = tuple(fingerprint(f) for f in paths)
+    actual = _actual_columns(con, raw)
+    names = _check_columns(contract, actual, label, shown)
+    rows = _check_values(con, contract, raw, names, label, shown)
+    _create_typed_view(con, contract, raw, names)
+    return OpenedInput(contract, label, shown, fmt, files, rows)
+
+
+def resolve_files(given: str, label: str) -> tuple[list[str], bool]:
+    """The sorted data files behind a path, glob or folder, and whether they are hive-partitioned."""
+    if os.path.isdir(given):
+        files = sorted(
+            str(p) for p in Path(given).rglob("*")
+            if p.is_file() and p.suffix.lower() in FORMATS and not p.name.startswith((".", "_"))
+        )
+        if not files:
+            raise InputError(f"{label}: folder {given} holds no .parquet, .csv or .json files")
+    elif glob.has_magic(given):
+        files = sorted(f for f in glob.glob(given, recursive=True) if os.path.isfile(f))
+        if not files:
+            raise InputError(f"{label}: no files match {given}")
+    elif os.path.isfile(given):
+        files = [given]
+    else:
+        raise InputError(f"{label}: no such file: {given}")
+    hive = any("=" in part for f in files for part in Path(f).parent.parts)
+    return files, hive
+
+
+def fingerprint(path: str) -> InputFile:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return InputFile(path=os.path.abspath(path), bytes=os.path.getsize(path), sha256=digest.hexdigest())
+
+
+def _frame_fingerprint(frame: pd.DataFrame) -> InputFile:
+    hashed = pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes()
+    return InputFile(path="<DataFrame>", bytes=int(frame.memory_usage(deep=True).sum()),
+                     sha256=hashlib.sha256(hashed).hexdigest())
+
+
+def _create_frame_view(con: duckdb.DuckDBPyConnection, raw: str, frame: pd.DataFrame) -> None:
+    con.register(f"{raw}_frame", frame)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {ident(raw)} AS SELECT *, "
+                f"{lit('<DataFrame>')} AS {_FILE_COLUMN}, row_number() OVER () AS {_ROW_COLUMN} "
+                f"FROM {ident(raw + '_frame')}")
+
+
+def _format_of(files: list[str], label: str) -> str:
+    formats = {FORMATS.get(Path(f).suffix.lower()) for f in files}
+    if None in formats:
+        odd = next(f for f in files if Path(f).suffix.lower() not in FORMATS)
+        raise InputError(f"{label}: {odd}: unknown file type (use .parquet, .csv, .tsv, .json or .jsonl)")
+    if len(formats) > 1:
+        raise InputError(f"{label}: mixes file types ({', '.join(sorted(f for f in formats if f))})")
+    return formats.pop()  # type: ignore[return-value]
+
+
+def _create_raw_view(con: duckdb.DuckDBPyConnection, raw: str, files: list[str], fmt: str,
+                     hive: bool, label: str, given: str) -> None:
+    options = [f"filename = {lit(_FILE_COLUMN)}", "union_by_name = true",
+               f"hive_partitioning = {lit(hive)}"]
+    if fmt == "parquet":
+        reader = "read_parquet"
+        options.append("file_row_number = true")
+        columns = f"* EXCLUDE (file_row_number), file_row_number + 1 AS {_ROW_COLUMN}"
+    else:
+        reader = "read_csv" if fmt == "csv" else "read_json"
+        columns = f"*, row_number() OVER (PARTITION BY {_FILE_COLUMN}) AS {_ROW_COLUMN}"
+    try:
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {ident(raw)} AS SELECT {columns} "
+                    f"FROM {reader}({lit(files)}, {', '.join(options)})")
+        con.execute(f"SELECT * FROM {ident(raw)} LIMIT 0")
+    except duckdb.Error as exc:
+        raise InputError(f"{label}: cannot read {given}: {_first_line(exc)}") from None
+
+
+def _actual_columns(con: duckdb.DuckDBPyConnection, raw: str) -> dict[str, str]:
+    described = con.execute(f"DESCRIBE {ident(raw)}").fetchall()
+    return {name: str(dtype) for name, dtype, *_ in described
+            if name not in (_FILE_COLUMN, _ROW_COLUMN)}
+
+
+def _check_columns(contract: TableContract, actual: dict[str, str], label: str,
+                   given: str) -> dict[str, str]:
+    """Map contract column -> actual column name, checking presence and type."""
+    by_lower = {name.lower(): name for name in actual}
+    names: dict[str, str] = {}
+    for column in contract.columns:
+        found = by_lower.get(column.name.lower())
+        if found is None:
+            if column.required:
+                have = ", ".join(actual) or "none"
+                raise InputError(f"{label} ({given}): missing column {column.name!r} (columns: {have})")
+            continue
+        dtype = actual[found]
+        if not _type_fits(column.kind, dtype):
+            want = {"id": "text or an integer", "text": "text", "number": "a number",
+                    "count": "a whole number"}[column.kind]
+            raise InputError(f"{label} ({given}): column {column.name!r} has type {dtype}; expected {want}")
+        names[column.name] = found
+    return names
+
+
+def _type_fits(kind: Kind, dtype: str) -> bool:
+    base = dtype.split("(")[0].upper()
+    if kind == "id":
+        return base == "VARCHAR" or base in _INTEGER_TYPES
+    if kind == "text":
+        return base == "VARCHAR"
+    return base in _NUMERIC_TYPES
+
+
+def _check_values(con: duckdb.DuckDBPyConnection, contract: TableContract, raw: str,
+                  names: dict[str, str], label: str, given: str) -> int:
+    checks = _value_checks(contract, names)
+    row_label = _row_label_sql(contract, names)
+    selects = ["count(*)"]
+    for _, condition in checks:
+        selects.append(f"count(*) FILTER (WHERE {condition})")
+        selects.append(f"arg_min({row_label}, ({_FILE_COLUMN}, {_ROW_COLUMN})) FILTER (WHERE {condition})")
+    try:
+        result = con.execute(f"SELECT {', '.join(selects)} FROM {ident(raw)}").fetchone()
+    except duckdb.Error as exc:
+        raise InputError(f"{label}: cannot read {given}: {_first_line(exc)}") from None
+    assert result is not None
+    total = int(result[0])
+    if total == 0 and not contract.allow_empty:
+        raise InputError(f"{label} ({given}): no rows")
+    for index, (problem, _) in enumerate(checks):
+        failing = int(result[1 + 2 * index])
+        if failing:
+            where = result[2 + 2 * index]
+            also = f" ({failing} rows in all)" if failing > 1 else ""
+            raise InputError(f"{label} ({where}): {problem}{also}")
+    if contract.key:
+        _check_unique_key(con, contract, raw, names, row_label, label)
+    return total
+
+
+def _value_checks(contract: TableContract, names: dict[str, str]) -> list[tuple[str, str]]:
+    checks: list[tuple[str, str]] = []
+    for column in contract.columns:
+        if column.name not in names:
+            continue
+        col = ident(names[column.name])
+        checks.append((f"column {column.name!r} is null", f"{col} IS NULL"))
+        if column.kind in ("number", "count"):
+            checks.append((f"column {column.name!r} is NaN or infinite",
+                           f"NOT isfinite(CAST({col} AS DOUBLE))"))
+        if column.kind == "count":
+            checks.append((f"column {column.name!r} is not a whole number",
+                           f"CAST({col} AS DOUBLE) <> round(CAST({col} AS DOUBLE))"))
+        if column.min is not None:
+            checks.append((f"column {column.name!r} is below {column.min:g}",
+                           f"CAST({col} AS DOUBLE) < {lit(float(column.min))}"))
+        if column.max is not None:
+            checks.append((f"column {column.name!r} is above {column.max:g}",
+                           f"CAST({col} AS DOUBLE) > {lit(float(column.max))}"))
+        if column.kind == "id":
+            checks.append((f"column {column.name!r} is empty", f"CAST({col} AS VARCHAR) = ''"))
+    return checks
+
+
+def _row_label_sql(contract: TableContract, names: dict[str, str]) -> str:
+    """SQL for 'file, row N, key=value…' naming one row."""
+    parts = [f"{_FILE_COLUMN}", f"', row ' || {_ROW_COLUMN}"]
+    for key in contract.key:
+        if key in names:
+            parts.append(f"', {key}=' || coalesce('''' || CAST({ident(names[key])} AS VARCHAR) || '''', 'NULL')")
+    return " || ".join(parts)
+
+
+def _check_unique_key(con: duckdb.DuckDBPyConnection, contract: TableContract, raw: str,
+                      names: dict[str, str], row_label: str, label: str) -> None:
+    keys = ", ".join(ident(names[k]) for k in contract.key)
+    duplicate = con.execute(
+        f"SELECT list({row_label} ORDER BY {_FILE_COLUMN}, {_ROW_COLUMN})[1:2], count(*) AS n "
+        f"FROM {ident(raw)} GROUP BY {keys} HAVING count(*) > 1 "
+        f"ORDER BY {keys} LIMIT 1"
+    ).fetchone()
+    if duplicate is not None:
+        first, second = duplicate[0]
+        raise InputError(f"{label} ({second}): duplicate ({', '.join(contract.key)}), "
+                         f"first seen at {first}")
+
+
+def _create_typed_view(con: duckdb.DuckDBPyConnection, contract: TableContract, raw: str,
+                       names: dict[str, str]) -> None:
+    projections = []
+    for column in contract.columns:
+        if column.name in names:
+            source = f"CAST({ident(names[column.name])} AS {column.sql_type})"
+        else:
+            source = f"CAST(NULL AS {column.sql_type})"
+        projections.append(f"{source} AS {ident(column.name)}")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {ident(contract.name)} AS "
+                f"SELECT {', '.join(projections)} FROM {ident(raw)}")
+
+
+def schema_of(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
+    """Column -> type of a table or view, for sqlglot's qualify."""
+    return {name: str(dtype) for name, dtype, *_ in con.execute(f"DESCRIBE {ident(table)}").fetchall()}
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

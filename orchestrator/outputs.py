@@ -1,0 +1,54 @@
+"""Atomic output folders: everything is written to a sibling temporary folder, then moved in.
+
+A failed run leaves the destination exactly as it was: no partial file, no half-written folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from .errors import OutputError
+
+
+@contextmanager
+def atomic_output_dir(destination: Path) -> Iterator[Path]:
+    """Yield a staging folder; on success move its files into `destination` (created if needed)."""
+    destination = Path(destination)
+    if destination.exists() and not destination.is_dir():
+        raise OutputError(f"--out {destination}: exists and is not a folder")
+    parent = destination.resolve().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.tmp-", dir=parent))
+    except OSError as exc:
+        raise OutputError(f"--out {destination}: cannot create ({exc.strerror})") from None
+    try:
+        yield staging
+        _publish(staging, destination)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _publish(staging: Path, destination: Path) -> None:
+    if not destination.exists():
+        os.replace(staging, destination)
+        return
+    for item in sorted(staging.iterdir()):
+        target = destination / item.name
+        if target.is_dir() and not item.is_dir():
+            raise OutputError(f"{target}: is a folder, cannot replace it with a file")
+        if target.is_dir():
+            shutil.rmtree(target)
+        os.replace(item, target)
+
+
+def write_json(path: Path, document: Any) -> None:
+    path.write_text(json.dumps(document, indent=2, sort_keys=False, ensure_ascii=False) + "\n",
+                    encoding="utf-8")

@@ -1,0 +1,280 @@
+"""Versioned policy files: load, validate against a declared parameter spec, apply overrides.
+
+A policy is a YAML file with a version key (e.g. `score_policy_version: overall_v1`), an optional
+`description`, `parent_version` and free-form `metadata`, and a `parameters` tree. Every
+parameter is declared in the capability's spec; unknown, missing and out-of-range keys are
+errors that name the key. Overrides (`--set alpha=0.7`, dotted for nested keys) are applied
+before validation, and give the effective version a suffix derived from them, so an output
+never claims a version whose parameters it did not use.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import yaml
+
+from .errors import PolicyError
+from .resources import policies_dir
+
+_VERSION_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+
+
+@dataclass(frozen=True)
+class Number:
+    """A real number within [lo, hi] (either end open when `*_open`)."""
+
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+    integer: bool = False
+    nullable: bool = False
+
+    def check(self, key: str, value: Any) -> Any:
+        if value is None:
+            if self.nullable:
+                return None
+            raise PolicyError(f"{key}: a number is required, got null")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise PolicyError(f"{key}: expected a number, got {value!r}")
+        if not math.isfinite(value):
+            raise PolicyError(f"{key}: expected a finite number, got {value!r}")
+        if self.integer and value != int(value):
+            raise PolicyError(f"{key}: expected a whole number, got {value!r}")
+        too_low = self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo)
+        too_high = self.hi is not None and (value >= self.hi if self.hi_open else value > self.hi)
+        if too_low or too_high:
+            raise PolicyError(f"{key}: {value!r} is outside {self.describe_range()}")
+        return int(value) if self.integer else float(value)
+
+    def describe_range(self) -> str:
+        left = "(" if self.lo_open else "["
+        right = ")" if self.hi_open else "]"
+        lo = "-inf" if self.lo is None else f"{self.lo:g}"
+        hi = "inf" if self.hi is None else f"{self.hi:g}"
+        return f"{left}{lo}, {hi}{right}"
+
+
+@dataclass(frozen=True)
+class Choice:
+    options: tuple[str, ...]
+
+    def check(self, key: str, value: Any) -> Any:
+        if value not in self.options:
+            raise PolicyError(f"{key}: {value!r} is not one of {', '.join(self.options)}")
+        return value
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """A pair [lo, hi] of finite numbers with lo < hi, or null."""
+
+    def check(self, key: str, value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, (list, tuple)) or len(value) != 2:
+            raise PolicyError(f"{key}: expected [lo, hi] or null, got {value!r}")
+        lo, hi = (Number().check(f"{key}[{i}]", v) for i, v in enumerate(value))
+        if not lo < hi:
+            raise PolicyError(f"{key}: lo ({lo!r}) must be below hi ({hi!r})")
+        return [lo, hi]
+
+
+@dataclass(frozen=True)
+class Words:
+    """A list of non-empty strings (lexicons, phrase lists)."""
+
+    def check(self, key: str, value: Any) -> Any:
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise PolicyError(f"{key}: expected a list of non-empty strings")
+        return list(value)
+
+
+Leaf = Number | Choice | Bounds | Words
+Spec = Mapping[str, "Leaf | Spec"]
+
+
+@dataclass(frozen=True)
+class PolicyKind:
+    """What one capability's policies look like."""
+
+    capability: str
+    version_key: str
+    spec: Spec
+    cross_checks: tuple[Callable[[dict[str, Any]], None], ...] = ()
+
+
+@dataclass(frozen=True)
+class Policy:
+    kind: PolicyKind
+    base_version: str
+    version: str
+    source: str
+    description: str
+    parameters: dict[str, Any]
+    overrides: dict[str, Any] = field(default_factory=dict)
+    parent_version: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def parameters_sha256(self) -> str:
+        return hashlib.sha256(canonical_json(self.parameters).encode()).hexdigest()
+
+    def as_record(self) -> dict[str, Any]:
+        return {
+            "capability": self.kind.capability,
+            self.kind.version_key: self.version,
+            "base_version": self.base_version,
+            "parent_version": self.parent_version,
+            "source": self.source,
+            "overrides": self.overrides,
+            "parameters": self.parameters,
+            "parameters_sha256": self.parameters_sha256,
+        }
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def available_policies(capability: str) -> list[str]:
+    folder = policies_dir(capability)
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+def load_policy(kind: PolicyKind, name_or_path: str, overrides: list[str] | None = None) -> Policy:
+    """Load a policy by packaged name (`overall_v1`) or by file path, apply overrides, validate."""
+    path = _locate(kind, name_or_path)
+    document = _read_yaml(path)
+    label = str(path)
+    allowed = {kind.version_key, "description", "parent_version", "parameters", "metadata"}
+    _reject_unknown(label, document, allowed, prefix="")
+    version = document.get(kind.version_key)
+    if not isinstance(version, str) or not _VERSION_PATTERN.fullmatch(version):
+        raise PolicyError(f"{label}: {kind.version_key} must be a version name, got {version!r}")
+    parameters = document.get("parameters")
+    if not isinstance(parameters, dict):
+        raise PolicyError(f"{label}: `parameters` must be a mapping")
+    parsed_overrides = parse_overrides(overrides or [])
+    for dotted, value in parsed_overrides.items():
+        _apply_override(label, parameters, kind.spec, dotted, value)
+    validated = _validate_tree(label, parameters, kind.spec, prefix="")
+    for check in kind.cross_checks:
+        try:
+            check(validated)
+        except PolicyError as exc:
+            raise PolicyError(f"{label}: {exc}") from None
+    effective = version
+    if parsed_overrides:
+        effective += "+" + hashlib.sha256(canonical_json(parsed_overrides).encode()).hexdigest()[:8]
+    return Policy(
+        kind=kind,
+        base_version=version,
+        version=effective,
+        source=label,
+        description=str(document.get("description") or ""),
+        parameters=validated,
+        overrides=parsed_overrides,
+        parent_version=document.get("parent_version"),
+        metadata=dict(document.get("metadata") or {}),
+    )
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """`key=value` strings to {dotted key: YAML-parsed value}; a leading `parameters.` is optional."""
+    parsed: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip().removeprefix("parameters.")
+        if not sep or not key:
+            raise PolicyError(f"--set {item!r}: expected key=value")
+        try:
+            parsed[key] = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError:
+            raise PolicyError(f"--set {item!r}: the value is not valid YAML") from None
+    return parsed
+
+
+def _locate(kind: PolicyKind, name_or_path: str) -> Path:
+    candidate = Path(name_or_path)
+    looks_like_path = candidate.suffix in {".yaml", ".yml"} or len(candidate.parts) > 1
+    if looks_like_path:
+        if not candidate.is_file():
+            raise PolicyError(f"policy file not found: {name_or_path}")
+        return candidate
+    packaged = policies_dir(kind.capability) / f"{name_or_path}.yaml"
+    if not packaged.is_file():
+        known = ", ".join(available_policies(kind.capability)) or "none"
+        raise PolicyError(f"unknown {kind.capability} policy {name_or_path!r} (packaged: {known})")
+    return packaged
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise PolicyError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PolicyError(f"{path}: cannot read ({exc})") from None
+    if not isinstance(document, dict):
+        raise PolicyError(f"{path}: a policy must be a YAML mapping")
+    return document
+
+
+def _reject_unknown(label: str, tree: Mapping[str, Any], allowed: set[str], prefix: str) -> None:
+    for key in tree:
+        if key not in allowed:
+            hint = difflib.get_close_matches(str(key), sorted(allowed), n=1)
+            suggestion = f" (did you mean {prefix}{hint[0]!r}?)" if hint else ""
+            raise PolicyError(f"{label}: unknown key {prefix}{key!r}{suggestion}")
+
+
+def _validate_tree(label: str, tree: Any, spec: Spec, prefix: str) -> dict[str, Any]:
+    if not isinstance(tree, dict):
+        raise PolicyError(f"{label}: parameters.{prefix.rstrip('.')} must be a mapping")
+    _reject_unknown(label, tree, set(spec), prefix=f"parameters.{prefix}")
+    validated: dict[str, Any] = {}
+    for key, rule in spec.items():
+        dotted = f"{prefix}{key}"
+        if key not in tree:
+            raise PolicyError(f"{label}: missing key parameters.{dotted}")
+        if isinstance(rule, Mapping):
+            validated[key] = _validate_tree(label, tree[key], rule, prefix=f"{dotted}.")
+        else:
+            try:
+                validated[key] = rule.check(f"parameters.{dotted}", tree[key])
+            except PolicyError as exc:
+                raise PolicyError(f"{label}: {exc}") from None
+    return validated
+
+
+def _apply_override(label: str, tree: dict[str, Any], spec: Spec, dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node: Any = tree
+    rules: Any = spec
+    for depth, part in enumerate(parts):
+        if not isinstance(rules, Mapping) or part not in rules:
+            known = sorted(rules) if isinstance(rules, Mapping) else []
+            hint = difflib.get_close_matches(part, known, n=1)
+            where = ".".join(parts[: depth + 1])
+            suggestion = f" (did you mean {'.'.join(parts[:depth] + [hint[0]])!r}?)" if hint else ""
+            raise PolicyError(f"--set {dotted}: unknown key {where!r}{suggestion}")
+        rules = rules[part]
+        if depth == len(parts) - 1:
+            if isinstance(rules, Mapping):
+                raise PolicyError(f"--set {dotted}: is a group; set one of its keys")
+            node[part] = value
+        else:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise PolicyError(f"{label}: parameters.{'.'.join(parts[: depth + 1])} must be a mapping")

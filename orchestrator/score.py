@@ -1,0 +1,184 @@
+"""`duckscore score`: seed 000's parent OverallScore and retrieval-confidence decisions."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from .contracts import PARENT_FEATURES, QUERY_IDS
+from .engine import EngineSettings, connect
+from .errors import DuckscoreError, PolicyError
+from .inputs import OpenedInput, open_input, schema_of
+from .manifest import build_manifest
+from .outputs import atomic_output_dir, write_json
+from .policy import Bounds, Choice, Number, Policy, PolicyKind, load_policy
+from .progress import SILENT, Progress
+from .render import RenderedSQL, lit, render
+from .sqlcheck import check_sql
+
+UNIT = Number(0.0, 1.0)
+WEIGHT = Number(0.0, 1.0, lo_open=True)
+
+
+def _weights_sum_to_one(p: dict[str, Any]) -> None:
+    total = p["w1"] + p["w2"] + p["w3"]
+    if not math.isclose(total, 1.0, abs_tol=1e-9):
+        raise PolicyError(f"parameters.w1 + w2 + w3 must sum to 1, got {total:.12g}")
+
+
+def _thresholds_ordered(p: dict[str, Any]) -> None:
+    if p["T_low"] > p["T_high"]:
+        raise PolicyError(f"parameters.T_low ({p['T_low']:g}) must not exceed T_high ({p['T_high']:g})")
+    nz = p["normalization"]
+    if nz["p_lo"] >= nz["p_hi"]:
+        raise PolicyError("parameters.normalization.p_lo must be below normalization.p_hi")
+
+
+def _normalisation_complete(p: dict[str, Any]) -> None:
+    nz = p["normalization"]
+    if nz["coverage"] == "divide_by_max" and nz["coverage_max"] is None:
+        raise PolicyError("parameters.normalization.coverage_max is required by coverage: divide_by_max")
+    if nz["mode"] == "reference":
+        needed = ["rrf_sum", "max_score", "log_chunks"] + (["coverage"] if nz["coverage"] == "quantile" else [])
+        for feature in needed:
+            if nz["reference"][feature] is None:
+                raise PolicyError(f"parameters.normalization.reference.{feature} is required by mode: reference")
+
+
+SCORE_POLICY = PolicyKind(
+    capability="score",
+    version_key="score_policy_version",
+    spec={
+        "alpha": UNIT, "beta": UNIT,
+        "stability_base": UNIT, "stability_size_weight": UNIT,
+        "w1": WEIGHT, "w2": WEIGHT, "w3": WEIGHT,
+        "subscore_floor": Number(0.0, 1.0, lo_open=True),
+        "T_low": UNIT, "T_high": UNIT, "R_hitl": UNIT,
+        "normalization": {
+            "mode": Choice(("per_query", "reference")),
+            "p_lo": UNIT, "p_hi": UNIT,
+            "eps": Number(0.0, 1.0, lo_open=True),
+            "zero_spread_value": UNIT,
+            "coverage": Choice(("quantile", "divide_by_max")),
+            "coverage_max": Number(0.0, lo_open=True, nullable=True),
+            "reference": {f: Bounds() for f in ("rrf_sum", "max_score", "coverage", "log_chunks")},
+        },
+        "risk_flags": {
+            "low_coverage": {"strength_at_least": UNIT, "coverage_below": UNIT},
+            "single_spike": {"max_score_norm_at_least": UNIT, "rrf_sum_norm_below": UNIT},
+            "sparse_evidence": {"coverage_ratio_below": UNIT},
+            "huge_doc_sparse": {"total_chunks_at_least": Number(0.0), "coverage_ratio_below": UNIT},
+            "ambiguous_candidate": {"ratio_at_least": UNIT},
+        },
+    },
+    cross_checks=(_weights_sum_to_one, _thresholds_ordered, _normalisation_complete),
+)
+
+CONTRACT_COLUMNS = ("query_id", "best_parent_id", "best_overall_score", "confidence_level",
+                    "top2_ratio", "need_hitl", "web_fallback")
+
+
+@dataclass(frozen=True)
+class ScoreResult:
+    out_dir: Path
+    policy: Policy
+    queries: int
+    parents: int
+    manifest: dict[str, Any]
+
+
+def render_parents(policy: Policy, final: str = "scored_parents") -> RenderedSQL:
+    return render("score/parents.sql", policy=policy.parameters,
+                  inputs={"parent_features": "parent_features"}, final=final)
+
+
+def render_queries(policy: Policy, top_n: int, standalone: bool, with_query_ids: bool,
+                   final: str = "contract") -> RenderedSQL:
+    return render(
+        "score/queries.sql", policy=policy.parameters, policy_version=policy.version, top_n=top_n,
+        standalone=standalone, final=final,
+        inputs={"parent_features": "parent_features", "scored_parents": "scored_parents",
+                "query_ids": "query_ids" if with_query_ids else None},
+    )
+
+
+def score(features: str | Path | pd.DataFrame, out_dir: str | Path, policy: str = "overall_v1",
+          overrides: list[str] | None = None, queries: str | Path | pd.DataFrame | None = None,
+          top_n: int = 5, settings: EngineSettings | None = None,
+          progress: Progress = SILENT) -> ScoreResult:
+    """Score parent features into `out_dir`: parents.parquet, queries.parquet, contract.jsonl,
+    manifest.json and the rendered SQL. Nothing is written unless everything succeeds."""
+    if top_n < 1:
+        raise DuckscoreError(f"--top-n must be at least 1, got {top_n}")
+    loaded = load_policy(SCORE_POLICY, policy, overrides)
+    con = connect(settings)
+    progress.step(f"checking inputs (policy {loaded.version})")
+    inputs = {"features": open_input(con, PARENT_FEATURES, _as_given(features), "--features")}
+    if queries is not None:
+        inputs["queries"] = open_input(con, QUERY_IDS, _as_given(queries), "--queries")
+    progress.step(f"scoring {inputs['features'].rows:,} candidate parents")
+    rendered = score_tables(con, loaded, top_n, with_query_ids=queries is not None)
+    progress.step("writing outputs")
+    with atomic_output_dir(Path(out_dir)) as stage:
+        counts = write_score_outputs(con, stage)
+        for sql in rendered:
+            (stage / "sql").mkdir(exist_ok=True)
+            (stage / "sql" / sql.template.replace("/", "_")).write_text(sql.text, encoding="utf-8")
+        manifest = build_manifest(
+            "score", loaded.as_record(), rendered, inputs, counts,
+            {"top_n": top_n, **_settings_record(settings)},
+        )
+        write_json(stage / "manifest.json", manifest)
+    return ScoreResult(Path(out_dir), loaded, counts["queries.parquet"], counts["parents.parquet"], manifest)
+
+
+def score_tables(con: duckdb.DuckDBPyConnection, policy: Policy, top_n: int,
+                 with_query_ids: bool) -> list[RenderedSQL]:
+    """Create temp tables scored_parents and score_contract from the parent_features view."""
+    parents_sql = render_parents(policy)
+    check_sql(parents_sql, {"parent_features": schema_of(con, "parent_features")})
+    _execute(con, f"CREATE OR REPLACE TEMP TABLE scored_parents AS {parents_sql.text}", parents_sql)
+    queries_sql = render_queries(policy, top_n, standalone=False, with_query_ids=with_query_ids)
+    schema = {"scored_parents": schema_of(con, "scored_parents")}
+    if with_query_ids:
+        schema["query_ids"] = schema_of(con, "query_ids")
+    check_sql(queries_sql, schema)
+    _execute(con, f"CREATE OR REPLACE TEMP TABLE score_contract AS {queries_sql.text}", queries_sql)
+    return [parents_sql, queries_sql]
+
+
+def write_score_outputs(con: duckdb.DuckDBPyConnection, stage: Path) -> dict[str, int]:
+    flat = ", ".join(CONTRACT_COLUMNS)
+    copies = {
+        "parents.parquet": ("SELECT * FROM scored_parents ORDER BY query_id, rank", "parquet"),
+        "queries.parquet": (f"SELECT {flat} FROM score_contract ORDER BY query_id", "parquet"),
+        "contract.jsonl": ("SELECT * FROM score_contract ORDER BY query_id", "json"),
+    }
+    counts: dict[str, int] = {}
+    for name, (query, fmt) in copies.items():
+        row = con.execute(f"COPY ({query}) TO {lit(str(stage / name))} (FORMAT {fmt})").fetchone()
+        counts[name] = int(row[0]) if row else 0
+    return counts
+
+
+def _execute(con: duckdb.DuckDBPyConnection, statement: str, rendered: RenderedSQL) -> None:
+    try:
+        con.execute(statement)
+    except duckdb.Error as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise DuckscoreError(f"sql/{rendered.template}: DuckDB failed: {first}") from None
+
+
+def _as_given(value: str | Path | pd.DataFrame) -> str | pd.DataFrame:
+    return value if isinstance(value, pd.DataFrame) else str(value)
+
+
+def _settings_record(settings: EngineSettings | None) -> dict[str, Any]:
+    settings = settings or EngineSettings()
+    return {"threads": settings.threads, "memory_limit": settings.memory_limit,
+            "temp_dir": str(settings.temp_dir) if settings.temp_dir else None}

@@ -1,0 +1,83 @@
+{#-
+Seed-000 parent features from a multi-source retrieval log (the demo's documented derivation,
+until `duckscore fuse` provides the full seed-003 recipe catalogue):
+
+  rrf_sum        Σ over the parent's hits of 1 / (k + rank)            (RRF support, k = rrf_k)
+  max_score      max over the parent's hits of the hit's score min-max-normalised within its
+                 (query, source), so BM25 and cosine scales are comparable (a source with one
+                 distinct score gives 1)
+  coverage       number of distinct block types hit (SciFact: intro, body, summary)
+  total_chunks   the parent's chunk count, from the log
+  coverage_ratio distinct block-granularity items hit / total_chunks, capped at 1
+                 (doc-granularity hits, such as the summary source, are not chunks)
+
+Distinct counts come from GROUP BY steps, never count(DISTINCT …) on the row path.
+-#}
+WITH
+hits AS (
+    SELECT
+        query_id,
+        source,
+        item_id,
+        parent_id,
+        score,
+        rank,
+        coalesce(block_type, 'unknown') AS block_type,
+        coalesce(granularity, 'block') AS granularity,
+        total_chunks,
+        min(score) OVER (PARTITION BY query_id, source) AS source_min,
+        max(score) OVER (PARTITION BY query_id, source) AS source_max
+    FROM {{ inputs.retrieval_log | ident }}
+),
+normalised_hits AS (
+    SELECT
+        *,
+        {{ rrf('rank', rrf_k) }} AS rrf_contribution,
+        CASE
+            WHEN source_max - source_min = 0 THEN {{ 1.0 | lit }}
+            ELSE (score - source_min) / NULLIF(source_max - source_min, 0)
+        END AS score_minmax
+    FROM hits
+),
+items AS (
+    SELECT
+        query_id,
+        parent_id,
+        item_id,
+        block_type,
+        bool_or(granularity = 'block') AS is_block,
+        sum(rrf_contribution) AS item_rrf,
+        max(score_minmax) AS item_score,
+        max(total_chunks) AS total_chunks
+    FROM normalised_hits
+    GROUP BY query_id, parent_id, item_id, block_type
+),
+parent_block_types AS (
+    SELECT
+        query_id,
+        parent_id,
+        block_type,
+        sum(item_rrf) AS rrf_sum,
+        max(item_score) AS max_score,
+        count(*) FILTER (WHERE is_block) AS hit_chunks,
+        max(total_chunks) AS total_chunks
+    FROM items
+    GROUP BY query_id, parent_id, block_type
+),
+parent_features AS (
+    SELECT
+        query_id,
+        parent_id,
+        sum(rrf_sum) AS rrf_sum,
+        max(max_score) AS max_score,
+        count(*) AS coverage,
+        max(total_chunks) AS total_chunks,
+        CASE
+            WHEN max(total_chunks) > 0 THEN least({{ 1.0 | lit }}, sum(hit_chunks) / NULLIF(max(total_chunks), 0))
+            ELSE {{ 0.0 | lit }}
+        END AS coverage_ratio
+    FROM parent_block_types
+    GROUP BY query_id, parent_id
+)
+SELECT * FROM parent_features
+ORDER BY query_id, parent_id
