@@ -205,9 +205,10 @@ def _check_values(con: duckdb.DuckDBPyConnection, contract: TableContract, raw: 
     checks = _value_checks(contract, names)
     row_label = _row_label_sql(contract, names)
     selects = ["count(*)"]
-    for _, condition in checks:
+    for _, condition, shown_value in checks:
+        where = row_label if shown_value is None else f"{row_label} || ', value ' || CAST({shown_value} AS VARCHAR)"
         selects.append(f"count(*) FILTER (WHERE {condition})")
-        selects.append(f"arg_min({row_label}, ({_FILE_COLUMN}, {_ROW_COLUMN})) FILTER (WHERE {condition})")
+        selects.append(f"arg_min({where}, ({_FILE_COLUMN}, {_ROW_COLUMN})) FILTER (WHERE {condition})")
     try:
         result = con.execute(f"SELECT {', '.join(selects)} FROM {ident(raw)}").fetchone()
     except duckdb.Error as exc:
@@ -216,7 +217,7 @@ def _check_values(con: duckdb.DuckDBPyConnection, contract: TableContract, raw: 
     total = int(result[0])
     if total == 0 and not contract.allow_empty:
         raise InputError(f"{label} ({given}): no rows")
-    for index, (problem, _) in enumerate(checks):
+    for index, (problem, _, _) in enumerate(checks):
         failing = int(result[1 + 2 * index])
         if failing:
             where = result[2 + 2 * index]
@@ -227,27 +228,30 @@ def _check_values(con: duckdb.DuckDBPyConnection, contract: TableContract, raw: 
     return total
 
 
-def _value_checks(contract: TableContract, names: dict[str, str]) -> list[tuple[str, str]]:
-    checks: list[tuple[str, str]] = []
+def _value_checks(contract: TableContract, names: dict[str, str]) -> list[tuple[str, str, str | None]]:
+    """(problem, failing condition, value to show) for every column rule of the contract."""
+    checks: list[tuple[str, str, str | None]] = []
     for column in contract.columns:
         if column.name not in names:
             continue
         col = ident(names[column.name])
-        checks.append((f"column {column.name!r} is null", f"{col} IS NULL"))
-        if column.kind in ("number", "count"):
-            checks.append((f"column {column.name!r} is NaN or infinite",
-                           f"NOT isfinite(CAST({col} AS DOUBLE))"))
+        number = f"CAST({col} AS DOUBLE)"
+        checks.append((f"column {column.name!r} is null", f"{col} IS NULL", None))
+        if column.kind == "id":
+            checks.append((f"column {column.name!r} is empty", f"CAST({col} AS VARCHAR) = ''", None))
+            continue
+        if column.kind == "text":
+            continue
+        checks.append((f"column {column.name!r} is NaN or infinite", f"NOT isfinite({number})", col))
         if column.kind == "count":
             checks.append((f"column {column.name!r} is not a whole number",
-                           f"CAST({col} AS DOUBLE) <> round(CAST({col} AS DOUBLE))"))
+                           f"{number} <> round({number})", col))
         if column.min is not None:
             checks.append((f"column {column.name!r} is below {column.min:g}",
-                           f"CAST({col} AS DOUBLE) < {lit(float(column.min))}"))
+                           f"{number} < {lit(float(column.min))}", col))
         if column.max is not None:
             checks.append((f"column {column.name!r} is above {column.max:g}",
-                           f"CAST({col} AS DOUBLE) > {lit(float(column.max))}"))
-        if column.kind == "id":
-            checks.append((f"column {column.name!r} is empty", f"CAST({col} AS VARCHAR) = ''"))
+                           f"{number} > {lit(float(column.max))}", col))
     return checks
 
 

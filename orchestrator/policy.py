@@ -154,7 +154,8 @@ def load_policy(kind: PolicyKind, name_or_path: str, overrides: list[str] | None
     """Load a policy by packaged name (`overall_v1`) or by file path, apply overrides, validate."""
     path = _locate(kind, name_or_path)
     document = _read_yaml(path)
-    label = str(path)
+    packaged = path.parent == policies_dir(kind.capability)
+    label = f"policy {path.stem}" if packaged else str(path)
     allowed = {kind.version_key, "description", "parent_version", "parameters", "metadata"}
     _reject_unknown(label, document, allowed, prefix="")
     version = document.get(kind.version_key)
