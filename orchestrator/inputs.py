@@ -86,8 +86,15 @@ def open_input(con: duckdb.DuckDBPyConnection, contract: TableContract,
         shown, fmt = given, _format_of(paths, label)
         _create_raw_view(con, raw, paths, fmt, hive, label, given)
         files = tuple(fingerprint(f) for f in paths)
+    if not isinstance(given, pd.DataFrame) and all(f.bytes == 0 for f in files):
+        raise InputError(f"{label} ({shown}): empty file, no rows")
     actual = _actual_columns(con, raw)
-    names = _check_columns(contract, actual, label, shown)
+    try:
+        names = _check_columns(contract, actual, label, shown)
+    except InputError:
+        if not contract.allow_empty and _row_count(con, raw) == 0:
+            raise InputError(f"{label} ({shown}): no rows") from None
+        raise
     rows = _check_values(con, contract, raw, names, label, shown)
     _create_typed_view(con, contract, raw, names)
     return OpenedInput(contract, label, shown, fmt, files, rows)
@@ -110,8 +117,17 @@ def resolve_files(given: str, label: str) -> tuple[list[str], bool]:
         files = [given]
     else:
         raise InputError(f"{label}: no such file: {given}")
-    hive = any("=" in part for f in files for part in Path(f).parent.parts)
+    root = given if os.path.isdir(given) else _glob_root(given) if glob.has_magic(given) else None
+    hive = root is not None and any(
+        "=" in part for f in files for part in Path(os.path.relpath(f, root)).parent.parts)
     return files, hive
+
+
+def _glob_root(pattern: str) -> str:
+    """The folder part of a glob before its first wildcard."""
+    parts = Path(pattern).parts
+    fixed = [p for p in parts[: next(i for i, p in enumerate(parts) if glob.has_magic(p))]]
+    return str(Path(*fixed)) if fixed else "."
 
 
 def fingerprint(path: str) -> InputFile:
@@ -147,21 +163,31 @@ def _format_of(files: list[str], label: str) -> str:
 
 def _create_raw_view(con: duckdb.DuckDBPyConnection, raw: str, files: list[str], fmt: str,
                      hive: bool, label: str, given: str) -> None:
+    reader = {"parquet": "read_parquet", "csv": "read_csv", "json": "read_json"}[fmt]
     options = [f"filename = {lit(_FILE_COLUMN)}", "union_by_name = true",
                f"hive_partitioning = {lit(hive)}"]
     if fmt == "parquet":
-        reader = "read_parquet"
         options.append("file_row_number = true")
-        columns = f"* EXCLUDE (file_row_number), file_row_number + 1 AS {_ROW_COLUMN}"
-    else:
-        reader = "read_csv" if fmt == "csv" else "read_json"
-        columns = f"*, row_number() OVER (PARTITION BY {_FILE_COLUMN}) AS {_ROW_COLUMN}"
+    scan = f"{reader}({lit(files)}, {', '.join(options)})"
     try:
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {ident(raw)} AS SELECT {columns} "
-                    f"FROM {reader}({lit(files)}, {', '.join(options)})")
+        if fmt == "parquet":
+            view = f"SELECT * EXCLUDE (file_row_number), file_row_number + 1 AS {_ROW_COLUMN} FROM {scan}"
+        else:
+            # CSV/JSON readers have no file_row_number; loaded into a table, rowid keeps file order.
+            loaded = ident(raw + "_loaded")
+            con.execute(f"CREATE OR REPLACE TEMP TABLE {loaded} AS SELECT * FROM {scan}")
+            view = (f"SELECT * EXCLUDE (__rowid), __rowid - min(__rowid) OVER "
+                    f"(PARTITION BY {_FILE_COLUMN}) + 1 AS {_ROW_COLUMN} "
+                    f"FROM (SELECT *, rowid AS __rowid FROM {loaded})")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {ident(raw)} AS {view}")
         con.execute(f"SELECT * FROM {ident(raw)} LIMIT 0")
     except duckdb.Error as exc:
         raise InputError(f"{label}: cannot read {given}: {_first_line(exc)}") from None
+
+
+def _row_count(con: duckdb.DuckDBPyConnection, raw: str) -> int:
+    row = con.execute(f"SELECT count(*) FROM {ident(raw)}").fetchone()
+    return int(row[0]) if row else 0
 
 
 def _actual_columns(con: duckdb.DuckDBPyConnection, raw: str) -> dict[str, str]:
@@ -246,6 +272,8 @@ def _value_checks(contract: TableContract, names: dict[str, str]) -> list[tuple[
         if column.kind == "count":
             checks.append((f"column {column.name!r} is not a whole number",
                            f"{number} <> round({number})", col))
+            checks.append((f"column {column.name!r} is too large (above 2^53)",
+                           f"abs({number}) > {lit(float(2 ** 53))}", col))
         if column.min is not None:
             checks.append((f"column {column.name!r} is below {column.min:g}",
                            f"{number} < {lit(float(column.min))}", col))

@@ -27,6 +27,21 @@ from .resources import policies_dir
 _VERSION_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML with 1.2-style floats: PyYAML reads `1e-9` (no dot) as a string."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+$"),
+    list("-+0123456789."),
+)
+
+
+def load_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+
+
 @dataclass(frozen=True)
 class Number:
     """A real number within [lo, hi] (either end open when `*_open`)."""
@@ -75,7 +90,7 @@ class Choice:
 
 @dataclass(frozen=True)
 class Bounds:
-    """A pair [lo, hi] of finite numbers with lo < hi, or null."""
+    """A pair [lo, hi] of finite numbers with lo <= hi, or null (lo = hi is a zero spread)."""
 
     def check(self, key: str, value: Any) -> Any:
         if value is None:
@@ -83,8 +98,8 @@ class Bounds:
         if not isinstance(value, (list, tuple)) or len(value) != 2:
             raise PolicyError(f"{key}: expected [lo, hi] or null, got {value!r}")
         lo, hi = (Number().check(f"{key}[{i}]", v) for i, v in enumerate(value))
-        if not lo < hi:
-            raise PolicyError(f"{key}: lo ({lo!r}) must be below hi ({hi!r})")
+        if lo > hi:
+            raise PolicyError(f"{key}: lo ({lo!r}) must not exceed hi ({hi!r})")
         return [lo, hi]
 
 
@@ -198,7 +213,7 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         if not sep or not key:
             raise PolicyError(f"--set {item!r}: expected key=value")
         try:
-            parsed[key] = yaml.safe_load(raw) if raw.strip() else None
+            parsed[key] = load_yaml(raw) if raw.strip() else None
         except yaml.YAMLError:
             raise PolicyError(f"--set {item!r}: the value is not valid YAML") from None
     return parsed
@@ -220,7 +235,7 @@ def _locate(kind: PolicyKind, name_or_path: str) -> Path:
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        document = load_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
@@ -273,7 +288,11 @@ def _apply_override(label: str, tree: dict[str, Any], spec: Spec, dotted: str, v
         rules = rules[part]
         if depth == len(parts) - 1:
             if isinstance(rules, Mapping):
-                raise PolicyError(f"--set {dotted}: is a group; set one of its keys")
+                if not isinstance(value, dict):
+                    raise PolicyError(f"--set {dotted}: is a group; give a mapping or set one of its keys")
+                for key, item in value.items():
+                    _apply_override(label, tree, spec, f"{dotted}.{key}", item)
+                return
             node[part] = value
         else:
             node = node.setdefault(part, {})

@@ -44,7 +44,8 @@ def test_overrides_change_parameters_and_mark_the_version() -> None:
 
 @pytest.mark.parametrize(("override", "message"), [
     ("alpah=0.7", "unknown key 'alpah' (did you mean 'alpha'?)"),
-    ("risk_flags.single_spike=1", "is a group"),
+    ("risk_flags.single_spike=1", "is a group; give a mapping"),
+    ("risk_flags.single_spike={nope: 1}", "unknown key 'risk_flags.single_spike.nope'"),
     ("risk_flags.single_spyke.x=1", "did you mean 'risk_flags.single_spike'"),
     ("alpha=1.5", "parameters.alpha: 1.5 is outside [0, 1]"),
     ("alpha=high", "parameters.alpha: expected a number, got 'high'"),
@@ -55,7 +56,7 @@ def test_overrides_change_parameters_and_mark_the_version() -> None:
     ("normalization.mode=absolute", "'absolute' is not one of per_query, reference"),
     ("normalization.mode=reference", "normalization.reference.rrf_sum is required by mode: reference"),
     ("normalization.coverage=divide_by_max", "coverage_max is required by coverage: divide_by_max"),
-    ("normalization.reference.rrf_sum=[0.5, 0.1]", "lo (0.5) must be below hi (0.1)"),
+    ("normalization.reference.rrf_sum=[0.5, 0.1]", "lo (0.5) must not exceed hi (0.1)"),
     ("normalization.p_lo=0.95", "p_lo must be below normalization.p_hi"),
     ("normalization.eps=0", "outside (0, 1]"),
 ])
@@ -63,6 +64,11 @@ def test_bad_overrides_name_the_key(override: str, message: str) -> None:
     with pytest.raises(PolicyError) as raised:
         v1(override)
     assert message in str(raised.value)
+
+
+def test_exponent_floats_without_a_dot_are_numbers() -> None:
+    assert v1("normalization.eps=1e-12").parameters["normalization"]["eps"] == 1e-12
+    assert v1("normalization.eps=2E-7").parameters["normalization"]["eps"] == 2e-07
 
 
 def test_equal_thresholds_are_allowed() -> None:

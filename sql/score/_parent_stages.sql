@@ -45,7 +45,7 @@ normalized AS (
 {% for f in features_normalised %}
 {% if f in by_quantile %}
         {{ quantile_norm(f, f ~ '_p_lo', f ~ '_p_hi', nz.eps, nz.zero_spread_value) }} AS {{ f }}_norm,
-        {{ f }}_p_hi - {{ f }}_p_lo = 0 AS {{ f }}_zero_spread{{ ',' if not loop.last }}
+        {{ f ~ '_p_hi - ' ~ f ~ '_p_lo = 0' if nz.mode == 'per_query' else 'FALSE' }} AS {{ f }}_zero_spread{{ ',' if not loop.last }}
 {% else %}
         {{ clamp(f ~ ' / ' ~ (nz.coverage_max | float | lit)) }} AS {{ f }}_norm,
         FALSE AS {{ f }}_zero_spread{{ ',' if not loop.last }}

@@ -95,7 +95,9 @@ def default_params() -> dict[str, Any]:
     return copy.deepcopy(OVERALL_V1_PARAMS)
 
 
-def with_overrides(params: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+def with_overrides(
+    params: Mapping[str, Any], overrides: Mapping[str, Any] | None
+) -> dict[str, Any]:
     """Return a deep copy of ``params`` with dotted-key overrides applied.
 
     ``{"normalization.mode": "reference", "T_low": 0.5}`` sets ``params["normalization"]["mode"]``
@@ -273,7 +275,7 @@ def need_hitl(ratio: float | None, r_hitl: float) -> bool:
 
 
 def web_fallback(has_candidates: bool, level: str, hitl: bool) -> bool:
-    """§8.2: empty result, or ``confidence_level = low`` that clarification (HITL) cannot resolve."""
+    """§8.2: empty result, or ``confidence_level = low`` that clarification (HITL) cannot fix."""
     return (not has_candidates) or (level == "low" and not hitl)
 
 
@@ -395,7 +397,11 @@ def _score_query(
         for name in RISK_FLAGS:
             row[f"flag_{name}"] = flags[name]
         row["risk_flags"] = [name for name in RISK_FLAGS if flags[name]]
-        subs_by_name = dict(zip(SUBSCORES, (row["s_strength"], row["s_coverage"], row["s_stability"]), strict=True))
+        subs_by_name = {
+            "strength": row["s_strength"],
+            "coverage": row["s_coverage"],
+            "stability": row["s_stability"],
+        }
         row["row_flags"] = row_flags_of(n, zero_spread, subs_by_name, floor)
 
     best = ranked[0]
