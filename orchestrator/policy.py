@@ -251,8 +251,8 @@ def _reject_unknown(label: str, tree: Mapping[str, Any], allowed: set[str], pref
     for key in tree:
         if key not in allowed:
             hint = difflib.get_close_matches(str(key), sorted(allowed), n=1)
-            suggestion = f" (did you mean {prefix}{hint[0]!r}?)" if hint else ""
-            raise PolicyError(f"{label}: unknown key {prefix}{key!r}{suggestion}")
+            suggestion = f" (did you mean '{prefix}{hint[0]}'?)" if hint else ""
+            raise PolicyError(f"{label}: unknown key '{prefix}{key}'{suggestion}")
 
 
 def _validate_tree(label: str, tree: Any, spec: Spec, prefix: str) -> dict[str, Any]:

@@ -97,7 +97,8 @@ def test_policy_file_by_path(tmp_path: Path) -> None:
     (lambda d: d.update(extra=1), "unknown key 'extra'"),
     (lambda d: d["parameters"].pop("beta"), "missing key parameters.beta"),
     (lambda d: d["parameters"]["risk_flags"]["low_coverage"].update(strenght_at_least=1),
-     "unknown key parameters.risk_flags.low_coverage.'strenght_at_least'"),
+     "unknown key 'parameters.risk_flags.low_coverage.strenght_at_least' (did you mean "
+     "'parameters.risk_flags.low_coverage.strength_at_least'?)"),
     (lambda d: d.pop("score_policy_version"), "score_policy_version must be a version name"),
     (lambda d: d.update(score_policy_version="bad version!"), "must be a version name"),
     (lambda d: d.update(parameters=[1, 2]), "`parameters` must be a mapping"),
