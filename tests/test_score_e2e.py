@@ -162,3 +162,13 @@ def test_demo_derivation_matches_a_pandas_reimplementation(features: Path) -> No
     for column in ("rrf_sum", "max_score", "coverage", "total_chunks", "coverage_ratio"):
         pd.testing.assert_series_equal(actual[column].astype(float), expected[column].astype(float),
                                        rtol=1e-12, atol=1e-12, check_names=False)
+
+
+def test_policy_list_and_show() -> None:
+    listed = CliRunner().invoke(cli, ["policy", "list"])
+    assert listed.exit_code == 0 and listed.output.split() == ["overall_v1"]
+    shown = CliRunner().invoke(cli, ["policy", "show", "overall_v1", "--set", "alpha=0.7"])
+    assert shown.exit_code == 0, shown.output
+    record = json.loads(shown.output)
+    assert record["parameters"]["alpha"] == 0.7 and record["overrides"] == {"alpha": 0.7}
+    assert record["score_policy_version"].startswith("overall_v1+")
