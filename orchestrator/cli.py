@@ -126,6 +126,64 @@ def score(progress: Progress, features: str, out_dir: Path, queries: str | None,
     progress.step(f"done: {result.queries:,} queries, {result.parents:,} parents -> {out_dir}")
 
 
+def recipe_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    command = click.option("--set-recipe", "recipe_overrides", multiple=True, metavar="KEY=VALUE",
+                           help="Override a recipe key (dotted, e.g. fusion.k=20 or "
+                                "sources.dense.weight=0.7). Repeatable.")(command)
+    command = click.option("--recipe", default="hybrid_v1", show_default=True, metavar="NAME|PATH",
+                           help="A packaged fusion recipe (hybrid_v1, canonical_rrf) or a recipe YAML file.")(command)
+    return command
+
+
+@cli.command()
+@click.option("--log", required=True, metavar="PATH",
+              help="retrieval_log table: one row per hit (query_id, source, item_id, parent_id, score and/or rank).")
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path), help="Output folder.")
+@click.option("--recipe", default="hybrid_v1", show_default=True, metavar="NAME|PATH",
+              help="A packaged fusion recipe (hybrid_v1, canonical_rrf) or a recipe YAML file.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a recipe key (dotted: fusion.k=20, sources.dense.weight=0.7). Repeatable.")
+@engine_options
+@click.pass_obj
+def fuse(progress: Progress, log: str, out_dir: Path, recipe: str, overrides: tuple[str, ...],
+         settings: EngineSettings) -> None:
+    """Fuse a multi-source retrieval log (seed 003): align, normalise, fuse, rank.
+
+    \b
+    Writes to --out:
+      fused.parquet            query_id, item_id (target granularity), fused_score, rank,
+                               n_sources, contributions (per source: original id, raw and
+                               normalised score, rank, weight, contribution), best_provenance
+      parent_features.parquet  the seed-000 inputs of every candidate parent
+      manifest.json            recipe_id, sources, fusion, target granularity, SQL hashes, inputs
+      sql/                     the rendered SQL
+    """
+    from .fuse import fuse as run_fuse
+
+    result = run_fuse(log, out_dir, recipe, list(overrides), settings, progress)
+    progress.step(f"done: {result.fused_rows:,} fused items -> {out_dir}")
+
+
+@cli.command()
+@click.option("--log", required=True, metavar="PATH", help="retrieval_log table (see `duckscore fuse --help`).")
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path), help="Output folder.")
+@click.option("--queries", metavar="PATH", help="Optional query_id table: listed queries without hits get an empty-result decision.")
+@click.option("--top-n", default=5, show_default=True, type=click.IntRange(min=1), help="Parents per query in contract.jsonl.")
+@recipe_options
+@policy_options("overall_v1")
+@engine_options
+@click.pass_obj
+def run(progress: Progress, log: str, out_dir: Path, queries: str | None, top_n: int, recipe: str,
+        recipe_overrides: tuple[str, ...], policy: str, overrides: tuple[str, ...],
+        settings: EngineSettings) -> None:
+    """Fuse a retrieval log, then score its parents: every output of `fuse` and `score`."""
+    from .pipeline import run as run_pipeline
+
+    result = run_pipeline(log, out_dir, recipe, policy, list(recipe_overrides), list(overrides),
+                          queries, top_n, settings, progress)
+    progress.step(f"done: {result.queries:,} queries, {result.parents:,} parents -> {out_dir}")
+
+
 @cli.group(cls=DuckscoreGroup)
 def sql() -> None:
     """Print the rendered SQL of a capability, to read or to paste into DuckDB."""
@@ -154,28 +212,57 @@ def sql_score(stage: str, top_n: int, policy: str, overrides: tuple[str, ...]) -
     click.echo(rendered.text, nl=False)
 
 
+FUSE_STAGES = ("source_settings", "log_rows", "cut", "entries", "lists", "candidates", "stats",
+               "list_stats", "normalized", "per_source", "fused", "ranked", "fused_items")
+
+
+@sql.command("fuse")
+@click.option("--stage", type=click.Choice(FUSE_STAGES), default="fused_items", show_default=True,
+              help="The CTE to select.")
+@click.option("--sources", default="dense,sparse,summary", show_default=True,
+              help="Comma-separated source names the log holds (the SQL names each one).")
+@click.option("--no-rank", is_flag=True, help="The log has no rank column (ranks derived from scores).")
+@click.option("--recipe", default="hybrid_v1", show_default=True, metavar="NAME|PATH")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a recipe key.")
+def sql_fuse(stage: str, sources: str, no_rank: bool, recipe: str, overrides: tuple[str, ...]) -> None:
+    """The fusion SQL over a table or view named retrieval_log."""
+    from .fuse import FUSE_RECIPE, plan, render_fused
+    from .policy import load_policy
+
+    names = sorted({s.strip() for s in sources.split(",") if s.strip()})
+    fuse_plan = plan(load_policy(FUSE_RECIPE, recipe, list(overrides)), names, has_rank=not no_rank)
+    click.echo(render_fused(fuse_plan, final=stage).text, nl=False)
+
+
 @cli.group(cls=DuckscoreGroup)
 def policy() -> None:
     """List and show versioned policies."""
 
 
+def _kind(capability: str):
+    from .fuse import FUSE_RECIPE
+    from .score import SCORE_POLICY
+
+    return {"score": SCORE_POLICY, "fuse": FUSE_RECIPE}[capability]
+
+
 @policy.command("list")
-@click.argument("capability", default="score")
+@click.argument("capability", type=click.Choice(("score", "fuse")), default="score")
 def policy_list(capability: str) -> None:
-    """The packaged policies of CAPABILITY (default: score)."""
-    for name in available_policies(capability):
+    """The packaged policies (score) or recipes (fuse)."""
+    for name in available_policies(_kind(capability)):
         click.echo(name)
 
 
 @policy.command("show")
 @click.argument("name")
+@click.option("--capability", type=click.Choice(("score", "fuse")), default="score", show_default=True)
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Apply overrides first.")
-def policy_show(name: str, overrides: tuple[str, ...]) -> None:
+def policy_show(name: str, capability: str, overrides: tuple[str, ...]) -> None:
     """The effective, validated parameters of policy NAME (or a YAML path), as JSON."""
     from .policy import load_policy
-    from .score import SCORE_POLICY
 
-    loaded = load_policy(SCORE_POLICY, name, list(overrides))
+    loaded = load_policy(_kind(capability), name, list(overrides))
     click.echo(canonical_json(loaded.as_record()))
 
 

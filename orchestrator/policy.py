@@ -113,8 +113,41 @@ class Words:
         return list(value)
 
 
-Leaf = Number | Choice | Bounds | Words
-Spec = Mapping[str, "Leaf | Spec"]
+@dataclass(frozen=True)
+class Flag:
+    def check(self, key: str, value: Any) -> Any:
+        if not isinstance(value, bool):
+            raise PolicyError(f"{key}: expected true or false, got {value!r}")
+        return value
+
+
+@dataclass(frozen=True)
+class Text:
+    """A free string (a rule pattern, a label)."""
+
+    def check(self, key: str, value: Any) -> Any:
+        if not isinstance(value, str) or not value:
+            raise PolicyError(f"{key}: expected a non-empty string, got {value!r}")
+        return value
+
+
+@dataclass(frozen=True)
+class MapOf:
+    """A mapping from free names (e.g. source names) to entries of one spec."""
+
+    entry: "Spec"
+    name_pattern: str = r"[A-Za-z0-9_.\-]+"
+
+
+@dataclass(frozen=True)
+class ListOf:
+    """A list of entries of one spec (e.g. query-analyzer rules)."""
+
+    entry: "Spec"
+
+
+Leaf = Number | Choice | Bounds | Words | Flag | Text
+Spec = Mapping[str, "Leaf | Spec | MapOf | ListOf"]
 
 
 @dataclass(frozen=True)
@@ -125,6 +158,9 @@ class PolicyKind:
     version_key: str
     spec: Spec
     cross_checks: tuple[Callable[[dict[str, Any]], None], ...] = ()
+    flat: bool = False  # parameters at the top level of the file (recipes, seed 003 §8)
+    folder: str = "policies"  # where the packaged files live, under sql/<capability>/
+    prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # before validation
 
 
 @dataclass(frozen=True)
@@ -160,8 +196,8 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def available_policies(capability: str) -> list[str]:
-    folder = policies_dir(capability)
+def available_policies(kind: PolicyKind) -> list[str]:
+    folder = policies_dir(kind.capability, kind.folder)
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
 
 
@@ -169,20 +205,27 @@ def load_policy(kind: PolicyKind, name_or_path: str, overrides: list[str] | None
     """Load a policy by packaged name (`overall_v1`) or by file path, apply overrides, validate."""
     path = _locate(kind, name_or_path)
     document = _read_yaml(path)
-    packaged = path.parent == policies_dir(kind.capability)
-    label = f"policy {path.stem}" if packaged else str(path)
-    allowed = {kind.version_key, "description", "parent_version", "parameters", "metadata"}
-    _reject_unknown(label, document, allowed, prefix="")
+    packaged = path.parent == policies_dir(kind.capability, kind.folder)
+    label = f"{kind.capability} policy {path.stem}" if packaged else str(path)
+    meta_keys = {kind.version_key, "description", "parent_version", "metadata"}
+    if kind.flat:
+        parameters = {k: v for k, v in document.items() if k not in meta_keys}
+    else:
+        _reject_unknown(label, document, meta_keys | {"parameters"}, prefix="")
+        parameters = document.get("parameters")
     version = document.get(kind.version_key)
     if not isinstance(version, str) or not _VERSION_PATTERN.fullmatch(version):
         raise PolicyError(f"{label}: {kind.version_key} must be a version name, got {version!r}")
-    parameters = document.get("parameters")
     if not isinstance(parameters, dict):
         raise PolicyError(f"{label}: `parameters` must be a mapping")
-    parsed_overrides = parse_overrides(overrides or [])
+    prefix = "" if kind.flat else "parameters."
+    parameters = _lists_to_maps(label, parameters, kind.spec)
+    parsed_overrides = parse_overrides(overrides or [], strip_prefix=not kind.flat)
     for dotted, value in parsed_overrides.items():
         _apply_override(label, parameters, kind.spec, dotted, value)
-    validated = _validate_tree(label, parameters, kind.spec, prefix="")
+    if kind.prepare is not None:
+        parameters = _prepared(kind, label, parameters)
+    validated = _validate_tree(label, parameters, kind.spec, prefix="", root=prefix)
     for check in kind.cross_checks:
         try:
             check(validated)
@@ -204,12 +247,42 @@ def load_policy(kind: PolicyKind, name_or_path: str, overrides: list[str] | None
     )
 
 
-def parse_overrides(items: list[str]) -> dict[str, Any]:
+def _lists_to_maps(label: str, tree: dict[str, Any], spec: Spec) -> dict[str, Any]:
+    """Accept `- name: x` lists where the spec has a mapping of names (seed 003 §8 `sources:`)."""
+    converted = dict(tree)
+    for key, rule in spec.items():
+        value = converted.get(key)
+        if isinstance(rule, MapOf) and isinstance(value, list):
+            mapping: dict[str, Any] = {}
+            for entry in value:
+                if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+                    raise PolicyError(f"{label}: every entry of {key} needs a name")
+                name = entry["name"]
+                if name in mapping:
+                    raise PolicyError(f"{label}: {key}: {name!r} is declared twice")
+                mapping[name] = {k: v for k, v in entry.items() if k != "name"}
+            converted[key] = mapping
+        elif isinstance(rule, Mapping) and isinstance(value, dict):
+            converted[key] = _lists_to_maps(label, value, rule)
+    return converted
+
+
+def _prepared(kind: PolicyKind, label: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    assert kind.prepare is not None
+    try:
+        return kind.prepare(parameters)
+    except PolicyError as exc:
+        raise PolicyError(f"{label}: {exc}") from None
+
+
+def parse_overrides(items: list[str], strip_prefix: bool = True) -> dict[str, Any]:
     """`key=value` strings to {dotted key: YAML-parsed value}; a leading `parameters.` is optional."""
     parsed: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
-        key = key.strip().removeprefix("parameters.")
+        key = key.strip()
+        if strip_prefix:
+            key = key.removeprefix("parameters.")
         if not sep or not key:
             raise PolicyError(f"--set {item!r}: expected key=value")
         try:
@@ -226,9 +299,9 @@ def _locate(kind: PolicyKind, name_or_path: str) -> Path:
         if not candidate.is_file():
             raise PolicyError(f"policy file not found: {name_or_path}")
         return candidate
-    packaged = policies_dir(kind.capability) / f"{name_or_path}.yaml"
+    packaged = policies_dir(kind.capability, kind.folder) / f"{name_or_path}.yaml"
     if not packaged.is_file():
-        known = ", ".join(available_policies(kind.capability)) or "none"
+        known = ", ".join(available_policies(kind)) or "none"
         raise PolicyError(f"unknown {kind.capability} policy {name_or_path!r} (packaged: {known})")
     return packaged
 
@@ -255,23 +328,39 @@ def _reject_unknown(label: str, tree: Mapping[str, Any], allowed: set[str], pref
             raise PolicyError(f"{label}: unknown key '{prefix}{key}'{suggestion}")
 
 
-def _validate_tree(label: str, tree: Any, spec: Spec, prefix: str) -> dict[str, Any]:
+def _validate_tree(label: str, tree: Any, spec: Spec, prefix: str, root: str) -> dict[str, Any]:
     if not isinstance(tree, dict):
-        raise PolicyError(f"{label}: parameters.{prefix.rstrip('.')} must be a mapping")
-    _reject_unknown(label, tree, set(spec), prefix=f"parameters.{prefix}")
+        raise PolicyError(f"{label}: {root}{prefix.rstrip('.')} must be a mapping")
+    _reject_unknown(label, tree, set(spec), prefix=f"{root}{prefix}")
     validated: dict[str, Any] = {}
     for key, rule in spec.items():
         dotted = f"{prefix}{key}"
         if key not in tree:
-            raise PolicyError(f"{label}: missing key parameters.{dotted}")
-        if isinstance(rule, Mapping):
-            validated[key] = _validate_tree(label, tree[key], rule, prefix=f"{dotted}.")
-        else:
-            try:
-                validated[key] = rule.check(f"parameters.{dotted}", tree[key])
-            except PolicyError as exc:
-                raise PolicyError(f"{label}: {exc}") from None
+            raise PolicyError(f"{label}: missing key {root}{dotted}")
+        validated[key] = _validate_node(label, tree[key], rule, dotted, root)
     return validated
+
+
+def _validate_node(label: str, value: Any, rule: Any, dotted: str, root: str) -> Any:
+    if isinstance(rule, Mapping):
+        return _validate_tree(label, value, rule, prefix=f"{dotted}.", root=root)
+    if isinstance(rule, MapOf):
+        if not isinstance(value, dict):
+            raise PolicyError(f"{label}: {root}{dotted} must be a mapping of names")
+        for name in value:
+            if not isinstance(name, str) or not re.fullmatch(rule.name_pattern, name):
+                raise PolicyError(f"{label}: {root}{dotted}: invalid name {name!r}")
+        return {name: _validate_node(label, entry, rule.entry, f"{dotted}.{name}", root)
+                for name, entry in value.items()}
+    if isinstance(rule, ListOf):
+        if not isinstance(value, list):
+            raise PolicyError(f"{label}: {root}{dotted} must be a list")
+        return [_validate_tree(label, entry, rule.entry, f"{dotted}[{i}].", root)
+                for i, entry in enumerate(value)]
+    try:
+        return rule.check(f"{root}{dotted}", value)
+    except PolicyError as exc:
+        raise PolicyError(f"{label}: {exc}") from None
 
 
 def _apply_override(label: str, tree: dict[str, Any], spec: Spec, dotted: str, value: Any) -> None:
@@ -279,6 +368,8 @@ def _apply_override(label: str, tree: dict[str, Any], spec: Spec, dotted: str, v
     node: Any = tree
     rules: Any = spec
     for depth, part in enumerate(parts):
+        if isinstance(rules, MapOf):
+            rules = {part: rules.entry}
         if not isinstance(rules, Mapping) or part not in rules:
             known = sorted(rules) if isinstance(rules, Mapping) else []
             hint = difflib.get_close_matches(part, known, n=1)

@@ -25,5 +25,5 @@ def fixtures_dir() -> Path:
     return _PACKAGE / "fixtures"
 
 
-def policies_dir(capability: str) -> Path:
-    return sql_dir() / capability / "policies"
+def policies_dir(capability: str, folder: str = "policies") -> Path:
+    return sql_dir() / capability / folder

@@ -19,6 +19,7 @@ from .outputs import atomic_output_dir, write_json
 from .policy import Bounds, Choice, Number, Policy, PolicyKind, load_policy
 from .progress import SILENT, Progress
 from .render import RenderedSQL, lit, render
+from .runner import execute, settings_record, write_sql
 from .sqlcheck import check_sql
 
 UNIT = Number(0.0, 1.0)
@@ -126,12 +127,10 @@ def score(features: str | Path | pd.DataFrame, out_dir: str | Path, policy: str 
     progress.step("writing outputs")
     with atomic_output_dir(Path(out_dir)) as stage:
         counts = write_score_outputs(con, stage)
-        for sql in rendered:
-            (stage / "sql").mkdir(exist_ok=True)
-            (stage / "sql" / sql.template.replace("/", "_")).write_text(sql.text, encoding="utf-8")
+        write_sql(stage, rendered)
         manifest = build_manifest(
             "score", loaded.as_record(), rendered, inputs, counts,
-            {"top_n": top_n, **_settings_record(settings)},
+            {"top_n": top_n, **settings_record(settings)},
         )
         write_json(stage / "manifest.json", manifest)
     return ScoreResult(Path(out_dir), loaded, counts["queries.parquet"], counts["parents.parquet"], manifest)
@@ -142,13 +141,13 @@ def score_tables(con: duckdb.DuckDBPyConnection, policy: Policy, top_n: int,
     """Create temp tables scored_parents and score_contract from the parent_features view."""
     parents_sql = render_parents(policy)
     check_sql(parents_sql, {"parent_features": schema_of(con, "parent_features")})
-    _execute(con, f"CREATE OR REPLACE TEMP TABLE scored_parents AS {parents_sql.text}", parents_sql)
+    execute(con, f"CREATE OR REPLACE TEMP TABLE scored_parents AS {parents_sql.text}", parents_sql)
     queries_sql = render_queries(policy, top_n, standalone=False, with_query_ids=with_query_ids)
     schema = {"scored_parents": schema_of(con, "scored_parents")}
     if with_query_ids:
         schema["query_ids"] = schema_of(con, "query_ids")
     check_sql(queries_sql, schema)
-    _execute(con, f"CREATE OR REPLACE TEMP TABLE score_contract AS {queries_sql.text}", queries_sql)
+    execute(con, f"CREATE OR REPLACE TEMP TABLE score_contract AS {queries_sql.text}", queries_sql)
     return [parents_sql, queries_sql]
 
 
@@ -166,19 +165,7 @@ def write_score_outputs(con: duckdb.DuckDBPyConnection, stage: Path) -> dict[str
     return counts
 
 
-def _execute(con: duckdb.DuckDBPyConnection, statement: str, rendered: RenderedSQL) -> None:
-    try:
-        con.execute(statement)
-    except duckdb.Error as exc:
-        first = str(exc).strip().splitlines()[0]
-        raise DuckscoreError(f"sql/{rendered.template}: DuckDB failed: {first}") from None
-
-
 def _as_given(value: str | Path | pd.DataFrame) -> str | pd.DataFrame:
     return value if isinstance(value, pd.DataFrame) else str(value)
 
 
-def _settings_record(settings: EngineSettings | None) -> dict[str, Any]:
-    settings = settings or EngineSettings()
-    return {"threads": settings.threads, "memory_limit": settings.memory_limit,
-            "temp_dir": str(settings.temp_dir) if settings.temp_dir else None}

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from duckscore.cli import SCORE_STAGES, cli
-from duckscore.demo import derive_parent_features
+from duckscore.fuse import fuse
 from duckscore.engine import EngineSettings
 from duckscore.resources import schemas_dir
 from duckscore.score import score
@@ -25,7 +25,8 @@ SCHEMA = json.loads((schemas_dir() / "score_contract.schema.json").read_text())
 @pytest.fixture(scope="module")
 def features(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("features") / "parent_features.parquet"
-    derive_parent_features(SCIFACT / "retrieval_log.parquet", path)
+    fuse(SCIFACT / "retrieval_log.parquet", path.parent / "fused", "canonical_rrf")
+    (path.parent / "fused" / "parent_features.parquet").rename(path)
     return path
 
 

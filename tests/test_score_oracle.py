@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from duckscore.demo import derive_parent_features
+from duckscore.fuse import fuse
 from duckscore.score import score
 
 from .helpers import FIXTURES, SCIFACT, same_value
@@ -66,7 +66,8 @@ def test_sql_matches_hand_computed_case(path: Path, tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def scifact_features(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
     path = tmp_path_factory.mktemp("scifact") / "parent_features.parquet"
-    derive_parent_features(SCIFACT / "retrieval_log.parquet", path)
+    fuse(SCIFACT / "retrieval_log.parquet", path.parent / "fused", "canonical_rrf")
+    (path.parent / "fused" / "parent_features.parquet").rename(path)
     return pd.read_parquet(path)
 
 

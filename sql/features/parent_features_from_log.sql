@@ -1,17 +1,17 @@
 {#-
-Seed-000 parent features from a multi-source retrieval log (the demo's documented derivation,
-until `duckscore fuse` provides the full seed-003 recipe catalogue):
+Seed-000 parent features from the (converted, top_k-cut) hits of a multi-source retrieval log:
 
-  rrf_sum        Σ over the parent's hits of 1 / (k + rank)            (RRF support, k = rrf_k)
-  max_score      max over the parent's hits of the hit's score min-max-normalised within its
-                 (query, source), so BM25 and cosine scales are comparable (a source with one
-                 distinct score gives 1)
-  coverage       number of distinct block types hit (SciFact: intro, body, summary)
+  rrf_sum        Σ over the parent's hits of weight / (k + rank − 1 + rank_base)   (RRF support)
+  max_score      max over the parent's hits of the hit's score, min-max-normalised within its
+                 (query, source) so BM25 and cosine scales are comparable (a list with one
+                 distinct score gives 1) — or the raw score (`max_score: raw`)
+  coverage       number of distinct block types hit
   total_chunks   the parent's chunk count, from the log
   coverage_ratio distinct block-granularity items hit / total_chunks, capped at 1
-                 (doc-granularity hits, such as the summary source, are not chunks)
+                 (doc-granularity hits, such as a summary source, are not chunks)
 
-Distinct counts come from GROUP BY steps, never count(DISTINCT …) on the row path.
+Reads `inputs.hits` (query_id, source, item_id, parent_id, score, rank, granularity, block_type,
+total_chunks, weight). Distinct counts come from GROUP BY steps, never count(DISTINCT …).
 -#}
 WITH
 hits AS (
@@ -22,21 +22,26 @@ hits AS (
         parent_id,
         score,
         rank,
+        weight,
         coalesce(block_type, 'unknown') AS block_type,
         coalesce(granularity, 'block') AS granularity,
         total_chunks,
         min(score) OVER (PARTITION BY query_id, source) AS source_min,
         max(score) OVER (PARTITION BY query_id, source) AS source_max
-    FROM {{ inputs.retrieval_log | ident }}
+    FROM {{ inputs.hits | ident }}
 ),
 normalised_hits AS (
     SELECT
         *,
-        {{ rrf('rank', rrf_k) }} AS rrf_contribution,
+        weight / ({{ rrf_k | float | lit }} + rank - 1 + {{ rank_base | lit }}) AS rrf_contribution,
+{% if max_score == 'raw' %}
+        score AS hit_score
+{% else %}
         CASE
             WHEN source_max - source_min = 0 THEN {{ 1.0 | lit }}
             ELSE (score - source_min) / NULLIF(source_max - source_min, 0)
-        END AS score_minmax
+        END AS hit_score
+{% endif %}
     FROM hits
 ),
 items AS (
@@ -46,8 +51,8 @@ items AS (
         item_id,
         block_type,
         bool_or(granularity = 'block') AS is_block,
-        sum(rrf_contribution) AS item_rrf,
-        max(score_minmax) AS item_score,
+        sum(rrf_contribution ORDER BY source ASC NULLS LAST) AS item_rrf,
+        max(hit_score) AS item_score,
         max(total_chunks) AS total_chunks
     FROM normalised_hits
     GROUP BY query_id, parent_id, item_id, block_type
@@ -57,7 +62,7 @@ parent_block_types AS (
         query_id,
         parent_id,
         block_type,
-        sum(item_rrf) AS rrf_sum,
+        sum(item_rrf ORDER BY item_id ASC NULLS LAST) AS rrf_sum,
         max(item_score) AS max_score,
         count(*) FILTER (WHERE is_block) AS hit_chunks,
         max(total_chunks) AS total_chunks
@@ -68,10 +73,10 @@ parent_features AS (
     SELECT
         query_id,
         parent_id,
-        sum(rrf_sum) AS rrf_sum,
+        sum(rrf_sum ORDER BY block_type ASC NULLS LAST) AS rrf_sum,
         max(max_score) AS max_score,
         count(*) AS coverage,
-        max(total_chunks) AS total_chunks,
+        coalesce(max(total_chunks), 0) AS total_chunks,
         CASE
             WHEN max(total_chunks) > 0 THEN least({{ 1.0 | lit }}, sum(hit_chunks) / NULLIF(max(total_chunks), 0))
             ELSE {{ 0.0 | lit }}
