@@ -246,7 +246,7 @@ fused AS (
             / NULLIF({{ ordered_sum('weight', 'source') }} FILTER (WHERE contribution > 0), 0)) AS fused_score,
 {% elif f.method == 'harmonic_mean' %}
         {{ ordered_sum('weight', 'source') }} FILTER (WHERE contribution > 0)
-            / NULLIF({{ ordered_sum('weight / contribution', 'source') }} FILTER (WHERE contribution > 0), 0) AS fused_score,
+            / NULLIF({{ ordered_sum('weight / NULLIF(contribution, 0)', 'source') }} FILTER (WHERE contribution > 0), 0) AS fused_score,
 {% endif %}
         count(*) FILTER (WHERE present) AS n_sources,
         list(struct_pack(
