@@ -283,6 +283,11 @@ def demo(progress: Progress, out_dir: Path, settings: EngineSettings) -> None:
     click.echo(run_demo(out_dir, settings, progress))
 
 
+from .evaluate import eval_command  # noqa: E402 - heavy modules load on first use
+
+cli.add_command(eval_command)
+
+
 def main() -> None:
     cli(prog_name="duckscore")
 

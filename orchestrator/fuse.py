@@ -53,6 +53,8 @@ def _bounds_declared(p: dict[str, Any]) -> None:
     bounds = p["normalizer_params"]["bounds"]
     if uses_bounds and (bounds is None or bounds[0] >= bounds[1]):
         raise PolicyError("normalizer_params.bounds must be [lo, hi] with lo < hi for normalize: bounds")
+    if p["fusion"]["k"] - 1 + p["fusion"]["rank_base"] <= 0:
+        raise PolicyError("fusion.k - 1 + fusion.rank_base must be positive (the first rank's denominator)")
     q = p["normalizer_params"]
     if q["quantile_p_lo"] >= q["quantile_p_hi"]:
         raise PolicyError("normalizer_params.quantile_p_lo must be below quantile_p_hi")

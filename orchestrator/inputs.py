@@ -17,6 +17,7 @@ from typing import Literal
 
 import duckdb
 import pandas as pd
+import pyarrow as pa
 
 from .errors import InputError
 from .render import ident, lit
@@ -139,13 +140,19 @@ def fingerprint(path: str) -> InputFile:
 
 
 def _frame_fingerprint(frame: pd.DataFrame) -> InputFile:
-    hashed = pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes()
-    return InputFile(path="<DataFrame>", bytes=int(frame.memory_usage(deep=True).sum()),
-                     sha256=hashlib.sha256(hashed).hexdigest())
+    """sha256 of the frame's Arrow IPC serialisation (works for nested columns too)."""
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    payload = sink.getvalue()
+    return InputFile(path="<DataFrame>", bytes=payload.size,
+                     sha256=hashlib.sha256(payload.to_pybytes()).hexdigest())
 
 
 def _create_frame_view(con: duckdb.DuckDBPyConnection, raw: str, frame: pd.DataFrame) -> None:
-    con.register(f"{raw}_frame", frame)
+    # A contiguous copy: DuckDB cannot scan some pandas views (e.g. negative strides).
+    con.register(f"{raw}_frame", frame.reset_index(drop=True).copy())
     con.execute(f"CREATE OR REPLACE TEMP VIEW {ident(raw)} AS SELECT *, "
                 f"{lit('<DataFrame>')} AS {_FILE_COLUMN}, row_number() OVER () AS {_ROW_COLUMN} "
                 f"FROM {ident(raw + '_frame')}")

@@ -24,7 +24,7 @@ hits AS (
         rank,
         weight,
         coalesce(block_type, 'unknown') AS block_type,
-        coalesce(granularity, 'block') AS granularity,
+        coalesce(granularity, CASE WHEN item_id = parent_id THEN 'doc' ELSE 'block' END) AS granularity,
         total_chunks,
         min(score) OVER (PARTITION BY query_id, source) AS source_min,
         max(score) OVER (PARTITION BY query_id, source) AS source_max
@@ -33,7 +33,7 @@ hits AS (
 normalised_hits AS (
     SELECT
         *,
-        weight / ({{ rrf_k | float | lit }} + rank - 1 + {{ rank_base | lit }}) AS rrf_contribution,
+        weight / (rank + {{ (rrf_k - 1 + rank_base) | float | lit }}) AS rrf_contribution,
 {% if max_score == 'raw' %}
         score AS hit_score
 {% else %}

@@ -19,14 +19,14 @@ sum({{ value }} ORDER BY {{ position }} ASC NULLS LAST)
 {% macro aligned_score(value, position) -%}
 {% if al.method == 'max' -%}max({{ value }})
 {%- elif al.method == 'sum' -%}{{ ordered_sum(value, position) }}
-{%- elif al.method == 'mean' -%}{{ ordered_sum(value, position) }} / count(*)
+{%- elif al.method == 'mean' -%}{{ ordered_sum(value, position) }} / NULLIF(count(*), 0)
 {%- elif al.method == 'sum_top_n' -%}{{ ordered_sum(value, position) }}{% if al.top_n %} FILTER (WHERE {{ position }} <= {{ al.top_n | lit }}){% endif %}
 {%- elif al.method == 'max_decay' -%}{{ ordered_sum(value ~ ' * pow(' ~ (al.decay | lit) ~ ', ' ~ position ~ ' - 1)', position) }}{% if al.top_n %} FILTER (WHERE {{ position }} <= {{ al.top_n | lit }}){% endif %}
 {%- endif %}
 {%- endmacro %}
 {% macro rank_contribution(rank_expr) -%}
 {% if f.method == 'rrf' -%}
-weight / ({{ f.k | lit }} + ({{ rank_expr }}) - 1 + {{ f.rank_base | lit }})
+weight / (({{ rank_expr }}) + {{ (f.k - 1 + f.rank_base) | float | lit }})
 {%- else -%}
 weight / NULLIF(({{ rank_expr }}) * ({{ rank_expr }}), 0)
 {%- endif %}
@@ -51,7 +51,7 @@ log_rows AS (
 {% else %}
         row_number() OVER (PARTITION BY l.query_id, l.source ORDER BY CASE WHEN s.is_distance THEN -l.score ELSE l.score END DESC NULLS LAST, l.item_id ASC NULLS LAST) AS rank,
 {% endif %}
-        coalesce(l.granularity, 'block') AS granularity,
+        coalesce(l.granularity, CASE WHEN l.item_id = l.parent_id THEN 'doc' ELSE 'block' END) AS granularity,
         l.block_type,
         l.total_chunks,
         l.snippet,
@@ -71,7 +71,7 @@ cut AS (
 ),
 {% if delayed %}
 block_items AS (
-    SELECT query_id, parent_id, item_id FROM cut WHERE granularity = 'block' GROUP BY query_id, parent_id, item_id
+    SELECT query_id, parent_id, item_id FROM log_rows WHERE granularity = 'block' GROUP BY query_id, parent_id, item_id
 ),
 expanded AS (
     SELECT
@@ -114,7 +114,11 @@ entries AS (
 lists AS (
     SELECT
         *,
+{% if block_level %}
+        best_rank AS list_rank,
+{% else %}
         row_number() OVER (PARTITION BY query_id, source ORDER BY raw_score DESC NULLS LAST, best_rank ASC NULLS LAST, target_id ASC NULLS LAST) AS list_rank,
+{% endif %}
         count(*) OVER (PARTITION BY query_id, source) AS list_n
     FROM entries
 ),
@@ -160,6 +164,7 @@ query_lists AS (
     SELECT
         query_id, source,
         any_value(weight) AS weight, any_value(normalizer) AS normalizer, any_value(list_n) AS list_n,
+        max(list_rank) AS last_rank,
         any_value(n_candidates) AS n_candidates, min(norm_score) AS list_min_score
     FROM normalized
     GROUP BY query_id, source
@@ -169,7 +174,7 @@ grid AS (
         c.query_id,
         c.target_id,
         ql.source,
-        n.target_id IS NOT NULL AS present,
+        n.target_id IS NOT NULL OR ql.normalizer = 'borda' AS present,
         coalesce(n.weight, ql.weight) AS weight,
         n.raw_score,
         n.list_rank,
@@ -182,7 +187,7 @@ grid AS (
             WHEN {{ (missing == 'list_min') | lit }} THEN ql.list_min_score
             ELSE {{ 0.0 | lit }}
         END AS norm_score,
-        CASE WHEN n.target_id IS NOT NULL THEN n.list_rank ELSE ql.list_n END AS rank_for_fusion,
+        CASE WHEN n.target_id IS NOT NULL THEN n.list_rank ELSE ql.last_rank END AS rank_for_fusion,
         n.target_id IS NOT NULL OR ql.normalizer = 'borda' OR {{ (missing != 'skip') | lit }} AS counted,
         n.target_id IS NOT NULL OR {{ (missing == 'list_min') | lit }} AS rank_counted
     FROM candidates AS c

@@ -1,0 +1,392 @@
+"""`duckscore eval`: retrieval metrics of a run against relevance judgments, computed in SQL.
+
+Metrics are defined as trec_eval and ranx define them (nDCG with gain 2^rel − 1 as ranx's
+`ndcg_burges`, which equals trec_eval's `ndcg_cut` for binary judgments): the SQL is
+sql/eval/per_query.sql (one CTE per stage) and sql/eval/means.sql.
+
+Conventions (as in trec_eval and ranx):
+- the run orders a query's documents by `rank` ascending when it has a rank column, else by
+  `score` descending; ties by document id ascending (as text). Positions are 1, 2, … in that order.
+- a query is evaluated when the qrels judge at least one of its documents; relevant means
+  relevance > 0. Run rows of queries absent from the qrels are ignored. An evaluated query with
+  no run row, or with no relevant document, scores 0 on every metric.
+- each mean is over the evaluated queries.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+import os
+import re
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+import duckdb
+
+from .engine import EngineSettings, connect
+from .errors import DuckscoreError, InputError, OutputError
+from .progress import SILENT, Progress
+
+if TYPE_CHECKING:  # pandas, Jinja and sqlglot load on first use: `duckscore --help` stays fast
+    import pandas as pd
+
+    from .inputs import OpenedInput
+    from .render import RenderedSQL
+
+DEFAULT_METRICS = "ndcg@10,recall@100,mrr@10,map"
+MAX_K = 1_000_000_000
+
+# metric -> needs a cutoff (the others without @k use the whole run, as ranx with k = 0)
+METRICS: dict[str, bool] = {"ndcg": False, "recall": False, "precision": True, "mrr": False,
+                            "map": False, "hit_rate": False, "hits": False}
+_KNOWN = "ndcg@k, recall@k, precision@k, mrr@k, map, map@k, hit_rate@k, hits@k"
+_SPEC = re.compile(r"(?P<name>[A-Za-z_]+)(?:@(?P<k>.*))?", re.DOTALL)
+
+
+class MetricError(DuckscoreError):
+    """--metrics names an unknown metric or a bad cutoff."""
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One requested metric: `key` exactly as the user wrote it, `k` None for the whole run."""
+
+    key: str
+    name: str
+    k: int | None
+
+    @property
+    def suffix(self) -> str:
+        return "_all" if self.k is None else f"_at_{self.k}"
+
+    @property
+    def column(self) -> str:
+        return f"{self.name}{self.suffix}"
+
+    @property
+    def context(self) -> dict[str, Any]:
+        return {"name": self.name, "k": self.k, "suffix": self.suffix, "column": self.column}
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    means: dict[str, float]
+    per_query: pd.DataFrame
+    metrics: list[Metric]
+    queries: int
+    queries_without_run: int
+    run_queries_ignored: int
+    order_by: str
+    run_doc_column: str
+    qrels_doc_column: str
+    inputs: dict[str, OpenedInput]
+    rendered: list[RenderedSQL]
+
+
+def parse_metrics(spec: str | Sequence[str]) -> list[Metric]:
+    """Parse `ndcg@10,recall@100,map` (or a list of such names) strictly; keys keep their spelling."""
+    items = spec.split(",") if isinstance(spec, str) else list(spec)
+    metrics: list[Metric] = []
+    seen: dict[tuple[str, int | None], str] = {}
+    for item in items:
+        if not isinstance(item, str):
+            raise MetricError(f"--metrics: expected metric names, got {item!r}")
+        key = item.strip()
+        if not key:
+            raise MetricError(f"--metrics {_shown(spec)}: empty metric name (known: {_KNOWN})")
+        match = _SPEC.fullmatch(key)
+        name = match.group("name").lower() if match else key.lower()
+        if match is None or name not in METRICS:
+            raise MetricError(f"--metrics: unknown metric {key!r}{_did_you_mean(key)} (known: {_KNOWN})")
+        k_text = match.group("k")
+        needs_k = METRICS[name]
+        if k_text is None:
+            if needs_k:
+                raise MetricError(f"--metrics: {key!r} needs a cutoff, e.g. {name}@10")
+            k = None
+        else:
+            if not re.fullmatch(r"[1-9][0-9]{0,9}", k_text) or int(k_text) > MAX_K:
+                raise MetricError(f"--metrics: bad cutoff in {key!r}: k must be a whole number "
+                                  f"from 1 to {MAX_K} (written without sign or leading zeros)")
+            k = int(k_text)
+        if (name, k) in seen:
+            raise MetricError(f"--metrics: {key!r} is listed twice (as {seen[(name, k)]!r})")
+        seen[(name, k)] = key
+        metrics.append(Metric(key, name, k))
+    if not metrics:
+        raise MetricError(f"--metrics: no metric given (known: {_KNOWN})")
+    return metrics
+
+
+def _shown(spec: str | Sequence[str]) -> str:
+    return repr(spec if isinstance(spec, str) else ",".join(map(str, spec)))
+
+
+def _did_you_mean(key: str) -> str:
+    name = key.split("@", 1)[0].lower()
+    close = difflib.get_close_matches(name, list(METRICS), n=1)
+    if not close:
+        return ""
+    tail = key[len(name):] if "@" in key else ("@k" if METRICS[close[0]] else "")
+    return f" (did you mean {close[0] + tail!r}?)"
+
+
+def render_per_query(metrics: list[Metric], order_by: str, final: str = "per_query") -> RenderedSQL:
+    from .render import render
+
+    cutoffs = sorted({m.k for m in metrics}, key=lambda k: (k is None, k or 0))
+    return render(
+        "eval/per_query.sql", final=final, order_by=order_by,
+        metrics=[m.context for m in metrics],
+        cutoffs=[{"k": k, "suffix": Metric("", "", k).suffix} for k in cutoffs],
+        inputs={"run": "eval_run", "qrels": "eval_qrels"},
+    )
+
+
+def render_means(metrics: list[Metric]) -> RenderedSQL:
+    from .render import render
+
+    return render("eval/means.sql", metrics=[m.context for m in metrics],
+                  inputs={"per_query": "eval_per_query"})
+
+
+def evaluate(run: str | Path | pd.DataFrame, qrels: str | Path | pd.DataFrame,
+             metrics: str | Sequence[str] = DEFAULT_METRICS,
+             settings: EngineSettings | None = None,
+             progress: Progress = SILENT) -> tuple[dict[str, float], pd.DataFrame]:
+    """Evaluate `run` against `qrels` (each a path, glob, folder or DataFrame).
+
+    Returns the means keyed by metric name exactly as given (in the given order) and one row per
+    evaluated query: query_id, n_relevant, n_retrieved and one column per metric.
+    Raises a DuckscoreError subclass naming the problem for bad metrics or inputs.
+    """
+    result = run_evaluation(run, qrels, metrics, settings, progress)
+    return result.means, result.per_query
+
+
+def run_evaluation(run: str | Path | pd.DataFrame, qrels: str | Path | pd.DataFrame,
+                   metrics: str | Sequence[str] = DEFAULT_METRICS,
+                   settings: EngineSettings | None = None,
+                   progress: Progress = SILENT) -> EvalResult:
+    """`evaluate` with everything the CLI reports: query counts, columns used, rendered SQL."""
+    parsed = parse_metrics(metrics)
+    con = connect(settings)
+    progress.step("checking inputs")
+    run_input, order_by, run_doc = open_run(con, _as_given(run))
+    qrels_input, qrels_doc = open_qrels(con, _as_given(qrels))
+    progress.step(f"evaluating {run_input.rows:,} run rows against {qrels_input.rows:,} judgments")
+    rendered = eval_tables(con, parsed, order_by)
+    frame = con.execute("SELECT * FROM eval_per_query ORDER BY query_id").df()
+    frame = frame.rename(columns={m.column: m.key for m in parsed})
+    values = con.execute("SELECT * FROM eval_means").df().iloc[0].to_dict()
+    means = {m.key: float(values[m.column]) for m in parsed}
+    ignored = con.execute(
+        "SELECT count(*) FROM (SELECT query_id FROM eval_run GROUP BY query_id) AS r "
+        "ANTI JOIN (SELECT query_id FROM eval_qrels GROUP BY query_id) AS q "
+        "ON q.query_id = r.query_id").fetchone()
+    con.close()
+    return EvalResult(
+        means=means, per_query=frame, metrics=parsed, queries=int(values["n_queries"]),
+        queries_without_run=int((frame["n_retrieved"] == 0).sum()),
+        run_queries_ignored=int(ignored[0]) if ignored else 0,
+        order_by=order_by, run_doc_column=run_doc, qrels_doc_column=qrels_doc,
+        inputs={"run": run_input, "qrels": qrels_input}, rendered=rendered,
+    )
+
+
+def eval_tables(con: duckdb.DuckDBPyConnection, metrics: list[Metric],
+                order_by: str) -> list[RenderedSQL]:
+    """Create the temp tables eval_per_query and eval_means from the eval_run and eval_qrels
+    views; return the rendered SQL of both."""
+    from .inputs import schema_of
+    from .runner import execute
+
+    per_query_sql = render_per_query(metrics, order_by)
+    _check_once(per_query_sql, {"eval_run": schema_of(con, "eval_run"),
+                                "eval_qrels": schema_of(con, "eval_qrels")})
+    execute(con, f"CREATE OR REPLACE TEMP TABLE eval_per_query AS {per_query_sql.text}", per_query_sql)
+    means_sql = render_means(metrics)
+    _check_once(means_sql, {"eval_per_query": schema_of(con, "eval_per_query")})
+    execute(con, f"CREATE OR REPLACE TEMP TABLE eval_means AS {means_sql.text}", means_sql)
+    return [per_query_sql, means_sql]
+
+
+_CHECKED: set[tuple[str, str]] = set()
+
+
+def _check_once(rendered: RenderedSQL, schema: dict[str, dict[str, str]]) -> None:
+    """check_sql, remembered per (SQL, schema): the check is a pure function of both, and
+    parsing the SQL of many metrics costs more than evaluating a small run."""
+    from .sqlcheck import check_sql
+
+    key = (rendered.sha256, json.dumps(schema, sort_keys=True))
+    if key not in _CHECKED:
+        check_sql(rendered, schema)
+        _CHECKED.add(key)
+
+
+def _columns(con: duckdb.DuckDBPyConnection, given: str | pd.DataFrame, label: str,
+             probe: str) -> tuple[list[str], str]:
+    """The columns of an input (after the reader's own checks: file found, readable, not empty)."""
+    from .eval_contracts import probe_contract
+    from .inputs import open_input, schema_of
+
+    opened = open_input(con, probe_contract(probe), given, label)
+    names = [c for c in schema_of(con, f"__raw_{probe}") if not c.startswith("__duckscore")]
+    return names, opened.given
+
+
+def open_run(con: duckdb.DuckDBPyConnection,
+             given: str | pd.DataFrame) -> tuple[OpenedInput, str, str]:
+    """Create the view eval_run(query_id, doc_id, score, rank); return the opened input, the
+    ordering used ('rank' or 'score') and the column read as the document id."""
+    from .eval_contracts import RUN_DOC_COLUMNS, RUN_ORDER_COLUMNS, first_present, run_contract
+    from .inputs import open_input
+    from .render import ident
+
+    label = "--run"
+    names, shown = _columns(con, given, label, "eval_run_probe")
+    doc = first_present(names, RUN_DOC_COLUMNS)
+    if doc is None:
+        raise InputError(f"{label} ({shown}): missing column 'doc_id' (or 'parent_id', 'item_id') "
+                         f"(columns: {', '.join(names) or 'none'})")
+    order_by = first_present(names, RUN_ORDER_COLUMNS)
+    if order_by is None:
+        raise InputError(f"{label} ({shown}): needs a rank or a score column "
+                         f"(columns: {', '.join(names) or 'none'})")
+    opened = open_input(con, run_contract(doc), given, label)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW eval_run AS SELECT query_id, {ident(doc)} AS doc_id, "
+                f"score, rank FROM eval_run_input")
+    return opened, order_by, doc
+
+
+def open_qrels(con: duckdb.DuckDBPyConnection, given: str | pd.DataFrame) -> tuple[OpenedInput, str]:
+    """Create the view eval_qrels(query_id, doc_id, relevance)."""
+    from .eval_contracts import QRELS_DOC_COLUMNS, first_present, qrels_contract
+    from .inputs import open_input
+    from .render import ident
+
+    label = "--qrels"
+    names, shown = _columns(con, given, label, "eval_qrels_probe")
+    doc = first_present(names, QRELS_DOC_COLUMNS)
+    if doc is None:
+        raise InputError(f"{label} ({shown}): missing column 'doc_id' (or 'parent_id') "
+                         f"(columns: {', '.join(names) or 'none'})")
+    opened = open_input(con, qrels_contract(doc), given, label)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW eval_qrels AS SELECT query_id, {ident(doc)} AS doc_id, "
+                f"relevance FROM eval_qrels_input")
+    return opened, doc
+
+
+def write_per_query(frame: pd.DataFrame, path: str | Path) -> None:
+    """Write the per-query table as Parquet, atomically (a temporary sibling, then a rename)."""
+    from .render import lit
+
+    target = Path(path)
+    if target.is_dir():
+        raise OutputError(f"--per-query {target}: is a folder")
+    try:
+        target.resolve().parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=target.resolve().parent)
+        os.close(handle)
+    except OSError as exc:
+        raise OutputError(f"--per-query {target}: cannot write ({exc.strerror})") from None
+    try:
+        con = duckdb.connect(":memory:")
+        con.register("per_query_frame", frame)
+        con.execute(f"COPY (SELECT * FROM per_query_frame) TO {lit(temporary)} (FORMAT parquet)")
+        con.close()
+        os.replace(temporary, target)
+    except (OSError, duckdb.Error) as exc:
+        detail = exc.strerror if isinstance(exc, OSError) else str(exc).strip().splitlines()[0]
+        raise OutputError(f"--per-query {target}: cannot write ({detail})") from None
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+
+
+def format_table(result: EvalResult) -> str:
+    """The plain-text table of `duckscore eval`: one line per metric, in the order given."""
+    width = max(len("metric"), *(len(m.key) for m in result.metrics)) + 2
+    lines = [f"{'metric':<{width}}{'mean':>10}"]
+    for metric in result.metrics:
+        lines.append(f"{metric.key:<{width}}{result.means[metric.key]:>10.6f}")
+    lines += ["", f"{result.queries:,} queries evaluated ({result.queries_without_run:,} without "
+                  f"run rows); {result.run_queries_ignored:,} run queries without judgments ignored"]
+    return "\n".join(lines)
+
+
+def _as_given(value: str | Path | pd.DataFrame) -> str | pd.DataFrame:
+    import pandas as pd
+
+    return value if isinstance(value, pd.DataFrame) else str(value)
+
+
+def _engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--threads / --memory-limit / --temp-dir (the same options as the other commands)."""
+
+    @click.option("--threads", type=click.IntRange(min=1), help="DuckDB worker threads (default: all cores).")
+    @click.option("--memory-limit", metavar="SIZE", help="DuckDB memory limit, e.g. 1GB; larger work spills to --temp-dir.")
+    @click.option("--temp-dir", type=click.Path(file_okay=False, path_type=Path), help="Where DuckDB spills when over the memory limit.")
+    @functools.wraps(command)
+    def wrapper(*args: Any, threads: int | None, memory_limit: str | None,
+                temp_dir: Path | None, **kwargs: Any) -> Any:
+        settings = EngineSettings(threads=threads, memory_limit=memory_limit, temp_dir=temp_dir)
+        return command(*args, settings=settings, **kwargs)
+
+    return wrapper
+
+
+@click.command(name="eval")
+@click.option("--run", "run_path", required=True, metavar="PATH",
+              help="The run: query_id, doc_id (or parent_id, or item_id), and rank and/or score. "
+                   "Parquet/CSV/JSON file, glob, or (hive) folder.")
+@click.option("--qrels", "qrels_path", required=True, metavar="PATH",
+              help="Relevance judgments: query_id, doc_id (or parent_id), relevance (> 0 is relevant).")
+@click.option("--metrics", default=DEFAULT_METRICS, show_default=True, metavar="LIST",
+              help="Comma-separated metrics: ndcg@k, recall@k, precision@k, mrr@k, map, map@k, "
+                   "hit_rate@k, hits@k (ndcg, recall, mrr, hit_rate and hits without @k: the whole run).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object of the means, keyed by metric name as given.")
+@click.option("--per-query", "per_query_path", type=click.Path(dir_okay=False, path_type=Path),
+              metavar="FILE", help="Also write the per-query values to this Parquet file.")
+@_engine_options
+@click.pass_context
+def eval_command(ctx: click.Context, run_path: str, qrels_path: str, metrics: str, as_json: bool,
+                 per_query_path: Path | None, settings: EngineSettings) -> None:
+    """Evaluate a run against relevance judgments: nDCG, recall, precision, MRR, MAP, hit rate.
+
+    Metrics are computed in SQL (sql/eval/*.sql) as trec_eval and ranx define them: nDCG with
+    gain 2^relevance - 1 and discount log2(position + 1), ideal DCG from the qrels sorted by
+    relevance (ranx's ndcg_burges; trec_eval's ndcg_cut for binary judgments).
+
+    \b
+    Order within a query: rank ascending when the run has a rank column, else score
+    descending; ties by document id ascending (as text). Only the order matters.
+    Each (query_id, document) appears at most once in the run and in the qrels.
+
+    \b
+    Queries: a query is evaluated when the qrels judge one of its documents. Run rows of
+    other queries are ignored; an evaluated query with no run row, or with no relevant
+    (relevance > 0) document, scores 0 on every metric. Means are over the evaluated queries.
+
+    \b
+    Output: a table of (metric, mean) on stdout; --json prints one JSON object of the
+    means instead, keyed by metric name exactly as given, e.g. {"ndcg@10": 0.6604…}.
+    --per-query FILE writes query_id, n_relevant, n_retrieved and one column per metric.
+    """
+    progress = ctx.find_object(Progress) or SILENT
+    result = run_evaluation(run_path, qrels_path, metrics, settings, progress)
+    if per_query_path is not None:
+        write_per_query(result.per_query, per_query_path)
+    if as_json:
+        click.echo(json.dumps(result.means, ensure_ascii=False))
+    else:
+        click.echo(format_table(result))
+    progress.step(f"done: {result.queries:,} queries evaluated")
