@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -11,6 +10,7 @@ import click
 
 from . import __version__
 from .engine import EngineSettings
+from .options import engine_options
 from .errors import DuckscoreError
 from .policy import available_policies, canonical_json
 from .progress import Progress
@@ -47,21 +47,6 @@ class DuckscoreGroup(click.Group):
 def _fail(message: str, status: int = 2) -> None:
     click.echo(f"duckscore: error: {' '.join(message.split())}", err=True)
     sys.exit(status)
-
-
-def engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """--threads / --memory-limit / --temp-dir, collected into `settings`."""
-
-    @click.option("--threads", type=click.IntRange(min=1), help="DuckDB worker threads (default: all cores).")
-    @click.option("--memory-limit", metavar="SIZE", help="DuckDB memory limit, e.g. 1GB; larger work spills to --temp-dir.")
-    @click.option("--temp-dir", type=click.Path(file_okay=False, path_type=Path), help="Where DuckDB spills when over the memory limit.")
-    @functools.wraps(command)
-    def wrapper(*args: Any, threads: int | None, memory_limit: str | None,
-                temp_dir: Path | None, **kwargs: Any) -> Any:
-        settings = EngineSettings(threads=threads, memory_limit=memory_limit, temp_dir=temp_dir)
-        return command(*args, settings=settings, **kwargs)
-
-    return wrapper
 
 
 def policy_options(default: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -16,12 +16,11 @@ Conventions (as in trec_eval and ranx):
 from __future__ import annotations
 
 import difflib
-import functools
 import json
 import os
 import re
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +29,7 @@ import click
 import duckdb
 
 from .engine import EngineSettings, connect
+from .options import engine_options
 from .errors import DuckscoreError, InputError, OutputError
 from .progress import SILENT, Progress
 
@@ -328,21 +328,6 @@ def _as_given(value: str | Path | pd.DataFrame) -> str | pd.DataFrame:
     return value if isinstance(value, pd.DataFrame) else str(value)
 
 
-def _engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """--threads / --memory-limit / --temp-dir (the same options as the other commands)."""
-
-    @click.option("--threads", type=click.IntRange(min=1), help="DuckDB worker threads (default: all cores).")
-    @click.option("--memory-limit", metavar="SIZE", help="DuckDB memory limit, e.g. 1GB; larger work spills to --temp-dir.")
-    @click.option("--temp-dir", type=click.Path(file_okay=False, path_type=Path), help="Where DuckDB spills when over the memory limit.")
-    @functools.wraps(command)
-    def wrapper(*args: Any, threads: int | None, memory_limit: str | None,
-                temp_dir: Path | None, **kwargs: Any) -> Any:
-        settings = EngineSettings(threads=threads, memory_limit=memory_limit, temp_dir=temp_dir)
-        return command(*args, settings=settings, **kwargs)
-
-    return wrapper
-
-
 @click.command(name="eval")
 @click.option("--run", "run_path", required=True, metavar="PATH",
               help="The run: query_id, doc_id (or parent_id, or item_id), and rank and/or score. "
@@ -356,7 +341,7 @@ def _engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
               help="Print one JSON object of the means, keyed by metric name as given.")
 @click.option("--per-query", "per_query_path", type=click.Path(dir_okay=False, path_type=Path),
               metavar="FILE", help="Also write the per-query values to this Parquet file.")
-@_engine_options
+@engine_options
 @click.pass_context
 def eval_command(ctx: click.Context, run_path: str, qrels_path: str, metrics: str, as_json: bool,
                  per_query_path: Path | None, settings: EngineSettings) -> None:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from .contracts import RETRIEVAL_LOG
 from .engine import EngineSettings, connect
-from .errors import DuckscoreError, InputError, PolicyError
+from .errors import InputError, PolicyError
 from .inputs import OpenedInput, open_input, schema_of
 from .manifest import build_manifest
 from .outputs import atomic_output_dir, write_json

@@ -13,7 +13,7 @@ import pandas as pd
 from .contracts import PARENT_FEATURES, QUERY_IDS
 from .engine import EngineSettings, connect
 from .errors import DuckscoreError, PolicyError
-from .inputs import OpenedInput, open_input, schema_of
+from .inputs import open_input, schema_of
 from .manifest import build_manifest
 from .outputs import atomic_output_dir, write_json
 from .policy import Bounds, Choice, Number, Policy, PolicyKind, load_policy

@@ -1,0 +1,27 @@
+"""Click options shared by the commands (kept apart from cli.py so capability modules can use
+them without importing the whole command line)."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from .engine import EngineSettings
+
+
+def engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--threads / --memory-limit / --temp-dir, collected into `settings`."""
+
+    @click.option("--threads", type=click.IntRange(min=1), help="DuckDB worker threads (default: all cores).")
+    @click.option("--memory-limit", metavar="SIZE", help="DuckDB memory limit, e.g. 1GB; larger work spills to --temp-dir.")
+    @click.option("--temp-dir", type=click.Path(file_okay=False, path_type=Path), help="Where DuckDB spills when over the memory limit.")
+    @functools.wraps(command)
+    def wrapper(*args: Any, threads: int | None, memory_limit: str | None,
+                temp_dir: Path | None, **kwargs: Any) -> Any:
+        settings = EngineSettings(threads=threads, memory_limit=memory_limit, temp_dir=temp_dir)
+        return command(*args, settings=settings, **kwargs)
+
+    return wrapper
