@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -164,8 +164,7 @@ def plan(recipe: Policy, log_sources: list[str], has_rank: bool,
     missing = p["fusion"]["missing"] if p["fusion"]["missing"] != "default" else DEFAULT_MISSING[method]
     uses_borda = any(declared[s]["normalize"] == "borda" for s in sources)
     needs_grid = uses_borda or missing == "list_min" or (missing == "zero" and method not in SUM_TYPE)
-    resolved_policy = Policy(**{**recipe.__dict__, "parameters": resolved})
-    return FusePlan(resolved_policy, sources, ignored, has_rank, missing, needs_grid, log_view)
+    return FusePlan(replace(recipe, parameters=resolved), sources, ignored, has_rank, missing, needs_grid, log_view)
 
 
 def render_fused(fuse_plan: FusePlan, final: str = "fused_items") -> RenderedSQL:
