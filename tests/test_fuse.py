@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from duckscore.cli import cli
+from duckscore.cli import FUSE_STAGES, cli
 from duckscore.engine import EngineSettings
 from duckscore.errors import InputError, PolicyError
 from duckscore.fuse import FUSIONS, NORMALIZERS, fuse
@@ -221,3 +221,13 @@ def test_fuse_then_eval_reproduces_the_reference_metrics(canonical: pd.DataFrame
     means, _ = evaluate(canonical, SCIFACT / "qrels.parquet", "ndcg@10,recall@100")
     assert means["ndcg@10"] == pytest.approx(reference["ndcg@10"], abs=1e-15)
     assert means["recall@100"] == pytest.approx(reference["recall@100"], abs=1e-15)
+
+
+@pytest.mark.parametrize("stage", FUSE_STAGES)
+def test_each_fuse_stage_runs_on_its_own(stage: str) -> None:
+    result = CliRunner().invoke(cli, ["sql", "fuse", "--recipe", "canonical_rrf", "--stage", stage])
+    assert result.exit_code == 0, result.output
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW retrieval_log AS SELECT *, NULL::VARCHAR AS snippet "
+                f"FROM read_parquet('{LOG}') WHERE query_id IN ('1', '3')")
+    assert con.execute(f"SELECT count(*) FROM ({result.output})").fetchall()[0][0] > 0
