@@ -272,6 +272,10 @@ from .evaluate import eval_command  # noqa: E402 - heavy modules load on first u
 
 cli.add_command(eval_command)
 
+from .labels import labels_command  # noqa: E402
+
+cli.add_command(labels_command)
+
 
 def main() -> None:
     cli(prog_name="duckscore")
