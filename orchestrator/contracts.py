@@ -12,6 +12,10 @@ PARENT_FEATURES = TableContract(
         Column("coverage", "number", min=0),
         Column("total_chunks", "count", min=0),
         Column("coverage_ratio", "number", min=0, max=1),
+        # the evidence overall_v2 adds (issue 4); `duckscore fuse` writes them
+        Column("parent_rrf", "number", min=0, required=False),
+        Column("source_agreement", "number", min=0, max=1, required=False),
+        Column("score_lead", "number", min=0, max=1, required=False),
     ),
     key=("query_id", "parent_id"),
 )

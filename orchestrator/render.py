@@ -22,12 +22,27 @@ from .resources import macros_dir, sql_dir
 _PLAIN_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+@dataclass(frozen=True)
+class ColumnParameter:
+    """A parameter read from a column instead of a literal: `calibrate` scores many candidate
+    policies in one query, each row carrying its candidate's values. Renders as an identifier."""
+
+    name: str
+
+
+def column(name: str) -> ColumnParameter:
+    return ColumnParameter(name)
+
+
 def lit(value: Any) -> str:
     """Render a Python value as a SQL literal. The single audited path from values to SQL text.
 
     Floats become `CAST(<repr> AS DOUBLE)`: DuckDB reads `0.5` as DECIMAL, and `repr` round-trips
-    the exact double, so the rendered SQL reproduces the policy to the last digit.
+    the exact double, so the rendered SQL reproduces the policy to the last digit. A
+    ColumnParameter renders as its (quoted when needed) column name.
     """
+    if isinstance(value, ColumnParameter):
+        return ident(value.name)
     if value is None:
         return "NULL"
     if isinstance(value, bool):
@@ -83,6 +98,7 @@ def environment() -> jinja2.Environment:
     env.filters["lit"] = lit
     env.filters["ident"] = ident
     env.globals["fail"] = _fail
+    env.globals["column"] = column
     for path in sorted(macros_dir().glob("*.sql")):
         if path.name.startswith("_"):
             continue

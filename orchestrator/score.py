@@ -12,7 +12,7 @@ import pandas as pd
 
 from .contracts import PARENT_FEATURES, QUERY_IDS
 from .engine import EngineSettings, connect
-from .errors import DuckscoreError, PolicyError
+from .errors import DuckscoreError, InputError, PolicyError
 from .inputs import open_input, schema_of
 from .manifest import build_manifest
 from .outputs import atomic_output_dir, write_json
@@ -23,13 +23,16 @@ from .runner import execute, settings_record, write_sql
 from .sqlcheck import check_sql
 
 UNIT = Number(0.0, 1.0)
-WEIGHT = Number(0.0, 1.0, lo_open=True)
+EVIDENCE = ("rrf_sum", "parent_rrf")  # §5.1's multi-evidence term: the seed's, or document-level RRF
+REFERENCE_FEATURES = ("rrf_sum", "parent_rrf", "max_score", "coverage", "log_chunks")
+WEIGHTS = ("w1", "w2", "w3", "w_agreement", "w_separation")
 
 
 def _weights_sum_to_one(p: dict[str, Any]) -> None:
-    total = p["w1"] + p["w2"] + p["w3"]
+    total = sum(p[w] for w in WEIGHTS)
     if not math.isclose(total, 1.0, abs_tol=1e-9):
-        raise PolicyError(f"parameters.w1 + w2 + w3 must sum to 1, got {total:.12g}")
+        raise PolicyError(f"parameters.w1 + w2 + w3 + w_agreement + w_separation must sum to 1, "
+                          f"got {total:.12g}")
 
 
 def _thresholds_ordered(p: dict[str, Any]) -> None:
@@ -45,7 +48,7 @@ def _normalisation_complete(p: dict[str, Any]) -> None:
     if nz["coverage"] == "divide_by_max" and nz["coverage_max"] is None:
         raise PolicyError("parameters.normalization.coverage_max is required by coverage: divide_by_max")
     if nz["mode"] == "reference":
-        needed = ["rrf_sum", "max_score", "log_chunks"] + (["coverage"] if nz["coverage"] == "quantile" else [])
+        needed = [p["strength_evidence"], "max_score", "log_chunks"] + (["coverage"] if nz["coverage"] == "quantile" else [])
         for feature in needed:
             if nz["reference"][feature] is None:
                 raise PolicyError(f"parameters.normalization.reference.{feature} is required by mode: reference")
@@ -56,8 +59,11 @@ SCORE_POLICY = PolicyKind(
     version_key="score_policy_version",
     spec={
         "alpha": UNIT, "beta": UNIT,
+        "strength_evidence": Choice(EVIDENCE),
         "stability_base": UNIT, "stability_size_weight": UNIT,
-        "w1": WEIGHT, "w2": WEIGHT, "w3": WEIGHT,
+        "separation_base": UNIT,
+        "w1": Number(0.0, 1.0, lo_open=True), "w2": UNIT, "w3": UNIT,
+        "w_agreement": UNIT, "w_separation": UNIT,
         "subscore_floor": Number(0.0, 1.0, lo_open=True),
         "T_low": UNIT, "T_high": UNIT, "R_hitl": UNIT,
         "normalization": {
@@ -67,7 +73,7 @@ SCORE_POLICY = PolicyKind(
             "zero_spread_value": UNIT,
             "coverage": Choice(("quantile", "divide_by_max")),
             "coverage_max": Number(0.0, lo_open=True, nullable=True),
-            "reference": {f: Bounds() for f in ("rrf_sum", "max_score", "coverage", "log_chunks")},
+            "reference": {f: Bounds() for f in REFERENCE_FEATURES},
         },
         "risk_flags": {
             "low_coverage": {"strength_at_least": UNIT, "coverage_below": UNIT},
@@ -123,7 +129,8 @@ def score(features: str | Path | pd.DataFrame, out_dir: str | Path, policy: str 
     if queries is not None:
         inputs["queries"] = open_input(con, QUERY_IDS, _as_given(queries), "--queries")
     progress.step(f"scoring {inputs['features'].rows:,} candidate parents")
-    rendered = score_tables(con, loaded, top_n, with_query_ids=queries is not None)
+    rendered = score_tables(con, loaded, top_n, with_query_ids=queries is not None,
+                            where=f"--features ({inputs['features'].given})")
     progress.step("writing outputs")
     with atomic_output_dir(Path(out_dir)) as stage:
         counts = write_score_outputs(con, stage)
@@ -136,9 +143,28 @@ def score(features: str | Path | pd.DataFrame, out_dir: str | Path, policy: str 
     return ScoreResult(Path(out_dir), loaded, counts["queries.parquet"], counts["parents.parquet"], manifest)
 
 
+def evidence_columns(parameters: dict[str, Any]) -> list[str]:
+    """The optional parent_features columns a policy reads (overall_v2's evidence)."""
+    needed = [parameters["strength_evidence"]] if parameters["strength_evidence"] != "rrf_sum" else []
+    if parameters["w_agreement"]:
+        needed.append("source_agreement")
+    if parameters["w_separation"]:
+        needed.append("score_lead")
+    return needed
+
+
+def check_evidence_columns(con: duckdb.DuckDBPyConnection, policy: Policy, where: str) -> None:
+    present = schema_of(con, "parent_features")
+    for name in evidence_columns(policy.parameters):
+        if name not in present:
+            raise InputError(f"{where}: policy {policy.version} needs column {name!r}, which "
+                             f"`duckscore fuse` writes to parent_features.parquet")
+
+
 def score_tables(con: duckdb.DuckDBPyConnection, policy: Policy, top_n: int,
-                 with_query_ids: bool) -> list[RenderedSQL]:
+                 with_query_ids: bool, where: str = "--features") -> list[RenderedSQL]:
     """Create temp tables scored_parents and score_contract from the parent_features view."""
+    check_evidence_columns(con, policy, where)
     parents_sql = render_parents(policy)
     check_sql(parents_sql, {"parent_features": schema_of(con, "parent_features")})
     execute(con, f"CREATE OR REPLACE TEMP TABLE scored_parents AS {parents_sql.text}", parents_sql)

@@ -50,7 +50,7 @@ def test_overrides_change_parameters_and_mark_the_version() -> None:
     ("alpha=1.5", "parameters.alpha: 1.5 is outside [0, 1]"),
     ("alpha=high", "parameters.alpha: expected a number, got 'high'"),
     ("alpha", "expected key=value"),
-    ("w1=0.6", "w1 + w2 + w3 must sum to 1, got 1.1"),
+    ("w1=0.6", "w1 + w2 + w3 + w_agreement + w_separation must sum to 1, got 1.1"),
     ("w1=0", "parameters.w1: 0 is outside (0, 1]"),
     ("T_low=0.7", "T_low (0.7) must not exceed T_high (0.68)"),
     ("normalization.mode=absolute", "'absolute' is not one of per_query, reference"),

@@ -18,7 +18,7 @@ from duckscore.fuse import fuse
 from duckscore.score import score
 
 from .helpers import FIXTURES, SCIFACT, same_value
-from .oracle.overall_reference import OVERALL_V1_PARAMS, score_reference, with_overrides
+from .oracle.overall_reference import INPUT_KEYS, OVERALL_V1_PARAMS, score_reference, with_overrides
 
 CASES = sorted((FIXTURES / "score" / "cases").glob("*.yaml"))
 FLAGS = ("low_coverage", "single_spike", "sparse_evidence", "huge_doc_sparse", "ambiguous_candidate")
@@ -81,7 +81,31 @@ def scifact_features(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
 ], ids=["overall_v1", "divide_by_max", "reference"])
 def test_sql_matches_oracle_on_scifact(scifact_features: pd.DataFrame, overrides: dict,
                                        tmp_path: Path) -> None:
-    rows = scifact_features.to_dict("records")
+    rows = scifact_features[list(INPUT_KEYS)].to_dict("records")
+    params = with_overrides(OVERALL_V1_PARAMS, overrides)
+    expected_parents, expected_queries = score_reference(rows, params)
+    parents, queries = run_sql(rows, overrides, None, tmp_path / "out")
+    assert_rows_match(parents, expected_parents, ["query_id", "parent_id"], 1e-12)
+    assert_rows_match(queries, expected_queries, ["query_id"], 1e-12)
+
+
+V2_SHAPED = {"strength_evidence": "parent_rrf", "w1": 0.4, "w2": 0.1, "w3": 0.1,
+             "w_agreement": 0.1, "w_separation": 0.3, "separation_base": 0.4,
+             "normalization.mode": "reference",
+             "normalization.reference": {"rrf_sum": None, "parent_rrf": [0.02, 0.049],
+                                         "max_score": [0.2, 1.0], "coverage": [1.0, 3.0],
+                                         "log_chunks": [0.5, 2.0]}}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("overrides", [
+    V2_SHAPED,
+    {**V2_SHAPED, "normalization.mode": "per_query", "w_agreement": 0.0, "w3": 0.2},
+], ids=["reference", "per_query_no_agreement"])
+def test_sql_matches_oracle_with_v2_subscores(scifact_features: pd.DataFrame, overrides: dict,
+                                              tmp_path: Path) -> None:
+    used = ["parent_rrf", "score_lead"] + (["source_agreement"] if overrides["w_agreement"] else [])
+    rows = scifact_features[list(INPUT_KEYS) + used].to_dict("records")
     params = with_overrides(OVERALL_V1_PARAMS, overrides)
     expected_parents, expected_queries = score_reference(rows, params)
     parents, queries = run_sql(rows, overrides, None, tmp_path / "out")

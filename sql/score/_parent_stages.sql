@@ -2,10 +2,27 @@
 The seed-000 stages, per candidate parent, each a named CTE (§4 normalise, §5 sub-scores,
 §6 combine, rank, §7.3 flags). Imported `with context` by parents.sql and queries.sql; reads the
 policy parameters from `policy` and the input table name from `inputs.parent_features`.
+
+Beyond the seed (overall_v2, issue 4), all off in overall_v1: §5.1's multi-evidence term may be
+`parent_rrf` (document-level RRF) instead of `rrf_sum`, and two more sub-scores may join the
+geometric mean with a non-zero weight: S_agreement = source_agreement and
+S_separation = separation_base + (1 − separation_base) · score_lead (see
+sql/features/parent_features_from_log.sql). Optional `carry`: input columns passed through every
+stage up to `flagged` (calibrate's candidate parameters; policy values may be column(...)).
 -#}
 {% set p = policy %}
 {% set nz = p.normalization %}
-{% set features_normalised = ['rrf_sum', 'max_score', 'coverage', 'log_chunks'] %}
+{% set evidence = p.strength_evidence %}
+{% set carried = carry | default([]) %}
+{% set features_normalised = [evidence, 'max_score', 'coverage', 'log_chunks'] %}
+{% set extra_subscores = [('agreement', p.w_agreement), ('separation', p.w_separation)] | selectattr(1, 'ne', 0) | map(attribute=0) | list %}
+{% set subscore_names = ['strength', 'coverage', 'stability'] + extra_subscores %}
+{% set subscore_weights = {'strength': p.w1, 'coverage': p.w2, 'stability': p.w3, 'agreement': p.w_agreement, 'separation': p.w_separation} %}
+{% set geomean_terms = [] %}
+{% for name in subscore_names %}{% set _ = geomean_terms.append(('s_' ~ name, subscore_weights[name])) %}{% endfor %}
+{% set evidence_columns = ([evidence] if evidence != 'rrf_sum' else [])
+    + (['source_agreement'] if 'agreement' in extra_subscores else [])
+    + (['score_lead'] if 'separation' in extra_subscores else []) %}
 {% if nz.coverage == 'divide_by_max' %}
 {% set by_quantile = features_normalised | reject('equalto', 'coverage') | list %}
 {% else %}
@@ -21,6 +38,9 @@ features AS (
         coverage,
         total_chunks,
         coverage_ratio,
+{% for c in evidence_columns + carried %}
+        {{ c | ident }},
+{% endfor %}
         {{ log_scale('total_chunks', 1.0) }} AS log_chunks,
         count(*) OVER (PARTITION BY query_id) AS n_candidates
     FROM {{ inputs.parent_features | ident }}
@@ -56,15 +76,21 @@ normalized AS (
 subscores AS (
     SELECT
         *,
-        {{ p.alpha | lit }} * rrf_sum_norm + {{ (1 - p.alpha) | lit }} * max_score_norm AS s_strength,
-        {{ p.beta | lit }} * coverage_norm + {{ (1 - p.beta) | lit }} * coverage_ratio AS s_coverage,
+        {{ p.alpha | lit }} * {{ evidence }}_norm + (1 - {{ p.alpha | lit }}) * max_score_norm AS s_strength,
+        {{ p.beta | lit }} * coverage_norm + (1 - {{ p.beta | lit }}) * coverage_ratio AS s_coverage,
+{% if 'agreement' in extra_subscores %}
+        source_agreement AS s_agreement,
+{% endif %}
+{% if 'separation' in extra_subscores %}
+        {{ p.separation_base | lit }} + (1 - {{ p.separation_base | lit }}) * score_lead AS s_separation,
+{% endif %}
         {{ clamp('coverage_ratio * (' ~ (p.stability_base | lit) ~ ' + ' ~ (p.stability_size_weight | lit) ~ ' * log_chunks_norm)') }} AS s_stability
     FROM normalized
 ),
 combined AS (
     SELECT
         *,
-        {{ weighted_geomean([('s_strength', p.w1), ('s_coverage', p.w2), ('s_stability', p.w3)], p.subscore_floor) }} AS overall_score
+        {{ weighted_geomean(geomean_terms, p.subscore_floor) }} AS overall_score
     FROM subscores
 ),
 ranked AS (
@@ -87,7 +113,7 @@ flagged AS (
         s_strength >= {{ p.risk_flags.low_coverage.strength_at_least | lit }}
             AND s_coverage < {{ p.risk_flags.low_coverage.coverage_below | lit }} AS flag_low_coverage,
         max_score_norm >= {{ p.risk_flags.single_spike.max_score_norm_at_least | lit }}
-            AND rrf_sum_norm < {{ p.risk_flags.single_spike.rrf_sum_norm_below | lit }} AS flag_single_spike,
+            AND {{ evidence }}_norm < {{ p.risk_flags.single_spike.rrf_sum_norm_below | lit }} AS flag_single_spike,
         coverage_ratio < {{ p.risk_flags.sparse_evidence.coverage_ratio_below | lit }} AS flag_sparse_evidence,
         total_chunks >= {{ p.risk_flags.huge_doc_sparse.total_chunks_at_least | lit }}
             AND coverage_ratio < {{ p.risk_flags.huge_doc_sparse.coverage_ratio_below | lit }} AS flag_huge_doc_sparse,
@@ -103,7 +129,13 @@ scored_parents AS (
         s_strength,
         s_coverage,
         s_stability,
+{% for name in extra_subscores %}
+        s_{{ name }},
+{% endfor %}
         rrf_sum,
+{% for c in evidence_columns %}
+        {{ c }},
+{% endfor %}
         max_score,
         coverage,
         total_chunks,
@@ -135,10 +167,10 @@ scored_parents AS (
 {% for f in by_quantile %}
             CASE WHEN {{ f }}_zero_spread THEN 'zero_spread:{{ f }}' END,
 {% endfor %}
-{% for name in ['strength', 'coverage', 'stability'] %}
+{% for name in subscore_names %}
             CASE WHEN s_{{ name }} <= 0 THEN 'zero_subscore:{{ name }}' END,
 {% endfor %}
-{% for name in ['strength', 'coverage', 'stability'] %}
+{% for name in subscore_names %}
             CASE WHEN s_{{ name }} > 0 AND s_{{ name }} < {{ p.subscore_floor | lit }} THEN 'floored:{{ name }}' END{{ ',' if not loop.last }}
 {% endfor %}
         ], lambda flag: flag IS NOT NULL) AS row_flags

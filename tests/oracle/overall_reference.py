@@ -12,6 +12,11 @@ Points the seed leaves open were fixed by the project brief and are implemented 
 (quantile method, zero-spread rule, tie-breaking, flag thresholds, empty-result queries...).
 The comments of every function say which.
 
+``overall_v2`` (issue 4) adds, beyond the seed, written from the issue and the feature docs:
+``strength_evidence`` (§5.1's multi-evidence term read from ``parent_rrf`` instead of ``rrf_sum``),
+and two sub-scores joining the geometric mean only when their weight is non-zero:
+``S_agreement = source_agreement`` and ``S_separation = b + (1 - b) * score_lead``.
+
 This module deliberately uses only the standard library (``math``): it must not share numeric
 code with the production (SQL) implementation, nor with numpy.
 """
@@ -57,6 +62,10 @@ OVERALL_V1_PARAMS: dict[str, Any] = {
     "w1": 0.5,
     "w2": 0.3,
     "w3": 0.2,
+    "strength_evidence": "rrf_sum",
+    "w_agreement": 0.0,
+    "w_separation": 0.0,
+    "separation_base": 0.5,
     # §10 example thresholds_used
     "T_low": 0.35,
     "T_high": 0.68,
@@ -299,7 +308,7 @@ def risk_flags_of(
         "low_coverage": row["s_strength"] >= lc["strength_at_least"]
         and row["s_coverage"] < lc["coverage_below"],
         "single_spike": row["max_score_norm"] >= ss["max_score_norm_at_least"]
-        and row["rrf_sum_norm"] < ss["rrf_sum_norm_below"],
+        and row["evidence_norm"] < ss["rrf_sum_norm_below"],
         "sparse_evidence": row["coverage_ratio"] < se["coverage_ratio_below"],
         "huge_doc_sparse": row["total_chunks"] >= hd["total_chunks_at_least"]
         and row["coverage_ratio"] < hd["coverage_ratio_below"],
@@ -314,6 +323,7 @@ def row_flags_of(
     zero_spread_features: Sequence[str],
     subscores: Mapping[str, float],
     subscore_floor: float,
+    names: Sequence[str] = SUBSCORES,
 ) -> list[str]:
     """Diagnostic flags (brief): ``single_candidate``, ``zero_spread:<f>``, ``zero_subscore:<s>``,
     ``floored:<s>`` — in that order, features and sub-scores in their canonical order."""
@@ -321,9 +331,9 @@ def row_flags_of(
     if n_candidates == 1:
         flags.append("single_candidate")
     flags.extend(f"zero_spread:{f}" for f in zero_spread_features)
-    flags.extend(f"zero_subscore:{name}" for name in SUBSCORES if subscores[name] == 0)
+    flags.extend(f"zero_subscore:{name}" for name in names if subscores[name] == 0)
     flags.extend(
-        f"floored:{name}" for name in SUBSCORES if 0 < subscores[name] < subscore_floor
+        f"floored:{name}" for name in names if 0 < subscores[name] < subscore_floor
     )
     return flags
 
@@ -364,14 +374,19 @@ def _score_query(
         row["log_chunks"] = log_chunks_of(row["total_chunks"])
 
     # §4: bounds per feature over this query's candidates (or the reference bounds).
+    evidence = params["strength_evidence"]
+    features = (evidence,) + FEATURES[1:]
     bounds: dict[str, tuple[float, float]] = {}
-    for feature in FEATURES:
+    for feature in features:
         if feature == "coverage" and not coverage_quantile:
             continue
         bounds[feature] = feature_bounds(feature, [r[feature] for r in candidates], norm_params)
     zero_spread = [f for f, (lo, hi) in bounds.items() if per_query and hi - lo == 0]
 
-    weights = (params["w1"], params["w2"], params["w3"])
+    weight_of = {"strength": params["w1"], "coverage": params["w2"], "stability": params["w3"],
+                 "agreement": params["w_agreement"], "separation": params["w_separation"]}
+    names = [n for n in ("strength", "coverage", "stability", "agreement", "separation")
+             if n in SUBSCORES or weight_of[n] != 0]
     floor = params["subscore_floor"]
     for row in candidates:
         for feature, (lo, hi) in bounds.items():
@@ -381,11 +396,18 @@ def _score_query(
             if coverage_max is None or coverage_max <= 0:
                 raise ValueError("normalization.coverage_max must be > 0 with divide_by_max")
             row["coverage_norm"] = coverage_norm_divide_by_max(row["coverage"], coverage_max)
-        row["s_strength"] = s_strength(row["rrf_sum_norm"], row["max_score_norm"], params["alpha"])
+        row["evidence_norm"] = row[f"{evidence}_norm"]
+        row["s_strength"] = s_strength(row["evidence_norm"], row["max_score_norm"], params["alpha"])
         row["s_coverage"] = s_coverage(row["coverage_norm"], row["coverage_ratio"], params["beta"])
         row["s_stability"] = s_stability(row["coverage_ratio"], row["log_chunks_norm"])
-        subs = (row["s_strength"], row["s_coverage"], row["s_stability"])
-        row["overall_score"] = overall_score(subs, weights, floor)
+        if "agreement" in names:
+            row["s_agreement"] = row["source_agreement"]
+        if "separation" in names:
+            base = params["separation_base"]
+            row["s_separation"] = base + (1 - base) * row["score_lead"]
+        kept = [n for n in names if weight_of[n] != 0]  # s^0 = 1: a zero weight leaves it out
+        row["overall_score"] = overall_score([row[f"s_{n}"] for n in kept],
+                                             [weight_of[n] for n in kept], floor)
 
     # Rank: overall_score descending, ties by parent_id ascending (code-point order).
     ranked = sorted(candidates, key=lambda r: (-r["overall_score"], r["parent_id"]))
@@ -397,12 +419,9 @@ def _score_query(
         for name in RISK_FLAGS:
             row[f"flag_{name}"] = flags[name]
         row["risk_flags"] = [name for name in RISK_FLAGS if flags[name]]
-        subs_by_name = {
-            "strength": row["s_strength"],
-            "coverage": row["s_coverage"],
-            "stability": row["s_stability"],
-        }
-        row["row_flags"] = row_flags_of(n, zero_spread, subs_by_name, floor)
+        subs_by_name = {name: row[f"s_{name}"] for name in names}
+        row["row_flags"] = row_flags_of(n, zero_spread, subs_by_name, floor, names)
+        del row["evidence_norm"]
 
     best = ranked[0]
     level = confidence_level(best["overall_score"], params["T_low"], params["T_high"])
