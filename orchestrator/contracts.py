@@ -49,3 +49,9 @@ QRELS = TableContract(
     columns=(Column("query_id", "id"), Column("parent_id", "id"), Column("relevance", "number")),
     key=("query_id", "parent_id"),
 )
+
+LABELS = TableContract(
+    name="labels",
+    columns=(Column("query_id", "id"), Column("label", "text")),
+    key=("query_id",),
+)

@@ -49,6 +49,26 @@ def _publish(staging: Path, destination: Path) -> None:
         os.replace(item, target)
 
 
+@contextmanager
+def atomic_output_file(destination: Path) -> Iterator[Path]:
+    """Yield a temporary sibling path; on success rename it to `destination`."""
+    destination = Path(destination)
+    if destination.is_dir():
+        raise OutputError(f"--out {destination}: is a folder, expected a file name")
+    try:
+        destination.resolve().parent.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(prefix=f".{destination.name}.tmp-", dir=destination.resolve().parent)
+        os.close(handle)
+    except OSError as exc:
+        raise OutputError(f"--out {destination}: cannot create ({exc.strerror})") from None
+    staging = Path(name)
+    try:
+        yield staging
+        os.replace(staging, destination)
+    finally:
+        staging.unlink(missing_ok=True)
+
+
 def write_json(path: Path, document: Any) -> None:
     path.write_text(json.dumps(document, indent=2, sort_keys=False, ensure_ascii=False) + "\n",
                     encoding="utf-8")

@@ -247,6 +247,19 @@ def load_policy(kind: PolicyKind, name_or_path: str, overrides: list[str] | None
     )
 
 
+def policy_from_parameters(kind: PolicyKind, version: str, parameters: dict[str, Any],
+                           source: str, parent_version: str | None = None) -> Policy:
+    """A validated policy built in code (calibrate's candidates), checked like a file."""
+    validated = _validate_tree(source, parameters, kind.spec, prefix="", root="parameters.")
+    for check in kind.cross_checks:
+        try:
+            check(validated)
+        except PolicyError as exc:
+            raise PolicyError(f"{source}: {exc}") from None
+    return Policy(kind=kind, base_version=version, version=version, source=source, description="",
+                  parameters=validated, parent_version=parent_version)
+
+
 def _lists_to_maps(label: str, tree: dict[str, Any], spec: Spec) -> dict[str, Any]:
     """Accept `- name: x` lists where the spec has a mapping of names (seed 003 §8 `sources:`)."""
     converted = dict(tree)

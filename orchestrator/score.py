@@ -99,9 +99,10 @@ class ScoreResult:
     manifest: dict[str, Any]
 
 
-def render_parents(policy: Policy, final: str = "scored_parents") -> RenderedSQL:
+def render_parents(policy: Policy, final: str = "scored_parents",
+                   features_table: str = "parent_features") -> RenderedSQL:
     return render("score/parents.sql", policy=policy.parameters,
-                  inputs={"parent_features": "parent_features"}, final=final)
+                  inputs={"parent_features": features_table}, final=final)
 
 
 def render_queries(policy: Policy, top_n: int, standalone: bool, with_query_ids: bool,
@@ -153,8 +154,9 @@ def evidence_columns(parameters: dict[str, Any]) -> list[str]:
     return needed
 
 
-def check_evidence_columns(con: duckdb.DuckDBPyConnection, policy: Policy, where: str) -> None:
-    present = schema_of(con, "parent_features")
+def check_evidence_columns(con: duckdb.DuckDBPyConnection, policy: Policy, where: str,
+                           features_table: str = "parent_features") -> None:
+    present = schema_of(con, features_table)
     for name in evidence_columns(policy.parameters):
         if name not in present:
             raise InputError(f"{where}: policy {policy.version} needs column {name!r}, which "
@@ -162,11 +164,12 @@ def check_evidence_columns(con: duckdb.DuckDBPyConnection, policy: Policy, where
 
 
 def score_tables(con: duckdb.DuckDBPyConnection, policy: Policy, top_n: int,
-                 with_query_ids: bool, where: str = "--features") -> list[RenderedSQL]:
+                 with_query_ids: bool, where: str = "--features",
+                 features_table: str = "parent_features") -> list[RenderedSQL]:
     """Create temp tables scored_parents and score_contract from the parent_features view."""
-    check_evidence_columns(con, policy, where)
-    parents_sql = render_parents(policy)
-    check_sql(parents_sql, {"parent_features": schema_of(con, "parent_features")})
+    check_evidence_columns(con, policy, where, features_table)
+    parents_sql = render_parents(policy, features_table=features_table)
+    check_sql(parents_sql, {features_table: schema_of(con, features_table)})
     execute(con, f"CREATE OR REPLACE TEMP TABLE scored_parents AS {parents_sql.text}", parents_sql)
     queries_sql = render_queries(policy, top_n, standalone=False, with_query_ids=with_query_ids)
     schema = {"scored_parents": schema_of(con, "scored_parents")}
