@@ -35,7 +35,7 @@ from .policy import Policy, load_policy, policy_from_parameters
 from .progress import SILENT, Progress
 from .render import ColumnParameter, RenderedSQL, render
 from .runner import execute
-from .score import SCORE_POLICY, WEIGHTS, check_evidence_columns, evidence_columns
+from .score import SCORE_POLICY, WEIGHTS, check_evidence_columns
 from .sqlcheck import check_sql
 
 GRID = tuple(i / 10 for i in range(11))

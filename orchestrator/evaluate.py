@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 import re
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +28,7 @@ import duckdb
 
 from .engine import EngineSettings, connect
 from .options import engine_options
-from .errors import DuckscoreError, InputError, OutputError
+from .errors import DuckscoreError, InputError
 from .progress import SILENT, Progress
 
 if TYPE_CHECKING:  # pandas, Jinja and sqlglot load on first use: `duckscore --help` stays fast
@@ -286,29 +284,14 @@ def open_qrels(con: duckdb.DuckDBPyConnection, given: str | pd.DataFrame) -> tup
 
 def write_per_query(frame: pd.DataFrame, path: str | Path) -> None:
     """Write the per-query table as Parquet, atomically (a temporary sibling, then a rename)."""
+    from .outputs import atomic_output_file
     from .render import lit
 
-    target = Path(path)
-    if target.is_dir():
-        raise OutputError(f"--per-query {target}: is a folder")
-    try:
-        target.resolve().parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=target.resolve().parent)
-        os.close(handle)
-    except OSError as exc:
-        raise OutputError(f"--per-query {target}: cannot write ({exc.strerror})") from None
-    try:
+    with atomic_output_file(Path(path), "--per-query") as staging:
         con = duckdb.connect(":memory:")
         con.register("per_query_frame", frame)
-        con.execute(f"COPY (SELECT * FROM per_query_frame) TO {lit(temporary)} (FORMAT parquet)")
+        con.execute(f"COPY (SELECT * FROM per_query_frame) TO {lit(str(staging))} (FORMAT parquet)")
         con.close()
-        os.replace(temporary, target)
-    except (OSError, duckdb.Error) as exc:
-        detail = exc.strerror if isinstance(exc, OSError) else str(exc).strip().splitlines()[0]
-        raise OutputError(f"--per-query {target}: cannot write ({detail})") from None
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
 
 
 def format_table(result: EvalResult) -> str:

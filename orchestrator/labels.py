@@ -19,8 +19,6 @@ none; it may exceed k for a `bad` query), n_relevant (relevant judgments of the 
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,7 +27,7 @@ import click
 import duckdb
 
 from .engine import EngineSettings, connect
-from .errors import DuckscoreError, OutputError
+from .errors import DuckscoreError
 from .evaluate import MAX_K, open_qrels, open_run
 from .options import engine_options
 from .progress import SILENT, Progress
@@ -154,20 +152,12 @@ def output_format(path: str | Path) -> str:
 def write_labels(frame: pd.DataFrame, path: str | Path) -> None:
     """Write the labels as Parquet (CSV when `path` ends with .csv), atomically: a temporary
     sibling, then a rename. On failure the destination is left as it was."""
+    from .outputs import atomic_output_file
     from .render import lit
 
     target = Path(path)
-    if target.is_dir():
-        raise OutputError(f"--out {target}: is a folder")
-    fmt = output_format(target)
-    options = "FORMAT parquet" if fmt == "parquet" else "FORMAT csv, HEADER true"
-    try:
-        target.resolve().parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=target.resolve().parent)
-        os.close(handle)
-    except OSError as exc:
-        raise OutputError(f"--out {target}: cannot write ({exc.strerror})") from None
-    try:
+    options = "FORMAT parquet" if output_format(target) == "parquet" else "FORMAT csv, HEADER true"
+    with atomic_output_file(target) as staging:
         con = duckdb.connect(":memory:")
         con.register("labels_frame", frame)
         con.execute(
@@ -175,15 +165,8 @@ def write_labels(frame: pd.DataFrame, path: str | Path) -> None:
             "CAST(top1_doc_id AS VARCHAR) AS top1_doc_id, "
             "CAST(first_relevant_rank AS BIGINT) AS first_relevant_rank, "
             "CAST(n_relevant AS BIGINT) AS n_relevant FROM labels_frame) "
-            f"TO {lit(temporary)} ({options})")
+            f"TO {lit(str(staging))} ({options})")
         con.close()
-        os.replace(temporary, target)
-    except (OSError, duckdb.Error) as exc:
-        detail = exc.strerror if isinstance(exc, OSError) else str(exc).strip().splitlines()[0]
-        raise OutputError(f"--out {target}: cannot write ({detail})") from None
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
 
 
 def format_summary(result: LabelsResult) -> str:

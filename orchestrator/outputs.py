@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from .errors import OutputError
 
 
@@ -50,21 +52,26 @@ def _publish(staging: Path, destination: Path) -> None:
 
 
 @contextmanager
-def atomic_output_file(destination: Path) -> Iterator[Path]:
-    """Yield a temporary sibling path; on success rename it to `destination`."""
+def atomic_output_file(destination: Path, option: str = "--out") -> Iterator[Path]:
+    """Yield a temporary sibling path; on success rename it to `destination`. A failure (also an
+    OSError or DuckDB error inside the block) leaves the destination as it was."""
     destination = Path(destination)
     if destination.is_dir():
-        raise OutputError(f"--out {destination}: is a folder, expected a file name")
+        raise OutputError(f"{option} {destination}: is a folder")
     try:
-        destination.resolve().parent.mkdir(parents=True, exist_ok=True)
-        handle, name = tempfile.mkstemp(prefix=f".{destination.name}.tmp-", dir=destination.resolve().parent)
+        parent = destination.resolve().parent
+        parent.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(prefix=f".{destination.name}.tmp-", dir=parent)
         os.close(handle)
     except OSError as exc:
-        raise OutputError(f"--out {destination}: cannot create ({exc.strerror})") from None
+        raise OutputError(f"{option} {destination}: cannot write ({exc.strerror})") from None
     staging = Path(name)
     try:
         yield staging
         os.replace(staging, destination)
+    except (OSError, duckdb.Error) as exc:
+        detail = exc.strerror if isinstance(exc, OSError) else str(exc).strip().splitlines()[0]
+        raise OutputError(f"{option} {destination}: cannot write ({detail})") from None
     finally:
         staging.unlink(missing_ok=True)
 
