@@ -167,7 +167,7 @@ def test_demo_derivation_matches_a_pandas_reimplementation(features: Path) -> No
 
 def test_policy_list_and_show() -> None:
     listed = CliRunner().invoke(cli, ["policy", "list"])
-    assert listed.exit_code == 0 and listed.output.split() == ["overall_v1"]
+    assert listed.exit_code == 0 and listed.output.split() == ["overall_v1", "overall_v2"]
     shown = CliRunner().invoke(cli, ["policy", "show", "overall_v1", "--set", "alpha=0.7"])
     assert shown.exit_code == 0, shown.output
     record = json.loads(shown.output)
