@@ -49,20 +49,9 @@ CAST(coalesce(s.hits{{ m.suffix }}, 0) AS DOUBLE)
 {{ fail('unknown metric ' ~ m.name) }}
 {%- endif %}
 {%- endmacro %}
+{% from 'eval/_ranked_run.sql' import ranked_run with context %}
 WITH
-ranked AS (
-    SELECT
-        query_id,
-        doc_id,
-{% if order_by == 'rank' %}
-        row_number() OVER (PARTITION BY query_id ORDER BY rank ASC NULLS LAST, doc_id ASC NULLS LAST) AS position
-{% elif order_by == 'score' %}
-        row_number() OVER (PARTITION BY query_id ORDER BY score DESC NULLS LAST, doc_id ASC NULLS LAST) AS position
-{% else %}
-        {{ fail('order_by must be rank or score') }}
-{% endif %}
-    FROM {{ inputs.run | ident }}
-),
+{{ ranked_run() }},
 judgments AS (
     SELECT
         query_id,
