@@ -27,13 +27,14 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from .calibration_metrics import fetch_rows
 from .contracts import LABELS, PARENT_FEATURES, QRELS
 from .engine import EngineSettings, connect
 from .errors import DuckscoreError, InputError
 from .inputs import OpenedInput, open_input, schema_of
 from .policy import Policy, load_policy, policy_from_parameters
 from .progress import SILENT, Progress
-from .render import ColumnParameter, RenderedSQL, render
+from .render import ColumnParameter, RenderedSQL, ident, render
 from .runner import execute
 from .score import SCORE_POLICY, WEIGHTS, check_evidence_columns
 from .sqlcheck import check_sql
@@ -168,27 +169,31 @@ class Calibrator:
         self._candidates_sql: RenderedSQL | None = None
 
     # -- SQL ------------------------------------------------------------------------------
-    def _run(self, template: str, target: str | None, schema_tables: list[str], **context: Any) -> pd.DataFrame:
+    def _render(self, template: str, schema_tables: list[str], **context: Any) -> tuple[RenderedSQL, dict[str, dict[str, str]]]:
         rendered = render(f"calibrate/{template}", **context)
-        check_sql(rendered, {t: schema_of(self.con, t) for t in schema_tables})
         self.rendered.append(rendered)
-        if target is None:
-            return self.con.execute(rendered.text).df()
+        return rendered, {t: schema_of(self.con, t) for t in schema_tables}
+
+    def _rows(self, template: str, schema_tables: list[str], **context: Any) -> list[dict[str, Any]]:
+        return fetch_rows(self.con, *self._render(template, schema_tables, **context))
+
+    def _materialise(self, template: str, target: str, schema_tables: list[str], **context: Any) -> None:
+        rendered, schema = self._render(template, schema_tables, **context)
+        check_sql(rendered, schema)
         execute(self.con, f"CREATE OR REPLACE TEMP TABLE {target} AS {rendered.text}", rendered)
-        return pd.DataFrame()
 
     def reference_bounds(self) -> dict[str, dict[str, list[float]]]:
-        frame = self._run("reference_bounds.sql", None, ["parent_features", "cal_membership"],
+        rows = self._rows("reference_bounds.sql", ["parent_features", "cal_membership"],
                           inputs={"parent_features": "parent_features", "membership": "cal_membership"},
                           features=self.reference_features,
                           p_lo=self.base.parameters["normalization"]["p_lo"],
                           p_hi=self.base.parameters["normalization"]["p_hi"], final="bounds")
         bounds = {}
-        for row in frame.to_dict("records"):
+        for row in rows:
             per_feature = {}
             for f in self.reference_features:
                 lo, hi = row[f"{f}_lo"], row[f"{f}_hi"]
-                if lo is None or hi is None or (isinstance(lo, float) and math.isnan(lo)):
+                if lo is None or hi is None:
                     raise CalibrationError(f"no candidate parents for the labelled queries of fit {row['fit']}")
                 per_feature[f] = [float(lo), float(hi)]
             bounds[row["fit"]] = per_feature
@@ -211,12 +216,11 @@ class Calibrator:
         refs = [f"ref_{f}_{e}" for f in self.reference_features for e in ("lo", "hi")] if self.reference else []
         return self.tuned + refs
 
-    def score_candidates(self, rows: list[dict[str, Any]]) -> pd.DataFrame:
-        """Score candidate rows (fit, scope, candidate, parameters) → predictions per query."""
-        frame = pd.DataFrame(rows, columns=["fit", "scope", "candidate"] + self.parameter_columns())
-        self.con.register("cal_candidates_frame", frame)
-        self.con.execute("CREATE OR REPLACE TEMP TABLE cal_candidates AS SELECT * FROM cal_candidates_frame")
-        self.con.unregister("cal_candidates_frame")
+    def score_candidates(self, rows: list[dict[str, Any]]) -> None:
+        """Score candidate rows (fit, scope, candidate, parameters) into the temp table
+        cal_predictions (one row per candidate and labelled query of its scope)."""
+        table_from_frame(self.con, "cal_candidates",
+                         pd.DataFrame(rows, columns=["fit", "scope", "candidate"] + self.parameter_columns()))
         inputs = {"raw_features": "parent_features", "parent_features": "candidate_features",
                   "membership": "cal_membership", "candidates": "cal_candidates"}
         if self._candidates_sql is None:
@@ -229,14 +233,13 @@ class Calibrator:
             self.rendered.append(self._candidates_sql)
         execute(self.con, f"CREATE OR REPLACE TEMP TABLE cal_best AS {self._candidates_sql.text}",
                 self._candidates_sql)
-        self._run("predictions.sql", "cal_predictions",
+        self._materialise("predictions.sql", "cal_predictions",
                   ["cal_candidates", "cal_membership", "cal_labels", "cal_best"]
                   + (["cal_qrels"] if self.has_qrels else []),
                   inputs={"candidates": "cal_candidates", "membership": "cal_membership",
                           "labels": "cal_labels", "best": "cal_best",
                           "qrels": "cal_qrels" if self.has_qrels else None},
                   final="predictions")
-        return self.con.execute("SELECT * FROM cal_predictions ORDER BY fit, candidate, query_id").df()
 
     def aurocs(self, pooled: bool = False) -> dict[tuple[str, int], float | None]:
         """AUROC(good vs bad) per (fit, candidate); `pooled`: the folds' held-out predictions
@@ -245,18 +248,17 @@ class Calibrator:
                if pooled else "fit")
         self.con.execute(f"CREATE OR REPLACE TEMP VIEW cal_good_bad AS SELECT {fit}, candidate, "
                          "query_id, score, outcome FROM cal_predictions WHERE outcome IS NOT NULL")
-        frame = self._run("grouped_auroc.sql", None, ["cal_good_bad"],
+        rows = self._rows("grouped_auroc.sql", ["cal_good_bad"],
                           inputs={"predictions": "cal_good_bad"}, final="aurocs")
-        return {(r["fit"], int(r["candidate"])): (None if pd.isna(r["auroc"]) else float(r["auroc"]))
-                for r in frame.to_dict("records")}
+        return {(r["fit"], r["candidate"]): r["auroc"] for r in rows}
 
     def thresholds(self) -> dict[str, dict[str, Any]]:
         s = self.settings
-        frame = self._run("thresholds.sql", None, ["cal_predictions"],
+        rows = self._rows("thresholds.sql", ["cal_predictions"],
                           inputs={"predictions": "cal_predictions"}, bad_quantile=s.bad_quantile,
                           good_quantile=s.good_quantile, hitl_quantile=s.hitl_quantile,
                           target_precision=s.target_precision, final="thresholds")
-        return {r["fit"]: {k: _plain(v) for k, v in r.items()} for r in frame.to_dict("records")}
+        return {r["fit"]: r for r in rows}
 
     # -- the procedure --------------------------------------------------------------------
     def row(self, fit: Fit, scope: str, candidate: int, change: dict[str, float],
@@ -306,12 +308,14 @@ class Calibrator:
                 "pooled_held_out_auroc": pooled.get(("cross_validated", 0))}
 
 
-def _plain(value: Any) -> Any:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    if hasattr(value, "item"):
-        return value.item()
-    return value
+def table_from_frame(con: duckdb.DuckDBPyConnection, name: str, frame: pd.DataFrame) -> None:
+    """Copy a DataFrame into the temp table `name`."""
+    staged = f"{name}_frame"
+    con.register(staged, frame)
+    try:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {ident(name)} AS SELECT * FROM {ident(staged)}")
+    finally:
+        con.unregister(staged)
 
 
 def open_labels(con: duckdb.DuckDBPyConnection, given: str | pd.DataFrame) -> tuple[OpenedInput, pd.DataFrame]:
@@ -342,10 +346,7 @@ def build_membership(con: duckdb.DuckDBPyConnection, folds: dict[str, int], n_fo
     for k in range(n_folds):
         name = f"fold{k}"
         rows += [(name, "train" if f != k else "test", q) for q, f in folds.items()]
-    frame = pd.DataFrame(rows, columns=["fit", "scope", "query_id"])
-    con.register("cal_membership_frame", frame)
-    con.execute("CREATE OR REPLACE TEMP TABLE cal_membership AS SELECT * FROM cal_membership_frame")
-    con.unregister("cal_membership_frame")
+    table_from_frame(con, "cal_membership", pd.DataFrame(rows, columns=["fit", "scope", "query_id"]))
 
 
 def resolve_thresholds(fit: Fit, found: dict[str, Any], settings: CalibrationSettings) -> dict[str, Any]:
@@ -414,20 +415,20 @@ def calibrate(labels: str | Path | pd.DataFrame, out: str | Path, *,
     progress.step(f"checking inputs (base policy {base_policy.version})")
     opened: dict[str, OpenedInput] = {}
     if features is not None:
-        opened["features"] = open_input(con, PARENT_FEATURES, _given(features), "--features")
+        opened["features"] = open_input(con, PARENT_FEATURES, features, "--features")
         where = f"--features ({opened['features'].given})"
     else:
         from .fuse import FUSE_RECIPE, fuse_tables, open_log
 
         loaded_recipe = load_policy(FUSE_RECIPE, recipe)
-        opened["log"], plan = open_log(con, _given(log), loaded_recipe)
+        opened["log"], plan = open_log(con, log, loaded_recipe)
         progress.step(f"fusing {opened['log'].rows:,} hits (recipe {loaded_recipe.version})")
         fuse_tables(con, plan)
         where = f"--log ({opened['log'].given})"
     check_evidence_columns(con, base_policy, where)
-    opened["labels"], label_frame = open_labels(con, _given(labels))
+    opened["labels"], label_frame = open_labels(con, labels)
     if qrels is not None:
-        opened["qrels"] = open_input(con, QRELS, _given(qrels), "--qrels")
+        opened["qrels"] = open_input(con, QRELS, qrels, "--qrels")
         con.execute("CREATE OR REPLACE TEMP TABLE cal_qrels AS SELECT * FROM qrels")
     counts = {label: int((label_frame["label"] == label).sum()) for label in CLASSES}
     check_label_counts(counts, settings)
@@ -478,8 +479,3 @@ def calibrate(labels: str | Path | pd.DataFrame, out: str | Path, *,
         progress.step(f"writing the report to {report_dir}")
         write_report(Path(report_dir), report, decisions, title=f"duckscore calibration: {version}")
     return CalibrationResult(Path(out), document, fits, decisions, ablation)
-
-
-def _given(value: str | Path | pd.DataFrame | None) -> str | pd.DataFrame:
-    assert value is not None
-    return value if isinstance(value, pd.DataFrame) else str(value)

@@ -145,8 +145,9 @@ def _schema(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
     return {name: str(dtype) for name, dtype, *_ in con.execute(f"DESCRIBE {ident(table)}").fetchall()}
 
 
-def _run(con: duckdb.DuckDBPyConnection, rendered: RenderedSQL,
+def fetch_rows(con: duckdb.DuckDBPyConnection, rendered: RenderedSQL,
          schema: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
+    """Check `rendered` against `schema`, run it, and return its rows as plain-Python dicts."""
     from .sqlcheck import check_sql
 
     check_sql(rendered, schema)
@@ -160,11 +161,11 @@ def _run(con: duckdb.DuckDBPyConnection, rendered: RenderedSQL,
 
 def _one(con: duckdb.DuckDBPyConnection, rendered: RenderedSQL,
          schema: dict[str, dict[str, str]]) -> dict[str, Any]:
-    [row] = _run(con, rendered, schema)
+    [row] = fetch_rows(con, rendered, schema)
     return row
 
 
-_rows = _run
+_rows = fetch_rows
 
 
 def _plain(value: Any) -> Any:

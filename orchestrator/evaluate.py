@@ -21,6 +21,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -34,7 +35,7 @@ from .progress import SILENT, Progress
 if TYPE_CHECKING:  # pandas, Jinja and sqlglot load on first use: `duckscore --help` stays fast
     import pandas as pd
 
-    from .inputs import OpenedInput
+    from .inputs import OpenedInput, TableContract
     from .render import RenderedSQL
 
 DEFAULT_METRICS = "ndcg@10,recall@100,mrr@10,map"
@@ -176,8 +177,8 @@ def run_evaluation(run: str | Path | pd.DataFrame, qrels: str | Path | pd.DataFr
     parsed = parse_metrics(metrics)
     con = connect(settings)
     progress.step("checking inputs")
-    run_input, order_by, run_doc = open_run(con, _as_given(run))
-    qrels_input, qrels_doc = open_qrels(con, _as_given(qrels))
+    run_input, order_by, run_doc = open_run(con, run)
+    qrels_input, qrels_doc = open_qrels(con, qrels)
     progress.step(f"evaluating {run_input.rows:,} run rows against {qrels_input.rows:,} judgments")
     rendered = eval_tables(con, parsed, order_by)
     frame = con.execute("SELECT * FROM eval_per_query ORDER BY query_id").df()
@@ -240,45 +241,49 @@ def _columns(con: duckdb.DuckDBPyConnection, given: str | pd.DataFrame, label: s
     return names, opened.given
 
 
+def _open_judged(con: duckdb.DuckDBPyConnection, given: str | pd.DataFrame, label: str,
+                 doc_columns: tuple[str, ...], contract_for: Callable[[str], TableContract], view: str,
+                 columns: str) -> tuple[OpenedInput, str, list[str], str]:
+    """Open a run or qrels input whose document column is the first of `doc_columns` present,
+    and create `view` as SELECT query_id, <doc> AS doc_id, `columns`. Returns the opened input,
+    the document column, the column names and the input as shown in messages."""
+    from .eval_contracts import first_present
+    from .inputs import open_input
+    from .render import ident
+
+    names, shown = _columns(con, given, label, f"{view}_probe")
+    doc = first_present(names, doc_columns)
+    if doc is None:
+        others = ", ".join(repr(c) for c in doc_columns[1:])
+        raise InputError(f"{label} ({shown}): missing column 'doc_id' (or {others}) "
+                         f"(columns: {', '.join(names) or 'none'})")
+    opened = open_input(con, contract_for(doc), given, label)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT query_id, {ident(doc)} AS doc_id, "
+                f"{columns} FROM {view}_input")
+    return opened, doc, names, shown
+
+
 def open_run(con: duckdb.DuckDBPyConnection,
              given: str | pd.DataFrame) -> tuple[OpenedInput, str, str]:
     """Create the view eval_run(query_id, doc_id, score, rank); return the opened input, the
     ordering used ('rank' or 'score') and the column read as the document id."""
     from .eval_contracts import RUN_DOC_COLUMNS, RUN_ORDER_COLUMNS, first_present, run_contract
-    from .inputs import open_input
-    from .render import ident
 
-    label = "--run"
-    names, shown = _columns(con, given, label, "eval_run_probe")
-    doc = first_present(names, RUN_DOC_COLUMNS)
-    if doc is None:
-        raise InputError(f"{label} ({shown}): missing column 'doc_id' (or 'parent_id', 'item_id') "
-                         f"(columns: {', '.join(names) or 'none'})")
+    opened, doc, names, shown = _open_judged(con, given, "--run", RUN_DOC_COLUMNS, run_contract,
+                                             "eval_run", "score, rank")
     order_by = first_present(names, RUN_ORDER_COLUMNS)
     if order_by is None:
-        raise InputError(f"{label} ({shown}): needs a rank or a score column "
+        raise InputError(f"--run ({shown}): needs a rank or a score column "
                          f"(columns: {', '.join(names) or 'none'})")
-    opened = open_input(con, run_contract(doc), given, label)
-    con.execute(f"CREATE OR REPLACE TEMP VIEW eval_run AS SELECT query_id, {ident(doc)} AS doc_id, "
-                f"score, rank FROM eval_run_input")
     return opened, order_by, doc
 
 
 def open_qrels(con: duckdb.DuckDBPyConnection, given: str | pd.DataFrame) -> tuple[OpenedInput, str]:
     """Create the view eval_qrels(query_id, doc_id, relevance)."""
-    from .eval_contracts import QRELS_DOC_COLUMNS, first_present, qrels_contract
-    from .inputs import open_input
-    from .render import ident
+    from .eval_contracts import QRELS_DOC_COLUMNS, qrels_contract
 
-    label = "--qrels"
-    names, shown = _columns(con, given, label, "eval_qrels_probe")
-    doc = first_present(names, QRELS_DOC_COLUMNS)
-    if doc is None:
-        raise InputError(f"{label} ({shown}): missing column 'doc_id' (or 'parent_id') "
-                         f"(columns: {', '.join(names) or 'none'})")
-    opened = open_input(con, qrels_contract(doc), given, label)
-    con.execute(f"CREATE OR REPLACE TEMP VIEW eval_qrels AS SELECT query_id, {ident(doc)} AS doc_id, "
-                f"relevance FROM eval_qrels_input")
+    opened, doc, _, _ = _open_judged(con, given, "--qrels", QRELS_DOC_COLUMNS, qrels_contract,
+                                     "eval_qrels", "relevance")
     return opened, doc
 
 
@@ -303,12 +308,6 @@ def format_table(result: EvalResult) -> str:
     lines += ["", f"{result.queries:,} queries evaluated ({result.queries_without_run:,} without "
                   f"run rows); {result.run_queries_ignored:,} run queries without judgments ignored"]
     return "\n".join(lines)
-
-
-def _as_given(value: str | Path | pd.DataFrame) -> str | pd.DataFrame:
-    import pandas as pd
-
-    return value if isinstance(value, pd.DataFrame) else str(value)
 
 
 @click.command(name="eval")

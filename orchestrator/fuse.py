@@ -180,7 +180,7 @@ def render_parent_features(fuse_plan: FusePlan) -> RenderedSQL:
 
 def open_log(con: duckdb.DuckDBPyConnection, log: str | Path | pd.DataFrame,
              recipe: Policy) -> tuple[OpenedInput, FusePlan]:
-    opened = open_input(con, RETRIEVAL_LOG, log if isinstance(log, pd.DataFrame) else str(log), "--log")
+    opened = open_input(con, RETRIEVAL_LOG, log, "--log")
     raw = {c.lower() for c in schema_of(con, "__raw_retrieval_log")}
     present = {c.name for c in RETRIEVAL_LOG.columns if c.name.lower() in raw}
     if "score" not in present and "rank" not in present:

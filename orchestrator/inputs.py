@@ -74,9 +74,11 @@ class OpenedInput:
 
 
 def open_input(con: duckdb.DuckDBPyConnection, contract: TableContract,
-               given: str | pd.DataFrame, label: str | None = None) -> OpenedInput:
+               given: str | Path | pd.DataFrame, label: str | None = None) -> OpenedInput:
     """Create the typed view `contract.name` over `given` (path, glob, folder or DataFrame),
     after checking the whole contract."""
+    if not isinstance(given, pd.DataFrame):
+        given = str(given)
     label = label or contract.name
     raw = f"__raw_{contract.name}"
     if isinstance(given, pd.DataFrame):

@@ -105,8 +105,8 @@ def run_labels(run: str | Path | pd.DataFrame, qrels: str | Path | pd.DataFrame,
     con = connect(settings)
     try:
         progress.step("checking inputs")
-        run_input, order_by, run_doc = open_run(con, _as_given(run))
-        qrels_input, qrels_doc = open_qrels(con, _as_given(qrels))
+        run_input, order_by, run_doc = open_run(con, run)
+        qrels_input, qrels_doc = open_qrels(con, qrels)
         progress.step(f"labelling {run_input.rows:,} run rows against {qrels_input.rows:,} judgments")
         rendered = render_labels(k, order_by)
         check_sql(rendered, {"eval_run": schema_of(con, "eval_run"),
@@ -175,10 +175,6 @@ def format_summary(result: LabelsResult) -> str:
     return (f"{result.queries:,} queries labelled at k={result.k}: {counts} "
             f"({result.queries_without_run:,} without run rows); "
             f"{result.run_queries_unlabelled:,} run queries without judgments not labelled")
-
-
-def _as_given(value: str | Path | pd.DataFrame) -> str | pd.DataFrame:
-    return value if not isinstance(value, (str, Path)) else str(value)
 
 
 @click.command(name="labels")

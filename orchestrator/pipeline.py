@@ -45,8 +45,7 @@ def run(log: str | Path | pd.DataFrame, out_dir: str | Path, recipe: str = "hybr
     opened, fuse_plan = open_log(con, log, loaded_recipe)
     inputs = {"log": opened}
     if queries is not None:
-        given = queries if isinstance(queries, pd.DataFrame) else str(queries)
-        inputs["queries"] = open_input(con, QUERY_IDS, given, "--queries")
+        inputs["queries"] = open_input(con, QUERY_IDS, queries, "--queries")
     progress.step(f"fusing {opened.rows:,} hits from {len(fuse_plan.sources)} sources")
     rendered = fuse_tables(con, fuse_plan)
     progress.step("scoring parents")

@@ -126,9 +126,9 @@ def score(features: str | Path | pd.DataFrame, out_dir: str | Path, policy: str 
     loaded = load_policy(SCORE_POLICY, policy, overrides)
     con = connect(settings)
     progress.step(f"checking inputs (policy {loaded.version})")
-    inputs = {"features": open_input(con, PARENT_FEATURES, _as_given(features), "--features")}
+    inputs = {"features": open_input(con, PARENT_FEATURES, features, "--features")}
     if queries is not None:
-        inputs["queries"] = open_input(con, QUERY_IDS, _as_given(queries), "--queries")
+        inputs["queries"] = open_input(con, QUERY_IDS, queries, "--queries")
     progress.step(f"scoring {inputs['features'].rows:,} candidate parents")
     rendered = score_tables(con, loaded, top_n, with_query_ids=queries is not None,
                             where=f"--features ({inputs['features'].given})")
@@ -192,9 +192,3 @@ def write_score_outputs(con: duckdb.DuckDBPyConnection, stage: Path) -> dict[str
         row = con.execute(f"COPY ({query}) TO {lit(str(stage / name))} (FORMAT {fmt})").fetchone()
         counts[name] = int(row[0]) if row else 0
     return counts
-
-
-def _as_given(value: str | Path | pd.DataFrame) -> str | pd.DataFrame:
-    return value if isinstance(value, pd.DataFrame) else str(value)
-
-
