@@ -28,7 +28,7 @@ import click
 import duckdb
 
 from .engine import EngineSettings, connect
-from .options import engine_options
+from .options import engine_options, run_and_qrels_options
 from .errors import DuckscoreError, InputError
 from .progress import SILENT, Progress
 
@@ -311,11 +311,7 @@ def format_table(result: EvalResult) -> str:
 
 
 @click.command(name="eval")
-@click.option("--run", "run_path", required=True, metavar="PATH",
-              help="The run: query_id, doc_id (or parent_id, or item_id), and rank and/or score. "
-                   "Parquet/CSV/JSON file, glob, or (hive) folder.")
-@click.option("--qrels", "qrels_path", required=True, metavar="PATH",
-              help="Relevance judgments: query_id, doc_id (or parent_id), relevance (> 0 is relevant).")
+@run_and_qrels_options
 @click.option("--metrics", default=DEFAULT_METRICS, show_default=True, metavar="LIST",
               help="Comma-separated metrics: ndcg@k, recall@k, precision@k, mrr@k, map, map@k, "
                    "hit_rate@k, hits@k (ndcg, recall, mrr, hit_rate and hits without @k: the whole run).")

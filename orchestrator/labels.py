@@ -29,7 +29,7 @@ import duckdb
 from .engine import EngineSettings, connect
 from .errors import DuckscoreError
 from .evaluate import MAX_K, open_qrels, open_run
-from .options import engine_options
+from .options import engine_options, run_and_qrels_options
 from .progress import SILENT, Progress
 
 if TYPE_CHECKING:  # pandas, Jinja and sqlglot load on first use: `duckscore --help` stays fast
@@ -178,11 +178,7 @@ def format_summary(result: LabelsResult) -> str:
 
 
 @click.command(name="labels")
-@click.option("--run", "run_path", required=True, metavar="PATH",
-              help="The run: query_id, doc_id (or parent_id, or item_id), and rank and/or score. "
-                   "Parquet/CSV/JSON file, glob, or (hive) folder.")
-@click.option("--qrels", "qrels_path", required=True, metavar="PATH",
-              help="Relevance judgments: query_id, doc_id (or parent_id), relevance (> 0 is relevant).")
+@run_and_qrels_options
 @click.option("--out", "out_path", required=True, metavar="FILE",
               type=click.Path(dir_okay=False, path_type=Path),
               help="Where to write the labels: Parquet, or CSV when FILE ends with .csv "

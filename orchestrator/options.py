@@ -25,3 +25,14 @@ def engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
         return command(*args, settings=settings, **kwargs)
 
     return wrapper
+
+
+def run_and_qrels_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--run / --qrels as `eval` and `labels` read them (run_path, qrels_path)."""
+    command = click.option(
+        "--qrels", "qrels_path", required=True, metavar="PATH",
+        help="Relevance judgments: query_id, doc_id (or parent_id), relevance (> 0 is relevant).")(command)
+    return click.option(
+        "--run", "run_path", required=True, metavar="PATH",
+        help="The run: query_id, doc_id (or parent_id, or item_id), and rank and/or score. "
+             "Parquet/CSV/JSON file, glob, or (hive) folder.")(command)
