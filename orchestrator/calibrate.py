@@ -35,7 +35,7 @@ from .inputs import OpenedInput, open_input, schema_of
 from .policy import Policy, load_policy, policy_from_parameters
 from .progress import SILENT, Progress
 from .render import ColumnParameter, RenderedSQL, ident, render
-from .runner import execute
+from .runner import execute, first_row
 from .score import SCORE_POLICY, WEIGHTS, check_evidence_columns
 from .sqlcheck import check_sql
 
@@ -320,9 +320,10 @@ def table_from_frame(con: duckdb.DuckDBPyConnection, name: str, frame: pd.DataFr
 
 def open_labels(con: duckdb.DuckDBPyConnection, given: str | pd.DataFrame) -> tuple[OpenedInput, pd.DataFrame]:
     opened = open_input(con, LABELS, given, "--labels")
-    bad = con.execute(
+    bad = first_row(
+        con,
         "SELECT query_id, label FROM labels WHERE label NOT IN ('good', 'ambiguous', 'bad') "
-        "ORDER BY query_id LIMIT 1").fetchone()
+        "ORDER BY query_id LIMIT 1")
     if bad is not None:
         raise InputError(f"--labels ({opened.given}, query_id={bad[0]!r}): column 'label' is "
                          f"{bad[1]!r}, expected good, ambiguous or bad")

@@ -30,6 +30,7 @@ import duckdb
 
 from .errors import InputError, TemplateError
 from .render import RenderedSQL, ident, render
+from .runner import first_row
 
 VIEW = "duckscore_calibration_predictions"
 MAX_SEED = 2**32
@@ -120,12 +121,13 @@ def _prepare(con: duckdb.DuckDBPyConnection, table: str) -> bool:
                          f"(columns: {', '.join(columns) or 'none'})")
     source = ident(table)
     try:
-        bad = con.execute(
+        bad = first_row(
+            con,
             f"SELECT count(*) FILTER (WHERE query_id IS NULL), "
             f"count(*) FILTER (WHERE score IS NULL OR NOT isfinite(CAST(score AS DOUBLE))), "
             f"count(*) FILTER (WHERE outcome IS NULL OR CAST(outcome AS DOUBLE) NOT IN (0, 1)), "
             f"count(*) - (SELECT count(*) FROM (SELECT query_id FROM {source} GROUP BY query_id)) "
-            f"FROM {source}").fetchone()
+            f"FROM {source}")
     except duckdb.Error as exc:
         raise InputError(f"predictions table {table!r}: {_first_line(exc)}") from None
     assert bad is not None

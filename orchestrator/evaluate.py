@@ -174,6 +174,8 @@ def run_evaluation(run: str | Path | pd.DataFrame, qrels: str | Path | pd.DataFr
                    settings: EngineSettings | None = None,
                    progress: Progress = SILENT) -> EvalResult:
     """`evaluate` with everything the CLI reports: query counts, columns used, rendered SQL."""
+    from .runner import first_row
+
     parsed = parse_metrics(metrics)
     con = connect(settings)
     progress.step("checking inputs")
@@ -185,10 +187,11 @@ def run_evaluation(run: str | Path | pd.DataFrame, qrels: str | Path | pd.DataFr
     frame = frame.rename(columns={m.column: m.key for m in parsed})
     values = con.execute("SELECT * FROM eval_means").df().iloc[0].to_dict()
     means = {m.key: float(values[m.column]) for m in parsed}
-    ignored = con.execute(
+    ignored = first_row(
+        con,
         "SELECT count(*) FROM (SELECT query_id FROM eval_run GROUP BY query_id) AS r "
         "ANTI JOIN (SELECT query_id FROM eval_qrels GROUP BY query_id) AS q "
-        "ON q.query_id = r.query_id").fetchone()
+        "ON q.query_id = r.query_id")
     con.close()
     return EvalResult(
         means=means, per_query=frame, metrics=parsed, queries=int(values["n_queries"]),

@@ -18,7 +18,7 @@ from .outputs import atomic_output_dir, write_json
 from .policy import Bounds, Choice, Flag, ListOf, MapOf, Number, Policy, PolicyKind, Text, load_policy
 from .progress import SILENT, Progress
 from .render import RenderedSQL, lit, render
-from .runner import execute, settings_record, write_sql
+from .runner import execute, first_row, settings_record, write_sql
 from .sqlcheck import check_sql
 
 NORMALIZERS = ("none", "rank", "minmax", "max", "sum", "zscore", "l2", "softmax", "sigmoid",
@@ -200,11 +200,12 @@ def open_log(con: duckdb.DuckDBPyConnection, log: str | Path | pd.DataFrame,
 
 
 def _check_ranks_one_based(con: duckdb.DuckDBPyConnection, opened: OpenedInput) -> None:
-    bad = con.execute(
+    bad = first_row(
+        con,
         "SELECT query_id, source, min(rank), count(*), max(rank), count(*) - count(DISTINCT rank) "
         "FROM retrieval_log GROUP BY query_id, source "
         "HAVING min(rank) <> 1 OR count(DISTINCT rank) <> count(*) ORDER BY query_id, source LIMIT 1"
-    ).fetchone()
+    )
     if bad is not None:
         query_id, source, lowest, _, _, repeated = bad
         problem = (f"smallest rank is {lowest}, not 1" if lowest != 1
@@ -256,7 +257,7 @@ def write_fuse_outputs(con: duckdb.DuckDBPyConnection, stage: Path) -> dict[str,
     }
     counts = {}
     for name, query in copies.items():
-        row = con.execute(f"COPY ({query}) TO {lit(str(stage / name))} (FORMAT parquet)").fetchone()
+        row = first_row(con, f"COPY ({query}) TO {lit(str(stage / name))} (FORMAT parquet)")
         counts[name] = int(row[0]) if row else 0
     return counts
 

@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from .errors import InputError
 from .render import ident, lit
+from .runner import first_row
 
 Kind = Literal["id", "number", "count", "text"]
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "csv",
@@ -195,7 +196,7 @@ def _create_raw_view(con: duckdb.DuckDBPyConnection, raw: str, files: list[str],
 
 
 def _row_count(con: duckdb.DuckDBPyConnection, raw: str) -> int:
-    row = con.execute(f"SELECT count(*) FROM {ident(raw)}").fetchone()
+    row = first_row(con, f"SELECT count(*) FROM {ident(raw)}")
     return int(row[0]) if row else 0
 
 
@@ -245,7 +246,7 @@ def _check_values(con: duckdb.DuckDBPyConnection, contract: TableContract, raw: 
         selects.append(f"count(*) FILTER (WHERE {condition})")
         selects.append(f"arg_min({where}, ({_FILE_COLUMN}, {_ROW_COLUMN})) FILTER (WHERE {condition})")
     try:
-        result = con.execute(f"SELECT {', '.join(selects)} FROM {ident(raw)}").fetchone()
+        result = first_row(con, f"SELECT {', '.join(selects)} FROM {ident(raw)}")
     except duckdb.Error as exc:
         raise InputError(f"{label}: cannot read {given}: {_first_line(exc)}") from None
     assert result is not None
@@ -304,11 +305,12 @@ def _row_label_sql(contract: TableContract, names: dict[str, str]) -> str:
 def _check_unique_key(con: duckdb.DuckDBPyConnection, contract: TableContract, raw: str,
                       names: dict[str, str], row_label: str, label: str) -> None:
     keys = ", ".join(ident(names[k]) for k in contract.key)
-    duplicate = con.execute(
+    duplicate = first_row(
+        con,
         f"SELECT list({row_label} ORDER BY {_FILE_COLUMN}, {_ROW_COLUMN})[1:2], count(*) AS n "
         f"FROM {ident(raw)} GROUP BY {keys} HAVING count(*) > 1 "
         f"ORDER BY {keys} LIMIT 1"
-    ).fetchone()
+    )
     if duplicate is not None:
         first, second = duplicate[0]
         raise InputError(f"{label} ({second}): duplicate ({', '.join(contract.key)}), "

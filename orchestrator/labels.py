@@ -98,7 +98,7 @@ def run_labels(run: str | Path | pd.DataFrame, qrels: str | Path | pd.DataFrame,
                progress: Progress = SILENT) -> LabelsResult:
     """`make_labels` with everything the CLI reports: counts, columns used, rendered SQL."""
     from .inputs import schema_of
-    from .runner import execute
+    from .runner import execute, first_row
     from .sqlcheck import check_sql
 
     k = check_k(k)
@@ -113,10 +113,11 @@ def run_labels(run: str | Path | pd.DataFrame, qrels: str | Path | pd.DataFrame,
                              "eval_qrels": schema_of(con, "eval_qrels")})
         execute(con, f"CREATE OR REPLACE TEMP TABLE query_labels AS {rendered.text}", rendered)
         frame = con.execute("SELECT * FROM query_labels ORDER BY query_id").df()
-        unlabelled = con.execute(
+        unlabelled = first_row(
+            con,
             "SELECT count(*) FROM (SELECT query_id FROM eval_run GROUP BY query_id) AS r "
             "ANTI JOIN (SELECT query_id FROM eval_qrels GROUP BY query_id) AS q "
-            "ON q.query_id = r.query_id").fetchone()
+            "ON q.query_id = r.query_id")
     finally:
         con.close()
     frame = _typed(frame)

@@ -22,6 +22,13 @@ def execute(con: duckdb.DuckDBPyConnection, statement: str, rendered: RenderedSQ
         raise DuckscoreError(f"sql/{rendered.template}: DuckDB failed: {first}") from None
 
 
+def first_row(con: duckdb.DuckDBPyConnection, statement: str) -> tuple[Any, ...] | None:
+    """The first row of a result read to its end: DuckDB 2 refuses `register` and friends
+    while a `fetchone()` result is still open on the connection."""
+    rows = con.execute(statement).fetchall()
+    return rows[0] if rows else None
+
+
 def settings_record(settings: EngineSettings | None) -> dict[str, Any]:
     settings = settings or EngineSettings()
     return {"threads": settings.threads, "memory_limit": settings.memory_limit,

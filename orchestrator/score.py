@@ -18,8 +18,8 @@ from .manifest import build_manifest
 from .outputs import atomic_output_dir, write_json
 from .policy import Bounds, Choice, Number, Policy, PolicyKind, load_policy
 from .progress import SILENT, Progress
-from .render import RenderedSQL, lit, render
-from .runner import execute, settings_record, write_sql
+from .render import RenderedSQL, ident, lit, render
+from .runner import execute, first_row, settings_record, write_sql
 from .sqlcheck import check_sql
 
 UNIT = Number(0.0, 1.0)
@@ -156,11 +156,14 @@ def evidence_columns(parameters: dict[str, Any]) -> list[str]:
 
 def check_evidence_columns(con: duckdb.DuckDBPyConnection, policy: Policy, where: str,
                            features_table: str = "parent_features") -> None:
-    present = schema_of(con, features_table)
+    """An optional column the input lacks reads as NULL in the typed view: require values."""
     for name in evidence_columns(policy.parameters):
-        if name not in present:
-            raise InputError(f"{where}: policy {policy.version} needs column {name!r}, which "
-                             f"`duckscore fuse` writes to parent_features.parquet")
+        nulls = first_row(con, f"SELECT count(*) FILTER (WHERE {ident(name)} IS NULL) "
+                            f"FROM {ident(features_table)}")
+        if nulls and nulls[0]:
+            raise InputError(f"{where}: policy {policy.version} needs column {name!r} (missing, or "
+                             f"null in {nulls[0]:,} rows), which `duckscore fuse` writes to "
+                             f"parent_features.parquet")
 
 
 def score_tables(con: duckdb.DuckDBPyConnection, policy: Policy, top_n: int,
@@ -189,6 +192,6 @@ def write_score_outputs(con: duckdb.DuckDBPyConnection, stage: Path) -> dict[str
     }
     counts: dict[str, int] = {}
     for name, (query, fmt) in copies.items():
-        row = con.execute(f"COPY ({query}) TO {lit(str(stage / name))} (FORMAT {fmt})").fetchone()
+        row = first_row(con, f"COPY ({query}) TO {lit(str(stage / name))} (FORMAT {fmt})")
         counts[name] = int(row[0]) if row else 0
     return counts

@@ -213,3 +213,29 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "query_id='q3'): column 'label' is 'great', expected good, ambiguous or bad" in result.output
     assert not (tmp_path / "p.yaml").exists()
+
+
+def test_missing_evidence_column_is_named_with_the_file(tmp_path: Path) -> None:
+    features, labels = _overlapping()
+    features.drop(columns=["parent_rrf"]).to_parquet(tmp_path / "f.parquet")
+    labels.to_parquet(tmp_path / "l.parquet")
+    result = CliRunner().invoke(cli, ["calibrate", "--features", str(tmp_path / "f.parquet"),
+                                      "--labels", str(tmp_path / "l.parquet"), "--out", str(tmp_path / "p.yaml")])
+    assert result.exit_code == 2
+    assert f"--features ({tmp_path / 'f.parquet'}): policy overall_v2 needs column 'parent_rrf' (missing, or null in 210 rows)" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "p.yaml").exists()
+
+
+def test_features_or_log_exactly_one(tmp_path: Path) -> None:
+    _, labels = _overlapping()
+    with pytest.raises(Exception, match="give exactly one of --features or --log"):
+        calibrate(labels, tmp_path / "p.yaml")
+
+
+def test_score_with_overall_v2_names_a_missing_evidence_column(tmp_path: Path) -> None:
+    from duckscore.errors import InputError
+
+    features, _ = _overlapping()
+    with pytest.raises(InputError, match="policy overall_v2 needs column 'score_lead' .missing, or null in 210 rows."):
+        score(features.drop(columns=["score_lead"]), tmp_path / "out", "overall_v2")
+    assert not (tmp_path / "out").exists()
