@@ -197,8 +197,9 @@ def sql_score(stage: str, top_n: int, policy: str, overrides: tuple[str, ...]) -
     click.echo(rendered.text, nl=False)
 
 
-FUSE_STAGES = ("source_settings", "log_rows", "cut", "entries", "lists", "candidates", "stats",
-               "list_stats", "normalized", "per_source", "fused", "ranked", "fused_items")
+# Stages every recipe has (candidates and grid exist only for borda and the full-grid missing policies).
+FUSE_STAGES = ("source_settings", "log_rows", "cut", "entries", "lists", "stats", "list_stats",
+               "normalized", "per_source", "source_pivot", "fused", "ranked", "fused_items")
 
 
 @sql.command("fuse")

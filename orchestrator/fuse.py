@@ -122,9 +122,8 @@ class FusePlan:
     @property
     def context(self) -> dict[str, Any]:
         p = self.recipe.parameters
-        used = sorted({p["sources"][s]["normalize"] for s in self.sources})
         return {"recipe": p, "sources": self.sources, "has_rank": self.has_rank,
-                "missing": self.missing, "needs_grid": self.needs_grid, "used_normalizers": used,
+                "missing": self.missing, "needs_grid": self.needs_grid,
                 "inputs": {"retrieval_log": self.log_view}}
 
 
@@ -167,15 +166,16 @@ def plan(recipe: Policy, log_sources: list[str], has_rank: bool,
     return FusePlan(replace(recipe, parameters=resolved), sources, ignored, has_rank, missing, needs_grid, log_view)
 
 
-def render_fused(fuse_plan: FusePlan, final: str = "fused_items") -> RenderedSQL:
-    return render("fuse/fused.sql", final=final, **fuse_plan.context)
+def render_fused(fuse_plan: FusePlan, final: str = "fused_items", ordered: bool = True) -> RenderedSQL:
+    return render("fuse/fused.sql", final=final, ordered=ordered, **fuse_plan.context)
 
 
-def render_parent_features(fuse_plan: FusePlan) -> RenderedSQL:
+def render_parent_features(fuse_plan: FusePlan, ordered: bool = True) -> RenderedSQL:
     p = fuse_plan.recipe.parameters
     return render("features/parent_features_from_log.sql", inputs={"hits": "fuse_hits"},
                   rrf_k=p["fusion"]["k"], rank_base=p["fusion"]["rank_base"],
-                  max_score=p["parent_features"]["max_score"])
+                  max_score=p["parent_features"]["max_score"], sources=fuse_plan.sources,
+                  ordered=ordered)
 
 
 def open_log(con: duckdb.DuckDBPyConnection, log: str | Path | pd.DataFrame,
@@ -200,18 +200,30 @@ def open_log(con: duckdb.DuckDBPyConnection, log: str | Path | pd.DataFrame,
 
 
 def _check_ranks_one_based(con: duckdb.DuckDBPyConnection, opened: OpenedInput) -> None:
+    # Fast exact test first: ranks up to 64 are distinct when their bitmap has one bit per row;
+    # larger ranks (rare) are grouped themselves. count(DISTINCT rank) is diagnosed only on failure.
+    suspect = first_row(
+        con,
+        "SELECT 1 FROM retrieval_log GROUP BY query_id, source HAVING min(rank) <> 1 "
+        "OR bit_count(bit_or(CASE WHEN rank <= 64 THEN 1::UBIGINT << (rank - 1)::UBIGINT END)) "
+        "<> count(*) FILTER (WHERE rank <= 64) "
+        "UNION ALL "
+        "SELECT 1 FROM retrieval_log WHERE rank > 64 GROUP BY query_id, source, rank HAVING count(*) > 1 "
+        "LIMIT 1"
+    )
+    if suspect is None:
+        return
     bad = first_row(
         con,
-        "SELECT query_id, source, min(rank), count(*), max(rank), count(*) - count(DISTINCT rank) "
+        "SELECT query_id, source, min(rank), count(*) - count(DISTINCT rank) "
         "FROM retrieval_log GROUP BY query_id, source "
         "HAVING min(rank) <> 1 OR count(DISTINCT rank) <> count(*) ORDER BY query_id, source LIMIT 1"
     )
-    if bad is not None:
-        query_id, source, lowest, _, _, repeated = bad
-        problem = (f"smallest rank is {lowest}, not 1" if lowest != 1
-                   else f"{repeated} rank values repeat")
-        raise InputError(f"--log ({opened.given}, query_id={query_id!r}, source={source!r}): "
-                         f"column 'rank' is not 1-based and unique within (query_id, source): {problem}")
+    assert bad is not None
+    query_id, source, lowest, repeated = bad
+    problem = f"smallest rank is {lowest}, not 1" if lowest != 1 else f"{repeated} rank values repeat"
+    raise InputError(f"--log ({opened.given}, query_id={query_id!r}, source={source!r}): "
+                     f"column 'rank' is not 1-based and unique within (query_id, source): {problem}")
 
 
 def fuse_tables(con: duckdb.DuckDBPyConnection, fuse_plan: FusePlan) -> list[RenderedSQL]:
@@ -219,11 +231,13 @@ def fuse_tables(con: duckdb.DuckDBPyConnection, fuse_plan: FusePlan) -> list[Ren
     log_schema = {fuse_plan.log_view: schema_of(con, fuse_plan.log_view)}
     hits_sql = render_fused(fuse_plan, final="cut")
     check_sql(hits_sql, log_schema)
-    execute(con, f"CREATE OR REPLACE TEMP TABLE fuse_hits AS {hits_sql.text}", hits_sql)
-    fused_sql = render_fused(fuse_plan)
+    # Reading the log twice is cheaper than storing it, unless ranks must be derived (a window).
+    kind = "VIEW" if fuse_plan.has_rank else "TABLE"
+    execute(con, f"CREATE OR REPLACE TEMP {kind} fuse_hits AS {hits_sql.text}", hits_sql)
+    fused_sql = render_fused(fuse_plan, ordered=False)
     check_sql(fused_sql, log_schema)
     execute(con, f"CREATE OR REPLACE TEMP TABLE fused_items AS {fused_sql.text}", fused_sql)
-    features_sql = render_parent_features(fuse_plan)
+    features_sql = render_parent_features(fuse_plan, ordered=False)
     check_sql(features_sql, {"fuse_hits": schema_of(con, "fuse_hits")})
     execute(con, f"CREATE OR REPLACE TEMP TABLE parent_features_table AS {features_sql.text}", features_sql)
     con.execute("CREATE OR REPLACE TEMP VIEW parent_features AS SELECT * FROM parent_features_table")

@@ -100,9 +100,9 @@ class ScoreResult:
 
 
 def render_parents(policy: Policy, final: str = "scored_parents",
-                   features_table: str = "parent_features") -> RenderedSQL:
+                   features_table: str = "parent_features", ordered: bool = True) -> RenderedSQL:
     return render("score/parents.sql", policy=policy.parameters,
-                  inputs={"parent_features": features_table}, final=final)
+                  inputs={"parent_features": features_table}, final=final, ordered=ordered)
 
 
 def render_queries(policy: Policy, top_n: int, standalone: bool, with_query_ids: bool,
@@ -171,7 +171,7 @@ def score_tables(con: duckdb.DuckDBPyConnection, policy: Policy, top_n: int,
                  features_table: str = "parent_features") -> list[RenderedSQL]:
     """Create temp tables scored_parents and score_contract from the parent_features view."""
     check_evidence_columns(con, policy, where, features_table)
-    parents_sql = render_parents(policy, features_table=features_table)
+    parents_sql = render_parents(policy, features_table=features_table, ordered=False)
     check_sql(parents_sql, {features_table: schema_of(con, features_table)})
     execute(con, f"CREATE OR REPLACE TEMP TABLE scored_parents AS {parents_sql.text}", parents_sql)
     queries_sql = render_queries(policy, top_n, standalone=False, with_query_ids=with_query_ids)

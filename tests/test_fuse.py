@@ -170,6 +170,27 @@ def test_bad_logs_name_the_column(change, message: str, tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def _long_list(ranks: list[int]) -> pd.DataFrame:
+    """One (query, source) list with the given ranks: long lists pass the >64 branch of the check."""
+    return pd.DataFrame({"query_id": "q", "source": "a", "item_id": [f"i{n}" for n in range(len(ranks))],
+                         "parent_id": "p", "score": 1.0, "rank": ranks})
+
+
+@pytest.mark.parametrize(("ranks", "message"), [
+    (list(range(1, 101)), None),
+    ([1, 3, 70, 200], None),
+    (list(range(1, 100)) + [99], "1 rank values repeat"),
+    (list(range(1, 65)) + [64], "1 rank values repeat"),
+    ([1, 66, 66, 66], "2 rank values repeat"),
+])
+def test_rank_check_is_exact_on_long_lists(ranks: list[int], message: str | None, tmp_path: Path) -> None:
+    if message is None:
+        assert len(fused(_long_list(ranks), tmp_path)) == 1
+        return
+    with pytest.raises(InputError, match=message):
+        fuse(_long_list(ranks), tmp_path / "out", "canonical_rrf")
+
+
 def test_rank_only_log_fuses_by_rank(tmp_path: Path) -> None:
     out = fused(_small_log().drop(columns=["score"]), tmp_path)
     assert out.set_index("item_id")["fused_score"].to_dict() == pytest.approx(

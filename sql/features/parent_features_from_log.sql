@@ -23,10 +23,17 @@ ranks by its best hit (lowest rank, then parent_id), the document order of canon
                    number of sources. Meaningful for real scores; a rank-only log gives 1.
 
 Reads `inputs.hits` (query_id, source, item_id, parent_id, score, rank, granularity, block_type,
-total_chunks, weight). Distinct counts come from GROUP BY steps, never count(DISTINCT …).
+total_chunks, weight); `sources` are the log's sources in name order. Distinct counts come from
+GROUP BY steps, never count(DISTINCT …); sums over sources are pivoted per source in name order,
+sums over hits add the values sorted (either way one fixed order, so every run gives the same bits).
 -#}
+{% set rrf_offset = (rrf_k - 1 + rank_base) | float | lit %}
+{% macro source_sum(value) -%}
+{%- for name in sources %}coalesce(any_value({{ value }}) FILTER (WHERE source = {{ name | lit }}), {{ 0.0 | lit }}){{ ' + ' if not loop.last }}{% endfor %}
+{%- endmacro %}
 WITH
-hits AS (
+-- read twice (by source and by item): scanning the log again beats storing it
+hits AS NOT MATERIALIZED (
     SELECT
         query_id,
         source,
@@ -37,24 +44,67 @@ hits AS (
         weight,
         coalesce(block_type, 'unknown') AS block_type,
         coalesce(granularity, CASE WHEN item_id = parent_id THEN 'doc' ELSE 'block' END) AS granularity,
-        total_chunks,
-        min(score) OVER (PARTITION BY query_id, source) AS source_min,
-        max(score) OVER (PARTITION BY query_id, source) AS source_max
+        total_chunks
     FROM {{ inputs.hits | ident }}
 ),
-normalised_hits AS (
+source_parents AS (
+    SELECT
+        query_id,
+        source,
+        parent_id,
+        min(rank) AS best_rank,
+        max(score) AS best_score,
+        min(score) AS worst_score,
+        max(weight) AS weight,
+        list_sum(list_sort(list(weight / (rank + {{ rrf_offset }})))) AS rrf_part
+    FROM hits
+    GROUP BY query_id, source, parent_id
+),
+parent_positions AS (
     SELECT
         *,
-        weight / (rank + {{ (rrf_k - 1 + rank_base) | float | lit }}) AS rrf_contribution,
+        row_number() OVER (PARTITION BY query_id, source ORDER BY best_rank ASC NULLS LAST, parent_id ASC NULLS LAST) AS parent_rank,
+        lead(best_score) OVER (PARTITION BY query_id, source ORDER BY best_rank ASC NULLS LAST, parent_id ASC NULLS LAST) AS next_score,
+        min(worst_score) OVER (PARTITION BY query_id, source) AS source_min,
+        max(best_score) OVER (PARTITION BY query_id, source) AS source_max
+    FROM source_parents
+),
+source_evidence AS (
+    SELECT
+        *,
 {% if max_score == 'raw' %}
-        score AS hit_score
+        best_score AS hit_score,
 {% else %}
         CASE
             WHEN source_max - source_min = 0 THEN {{ 1.0 | lit }}
-            ELSE (score - source_min) / NULLIF(source_max - source_min, 0)
-        END AS hit_score
+            ELSE (best_score - source_min) / NULLIF(source_max - source_min, 0)
+        END AS hit_score,
 {% endif %}
-    FROM hits
+        CASE
+            WHEN parent_rank = 1 THEN coalesce({{ clamp('(best_score - next_score) / NULLIF(abs(best_score), 0)') }}, {{ 0.0 | lit }})
+            ELSE {{ 0.0 | lit }}
+        END AS lead
+    FROM parent_positions
+),
+query_sources AS (
+    SELECT
+        query_id,
+        count(*) AS n_sources
+    FROM (SELECT query_id, source FROM source_parents GROUP BY query_id, source) AS listed
+    GROUP BY query_id
+),
+parent_evidence AS (
+    SELECT
+        e.query_id,
+        e.parent_id,
+        {{ source_sum('e.rrf_part') }} AS rrf_sum,
+        max(e.hit_score) AS max_score,
+        {{ source_sum('e.weight / (e.parent_rank + ' ~ rrf_offset ~ ')') }} AS parent_rrf,
+        ({{ source_sum(1.0 | lit ~ ' / NULLIF(e.parent_rank, 0)') }}) / NULLIF(max(q.n_sources), 0) AS source_agreement,
+        ({{ source_sum('e.lead') }}) / NULLIF(max(q.n_sources), 0) AS score_lead
+    FROM source_evidence AS e
+    JOIN query_sources AS q ON q.query_id = e.query_id
+    GROUP BY e.query_id, e.parent_id
 ),
 items AS (
     SELECT
@@ -63,10 +113,8 @@ items AS (
         item_id,
         block_type,
         bool_or(granularity = 'block') AS is_block,
-        sum(rrf_contribution ORDER BY source ASC NULLS LAST) AS item_rrf,
-        max(hit_score) AS item_score,
         max(total_chunks) AS total_chunks
-    FROM normalised_hits
+    FROM hits
     GROUP BY query_id, parent_id, item_id, block_type
 ),
 parent_block_types AS (
@@ -74,19 +122,15 @@ parent_block_types AS (
         query_id,
         parent_id,
         block_type,
-        sum(item_rrf ORDER BY item_id ASC NULLS LAST) AS rrf_sum,
-        max(item_score) AS max_score,
         count(*) FILTER (WHERE is_block) AS hit_chunks,
         max(total_chunks) AS total_chunks
     FROM items
     GROUP BY query_id, parent_id, block_type
 ),
-parent_features AS (
+parent_coverage AS (
     SELECT
         query_id,
         parent_id,
-        sum(rrf_sum ORDER BY block_type ASC NULLS LAST) AS rrf_sum,
-        max(max_score) AS max_score,
         count(*) AS coverage,
         coalesce(max(total_chunks), 0) AS total_chunks,
         CASE
@@ -96,63 +140,22 @@ parent_features AS (
     FROM parent_block_types
     GROUP BY query_id, parent_id
 ),
-parent_sources AS (
-    SELECT
-        query_id,
-        source,
-        parent_id,
-        min(rank) AS best_rank,
-        max(score) AS best_score,
-        max(weight) AS weight
-    FROM hits
-    GROUP BY query_id, source, parent_id
-),
-parent_positions AS (
-    SELECT
-        *,
-        row_number() OVER (PARTITION BY query_id, source ORDER BY best_rank ASC NULLS LAST, parent_id ASC NULLS LAST) AS parent_rank
-    FROM parent_sources
-),
-source_leads AS (
-    SELECT
-        *,
-        CASE
-            WHEN parent_rank = 1 THEN coalesce({{ clamp('(best_score - runner_up_score) / NULLIF(abs(best_score), 0)') }}, {{ 0.0 | lit }})
-            ELSE {{ 0.0 | lit }}
-        END AS lead
-    FROM (
-        SELECT
-            *,
-            max(CASE WHEN parent_rank = 2 THEN best_score END) OVER (PARTITION BY query_id, source) AS runner_up_score
-        FROM parent_positions
-    ) AS with_runner_up
-),
-query_sources AS (
-    SELECT
-        query_id,
-        count(*) AS n_sources
-    FROM (SELECT query_id, source FROM parent_sources GROUP BY query_id, source) AS listed
-    GROUP BY query_id
-),
-parent_evidence AS (
-    SELECT
-        l.query_id,
-        l.parent_id,
-        sum(l.weight / (l.parent_rank + {{ (rrf_k - 1 + rank_base) | float | lit }}) ORDER BY l.source ASC NULLS LAST) AS parent_rrf,
-        sum({{ 1.0 | lit }} / NULLIF(l.parent_rank, 0) ORDER BY l.source ASC NULLS LAST) / NULLIF(max(q.n_sources), 0) AS source_agreement,
-        sum(l.lead ORDER BY l.source ASC NULLS LAST) / NULLIF(max(q.n_sources), 0) AS score_lead
-    FROM source_leads AS l
-    JOIN query_sources AS q ON q.query_id = l.query_id
-    GROUP BY l.query_id, l.parent_id
-),
 features_with_evidence AS (
     SELECT
-        f.*,
+        e.query_id,
+        e.parent_id,
+        e.rrf_sum,
+        e.max_score,
+        c.coverage,
+        c.total_chunks,
+        c.coverage_ratio,
         e.parent_rrf,
         e.source_agreement,
         e.score_lead
-    FROM parent_features AS f
-    JOIN parent_evidence AS e ON e.query_id = f.query_id AND e.parent_id = f.parent_id
+    FROM parent_evidence AS e
+    JOIN parent_coverage AS c ON c.query_id = e.query_id AND c.parent_id = e.parent_id
 )
 SELECT * FROM features_with_evidence
+{% if ordered | default(true) %}
 ORDER BY query_id, parent_id
+{% endif %}

@@ -1,9 +1,10 @@
 {#-
 Seed 003: multi-source fusion of a retrieval log (docs/fusion-semantics.md is the contract).
 Context: recipe (validated), sources (names used, sorted), has_rank, missing (effective policy:
-zero | skip | list_min), needs_grid, inputs.retrieval_log, final (the CTE to select).
+zero | skip | list_min), needs_grid, inputs.retrieval_log, final (the CTE to select), ordered
+(default true: sort the result; the runner's tables skip it, their COPY sorts).
 Stages: source_settings, log_rows, cut, [block_items, expanded], entries, lists, stats,
-list_stats, normalized, candidates, [grid], per_source, fused, ranked, [parents_fused],
+list_stats, normalized, [candidates], [grid], per_source, source_pivot, fused, ranked, [parents_fused],
 fused_items.
 -#}
 {% from 'fuse/_normalizers.sql' import normalizer with context %}
@@ -13,16 +14,28 @@ fused_items.
 {% set al = r.aligner %}
 {% set delayed = al.order == 'after_fusion' and r.target_granularity == 'doc' %}
 {% set block_level = r.target_granularity == 'block' or delayed %}
-{% macro ordered_sum(value, position) -%}
-sum({{ value }} ORDER BY {{ position }} ASC NULLS LAST)
-{%- endmacro %}
-{% macro aligned_score(value, position) -%}
+{#- Aligned score of a group's values: max, or a sum over the values sorted descending (a fixed
+    order, so the float sum is the same on every run and thread count). -#}
+{% macro aligned_score(value) -%}
+{% set sorted = 'list_reverse_sort(list(' ~ value ~ '), ' ~ ('NULLS LAST' | lit) ~ ')' %}
+{% set top = sorted ~ '[1:' ~ (al.top_n | int | lit) ~ ']' if al.top_n and al.method in ['sum_top_n', 'max_decay'] else sorted %}
 {% if al.method == 'max' -%}max({{ value }})
-{%- elif al.method == 'sum' -%}{{ ordered_sum(value, position) }}
-{%- elif al.method == 'mean' -%}{{ ordered_sum(value, position) }} / NULLIF(count(*), 0)
-{%- elif al.method == 'sum_top_n' -%}{{ ordered_sum(value, position) }}{% if al.top_n %} FILTER (WHERE {{ position }} <= {{ al.top_n | lit }}){% endif %}
-{%- elif al.method == 'max_decay' -%}{{ ordered_sum(value ~ ' * pow(' ~ (al.decay | lit) ~ ', ' ~ position ~ ' - 1)', position) }}{% if al.top_n %} FILTER (WHERE {{ position }} <= {{ al.top_n | lit }}){% endif %}
+{%- elif al.method in ['sum', 'sum_top_n'] -%}list_sum({{ top }})
+{%- elif al.method == 'mean' -%}list_sum({{ top }}) / NULLIF(count(*), 0)
+{%- elif al.method == 'max_decay' -%}list_sum(list_transform({{ top }}, lambda value, position: value * pow({{ al.decay | lit }}, position - 1)))
 {%- endif %}
+{%- endmacro %}
+{#- Σ of `value` over the sources in name order, from one pivoted value per source (a group has
+    at most one row per source): an ordered sum without the cost of an ordered aggregate. -#}
+{% macro source_sum(value, condition=none) -%}
+{% set also = ' AND ' ~ condition if condition else '' %}
+CASE WHEN count({{ value }}){% if condition %} FILTER (WHERE {{ condition }}){% endif %} > 0 THEN
+{%- for name in sources %} coalesce(any_value({{ value }}) FILTER (WHERE source = {{ name | lit }}{{ also }}), {{ 0.0 | lit }}){{ ' +' if not loop.last }}{% endfor %} END
+{%- endmacro %}
+{% set borda_sources = [] %}
+{% for name in sources if r.sources[name].normalize == 'borda' %}{% set _ = borda_sources.append(name) %}{% endfor %}
+{% macro is_borda(source) -%}
+{% if borda_sources %}{{ source }} IN ({% for name in borda_sources %}{{ name | lit }}{{ ', ' if not loop.last }}{% endfor %}){% else %}FALSE{% endif %}
 {%- endmacro %}
 {% macro rank_contribution(rank_expr) -%}
 {% if f.method == 'rrf' -%}
@@ -35,9 +48,9 @@ WITH
 source_settings AS (
     SELECT * FROM (VALUES
 {% for name in sources %}
-        ({{ name | lit }}, {{ r.sources[name].weight | float | lit }}, {{ r.sources[name].normalize | lit }}, {{ r.sources[name].top_k | lit }}, {{ r.sources[name].distance | lit }}){{ ',' if not loop.last }}
+        ({{ name | lit }}, {{ r.sources[name].weight | float | lit }}, {{ r.sources[name].top_k | lit }}, {{ r.sources[name].distance | lit }}){{ ',' if not loop.last }}
 {% endfor %}
-    ) AS settings (source, weight, normalizer, top_k, is_distance)
+    ) AS settings (source, weight, top_k, is_distance)
 ),
 log_rows AS (
     SELECT
@@ -56,7 +69,6 @@ log_rows AS (
         l.total_chunks,
         l.snippet,
         l.query_text,
-        s.normalizer,
 {% if r.query_analyzer.enabled and r.query_analyzer.rules %}
         s.weight{% for rule in r.query_analyzer.rules %}{% for name, boost in rule.boost.items() %} * CASE WHEN l.source = {{ name | lit }} AND regexp_matches(coalesce(l.query_text, ''), {{ rule.match | lit }}) THEN {{ boost | float | lit }} ELSE {{ 1.0 | lit }} END{% endfor %}{% endfor %} AS weight,
 {% else %}
@@ -76,7 +88,7 @@ block_items AS (
 expanded AS (
     SELECT
         c.query_id, c.source, coalesce(b.item_id, c.item_id) AS item_id, c.parent_id, c.score, c.rank,
-        c.snippet, c.query_text, c.normalizer, c.weight, c.item_id AS original_id
+        c.snippet, c.query_text, c.weight, c.item_id AS original_id
     FROM cut AS c
     LEFT JOIN block_items AS b
         ON c.granularity = 'doc' AND b.query_id = c.query_id AND b.parent_id = c.parent_id
@@ -87,28 +99,27 @@ entries AS (
     SELECT
         query_id, source, item_id AS target_id, parent_id, score AS raw_score, rank AS best_rank,
         {{ 'original_id' if delayed else 'item_id' }} AS best_item_id, score AS best_item_score,
-        snippet AS best_snippet, normalizer, weight
+        snippet AS best_snippet, weight
     FROM {{ 'expanded' if delayed else 'cut' }}
 {% else %}
     SELECT
-        query_id,
-        source,
-        parent_id AS target_id,
-        parent_id,
-        {{ aligned_score('score', 'position') }} AS raw_score,
-        min(rank) AS best_rank,
-        arg_min(item_id, position) AS best_item_id,
-        arg_min(score, position) AS best_item_score,
-        arg_min(snippet, position) AS best_snippet,
-        any_value(normalizer) AS normalizer,
-        any_value(weight) AS weight
+        query_id, source, target_id, parent_id, raw_score, best_rank,
+        best.item_id AS best_item_id, best.score AS best_item_score, best.snippet AS best_snippet, weight
     FROM (
         SELECT
-            *,
-            row_number() OVER (PARTITION BY query_id, source, parent_id ORDER BY score DESC NULLS LAST, rank ASC NULLS LAST, item_id ASC NULLS LAST) AS position
+            query_id,
+            source,
+            parent_id AS target_id,
+            parent_id,
+            {{ aligned_score('score') }} AS raw_score,
+            min(rank) AS best_rank,
+            -- the best hit: highest score, then lowest rank (unique within a list)
+            arg_min(struct_pack(item_id := item_id, score := score, snippet := snippet),
+                    struct_pack(neg_score := -score, rank := rank)) AS best,
+            any_value(weight) AS weight
         FROM cut
+        GROUP BY query_id, source, parent_id
     ) AS by_parent
-    GROUP BY query_id, source, parent_id
 {% endif %}
 ),
 lists AS (
@@ -122,13 +133,15 @@ lists AS (
         count(*) OVER (PARTITION BY query_id, source) AS list_n
     FROM entries
 ),
+{% set needs_candidates = needs_grid or borda_sources %}
+{% if needs_candidates %}
 candidates AS (
     SELECT query_id, target_id, count(*) AS n_lists FROM lists GROUP BY query_id, target_id
 ),
+{% endif %}
 stats AS (
     SELECT
         l.*,
-        count(*) OVER (PARTITION BY l.query_id) AS query_entries,
         min(l.raw_score) OVER per_list AS s_min,
         max(l.raw_score) OVER per_list AS s_max,
         avg(l.raw_score) OVER per_list AS s_mean,
@@ -144,17 +157,21 @@ stats AS (
 list_stats AS (
     SELECT
         s.*,
+{% if needs_candidates %}
         q.n_candidates,
+{% endif %}
         sum(exp((s.raw_score - s.s_max) / {{ np.softmax_temperature | lit }})) OVER (PARTITION BY s.query_id, s.source ORDER BY s.list_rank ASC NULLS LAST, s.target_id ASC NULLS LAST ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS s_softmax_sum
     FROM stats AS s
+{% if needs_candidates %}
     JOIN (SELECT query_id, count(*) AS n_candidates FROM candidates GROUP BY query_id) AS q ON q.query_id = s.query_id
+{% endif %}
 ),
 normalized AS (
     SELECT
         *,
-        CASE normalizer
-{% for name in used_normalizers %}
-            WHEN {{ name | lit }} THEN {{ normalizer(name, np) }}
+        CASE source
+{% for name in sources %}
+            WHEN {{ name | lit }} THEN {{ normalizer(r.sources[name].normalize, np) }}
 {% endfor %}
         END AS norm_score
     FROM list_stats
@@ -163,7 +180,7 @@ normalized AS (
 query_lists AS (
     SELECT
         query_id, source,
-        any_value(weight) AS weight, any_value(normalizer) AS normalizer, any_value(list_n) AS list_n,
+        any_value(weight) AS weight, any_value(list_n) AS list_n,
         max(list_rank) AS last_rank,
         any_value(n_candidates) AS n_candidates, min(norm_score) AS list_min_score
     FROM normalized
@@ -174,7 +191,7 @@ grid AS (
         c.query_id,
         c.target_id,
         ql.source,
-        n.target_id IS NOT NULL OR ql.normalizer = 'borda' AS present,
+        n.target_id IS NOT NULL OR {{ is_borda('ql.source') }} AS present,
         coalesce(n.weight, ql.weight) AS weight,
         n.raw_score,
         n.list_rank,
@@ -183,12 +200,12 @@ grid AS (
         n.best_snippet,
         CASE
             WHEN n.target_id IS NOT NULL THEN n.norm_score
-            WHEN ql.normalizer = 'borda' THEN {{ 0.5 | lit }} - (ql.list_n - 1) / NULLIF(2 * ql.n_candidates, 0)
+            WHEN {{ is_borda('ql.source') }} THEN {{ 0.5 | lit }} - (ql.list_n - 1) / NULLIF(2 * ql.n_candidates, 0)
             WHEN {{ (missing == 'list_min') | lit }} THEN ql.list_min_score
             ELSE {{ 0.0 | lit }}
         END AS norm_score,
         CASE WHEN n.target_id IS NOT NULL THEN n.list_rank ELSE ql.last_rank END AS rank_for_fusion,
-        n.target_id IS NOT NULL OR ql.normalizer = 'borda' OR {{ (missing != 'skip') | lit }} AS counted,
+        n.target_id IS NOT NULL OR {{ is_borda('ql.source') }} OR {{ (missing != 'skip') | lit }} AS counted,
         n.target_id IS NOT NULL OR {{ (missing == 'list_min') | lit }} AS rank_counted
     FROM candidates AS c
     JOIN query_lists AS ql ON ql.query_id = c.query_id
@@ -225,19 +242,18 @@ per_source AS (
         (SELECT *, TRUE AS present, TRUE AS counted, TRUE AS rank_counted, list_rank AS rank_for_fusion FROM normalized) AS present_only
 {% endif %}
 ),
-fused AS (
+source_pivot AS (
     SELECT
         query_id,
         target_id,
 {% set c = 'contribution' %}
+{% set pivoted = ['best_item_id', 'best_item_score', 'best_snippet', 'raw_score', 'norm_score', 'list_rank', 'weight', 'contribution'] %}
 {% if f.method in ['rrf', 'weighted_sum', 'combsum'] %}
-        {{ ordered_sum(c, 'source') }} AS fused_score,
-{% elif f.method == 'isr' %}
-        {{ ordered_sum(c, 'source') }} * count(*) FILTER (WHERE present) AS fused_score,
-{% elif f.method == 'combmnz' %}
-        {{ ordered_sum(c, 'source') }} * count(*) FILTER (WHERE present) AS fused_score,
+        {{ source_sum(c) }} AS fused_score,
+{% elif f.method in ['isr', 'combmnz'] %}
+        {{ source_sum(c) }} * count(*) FILTER (WHERE present) AS fused_score,
 {% elif f.method == 'combanz' %}
-        {{ ordered_sum(c, 'source') }} / NULLIF(count(*) FILTER (WHERE present), 0) AS fused_score,
+        {{ source_sum(c) }} / NULLIF(count(*) FILTER (WHERE present), 0) AS fused_score,
 {% elif f.method == 'combmax' %}
         max({{ c }}) AS fused_score,
 {% elif f.method == 'combmin' %}
@@ -245,37 +261,67 @@ fused AS (
 {% elif f.method == 'combmed' %}
         quantile_cont({{ c }}, {{ 0.5 | lit }}) AS fused_score,
 {% elif f.method == 'arithmetic_mean' %}
-        {{ ordered_sum(c, 'source') }} / NULLIF({{ ordered_sum('weight', 'source') }} FILTER (WHERE counted), 0) AS fused_score,
+        {{ source_sum(c) }} / NULLIF({{ source_sum('weight', 'counted') }}, 0) AS fused_score,
 {% elif f.method == 'geometric_mean' %}
-        exp({{ ordered_sum('weight * ln(contribution)', 'source') }} FILTER (WHERE contribution > 0)
-            / NULLIF({{ ordered_sum('weight', 'source') }} FILTER (WHERE contribution > 0), 0)) AS fused_score,
+        exp({{ source_sum('weight * ln(contribution)', 'contribution > 0') }}
+            / NULLIF({{ source_sum('weight', 'contribution > 0') }}, 0)) AS fused_score,
 {% elif f.method == 'harmonic_mean' %}
-        {{ ordered_sum('weight', 'source') }} FILTER (WHERE contribution > 0)
-            / NULLIF({{ ordered_sum('weight / NULLIF(contribution, 0)', 'source') }} FILTER (WHERE contribution > 0), 0) AS fused_score,
+        {{ source_sum('weight', 'contribution > 0') }}
+            / NULLIF({{ source_sum('weight / NULLIF(contribution, 0)', 'contribution > 0') }}, 0) AS fused_score,
 {% endif %}
         count(*) FILTER (WHERE present) AS n_sources,
-        list(struct_pack(
-            source := source,
-            original_id := best_item_id,
-            raw_score := raw_score,
-            norm_score := norm_score,
-            rank := list_rank,
-            weight := weight,
-            contribution := contribution
-        ) ORDER BY source ASC NULLS LAST) FILTER (WHERE present) AS contributions,
-        arg_min(
-            struct_pack(original_id := best_item_id, original_score := best_item_score, snippet := best_snippet, source := source),
-            struct_pack(r := list_rank, s := source)
-        ) FILTER (WHERE present) AS best_provenance
+{% for name in sources %}
+        bool_or(present) FILTER (WHERE source = {{ name | lit }}) AS present_{{ loop.index }},
+{% set i = loop.index %}
+{% for field in pivoted %}
+        any_value({{ field }}) FILTER (WHERE source = {{ name | lit }}) AS {{ field }}_{{ i }}{{ ',' if not (loop.last and i == sources | length) }}
+{% endfor %}
+{% endfor %}
     FROM per_source
     GROUP BY query_id, target_id
+),
+fused AS (
+    SELECT
+        query_id,
+        target_id,
+        fused_score,
+        n_sources,
+        list_filter([
+{% for name in sources %}
+{% set i = loop.index %}
+            CASE WHEN present_{{ i }} THEN struct_pack(
+                source := {{ name | lit }},
+                original_id := best_item_id_{{ i }},
+                raw_score := raw_score_{{ i }},
+                norm_score := norm_score_{{ i }},
+                rank := list_rank_{{ i }},
+                weight := weight_{{ i }},
+                contribution := contribution_{{ i }}
+            ) END{{ ',' if not loop.last }}
+{% endfor %}
+        ], lambda entry: entry IS NOT NULL) AS contributions,
+        -- the present source where the item ranks best (ties: the first source by name)
+        CASE
+{% for name in sources %}
+{% set i = loop.index %}
+            WHEN present_{{ i }} AND list_rank_{{ i }} = best_list_rank THEN struct_pack(
+                original_id := best_item_id_{{ i }}, original_score := best_item_score_{{ i }},
+                snippet := best_snippet_{{ i }}, source := {{ name | lit }})
+{% endfor %}
+        END AS best_provenance
+    FROM (
+        SELECT
+            *,
+            least({% for name in sources %}CASE WHEN present_{{ loop.index }} THEN list_rank_{{ loop.index }} END{{ ', ' if not loop.last }}{% endfor %}) AS best_list_rank
+        FROM source_pivot
+    ) AS pivoted
 ),
 {% if delayed %}
 parents_fused AS (
     SELECT
         query_id,
         parent_id AS target_id,
-        {{ aligned_score('fused_score', 'position') }} AS fused_score,
+        {{ aligned_score('fused_score') }} AS fused_score,
         max(n_sources) AS n_sources,
         flatten(list(contributions ORDER BY position ASC NULLS LAST)) AS contributions,
         arg_min(best_provenance, position) AS best_provenance
@@ -309,6 +355,6 @@ fused_items AS (
     FROM ranked
 )
 SELECT * FROM {{ final | ident }}
-{% if final == 'fused_items' %}
+{% if final == 'fused_items' and ordered | default(true) %}
 ORDER BY query_id, rank
 {% endif %}

@@ -7,6 +7,6 @@ sub-scores, overall_score, rank and the risk flags. Reads `inputs.parent_feature
 WITH
 {{ parent_stages() }}
 SELECT * FROM {{ final | ident }}
-{% if final == 'scored_parents' %}
+{% if final == 'scored_parents' and ordered | default(true) %}
 ORDER BY query_id, rank
 {% endif %}
