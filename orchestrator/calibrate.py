@@ -419,12 +419,13 @@ def calibrate(labels: str | Path | pd.DataFrame, out: str | Path, *,
         opened["features"] = open_input(con, PARENT_FEATURES, features, "--features")
         where = f"--features ({opened['features'].given})"
     else:
-        from .fuse import FUSE_RECIPE, fuse_tables, open_log
+        from .fuse import FUSE_RECIPE, create_fuse_hits, create_parent_features, open_log
 
         loaded_recipe = load_policy(FUSE_RECIPE, recipe)
         opened["log"], plan = open_log(con, log, loaded_recipe)
-        progress.step(f"fusing {opened['log'].rows:,} hits (recipe {loaded_recipe.version})")
-        fuse_tables(con, plan)
+        progress.step(f"parent features of {opened['log'].rows:,} hits (recipe {loaded_recipe.version})")
+        create_fuse_hits(con, plan)
+        create_parent_features(con, plan)
         where = f"--log ({opened['log'].given})"
     check_evidence_columns(con, base_policy, where)
     opened["labels"], label_frame = open_labels(con, labels)

@@ -28,6 +28,10 @@ class DuckscoreGroup(click.Group):
             return super().invoke(ctx)
         except DuckscoreError as exc:
             _fail(str(exc))
+        except Exception as exc:  # duckdb is imported lazily (a fast --help), so match its module
+            if not type(exc).__module__.lstrip("_").startswith("duckdb"):
+                raise
+            _fail(f"DuckDB failed: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}")
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False

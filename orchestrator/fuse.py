@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,8 @@ from .manifest import build_manifest
 from .outputs import atomic_output_dir, write_json
 from .policy import Bounds, Choice, Flag, ListOf, MapOf, Number, Policy, PolicyKind, Text, load_policy
 from .progress import SILENT, Progress
-from .render import RenderedSQL, lit, render
-from .runner import execute, first_row, settings_record, write_sql
+from .render import RenderedSQL, render
+from .runner import copy_to, execute, first_row, settings_record, write_sql
 from .sqlcheck import check_sql
 
 NORMALIZERS = ("none", "rank", "minmax", "max", "sum", "zscore", "l2", "softmax", "sigmoid",
@@ -30,11 +31,12 @@ DEFAULT_MISSING = {"rrf": "zero", "isr": "zero", "weighted_sum": "zero", "combsu
                    "combmax": "skip", "combmin": "skip", "combmed": "skip",
                    "geometric_mean": "skip", "harmonic_mean": "skip"}
 SUM_TYPE = ("rrf", "isr", "weighted_sum", "combsum")
+MAX_WEIGHT = 1e9  # a hit's weight, boosts included: parent features sum RRF terms as DECIMAL(38, 24)
 UNIT = Number(0.0, 1.0)
 SOURCE = {
     "top_k": Number(1.0, integer=True, nullable=True),
     "normalize": Choice(NORMALIZERS),
-    "weight": Number(0.0),
+    "weight": Number(0.0, MAX_WEIGHT),
     "distance": Flag(),
 }
 
@@ -158,6 +160,12 @@ def plan(recipe: Policy, log_sources: list[str], has_rank: bool,
         for name in rule["boost"]:
             if name not in declared:
                 raise PolicyError(f"{recipe.source}: query_analyzer boosts unknown source {name!r}")
+    for name in sources:
+        boosted = declared[name]["weight"] * math.prod(
+            max(1.0, rule["boost"].get(name, 1.0)) for rule in p["query_analyzer"]["rules"])
+        if boosted > MAX_WEIGHT:
+            raise PolicyError(f"{recipe.source}: sources.{name}.weight times its query_analyzer boosts "
+                              f"can reach {boosted:g}, above {MAX_WEIGHT:g}")
     resolved = recipe.parameters | {"sources": declared}
     method = p["fusion"]["method"]
     missing = p["fusion"]["missing"] if p["fusion"]["missing"] != "default" else DEFAULT_MISSING[method]
@@ -166,8 +174,8 @@ def plan(recipe: Policy, log_sources: list[str], has_rank: bool,
     return FusePlan(replace(recipe, parameters=resolved), sources, ignored, has_rank, missing, needs_grid, log_view)
 
 
-def render_fused(fuse_plan: FusePlan, final: str = "fused_items", ordered: bool = True) -> RenderedSQL:
-    return render("fuse/fused.sql", final=final, ordered=ordered, **fuse_plan.context)
+def render_fused(fuse_plan: FusePlan, final: str = "fused_items") -> RenderedSQL:
+    return render("fuse/fused.sql", final=final, **fuse_plan.context)
 
 
 def render_parent_features(fuse_plan: FusePlan, ordered: bool = True) -> RenderedSQL:
@@ -226,22 +234,44 @@ def _check_ranks_one_based(con: duckdb.DuckDBPyConnection, opened: OpenedInput) 
                      f"column 'rank' is not 1-based and unique within (query_id, source): {problem}")
 
 
-def fuse_tables(con: duckdb.DuckDBPyConnection, fuse_plan: FusePlan) -> list[RenderedSQL]:
-    """Create temp tables fuse_hits, fused_items and parent_features from the retrieval_log view."""
-    log_schema = {fuse_plan.log_view: schema_of(con, fuse_plan.log_view)}
+def create_fuse_hits(con: duckdb.DuckDBPyConnection, fuse_plan: FusePlan) -> None:
+    """The converted, top_k-cut hits of the retrieval_log view, as `fuse_hits`."""
+    # Outputs are written with ORDER BY; letting DuckDB drop scan order lets it stream and spill
+    # (its advice for larger-than-memory work). Validation, which numbers rows in file order,
+    # has run by now.
+    con.execute("SET preserve_insertion_order = false")
     hits_sql = render_fused(fuse_plan, final="cut")
-    check_sql(hits_sql, log_schema)
+    check_sql(hits_sql, {fuse_plan.log_view: schema_of(con, fuse_plan.log_view)})
     # Reading the log twice is cheaper than storing it, unless ranks must be derived (a window).
     kind = "VIEW" if fuse_plan.has_rank else "TABLE"
     execute(con, f"CREATE OR REPLACE TEMP {kind} fuse_hits AS {hits_sql.text}", hits_sql)
-    fused_sql = render_fused(fuse_plan, ordered=False)
-    check_sql(fused_sql, log_schema)
-    execute(con, f"CREATE OR REPLACE TEMP TABLE fused_items AS {fused_sql.text}", fused_sql)
+
+
+def create_parent_features(con: duckdb.DuckDBPyConnection, fuse_plan: FusePlan) -> RenderedSQL:
+    """The seed-000 parent features of `fuse_hits`, as the `parent_features` view scoring reads."""
     features_sql = render_parent_features(fuse_plan, ordered=False)
     check_sql(features_sql, {"fuse_hits": schema_of(con, "fuse_hits")})
     execute(con, f"CREATE OR REPLACE TEMP TABLE parent_features_table AS {features_sql.text}", features_sql)
     con.execute("CREATE OR REPLACE TEMP VIEW parent_features AS SELECT * FROM parent_features_table")
-    return [fused_sql, features_sql]
+    return features_sql
+
+
+def write_fuse_outputs(con: duckdb.DuckDBPyConnection, fuse_plan: FusePlan, stage: Path,
+                       progress: Progress = SILENT) -> tuple[list[RenderedSQL], dict[str, int]]:
+    """fused.parquet and parent_features.parquet into `stage`, leaving `parent_features` for scoring."""
+    create_fuse_hits(con, fuse_plan)
+    progress.step("fusing into fused.parquet")
+    # Straight from the query to the file: a table of the fused items (nested contributions)
+    # would hold memory the parent features need, which ran out of it under --memory-limit.
+    fused_sql = render_fused(fuse_plan)
+    check_sql(fused_sql, {fuse_plan.log_view: schema_of(con, fuse_plan.log_view)})
+    counts = {"fused.parquet": copy_to(con, fused_sql.text, stage / "fused.parquet", "parquet", fused_sql)}
+    progress.step("deriving parent features")
+    features_sql = create_parent_features(con, fuse_plan)
+    counts["parent_features.parquet"] = copy_to(
+        con, "SELECT * FROM parent_features_table ORDER BY query_id, parent_id",
+        stage / "parent_features.parquet", "parquet")
+    return [fused_sql, features_sql], counts
 
 
 def fuse(log: str | Path | pd.DataFrame, out_dir: str | Path, recipe: str = "hybrid_v1",
@@ -252,28 +282,14 @@ def fuse(log: str | Path | pd.DataFrame, out_dir: str | Path, recipe: str = "hyb
     con = connect(settings)
     progress.step(f"checking the log (recipe {loaded.version})")
     opened, fuse_plan = open_log(con, log, loaded)
-    progress.step(f"fusing {opened.rows:,} hits from {len(fuse_plan.sources)} sources")
-    rendered = fuse_tables(con, fuse_plan)
-    progress.step("writing outputs")
+    progress.step(f"{opened.rows:,} hits from {len(fuse_plan.sources)} sources")
     with atomic_output_dir(Path(out_dir)) as stage:
-        counts = write_fuse_outputs(con, stage)
+        rendered, counts = write_fuse_outputs(con, fuse_plan, stage, progress)
         manifest = fuse_manifest(fuse_plan, rendered, {"log": opened}, counts, settings)
         write_sql(stage, rendered)
         write_json(stage / "manifest.json", manifest)
     return FuseResult(Path(out_dir), fuse_plan.recipe, counts["fused.parquet"],
                       counts["parent_features.parquet"], manifest)
-
-
-def write_fuse_outputs(con: duckdb.DuckDBPyConnection, stage: Path) -> dict[str, int]:
-    copies = {
-        "fused.parquet": "SELECT * FROM fused_items ORDER BY query_id, rank",
-        "parent_features.parquet": "SELECT * FROM parent_features_table ORDER BY query_id, parent_id",
-    }
-    counts = {}
-    for name, query in copies.items():
-        row = first_row(con, f"COPY ({query}) TO {lit(str(stage / name))} (FORMAT parquet)")
-        counts[name] = int(row[0]) if row else 0
-    return counts
 
 
 def fuse_manifest(fuse_plan: FusePlan, rendered: list[RenderedSQL], inputs: dict[str, OpenedInput],

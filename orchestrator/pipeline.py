@@ -11,7 +11,7 @@ import pandas as pd
 from .contracts import QUERY_IDS
 from .engine import EngineSettings, connect
 from .errors import DuckscoreError
-from .fuse import FUSE_RECIPE, fuse_manifest, fuse_tables, open_log, write_fuse_outputs, write_sql
+from .fuse import FUSE_RECIPE, fuse_manifest, open_log, write_fuse_outputs, write_sql
 from .inputs import open_input
 from .outputs import atomic_output_dir, write_json
 from .policy import Policy, load_policy
@@ -46,13 +46,13 @@ def run(log: str | Path | pd.DataFrame, out_dir: str | Path, recipe: str = "hybr
     inputs = {"log": opened}
     if queries is not None:
         inputs["queries"] = open_input(con, QUERY_IDS, queries, "--queries")
-    progress.step(f"fusing {opened.rows:,} hits from {len(fuse_plan.sources)} sources")
-    rendered = fuse_tables(con, fuse_plan)
-    progress.step("scoring parents")
-    rendered += score_tables(con, loaded_policy, top_n, with_query_ids=queries is not None)
-    progress.step("writing outputs")
+    progress.step(f"{opened.rows:,} hits from {len(fuse_plan.sources)} sources")
     with atomic_output_dir(Path(out_dir)) as stage:
-        counts = write_fuse_outputs(con, stage) | write_score_outputs(con, stage)
+        rendered, counts = write_fuse_outputs(con, fuse_plan, stage, progress)
+        progress.step("scoring parents")
+        rendered += score_tables(con, loaded_policy, top_n, with_query_ids=queries is not None)
+        progress.step("writing scores and the contract")
+        counts |= write_score_outputs(con, stage)
         manifest = fuse_manifest(fuse_plan, rendered, inputs, counts, settings)
         manifest.update(command="run", score_policy=loaded_policy.as_record(), top_n=top_n)
         write_sql(stage, rendered)

@@ -18,8 +18,8 @@ from .manifest import build_manifest
 from .outputs import atomic_output_dir, write_json
 from .policy import Bounds, Choice, Number, Policy, PolicyKind, load_policy
 from .progress import SILENT, Progress
-from .render import RenderedSQL, ident, lit, render
-from .runner import execute, first_row, settings_record, write_sql
+from .render import RenderedSQL, ident, render
+from .runner import copy_to, execute, first_row, settings_record, write_sql
 from .sqlcheck import check_sql
 
 UNIT = Number(0.0, 1.0)
@@ -190,8 +190,4 @@ def write_score_outputs(con: duckdb.DuckDBPyConnection, stage: Path) -> dict[str
         "queries.parquet": (f"SELECT {flat} FROM score_contract ORDER BY query_id", "parquet"),
         "contract.jsonl": ("SELECT * FROM score_contract ORDER BY query_id", "json"),
     }
-    counts: dict[str, int] = {}
-    for name, (query, fmt) in copies.items():
-        row = first_row(con, f"COPY ({query}) TO {lit(str(stage / name))} (FORMAT {fmt})")
-        counts[name] = int(row[0]) if row else 0
-    return counts
+    return {name: copy_to(con, query, stage / name, fmt) for name, (query, fmt) in copies.items()}

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from duckscore.cli import FUSE_STAGES, cli
 from duckscore.engine import EngineSettings
-from duckscore.errors import InputError, PolicyError
+from duckscore.errors import DuckscoreError, InputError, PolicyError
 from duckscore.fuse import FUSIONS, NORMALIZERS, fuse
 from duckscore.pipeline import run
 
@@ -135,7 +135,10 @@ def test_query_analyzer_boosts_matching_queries(log: pd.DataFrame, tmp_path: Pat
     (["sources.nosuch.weight=1"], "sources.nosuch is not in the log"),
     (["fusion.method=borda_count"], "'borda_count' is not one of"),
     (["source_defaults.normalize=minmaxx"], "'minmaxx' is not one of"),
-    (["sources.dense.weight=-1"], "sources.dense.weight: -1 is outside [0, inf]"),
+    (["sources.dense.weight=-1"], "sources.dense.weight: -1 is outside [0, 1e+09]"),
+    (["sources.dense.weight=1000", "query_analyzer.enabled=true",
+      "query_analyzer.rules=[{match: x, boost: {dense: 1e6}}, {match: y, boost: {dense: 2}}]"],
+     "sources.dense.weight times its query_analyzer boosts can reach 2e+09, above 1e+09"),
     (["fusion.k=0"], "fusion.k: 0 is outside (0, inf]"),
     (["fusion.kk=1"], "unknown key 'fusion.kk' (did you mean 'fusion.k'?)"),
     (["source_defaults.normalize=bounds"], "normalizer_params.bounds must be [lo, hi]"),
@@ -252,3 +255,13 @@ def test_each_fuse_stage_runs_on_its_own(stage: str) -> None:
     con.execute(f"CREATE VIEW retrieval_log AS SELECT *, NULL::VARCHAR AS snippet "
                 f"FROM read_parquet('{LOG}') WHERE query_id IN ('1', '3')")
     assert con.execute(f"SELECT count(*) FROM ({result.output})").fetchall()[0][0] > 0
+
+
+def test_a_failed_write_names_the_file_and_keeps_the_thread_setting(tmp_path: Path) -> None:
+    from duckscore.runner import copy_to
+
+    con = duckdb.connect(config={"threads": 2})
+    assert copy_to(con, "SELECT 1 AS a", tmp_path / "ok.jsonl", "json") == 1
+    with pytest.raises(DuckscoreError, match=r"writing out\.jsonl: DuckDB failed"):
+        copy_to(con, "SELECT 1 AS a", tmp_path / "missing" / "out.jsonl", "json")
+    assert con.execute("SELECT current_setting('threads')").fetchall()[0][0] == 2

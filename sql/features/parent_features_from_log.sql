@@ -25,7 +25,8 @@ ranks by its best hit (lowest rank, then parent_id), the document order of canon
 Reads `inputs.hits` (query_id, source, item_id, parent_id, score, rank, granularity, block_type,
 total_chunks, weight); `sources` are the log's sources in name order. Distinct counts come from
 GROUP BY steps, never count(DISTINCT …); sums over sources are pivoted per source in name order,
-sums over hits add the values sorted (either way one fixed order, so every run gives the same bits).
+sums over hits are exact (DECIMAL(38, 24), then DOUBLE: the same bits in any order, and a
+fixed-size state DuckDB can spill); the recipe bounds a hit's weight by 1e9 so they cannot overflow.
 -#}
 {% set rrf_offset = (rrf_k - 1 + rank_base) | float | lit %}
 {% macro source_sum(value) -%}
@@ -56,7 +57,7 @@ source_parents AS (
         max(score) AS best_score,
         min(score) AS worst_score,
         max(weight) AS weight,
-        list_sum(list_sort(list(weight / (rank + {{ rrf_offset }})))) AS rrf_part
+        CAST(sum(CAST(weight / (rank + {{ rrf_offset }}) AS DECIMAL(38, 24))) AS DOUBLE) AS rrf_part
     FROM hits
     GROUP BY query_id, source, parent_id
 ),

@@ -1,8 +1,8 @@
 {#-
 Seed 003: multi-source fusion of a retrieval log (docs/fusion-semantics.md is the contract).
 Context: recipe (validated), sources (names used, sorted), has_rank, missing (effective policy:
-zero | skip | list_min), needs_grid, inputs.retrieval_log, final (the CTE to select), ordered
-(default true: sort the result; the runner's tables skip it, their COPY sorts).
+zero | skip | list_min), needs_grid, inputs.retrieval_log, final (the CTE to select;
+fused_items comes sorted by query_id, rank).
 Stages: source_settings, log_rows, cut, [block_items, expanded], entries, lists, stats,
 list_stats, normalized, [candidates], [grid], per_source, source_pivot, fused, ranked, [parents_fused],
 fused_items.
@@ -355,6 +355,6 @@ fused_items AS (
     FROM ranked
 )
 SELECT * FROM {{ final | ident }}
-{% if final == 'fused_items' and ordered | default(true) %}
+{% if final == 'fused_items' %}
 ORDER BY query_id, rank
 {% endif %}
