@@ -622,6 +622,19 @@ def run_size(size: Size, args: argparse.Namespace, engine: Engine, work_root: Pa
     return log, results
 
 
+@contextmanager
+def work_folder(prefix: str, keep: bool) -> Iterator[Path]:
+    """A temporary folder for the configs' outputs: removed afterwards unless `keep`."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield folder
+    finally:
+        if keep:
+            progress(f"outputs kept in {folder}")
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if "--worker" in argv:
@@ -632,21 +645,15 @@ def main(argv: list[str] | None = None) -> int:
     if pandas_problem:
         progress(f"skipping config c pandas: {pandas_problem}")
     smallest = min(args.sizes, key=lambda size: size.rows)
-    work_root = Path(tempfile.mkdtemp(prefix="duckscore-bench-"))
     results: list[Result] = []
     checks: dict[str, Any] = {}
-    try:
+    with work_folder("duckscore-bench-", args.keep_outputs) as work_root:
         for size in args.sizes:
             keep = args.keep_outputs or (args.check and size == smallest)
             log, size_results = run_size(size, args, engine, work_root, pandas_problem, keep)
             results += size_results
             if args.check and size == smallest:
                 checks = run_checks(size, log, results, work_root, engine)
-    finally:
-        if args.keep_outputs:
-            progress(f"outputs kept in {work_root}")
-        else:
-            shutil.rmtree(work_root, ignore_errors=True)
     add_ratios(results)
     table = markdown_table(results)
     print(table)

@@ -115,6 +115,41 @@ def score(progress: Progress, features: str, out_dir: Path, queries: str | None,
     progress.step(f"done: {result.queries:,} queries, {result.parents:,} parents -> {out_dir}")
 
 
+@cli.command()
+@click.option("--answers", required=True, metavar="PATH",
+              help="answers table: answer_id, query_id, answer_text, retrieved_count.")
+@click.option("--citations", required=True, metavar="PATH",
+              help="citations table: answer_id, chunk_id (zero rows allowed, e.g. a header-only CSV).")
+@click.option("--chunks", required=True, metavar="PATH",
+              help="reranked chunks: answer_id, chunk_id, rerank_score (zero rows allowed).")
+@click.option("--events", metavar="PATH",
+              help="Optional streaming contradiction events: answer_id, severity (high / medium / low).")
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
+              help="Output folder (created; files in it are replaced atomically).")
+@policy_options("answer_v1")
+@engine_options
+@click.pass_obj
+def answers(progress: Progress, answers: str, citations: str, chunks: str, events: str | None,
+            out_dir: Path, policy: str, overrides: tuple[str, ...], settings: EngineSettings) -> None:
+    """Score logged answers (seed 001): citation quality, answer quality, retrieval recall and
+    language certainty into a 0–10 total, a percentage and a level; contradiction events lower
+    the level.
+
+    \b
+    Writes to --out:
+      answers.parquet   one row per answer: every factor and sub-factor, the lexicon hits,
+                        total, percentage, score_level and level (after contradictions)
+      contract.jsonl    one JSON object per answer: level, percentage, the four factors, why
+      manifest.json     policy version and parameters, SQL hashes, input fingerprints
+      sql/              the rendered SQL that produced them
+    """
+    from .answers import score_answers
+
+    result = score_answers(answers, citations, chunks, out_dir, policy, events, list(overrides),
+                           settings, progress)
+    progress.step(f"done: {result.answers:,} answers -> {out_dir}")
+
+
 def recipe_options(command: Callable[..., Any]) -> Callable[..., Any]:
     command = click.option("--set-recipe", "recipe_overrides", multiple=True, metavar="KEY=VALUE",
                            help="Override a recipe key (dotted, e.g. fusion.k=20 or "
@@ -224,29 +259,62 @@ def sql_fuse(stage: str, sources: str, no_rank: bool, recipe: str, overrides: tu
     click.echo(render_fused(fuse_plan, final=stage).text, nl=False)
 
 
+ANSWER_STAGES = ("answer_rows", "citation_counts", "ranked_chunks", "relevance", "text_features",
+                 "lexicon_hits", "sub_factors", "certainty_parts", "factors", "totals", "percentages",
+                 "score_levels", "adjusted_levels", "scored_answers", "contract")
+
+
+@sql.command("answers")
+@click.option("--stage", default="scored_answers", show_default=True,
+              type=click.Choice(ANSWER_STAGES),
+              help="The CTE to select (contract: the JSON contract rows).")
+@click.option("--events", "with_events", is_flag=True, help="Read a table named events too.")
+@policy_options("answer_v1")
+def sql_answers(stage: str, with_events: bool, policy: str, overrides: tuple[str, ...]) -> None:
+    """The answers SQL over tables or views named answers, citations, chunks (and events).
+
+    \b
+    duckscore sql answers > answers.sql
+    duckdb -c "CREATE VIEW answers AS FROM 'answers.parquet'; CREATE VIEW citations AS ...; $(cat answers.sql)"
+    """
+    from .answers import ANSWER_POLICY, render_answers, render_contract
+    from .policy import load_policy
+
+    loaded = load_policy(ANSWER_POLICY, policy, list(overrides))
+    if stage == "contract":
+        rendered = render_contract(loaded, with_events, standalone=True)
+    else:
+        rendered = render_answers(loaded, with_events, final=stage)
+    click.echo(rendered.text, nl=False)
+
+
 @cli.group(cls=DuckscoreGroup)
 def policy() -> None:
     """List and show versioned policies."""
 
 
+CAPABILITIES = ("score", "fuse", "answers")
+
+
 def _kind(capability: str):
+    from .answers import ANSWER_POLICY
     from .fuse import FUSE_RECIPE
     from .score import SCORE_POLICY
 
-    return {"score": SCORE_POLICY, "fuse": FUSE_RECIPE}[capability]
+    return {"score": SCORE_POLICY, "fuse": FUSE_RECIPE, "answers": ANSWER_POLICY}[capability]
 
 
 @policy.command("list")
-@click.argument("capability", type=click.Choice(("score", "fuse")), default="score")
+@click.argument("capability", type=click.Choice(CAPABILITIES), default="score")
 def policy_list(capability: str) -> None:
-    """The packaged policies (score) or recipes (fuse)."""
+    """The packaged policies (score, answers) or recipes (fuse)."""
     for name in available_policies(_kind(capability)):
         click.echo(name)
 
 
 @policy.command("show")
 @click.argument("name")
-@click.option("--capability", type=click.Choice(("score", "fuse")), default="score", show_default=True)
+@click.option("--capability", type=click.Choice(CAPABILITIES), default="score", show_default=True)
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Apply overrides first.")
 def policy_show(name: str, capability: str, overrides: tuple[str, ...]) -> None:
     """The effective, validated parameters of policy NAME (or a YAML path), as JSON."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -40,6 +40,7 @@ class Column:
     required: bool = True
     min: float | None = None
     max: float | None = None
+    choices: tuple[str, ...] = ()  # text kinds: the only values allowed, when given
 
     @property
     def sql_type(self) -> str:
@@ -72,6 +73,7 @@ class OpenedInput:
     format: str
     files: tuple[InputFile, ...]
     rows: int
+    columns: dict[str, str] = field(default_factory=dict)  # contract column -> the file's column
 
 
 def open_input(con: duckdb.DuckDBPyConnection, contract: TableContract,
@@ -96,12 +98,15 @@ def open_input(con: duckdb.DuckDBPyConnection, contract: TableContract,
     try:
         names = _check_columns(contract, actual, label, shown)
     except InputError:
-        if not contract.allow_empty and _row_count(con, raw) == 0:
+        if _row_count(con, raw) != 0:
+            raise
+        if not contract.allow_empty:
             raise InputError(f"{label} ({shown}): no rows") from None
-        raise
+        # a header-only CSV types every column as text: with no rows, only presence matters
+        names = _check_columns(contract, actual, label, shown, check_types=False)
     rows = _check_values(con, contract, raw, names, label, shown)
     _create_typed_view(con, contract, raw, names)
-    return OpenedInput(contract, label, shown, fmt, files, rows)
+    return OpenedInput(contract, label, shown, fmt, files, rows, names)
 
 
 def resolve_files(given: str, label: str) -> tuple[list[str], bool]:
@@ -207,7 +212,7 @@ def _actual_columns(con: duckdb.DuckDBPyConnection, raw: str) -> dict[str, str]:
 
 
 def _check_columns(contract: TableContract, actual: dict[str, str], label: str,
-                   given: str) -> dict[str, str]:
+                   given: str, check_types: bool = True) -> dict[str, str]:
     """Map contract column -> actual column name, checking presence and type."""
     by_lower = {name.lower(): name for name in actual}
     names: dict[str, str] = {}
@@ -219,7 +224,7 @@ def _check_columns(contract: TableContract, actual: dict[str, str], label: str,
                 raise InputError(f"{label} ({given}): missing column {column.name!r} (columns: {have})")
             continue
         dtype = actual[found]
-        if not _type_fits(column.kind, dtype):
+        if check_types and not _type_fits(column.kind, dtype):
             want = {"id": "text or an integer", "text": "text", "number": "a number",
                     "count": "a whole number"}[column.kind]
             raise InputError(f"{label} ({given}): column {column.name!r} has type {dtype}; expected {want}")
@@ -276,6 +281,9 @@ def _value_checks(contract: TableContract, names: dict[str, str]) -> list[tuple[
             checks.append((f"column {column.name!r} is empty", f"CAST({col} AS VARCHAR) = ''", None))
             continue
         if column.kind == "text":
+            if column.choices:
+                checks.append((f"column {column.name!r} is not one of {', '.join(column.choices)}",
+                               f"{col} NOT IN ({', '.join(lit(c) for c in column.choices)})", col))
             continue
         checks.append((f"column {column.name!r} is NaN or infinite", f"NOT isfinite({number})", col))
         if column.kind == "count":
@@ -320,6 +328,23 @@ def _check_unique_key(con: duckdb.DuckDBPyConnection, contract: TableContract, r
         first, second = duplicate[0]
         raise InputError(f"{label} ({second}): duplicate ({', '.join(contract.key)}), "
                          f"first seen at {first}")
+
+
+def check_references(con: duckdb.DuckDBPyConnection, child: OpenedInput, column: str,
+                     parent: OpenedInput, parent_column: str) -> None:
+    """Every value of `column` in `child` is a `parent_column` of `parent`: else one error
+    naming the child's file, row and key."""
+    raw = ident(f"__raw_{child.contract.name}")
+    value = f"CAST({ident(child.columns[column])} AS VARCHAR)"
+    orphan = (f"{value} NOT IN (SELECT {ident(parent_column)} FROM {ident(parent.contract.name)})")
+    row = first_row(con, f"SELECT count(*) FROM {raw} WHERE {orphan}")
+    if not row or not row[0]:
+        return
+    where = first_row(con, f"SELECT {_row_label_sql(child.contract, child.columns)}, {value} FROM {raw} "
+                           f"WHERE {orphan} ORDER BY {_FILE_COLUMN}, {_ROW_COLUMN} LIMIT 1")
+    assert where is not None
+    also = f" ({row[0]:,} rows in all)" if row[0] > 1 else ""
+    raise InputError(f"{child.label} ({where[0]}): {column} {where[1]!r} is not in {parent.label}{also}")
 
 
 def _create_typed_view(con: duckdb.DuckDBPyConnection, contract: TableContract, raw: str,
