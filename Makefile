@@ -21,7 +21,7 @@ demo: install
 	$(BIN)/duckscore demo
 
 test: install-test
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto
 
 clean:
 	rm -rf build *.egg-info duckscore-demo .pytest_cache

@@ -204,7 +204,7 @@ def draw_figures(report: dict[str, Any], decisions: pd.DataFrame) -> dict[str, b
     ax.set(xlabel="best overall score (held-out folds)", ylabel="queries",
            title="Score distribution per label")
     ax.legend(fontsize=8)
-    out["score_distributions"] = _png(fig, plt)
+    out["score_distributions"] = figure_png(fig, plt)
 
     fig, ax = plt.subplots(figsize=(5.5, 5))
     bins = [b for b in calibrated["bins"] or [] if b["n"]]
@@ -217,7 +217,7 @@ def draw_figures(report: dict[str, Any], decisions: pd.DataFrame) -> dict[str, b
            ylabel=f"share with {target_name}",
            title=f"Reliability (ECE = {_fmt(calibrated['ece'])})")
     ax.legend(fontsize=8, loc="upper left")
-    out["reliability"] = _png(fig, plt)
+    out["reliability"] = figure_png(fig, plt)
 
     fig, ax = plt.subplots(figsize=(5.5, 4))
     curve = calibrated["risk_coverage"]
@@ -228,7 +228,7 @@ def draw_figures(report: dict[str, Any], decisions: pd.DataFrame) -> dict[str, b
            ylabel=f"risk (share without {target_name})", xlim=(0, 1), ylim=(0, 1),
            title="Risk–coverage (held-out folds)")
     ax.legend(fontsize=8)
-    out["risk_coverage"] = _png(fig, plt)
+    out["risk_coverage"] = figure_png(fig, plt)
 
     fig, ax = plt.subplots(figsize=(7, 3.5))
     steps = report["ablation"]
@@ -239,14 +239,16 @@ def draw_figures(report: dict[str, Any], decisions: pd.DataFrame) -> dict[str, b
     ax.set_xticks(range(len(steps)), labels, rotation=60, ha="right", fontsize=7)
     ax.set(ylabel="AUROC good vs bad", title="§9.3 ablation, step by step")
     ax.legend(fontsize=8)
-    out["ablation"] = _png(fig, plt)
+    out["ablation"] = figure_png(fig, plt)
     return out
 
 
-def _png(fig: Any, plt: Any) -> bytes:
+def figure_png(fig: Any, plt: Any, dpi: int = 110) -> bytes:
+    """The figure as PNG bytes, closed. tight_layout, not constrained layout: the latter placed
+    axes a fraction of a pixel differently from one run to the next (same numbers, other bytes)."""
     buffer = io.BytesIO()
     fig.tight_layout()
-    fig.savefig(buffer, format="png", dpi=110, metadata={"Software": None})
+    fig.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
     plt.close(fig)
     return buffer.getvalue()
 

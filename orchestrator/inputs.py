@@ -23,7 +23,7 @@ from .errors import InputError
 from .render import ident, lit
 from .runner import first_row
 
-Kind = Literal["id", "number", "count", "text"]
+Kind = Literal["id", "number", "count", "text", "time"]
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "csv",
            ".json": "json", ".jsonl": "json", ".ndjson": "json"}
 _FILE_COLUMN = "__duckscore_file"
@@ -44,7 +44,8 @@ class Column:
 
     @property
     def sql_type(self) -> str:
-        return {"id": "VARCHAR", "text": "VARCHAR", "number": "DOUBLE", "count": "BIGINT"}[self.kind]
+        return {"id": "VARCHAR", "text": "VARCHAR", "number": "DOUBLE", "count": "BIGINT",
+                "time": "TIMESTAMP"}[self.kind]
 
 
 @dataclass(frozen=True)
@@ -226,7 +227,7 @@ def _check_columns(contract: TableContract, actual: dict[str, str], label: str,
         dtype = actual[found]
         if check_types and not _type_fits(column.kind, dtype):
             want = {"id": "text or an integer", "text": "text", "number": "a number",
-                    "count": "a whole number"}[column.kind]
+                    "count": "a whole number", "time": "a timestamp or text"}[column.kind]
             raise InputError(f"{label} ({given}): column {column.name!r} has type {dtype}; expected {want}")
         names[column.name] = found
     return names
@@ -238,6 +239,8 @@ def _type_fits(kind: Kind, dtype: str) -> bool:
         return base == "VARCHAR" or base in _INTEGER_TYPES
     if kind == "text":
         return base == "VARCHAR"
+    if kind == "time":
+        return base == "VARCHAR" or base.startswith(("TIMESTAMP", "DATE"))
     return base in _NUMERIC_TYPES
 
 
@@ -279,6 +282,10 @@ def _value_checks(contract: TableContract, names: dict[str, str]) -> list[tuple[
         checks.append((f"column {column.name!r} is null", f"{col} IS NULL", None))
         if column.kind == "id":
             checks.append((f"column {column.name!r} is empty", f"CAST({col} AS VARCHAR) = ''", None))
+            continue
+        if column.kind == "time":
+            checks.append((f"column {column.name!r} is not a timestamp",
+                           f"TRY_CAST({col} AS TIMESTAMP) IS NULL", col))
             continue
         if column.kind == "text":
             if column.choices:
