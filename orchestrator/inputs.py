@@ -236,7 +236,7 @@ def _check_columns(contract: TableContract, actual: dict[str, str], label: str,
 def _type_fits(kind: Kind, dtype: str) -> bool:
     base = dtype.split("(")[0].upper()
     if kind == "id":
-        return base == "VARCHAR" or base in _INTEGER_TYPES
+        return base in ("VARCHAR", "UUID") or base in _INTEGER_TYPES
     if kind == "text":
         return base == "VARCHAR"
     if kind == "time":

@@ -280,6 +280,11 @@ def test_cli_runs_the_lifecycle(tmp_path: Path) -> None:
     assert decayed.output.strip() == "Decay job complete: 2 decayed, 0 deprecated, 0 deleted"
     again = runner.invoke(cli, ["-q", "instincts", "decay", "--db", db, "--now", "2026-02-03"])
     assert "already ran for the week of 2026-02-02" in again.output
+    jsonl = tmp_path / "events.jsonl"  # DuckDB's JSON reader types the ids as UUID
+    events([("j1", ids(1)[0], "user_accepted", START)]).to_json(jsonl, orient="records", lines=True,
+                                                                 date_format="iso")
+    loaded = runner.invoke(cli, ["-q", "instincts", "ingest", "--db", db, "--events", str(jsonl)])
+    assert loaded.exit_code == 0 and "1 events applied" in loaded.output
     listed = runner.invoke(cli, ["-q", "instincts", "top", "--db", db, "--format", "jsonl"])
     assert len(listed.output.splitlines()) == 2
     missing = runner.invoke(cli, ["-q", "instincts", "decay", "--db", str(tmp_path / "none.duckdb")])
