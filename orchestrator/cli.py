@@ -293,15 +293,17 @@ def policy() -> None:
     """List and show versioned policies."""
 
 
-CAPABILITIES = ("score", "fuse", "answers")
+CAPABILITIES = ("score", "fuse", "answers", "evaluate")
 
 
 def _kind(capability: str):
     from .answers import ANSWER_POLICY
+    from .bid_evaluate import EVAL_POLICY
     from .fuse import FUSE_RECIPE
     from .score import SCORE_POLICY
 
-    return {"score": SCORE_POLICY, "fuse": FUSE_RECIPE, "answers": ANSWER_POLICY}[capability]
+    return {"score": SCORE_POLICY, "fuse": FUSE_RECIPE, "answers": ANSWER_POLICY,
+            "evaluate": EVAL_POLICY}[capability]
 
 
 @policy.command("list")
@@ -324,21 +326,102 @@ def policy_show(name: str, capability: str, overrides: tuple[str, ...]) -> None:
     click.echo(canonical_json(loaded.as_record()))
 
 
-@cli.command()
+@cli.group(cls=DuckscoreGroup, invoke_without_command=True)
 @click.option("--out", "out_dir", default="duckscore-demo", show_default=True,
               type=click.Path(path_type=Path), help="Output folder.")
 @engine_options
-@click.pass_obj
-def demo(progress: Progress, out_dir: Path, settings: EngineSettings) -> None:
+@click.pass_context
+def demo(ctx: click.Context, out_dir: Path, settings: EngineSettings) -> None:
     """Score the bundled SciFact hybrid-retrieval log (300 queries, 3 retrievers) and summarise.
 
     Derives seed-000 parent features from the log (sql/features/parent_features_from_log.sql),
     scores them with policy overall_v1, and checks the decisions against the human relevance
-    judgments.
+    judgments. `duckscore demo evaluate` runs the bid-evaluation demo instead.
     """
+    if ctx.invoked_subcommand is not None:
+        return
     from .demo import run_demo
 
-    click.echo(run_demo(out_dir, settings, progress))
+    click.echo(run_demo(out_dir, settings, ctx.obj))
+
+
+@demo.command("evaluate")
+@click.option("--out", "out_dir", default="duckscore-evaluate-demo", show_default=True,
+              type=click.Path(path_type=Path), help="Output folder.")
+@engine_options
+@click.pass_obj
+def demo_evaluate(progress: Progress, out_dir: Path, settings: EngineSettings) -> None:
+    """Evaluate the bundled tender (fixtures/evaluate/tender: two tenants, several suppliers)
+    with policy eval_v1 and its rules.yaml, and print one line per supplier."""
+    from .demo import run_evaluate_demo
+
+    click.echo(run_evaluate_demo(out_dir, settings, progress))
+
+
+@cli.command()
+@click.option("--input", "input_dir", required=True, type=click.Path(path_type=Path),
+              help="Folder of tables: evaluations, criteria, queries, chunks, hits, bid_fields "
+                   "(required); rerank, soft_scores, claims, claim_citations, synonyms (optional). "
+                   "Each <name>.csv|.parquet|.json|.jsonl or a folder <name>/.")
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
+              help="Output folder (created; files in it are replaced atomically).")
+@click.option("--rules", type=click.Path(dir_okay=False, path_type=Path),
+              help="Rules file (redline, required, formula). Default: rules.yaml in --input, if any.")
+@click.option("--strict-gates", is_flag=True,
+              help="Exit with status 1 (after writing everything) when an acceptance gate fails.")
+@policy_options("eval_v1")
+@engine_options
+@click.pass_obj
+def evaluate(progress: Progress, input_dir: Path, out_dir: Path, rules: Path | None, strict_gates: bool,
+             policy: str, overrides: tuple[str, ...], settings: EngineSettings) -> None:
+    """Score supplier bids (seed 002): tenant-safe retrieval with the SQL whitelist branch, rerank
+    with degradation, evidence packing, the rule engine, weighted totals, confidence, HITL
+    triggers, citation checks and the acceptance gates.
+
+    \b
+    Writes to --out:
+      contract.jsonl      one object per (evaluation, supplier): total, confidence, risk level,
+                          criteria results, citations, human review and why, recommendation
+      evaluations.parquet the same with every flag; criteria.parquet per criterion
+      queries.parquet     normalised query, constraints, query type, retrieval mode
+      candidates.parquet  merged, filtered, reranked candidates (filter_log.parquet: the dropped)
+      evidence.parquet    packing order and budgets; rules.parquet; claims.parquet
+      degradation_events.parquet, consistency.parquet, gates.json, manifest.json, sql/
+    """
+    from .bid_evaluate import evaluate_bids
+
+    result = evaluate_bids(input_dir, out_dir, policy, rules, list(overrides), settings, progress)
+    failed = result.gates_failed
+    progress.step(f"done: {result.evaluations:,} supplier evaluations -> {out_dir}"
+                  + (f"; gates failed: {', '.join(failed)}" if failed else ""))
+    if strict_gates and failed:
+        click.echo(f"duckscore: gates failed: {', '.join(failed)} (see {out_dir}/gates.json)", err=True)
+        sys.exit(1)
+
+
+@cli.group("filter", cls=DuckscoreGroup)
+def filter_group() -> None:
+    """User-supplied conditions over the whitelisted bid fields (seed 002 §5.3)."""
+
+
+@filter_group.command("check")
+@click.argument("expression")
+@click.option("--formula", is_flag=True,
+              help="Check a rule formula (arithmetic, least/greatest/abs/round, min/max/avg) "
+                   "instead of a condition.")
+def filter_check(expression: str, formula: bool) -> None:
+    """Validate EXPRESSION without running it: exit 0 with its normalised form, the SQL with
+    `$name` placeholders and the bound values; exit 2 with the reason.
+
+    \b
+    Fields: supplier_code, qualification_level, registered_capital, bid_price,
+            delivery_period, warranty_period.
+    Conditions: = <> != < <= > >=, IN (...), NOT IN, BETWEEN, IS [NOT] NULL, AND, OR, NOT,
+                + - * / between numbers, parentheses, 'text' and number literals.
+    """
+    from .whitelist import parse_condition, parse_formula
+
+    click.echo((parse_formula if formula else parse_condition)(expression).describe())
 
 
 def _db_option(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -50,3 +50,27 @@ def summarise(queries_parquet: Path, settings: EngineSettings | None) -> list[tu
     rendered = render("demo/summary.sql", inputs={"decisions": "decisions", "qrels": "qrels"})
     check_sql(rendered, {"decisions": schema_of(con, "decisions"), "qrels": schema_of(con, "qrels")})
     return con.execute(rendered.text).fetchall()
+
+
+def run_evaluate_demo(out_dir: Path, settings: EngineSettings | None, progress: Progress) -> str:
+    """Seed 002 on the bundled tender: the contract, summarised one line per supplier."""
+    from .bid_evaluate import evaluate_bids
+
+    tender = fixtures_dir() / "evaluate" / "tender"
+    result = evaluate_bids(tender, out_dir, settings=settings, progress=progress)
+    con = connect(settings)
+    rows = con.execute(
+        f"SELECT evaluation_id, supplier_id, total_score, confidence, risk_level, recommendation_status, "
+        f"coalesce(recommendation, '-'), array_to_string(hitl_reasons, ', ') "
+        f"FROM read_parquet({lit(str(Path(out_dir) / 'evaluations.parquet'))}) "
+        f"ORDER BY evaluation_id, rank NULLS LAST, supplier_id").fetchall()
+    lines = [f"Tender demo: {result.evaluations} supplier evaluations, policy {result.policy.version}",
+             f"{'evaluation':<14}{'supplier':<10}{'total':>8}{'conf.':>7}  {'risk':<7}{'status':<14}"
+             f"{'recommendation':<15}human review because"]
+    for evaluation, supplier, total, confidence, risk, status, recommendation, reasons in rows:
+        lines.append(f"{evaluation:<14}{supplier:<10}{total:>8.2f}{confidence:>7.3f}  {risk:<7}{status:<14}"
+                     f"{recommendation:<15}{reasons or '-'}")
+    gates = ", ".join(f"{g['name']} {g['status']}" for g in result.gates["gates"])
+    lines.append(f"gates: {gates}")
+    lines.append(f"outputs in {out_dir}/ (contract.jsonl, evaluations.parquet, gates.json, …)")
+    return "\n".join(lines)

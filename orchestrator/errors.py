@@ -19,3 +19,7 @@ class TemplateError(DuckscoreError):
 
 class OutputError(DuckscoreError):
     """The outputs could not be written."""
+
+
+class WhitelistError(DuckscoreError):
+    """A user-supplied condition or formula steps outside the whitelisted grammar."""

@@ -41,6 +41,7 @@ class Column:
     min: float | None = None
     max: float | None = None
     choices: tuple[str, ...] = ()  # text kinds: the only values allowed, when given
+    nullable: bool = False  # NULL is a value here (e.g. a bid field the supplier left out)
 
     @property
     def sql_type(self) -> str:
@@ -279,7 +280,8 @@ def _value_checks(contract: TableContract, names: dict[str, str]) -> list[tuple[
             continue
         col = ident(names[column.name])
         number = f"CAST({col} AS DOUBLE)"
-        checks.append((f"column {column.name!r} is null", f"{col} IS NULL", None))
+        if not column.nullable:
+            checks.append((f"column {column.name!r} is null", f"{col} IS NULL", None))
         if column.kind == "id":
             checks.append((f"column {column.name!r} is empty", f"CAST({col} AS VARCHAR) = ''", None))
             continue
@@ -341,17 +343,41 @@ def check_references(con: duckdb.DuckDBPyConnection, child: OpenedInput, column:
                      parent: OpenedInput, parent_column: str) -> None:
     """Every value of `column` in `child` is a `parent_column` of `parent`: else one error
     naming the child's file, row and key."""
-    raw = ident(f"__raw_{child.contract.name}")
-    value = f"CAST({ident(child.columns[column])} AS VARCHAR)"
-    orphan = (f"{value} NOT IN (SELECT {ident(parent_column)} FROM {ident(parent.contract.name)})")
-    row = first_row(con, f"SELECT count(*) FROM {raw} WHERE {orphan}")
+    value = typed_column(child, column)
+    check_rows(con, child, f"{value} NOT IN (SELECT {ident(parent_column)} FROM {ident(parent.contract.name)})",
+               f"{column} {{value}} is not in {parent.label}", shown=value)
+
+
+def typed_column(opened: OpenedInput, name: str) -> str:
+    """SQL for contract column `name` of `opened`'s raw rows (alias `child`), cast to the contract type."""
+    column = opened.contract.column(name)
+    if name not in opened.columns:
+        return f"CAST(NULL AS {column.sql_type})"
+    return f"CAST(child.{ident(opened.columns[name])} AS {column.sql_type})"
+
+
+def check_rows(con: duckdb.DuckDBPyConnection, opened: OpenedInput, failing: str, problem: str,
+               shown: str | None = None) -> None:
+    """Raise one error naming the first row (file, row, key) of `opened` where the SQL condition
+    `failing` (over its raw columns, see typed_column) holds; `{value}` in `problem` becomes the
+    value of `shown` in that row."""
+    raw = f"{ident('__raw_' + opened.contract.name)} AS child"
+    row = first_row(con, f"SELECT count(*) FROM {raw} WHERE {failing}")
     if not row or not row[0]:
         return
-    where = first_row(con, f"SELECT {_row_label_sql(child.contract, child.columns)}, {value} FROM {raw} "
-                           f"WHERE {orphan} ORDER BY {_FILE_COLUMN}, {_ROW_COLUMN} LIMIT 1")
+    value = f"CAST({shown} AS VARCHAR)" if shown else "NULL"
+    where = first_row(con, f"SELECT {_row_label_sql(opened.contract, opened.columns)}, {value} FROM {raw} "
+                           f"WHERE {failing} ORDER BY {_FILE_COLUMN}, {_ROW_COLUMN} LIMIT 1")
     assert where is not None
     also = f" ({row[0]:,} rows in all)" if row[0] > 1 else ""
-    raise InputError(f"{child.label} ({where[0]}): {column} {where[1]!r} is not in {parent.label}{also}")
+    message = problem.replace("{value}", repr(where[1]))
+    raise InputError(f"{opened.label} ({where[0]}): {message}{also}")
+
+
+def create_empty_view(con: duckdb.DuckDBPyConnection, contract: TableContract) -> None:
+    """The typed view of an optional table that was not given: its columns, no rows."""
+    columns = ", ".join(f"CAST(NULL AS {c.sql_type}) AS {ident(c.name)}" for c in contract.columns)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {ident(contract.name)} AS SELECT {columns} WHERE FALSE")
 
 
 def _create_typed_view(con: duckdb.DuckDBPyConnection, contract: TableContract, raw: str,

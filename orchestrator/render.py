@@ -71,6 +71,16 @@ def ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def fragment(compiled: Any) -> str:
+    """The SQL of an expression compiled by orchestrator/whitelist.py: whitelisted field names,
+    fixed operators and `$name` placeholders only (its values are bound, never rendered)."""
+    from .whitelist import Compiled
+
+    if not isinstance(compiled, Compiled):
+        raise TemplateError(f"fragment expects a compiled whitelist expression, got {type(compiled).__name__}")
+    return compiled.sql
+
+
 def _fail(message: str) -> None:
     raise TemplateError(message)
 
@@ -97,6 +107,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters["lit"] = lit
     env.filters["ident"] = ident
+    env.filters["fragment"] = fragment
     env.globals["fail"] = _fail
     env.globals["column"] = column
     for path in sorted(macros_dir().glob("*.sql")):
