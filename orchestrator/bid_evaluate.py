@@ -168,13 +168,16 @@ def evaluate_bids(input_dir: str | Path, out_dir: str | Path, policy: str = "eva
     progress.step(f"scoring {opened['evaluations'].rows:,} supplier evaluations")
     stage_sql = {stage: render("evaluate/evaluate.sql", final=stage, order_by=keys, **context)
                  for stage, keys in [*STAGE_OUTPUTS.values(), *((m, ()) for m in MATERIALISED)]}
-    for rendered in stage_sql.values():
-        check_sql(rendered, schema)
+    # every stage renders the same CTEs and differs only in the final SELECT: one check covers them
+    check_sql(stage_sql["evaluation_results"], schema)
     for stage in MATERIALISED:
         _run(con, f"CREATE OR REPLACE TEMP TABLE {ident(stage)} AS {stage_sql[stage].text}",
              stage_sql[stage], params)
     contract_sql = render("evaluate/contract.sql", **context)
     gates_sql = render("evaluate/gates.sql", **context)
+    materialised = {name: schema_of(con, name) for name in (*TABLES, *MATERIALISED)}
+    check_sql(contract_sql, materialised)
+    check_sql(gates_sql, materialised)
     progress.step("writing outputs")
     with atomic_output_dir(Path(out_dir)) as stage_dir:
         counts = {}

@@ -232,10 +232,13 @@ def test_strict_gates_exit_1_after_writing(tmp_path: Path) -> None:
 
 
 def test_optional_tables_may_be_absent(tmp_path: Path) -> None:
+    evaluations = "\n".join(line.rsplit(",", 1)[0] for line in SMALL["evaluations.csv"].splitlines()) + "\n"
     folder = small_input(tmp_path / "in", rerank__csv=None, soft_scores__csv=None, claims__csv=None,
-                         claim_citations__csv=None, synonyms__csv=None)
+                         claim_citations__csv=None, synonyms__csv=None, evaluations__csv=evaluations)
     code, _, err = evaluate("--input", str(folder), "--out", str(tmp_path / "out"))
     assert code == 0, err
+    gates = {g["name"]: g["status"] for g in json.loads((tmp_path / "out" / "gates.json").read_text())["gates"]}
+    assert gates["scoring_p95_ms"] == "no_data" and gates["citation_resolution_rate"] == "no_data"
     candidates = table(tmp_path / "out", "candidates")
     assert set(candidates["degraded_cause"]) == {"missing"}  # no rerank at all: every one degraded
     assert (table(tmp_path / "out", "evaluations")["citation_coverage"] == 1.0).all()

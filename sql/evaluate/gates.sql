@@ -3,12 +3,8 @@ Seed 002 §12: the acceptance gates that logs can measure, one row of values. Ne
 the ceil(0.95 n)-th smallest value.
 -#}
 {% macro p95(table, column) -%}
-(SELECT max({{ column }}) FROM (
-    SELECT {{ column }}, row_number() OVER (ORDER BY {{ column }} ASC NULLS LAST, {{ column }} ASC NULLS LAST) AS position,
-           count(*) OVER () AS n
-    FROM {{ table }}
-    WHERE {{ column }} IS NOT NULL
-) WHERE position = ceil({{ 0.95 | lit }} * n))
+(SELECT list_sort(list({{ column }}) FILTER (WHERE {{ column }} IS NOT NULL))[CAST(ceil({{ 0.95 | lit }} * count({{ column }})) AS BIGINT)]
+ FROM {{ table }})
 {%- endmacro %}
 SELECT
     (SELECT count(*) FILTER (WHERE resolvable) / NULLIF(count(chunk_id), 0) FROM claim_citation_checks) AS citation_resolution_rate,
