@@ -332,3 +332,30 @@ def test_a_missing_field_is_missing_material_even_inside_greatest(tmp_path: Path
     assert pd.isna(rules_out.at["sb", "value"]) and rules_out.at["sb", "missing_material"]
     criteria = table(tmp_path / "out", "criteria").set_index(["supplier_id", "criteria_id"])
     assert criteria.at[("sb", "C_P"), "score"] == 0 and not criteria.at[("sb", "C_P"), "hard_pass"]
+
+
+def test_a_chunk_over_the_whole_budget_goes_last_and_blocks_nothing(tmp_path: Path) -> None:
+    # k1 (the most relevant, 0.95) holds 7000 tokens: more than the criterion's 6000 on its own
+    chunks = SMALL["chunks.csv"].replace("t1,k1,p1,sa,d1,tech,1,0,0,100,100,1000,", "t1,k1,p1,sa,d1,tech,1,0,0,100,100,7000,")
+    folder = small_input(tmp_path / "in", chunks__csv=chunks)
+    assert evaluate("--input", str(folder), "--out", str(tmp_path / "out"))[0] == 0
+    evidence = table(tmp_path / "out", "evidence").query("query_id == 'q1'").set_index("chunk_id")
+    assert evidence.at["k1", "oversize"] and not evidence.at["k1", "packed"]
+    assert evidence.at["k1", "keep_order"] == 2 and evidence.at["k2", "keep_order"] == 1
+    assert evidence.at["k2", "packed"]  # 3000 tokens fit once k1 no longer stands in front
+
+
+def test_no_hits_at_all_and_unicode_ids(tmp_path: Path) -> None:
+    hits = "query_id,chunk_id,score_raw,rank\n"
+    renamed = {name: text.replace("sa", "供应商Ä") for name, text in SMALL.items()}
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name, text in {**renamed, "hits.csv": hits}.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    code, _, err = evaluate("--input", str(folder), "--out", str(tmp_path / "out"))
+    assert code == 0, err
+    candidates = table(tmp_path / "out", "candidates")
+    assert list(candidates["sources"].map(list)) == [["sql"], ["sql"]]  # only the SQL branch found anything
+    criteria = table(tmp_path / "out", "criteria").set_index(["supplier_id", "criteria_id"])
+    assert criteria.at[("供应商Ä", "C_T"), "evidence_quality"] == 0.0
+    assert criteria.at[("供应商Ä", "C_T"), "retrieval_agreement"] == 0.5  # nothing reranked: the policy's 0.5

@@ -243,15 +243,19 @@ evidence_classed AS (
     SELECT
         *,
         CASE WHEN relevance < {{ pk.low_relevance | lit }} THEN 2 WHEN doc_rank > 1 THEN 1 ELSE 0 END AS trim_class,
+        tokens > {{ pk.criterion_tokens | lit }} AS oversize,
         relevance * chunk_confidence AS priority
     FROM evidence_ranked
 ),
 evidence_ordered AS (
     SELECT
         *,
+        -- a chunk larger than the whole criterion budget can never be packed: it goes last,
+        -- so it does not block the chunks after it
         row_number() OVER (
             PARTITION BY query_id
-            ORDER BY trim_class ASC NULLS LAST, priority DESC NULLS LAST, chunk_id ASC NULLS LAST
+            ORDER BY oversize ASC NULLS LAST, trim_class ASC NULLS LAST,
+                     priority DESC NULLS LAST, chunk_id ASC NULLS LAST
         ) AS keep_order
     FROM evidence_classed
 ),
@@ -283,7 +287,7 @@ evidence AS (
     SELECT
         e.query_id, e.chunk_id, e.tenant_id, e.project_id, e.evaluation_id, e.supplier_id,
         e.criteria_id, e.doc_id, e.doc_type, e.page, e.tokens, e.relevance, e.chunk_confidence,
-        e.doc_rank, e.trim_class, e.priority, e.keep_order, e.in_criterion_pack, r.report_order,
+        e.doc_rank, e.trim_class, e.oversize, e.priority, e.keep_order, e.in_criterion_pack, r.report_order,
         coalesce(sum(r.tokens) OVER (
             PARTITION BY e.evaluation_id, e.supplier_id
             ORDER BY r.report_order ASC NULLS LAST, e.query_id ASC NULLS LAST, e.chunk_id ASC NULLS LAST
