@@ -268,6 +268,11 @@ def check_eval_references(con: duckdb.DuckDBPyConnection, opened: dict[str, Open
         return typed_column(opened[table], name)
 
     queries = opened["queries"]
+    check_rows(con, opened["evaluations"], (
+        f"{col('evaluations', 'evaluation_id')} IN (SELECT evaluation_id FROM evaluations GROUP BY evaluation_id "
+        "HAVING count(DISTINCT (tenant_id, project_id)) > 1)"),
+        "evaluation_id {value} belongs to more than one (tenant_id, project_id)",
+        shown=col("evaluations", "evaluation_id"))
     check_rows(con, queries, (
         f"NOT EXISTS (SELECT 1 FROM evaluations AS e WHERE e.evaluation_id = {col('queries', 'evaluation_id')} "
         f"AND e.supplier_id = {col('queries', 'supplier_id')} AND e.tenant_id = {col('queries', 'tenant_id')} "

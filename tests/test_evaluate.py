@@ -246,6 +246,8 @@ def test_optional_tables_may_be_absent(tmp_path: Path) -> None:
 
 BAD = [
     ({"queries__csv": None}, r"no queries table"),
+    ({"evaluations__csv": SMALL["evaluations.csv"] + "ev1,sz,t2,p9,tr,0,1\n"},
+     r"evaluations table \(.*row 1, evaluation_id='ev1', supplier_id='sa'\): evaluation_id 'ev1' belongs to more than one \(tenant_id, project_id\)"),
     ({"hits__csv": SMALL["hits.csv"] + "ghost,k1,0.5,1\n"}, r"hits table \(.*hits.csv, row 10.*query_id 'ghost' is not in"),
     ({"hits__csv": SMALL["hits.csv"] + "q2,k1,1.5,3\n"}, r"column 'score_raw' is above 1"),
     ({"queries__csv": SMALL["queries.csv"].replace("q9,t2,p9", "q9,t1,p9")},

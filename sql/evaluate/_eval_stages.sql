@@ -629,7 +629,7 @@ evaluation_results AS (
     SELECT
         *,
         CASE WHEN NOT vetoed THEN row_number() OVER (
-            PARTITION BY evaluation_id, vetoed
+            PARTITION BY tenant_id, project_id, evaluation_id, vetoed
             ORDER BY total_score DESC NULLS LAST, supplier_id ASC NULLS LAST
         ) END AS rank,
         {{ policy_version | lit }} AS policy_version
