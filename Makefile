@@ -21,7 +21,7 @@ demo: install
 	$(BIN)/duckscore demo
 
 test: install-test
-	$(BIN)/python -m pytest -n auto
+	$(BIN)/python -m pytest -n auto --dist loadgroup
 
 clean:
 	rm -rf build *.egg-info duckscore-demo .pytest_cache

@@ -228,7 +228,21 @@ def run(progress: Progress, log: str, out_dir: Path, queries: str | None, top_n:
 
 @cli.group(cls=DuckscoreGroup)
 def sql() -> None:
-    """Print the rendered SQL of a capability, to read or to paste into DuckDB."""
+    """Print the rendered SQL of a capability, to read or to paste into DuckDB — or, with
+    --dialect, transpiled for Spark, PostgreSQL, BigQuery, Snowflake or Trino."""
+
+
+def dialect_option(command):
+    from .transpile import DIALECTS
+    return click.option("--dialect", type=click.Choice(("duckdb",) + DIALECTS), default="duckdb",
+                        show_default=True,
+                        help="Write the SQL for this engine (spark and postgres are tested by execution "
+                             "against DuckDB; a construct a dialect cannot express exactly is refused).")(command)
+
+
+def echo_sql(rendered, dialect: str) -> None:
+    from .transpile import to_dialect
+    click.echo(rendered.text if dialect == "duckdb" else to_dialect(rendered, dialect), nl=False)
 
 
 @sql.command("score")
@@ -236,7 +250,8 @@ def sql() -> None:
               help="The CTE to select: each stage of the policy can be run on its own.")
 @click.option("--top-n", default=5, show_default=True, type=click.IntRange(min=1))
 @policy_options("overall_v1")
-def sql_score(stage: str, top_n: int, policy: str, overrides: tuple[str, ...]) -> None:
+@dialect_option
+def sql_score(stage: str, top_n: int, policy: str, overrides: tuple[str, ...], dialect: str) -> None:
     """The score SQL over a table or view named parent_features.
 
     \b
@@ -251,7 +266,7 @@ def sql_score(stage: str, top_n: int, policy: str, overrides: tuple[str, ...]) -
         rendered = render_parents(loaded, final=stage)
     else:
         rendered = render_queries(loaded, top_n, standalone=True, with_query_ids=False, final=stage)
-    click.echo(rendered.text, nl=False)
+    echo_sql(rendered, dialect)
 
 
 # Stages every recipe has (candidates and grid exist only for borda and the full-grid missing policies).
@@ -267,14 +282,16 @@ FUSE_STAGES = ("source_settings", "log_rows", "cut", "entries", "lists", "stats"
 @click.option("--no-rank", is_flag=True, help="The log has no rank column (ranks derived from scores).")
 @click.option("--recipe", default="hybrid_v1", show_default=True, metavar="NAME|PATH")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a recipe key.")
-def sql_fuse(stage: str, sources: str, no_rank: bool, recipe: str, overrides: tuple[str, ...]) -> None:
+@dialect_option
+def sql_fuse(stage: str, sources: str, no_rank: bool, recipe: str, overrides: tuple[str, ...],
+             dialect: str) -> None:
     """The fusion SQL over a table or view named retrieval_log."""
     from .fuse import FUSE_RECIPE, plan, render_fused
     from .policy import load_policy
 
     names = sorted({s.strip() for s in sources.split(",") if s.strip()})
     fuse_plan = plan(load_policy(FUSE_RECIPE, recipe, list(overrides)), names, has_rank=not no_rank)
-    click.echo(render_fused(fuse_plan, final=stage).text, nl=False)
+    echo_sql(render_fused(fuse_plan, final=stage), dialect)
 
 
 ANSWER_STAGES = ("answer_rows", "citation_counts", "ranked_chunks", "relevance", "text_features",
@@ -288,7 +305,8 @@ ANSWER_STAGES = ("answer_rows", "citation_counts", "ranked_chunks", "relevance",
               help="The CTE to select (contract: the JSON contract rows).")
 @click.option("--events", "with_events", is_flag=True, help="Read a table named events too.")
 @policy_options("answer_v1")
-def sql_answers(stage: str, with_events: bool, policy: str, overrides: tuple[str, ...]) -> None:
+@dialect_option
+def sql_answers(stage: str, with_events: bool, policy: str, overrides: tuple[str, ...], dialect: str) -> None:
     """The answers SQL over tables or views named answers, citations, chunks (and events).
 
     \b
@@ -303,7 +321,7 @@ def sql_answers(stage: str, with_events: bool, policy: str, overrides: tuple[str
         rendered = render_contract(loaded, with_events, standalone=True)
     else:
         rendered = render_answers(loaded, with_events, final=stage)
-    click.echo(rendered.text, nl=False)
+    echo_sql(rendered, dialect)
 
 
 @cli.group(cls=DuckscoreGroup)

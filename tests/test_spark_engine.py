@@ -5,7 +5,6 @@ pyspark or a JVM is missing (install the `spark` extra)."""
 from __future__ import annotations
 
 import glob
-import os
 import shutil
 from pathlib import Path
 
@@ -31,18 +30,9 @@ SCIFACT_LOG = fixtures_dir() / "scifact" / "retrieval_log.parquet"
 
 @pytest.fixture(scope="module")
 def spark():
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = os.environ.get("PYSPARK_PYTHON", __import__("sys").executable)
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[2]").appName("duckscore-tests")
-               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "2").config("spark.sql.adaptive.enabled", "false")
-               .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("OFF")
-    yield session
-    session.stop()
+    from .conftest import spark_session
+    with spark_session() as session:
+        yield session
 
 
 def assert_same_outputs(duck: Path, spark_out: Path) -> None:

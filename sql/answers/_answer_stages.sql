@@ -65,7 +65,9 @@ lexicon_hits AS (
     SELECT
         answer_id,
         {% for name in ('uncertain', 'vague', 'assertive') %}
-        list_filter(lexicon_matches, lambda term: list_contains(CAST({{ lexicons[name] | lit }} AS VARCHAR[]), term)) AS {{ name }}_terms{{ ',' if not loop.last }}
+        {% set terms = 'list_filter(lexicon_matches, lambda term: list_contains(CAST(' ~ (lexicons[name] | lit) ~ ' AS VARCHAR[]), term))' %}
+        {{ terms }} AS {{ name }}_terms,
+        len({{ terms }}) AS {{ name }}_hits{{ ',' if not loop.last }}
         {% endfor %}
     FROM text_features
 ),
@@ -99,7 +101,7 @@ sub_factors AS (
         {{ band_points('a.retrieved_count', p.retrieved_count) }} AS retrieval_count_points,
         coalesce(cc.citation_count, 0) / NULLIF(a.retrieved_count, 0) AS citation_rate,
         {% for name in ('uncertain', 'vague', 'assertive') %}
-        len(l.{{ name }}_terms) AS {{ name }}_hits,
+        l.{{ name }}_hits,
         l.{{ name }}_terms,
         {% endfor %}
         {% for severity in ('high', 'medium', 'low') %}

@@ -34,6 +34,8 @@ CASE WHEN count({{ value }}){% if condition %} FILTER (WHERE {{ condition }}){% 
 {%- endmacro %}
 {% set borda_sources = [] %}
 {% for name in sources if r.sources[name].normalize == 'borda' %}{% set _ = borda_sources.append(name) %}{% endfor %}
+{% set quantile_sources = [] %}
+{% for name in sources if r.sources[name].normalize == 'quantile' %}{% set _ = quantile_sources.append(name) %}{% endfor %}
 {% macro is_borda(source) -%}
 {% if borda_sources %}{{ source }} IN ({% for name in borda_sources %}{{ name | lit }}{{ ', ' if not loop.last }}{% endfor %}){% else %}FALSE{% endif %}
 {%- endmacro %}
@@ -48,7 +50,7 @@ WITH
 source_settings AS (
     SELECT * FROM (VALUES
 {% for name in sources %}
-        ({{ name | lit }}, {{ r.sources[name].weight | float | lit }}, {{ r.sources[name].top_k | lit }}, {{ r.sources[name].distance | lit }}){{ ',' if not loop.last }}
+        ({{ name | lit }}, {{ r.sources[name].weight | float | lit }}, CAST({{ r.sources[name].top_k | lit }} AS BIGINT), {{ r.sources[name].distance | lit }}){{ ',' if not loop.last }}
 {% endfor %}
     ) AS settings (source, weight, top_k, is_distance)
 ),
@@ -104,7 +106,7 @@ entries AS (
 {% else %}
     SELECT
         query_id, source, target_id, parent_id, raw_score, best_rank,
-        best.item_id AS best_item_id, best.score AS best_item_score, best.snippet AS best_snippet, weight
+        best_item_id, best_item_score, best_snippet, weight
     FROM (
         SELECT
             query_id,
@@ -114,8 +116,9 @@ entries AS (
             {{ aligned_score('score') }} AS raw_score,
             min(rank) AS best_rank,
             -- the best hit: highest score, then lowest rank (unique within a list)
-            arg_min(struct_pack(item_id := item_id, score := score, snippet := snippet),
-                    struct_pack(neg_score := -score, rank := rank)) AS best,
+            arg_min(item_id, struct_pack(neg_score := -score, rank := rank, item_id := item_id)) AS best_item_id,
+            arg_min(score, struct_pack(neg_score := -score, rank := rank, item_id := item_id)) AS best_item_score,
+            arg_min(snippet, struct_pack(neg_score := -score, rank := rank, item_id := item_id)) AS best_snippet,
             any_value(weight) AS weight
         FROM cut
         GROUP BY query_id, source, parent_id
@@ -148,10 +151,24 @@ stats AS (
         sum(l.raw_score) OVER per_list AS s_sum,
         sqrt(sum(l.raw_score * l.raw_score) OVER per_list) AS s_l2,
         {{ 'stddev_pop' if np.zscore_ddof == 0 else 'stddev_samp' }}(l.raw_score) OVER per_list AS s_sd_z,
-        {{ 'stddev_pop' if np.dbsf_ddof == 0 else 'stddev_samp' }}(l.raw_score) OVER per_list AS s_sd_dbsf,
-        quantile_cont(l.raw_score, {{ np.quantile_p_lo | lit }}) OVER (PARTITION BY l.query_id, l.source) AS s_q_lo,
-        quantile_cont(l.raw_score, {{ np.quantile_p_hi | lit }}) OVER (PARTITION BY l.query_id, l.source) AS s_q_hi
+        {{ 'stddev_pop' if np.dbsf_ddof == 0 else 'stddev_samp' }}(l.raw_score) OVER per_list AS s_sd_dbsf{{ ',' if quantile_sources }}
+{% if quantile_sources %}
+        q.s_q_lo,
+        q.s_q_hi
+{% endif %}
     FROM lists AS l
+{% if quantile_sources %}
+    -- grouped, not windowed: PostgreSQL has no windowed percentile_cont
+    JOIN (
+        SELECT
+            query_id,
+            source,
+            quantile_cont(raw_score, {{ np.quantile_p_lo | lit }}) AS s_q_lo,
+            quantile_cont(raw_score, {{ np.quantile_p_hi | lit }}) AS s_q_hi
+        FROM lists
+        GROUP BY query_id, source
+    ) AS q ON q.query_id = l.query_id AND q.source = l.source
+{% endif %}
     WINDOW per_list AS (PARTITION BY l.query_id, l.source ORDER BY l.list_rank ASC NULLS LAST, l.target_id ASC NULLS LAST ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
 ),
 list_stats AS (
