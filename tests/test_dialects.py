@@ -34,8 +34,8 @@ from .helpers import FIXTURES
 from .warehouses import duck_rows, first_difference, postgres_bin, postgres_server, spark_rows
 
 IN_CI = os.environ.get("CI") == "true"
-# one worker runs them all: one JVM, one PostgreSQL server, one copy of the inputs
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dialects")]
+# one worker runs them all (and test_spark_engine.py): one JVM, one PostgreSQL server, one copy of the inputs
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("jvm")]
 ENGINES = [pytest.param("postgres", marks=pytest.mark.postgres), pytest.param("spark", marks=pytest.mark.spark)]
 
 SCIFACT_LOG = fixtures_dir() / "scifact" / "retrieval_log.parquet"
@@ -120,18 +120,23 @@ def _views(con: duckdb.DuckDBPyConnection, names: dict[str, str]) -> list[str]:
     return list(names)
 
 
+_copied: dict[tuple[str, str], str] = {}  # (engine, view) -> the table copied there under that name
+
+
 def _check(engine: str, con: duckdb.DuckDBPyConnection, inputs: dict[str, str], rendered: RenderedSQL,
            key: tuple[str, ...], server) -> None:
     views = _views(con, inputs)
     expected = duck_rows(con, rendered.text)
     assert expected, "a parity case with no rows proves nothing"
     transpiled = to_dialect(rendered, engine)
+    stale = [view for view in views if _copied.get((engine, view)) != inputs[view]]
     if engine == "postgres":
-        for view in views:
+        for view in stale:
             server.load(con, view)
         actual = server.rows(transpiled)
     else:
-        actual = spark_rows(server, con, views, transpiled)
+        actual = spark_rows(server, con, stale, transpiled)
+    _copied.update({(engine, view): inputs[view] for view in stale})
     problem = first_difference(expected, actual, key)
     assert problem is None, f"{rendered.template} on {engine}: {problem}"
 

@@ -20,7 +20,7 @@ from duckscore.resources import fixtures_dir
 pyspark = pytest.importorskip("pyspark")
 if shutil.which("java") is None:
     pytest.skip("no JVM", allow_module_level=True)
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("jvm")]  # one JVM for both Spark modules
 
 from duckscore.spark_engine import run_on_spark  # noqa: E402
 

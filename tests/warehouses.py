@@ -92,7 +92,7 @@ def spark_rows(spark: Any, con: duckdb.DuckDBPyConnection, tables: list[str], sq
     """Register the DuckDB tables as Spark temp views (through Arrow, same types), run `sql`."""
     for table in tables:
         spark.createDataFrame(con.sql(f"FROM {table}").to_arrow_table()).createOrReplaceTempView(table)
-    return [row.asDict(recursive=True) for row in spark.sql(sql).collect()]
+    return spark.sql(sql).toArrow().to_pylist()
 
 
 def duck_rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
@@ -138,6 +138,8 @@ def first_difference(expected: list[dict[str, Any]], actual: list[dict[str, Any]
         got = by_key.get(k)
         if got is None:
             return f"row {k} missing"
+        if got == want:
+            continue
         if set(got) != set(want):
             return f"columns {sorted(got)} != {sorted(want)}"
         for column, value in want.items():
