@@ -2,9 +2,9 @@
 quantile_norm(x, lo, hi, eps=1e-9, zero_spread_value=0.0) — seed 000 §4.2:
   norm(x) = clamp((x - lo) / (hi - lo + eps), 0, 1)
 
-`lo` and `hi` are SQL expressions for the bounds: per-query quantiles as window functions
-(`quantile_cont(x, 0.1) OVER (PARTITION BY query_id)`, DuckDB evaluates each distinct window once),
-or reference quantiles stored in a policy (rendered literals). When the spread is zero
+`lo` and `hi` are SQL expressions for the bounds: per-query quantiles computed grouped and joined
+back (columns; a windowed quantile_cont does not transpile to PostgreSQL), or reference quantiles
+stored in a policy (rendered literals). When the spread is zero
 (hi = lo: one candidate, or all equal) a value equal to the bound gets `zero_spread_value`; the
 formula itself would give 0 there, values below give 0 and values above give 1.
 
@@ -14,8 +14,7 @@ Args:
   eps                (optional, number > 0, default 1e-9) — keeps the denominator positive
   zero_spread_value  (optional, number in [0, 1], default 0.0)
 Usage:
-  {{ quantile_norm('rrf_sum', 'quantile_cont(rrf_sum, 0.1) OVER (PARTITION BY query_id)',
-                   'quantile_cont(rrf_sum, 0.9) OVER (PARTITION BY query_id)') }}
+  {{ quantile_norm('rrf_sum', 'rrf_sum_p_lo', 'rrf_sum_p_hi') }}
   {{ quantile_norm('rrf_sum', 0.01 | lit, 0.05 | lit) }}
 -#}
 {% macro quantile_norm(x, lo, hi, eps=1e-9, zero_spread_value=0.0) -%}

@@ -10,7 +10,7 @@ import click
 
 from . import __version__
 from .engine import EngineSettings
-from .options import engine_options
+from .options import dialect_option, engine_options
 from .errors import DuckscoreError
 from .policy import available_policies, canonical_json
 from .progress import Progress
@@ -232,15 +232,7 @@ def sql() -> None:
     --dialect, transpiled for Spark, PostgreSQL, BigQuery, Snowflake or Trino."""
 
 
-def dialect_option(command):
-    from .transpile import DIALECTS
-    return click.option("--dialect", type=click.Choice(("duckdb",) + DIALECTS), default="duckdb",
-                        show_default=True,
-                        help="Write the SQL for this engine (spark and postgres are tested by execution "
-                             "against DuckDB; a construct a dialect cannot express exactly is refused).")(command)
-
-
-def echo_sql(rendered, dialect: str) -> None:
+def echo_sql(rendered: Any, dialect: str) -> None:
     from .transpile import to_dialect
     click.echo(rendered.text if dialect == "duckdb" else to_dialect(rendered, dialect), nl=False)
 

@@ -11,6 +11,18 @@ import click
 
 from .engine import EngineSettings
 
+# the engines `duckscore sql --dialect` writes for (orchestrator/transpile.py); here, not there,
+# so that building the command line does not import sqlglot
+DIALECTS = ("spark", "postgres", "bigquery", "snowflake", "trino")
+
+
+def dialect_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--dialect: the rendered SQL as is (duckdb) or transpiled."""
+    return click.option("--dialect", type=click.Choice(("duckdb",) + DIALECTS), default="duckdb",
+                        show_default=True,
+                        help="Write the SQL for this engine (spark and postgres are tested by execution "
+                             "against DuckDB; a construct a dialect cannot express exactly is refused).")(command)
+
 
 def engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """--threads / --memory-limit / --temp-dir, collected into `settings`."""

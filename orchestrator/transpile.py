@@ -26,6 +26,7 @@ and Trino are sqlglot's output plus the refusals below, not executed.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Iterator
 
 import sqlglot
@@ -33,11 +34,10 @@ from sqlglot import exp
 from sqlglot.errors import ErrorLevel, SqlglotError
 
 from .errors import TemplateError
+from .options import DIALECTS
 from .render import RenderedSQL
 
-DIALECTS = ("spark", "postgres", "bigquery", "snowflake", "trino")
-EXECUTED_DIALECTS = ("spark", "postgres")
-LIST_FUNCTIONS = (exp.ArrayFilter, exp.Transform, exp.ArraySort, exp.Flatten)
+LIST_FUNCTIONS = (exp.ArrayFilter, exp.Transform, exp.ArraySort)
 
 
 class _Refusal(Exception):
@@ -91,6 +91,8 @@ def _refuse_everywhere(tree: exp.Expression) -> None:
                            "write CAST(… AS DOUBLE)")
         if isinstance(node, exp.Window) and isinstance(node.this, exp.PercentileCont):
             raise _Refusal("a windowed quantile_cont; compute it grouped and join it back")
+        if isinstance(node, exp.Flatten):
+            raise _Refusal("flatten of a list of structs (the delayed aligner) is not translated")
 
 
 def _refuse_elsewhere(dialect: str) -> Callable[[exp.Expression], exp.Expression]:
@@ -130,8 +132,6 @@ class _SparkRewrite:
                           "spark", xs=node.expressions[0])
         if isinstance(node, exp.Length) and isinstance(node.this, LIST_FUNCTIONS + (exp.Array,)):
             return exp.Anonymous(this="SIZE", expressions=[node.this])
-        if isinstance(node, exp.Flatten):
-            raise _Refusal("flatten of a list of structs (the delayed aligner) is not translated for spark")
         if isinstance(node, (exp.RegexpLike, exp.RegexpExtractAll)) or _anonymous(node, "regexp_split_to_array"):
             text, pattern = _literal_pattern(node, "spark")
             if isinstance(node, exp.RegexpLike):
@@ -224,8 +224,6 @@ class _PostgresRewrite:
             return _shape(f"(SELECT SUM(_v{n}) FROM UNNEST(__xs) AS _l{n}(_v{n}))", "postgres", xs=node.expressions[0])
         if isinstance(node, exp.ArraySort):
             return _sorted_array(node, n)
-        if isinstance(node, exp.Flatten):
-            raise _Refusal("flatten of a list of structs (the delayed aligner) is not translated for postgres")
         if isinstance(node, exp.Length) and isinstance(node.this, LIST_FUNCTIONS + (exp.Array,)):
             return exp.Anonymous(this="CARDINALITY", expressions=[node.this])
         if isinstance(node, exp.Struct) and not isinstance(node.parent, exp.ArgMin):
@@ -266,10 +264,13 @@ def _literal_pattern(node: exp.Expression, dialect: str) -> tuple[exp.Expression
 def _regex_for_postgres(node: exp.Expression, n: int) -> exp.Expression:
     text, pattern = _literal_pattern(node, "postgres")
     if isinstance(node, exp.RegexpExtractAll):
-        # regexp_matches returns the capture groups: one group around the whole pattern
+        # regexp_matches returns the capture groups: one group around the whole pattern, after a
+        # leading (?flags), which ARE accepts only at the very start
+        flags = re.match(r"\(\?[a-z]+\)", pattern)
+        lead = flags.group(0) if flags else ""
         return _shape(f"ARRAY(SELECT _m{n}[1] FROM REGEXP_MATCHES(__text, __pattern, 'g') "
                       f"WITH ORDINALITY AS _l{n}(_m{n}, _o{n}) ORDER BY _o{n})", "postgres",
-                      text=text, pattern=exp.Literal.string("(" + pattern + ")"))
+                      text=text, pattern=exp.Literal.string(f"{lead}({pattern[len(lead):]})"))
     if isinstance(node, exp.RegexpLike):
         return exp.RegexpLike(this=text, expression=exp.Literal.string(pattern))
     return exp.Anonymous(this="REGEXP_SPLIT_TO_ARRAY", expressions=[text, exp.Literal.string(pattern)])
@@ -308,11 +309,10 @@ def portable_pattern(re2: str, dialect: str) -> str:
             continue
         if ch == "[" and not in_class:
             in_class = True
-            out.append(ch + (re2[i + 1] if re2[i + 1:i + 2] in ("^",) else ""))
-            i += 2 if re2[i + 1:i + 2] == "^" else 1
-            if re2[i:i + 1] == "]":  # a leading ] is a literal
-                out.append("]")
-                i += 1
+            opening = "[^]" if re2.startswith("[^]", i) else "[^" if re2.startswith("[^", i) \
+                else "[]" if re2.startswith("[]", i) else "["  # a leading ] is a literal
+            out.append(opening)
+            i += len(opening)
             continue
         if ch == "]" and in_class:
             in_class = False

@@ -25,7 +25,7 @@ from duckscore.fuse import FUSE_RECIPE, plan, render_fused
 from duckscore.inputs import open_input
 from duckscore.pipeline import run
 from duckscore.policy import load_policy
-from duckscore.render import RenderedSQL
+from duckscore.render import RenderedSQL, lit
 from duckscore.resources import fixtures_dir
 from duckscore.score import SCORE_POLICY, render_parents, render_queries
 from duckscore.transpile import DIALECTS, to_dialect
@@ -192,6 +192,26 @@ def test_answers_on(engine: str, with_events: bool, policy: str, tables, request
     hits = tables.execute(f"SELECT sum(uncertain_hits + vague_hits + assertive_hits), "
                           f"count(*) FILTER (WHERE has_conclusion) FROM ({rendered.text})").fetchall()[0]
     assert hits[0] >= 3, "the lexicons must match something, or the regex translation goes untested"
+
+
+# RE2 constructs portable_pattern translates, against DuckDB's own matches: ASCII word boundaries
+# (a CJK letter beside a word is a boundary in RE2 only), \x{..} escapes, a dot before a newline
+# with and without (?s), a leading ] in a class and in a negated class
+PATTERNS = [r"\bmay\b", r"a\x{20}lot", r"x.y", r"(?s)x.y", r"[]a]+", r"[^]a ]+", r"\d+\.\d",
+            r"(?:\bi\x{20}think\b|\bmaybe\b)"]
+PATTERN_TEXTS = ["may因为", "maybe", "a lot", "x\ny", "xzy", "]a]", "b", "3.5 and 10.25", "I think maybe",
+                 "mayhem may"]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_regular_expressions_match_as_in_duckdb(engine: str, tables, request) -> None:
+    server = request.getfixturevalue(engine)
+    tables.execute("CREATE OR REPLACE TABLE pattern_texts AS SELECT * FROM (VALUES "
+                   + ", ".join(f"({i}, ?)" for i in range(len(PATTERN_TEXTS))) + ") AS t (id, s)", PATTERN_TEXTS)
+    columns = ", ".join(f"regexp_matches(s, {lit(p)}) AS m{i}, regexp_extract_all(s, {lit(p)}) AS found{i}"
+                        for i, p in enumerate(PATTERNS))
+    rendered = RenderedSQL("probe.sql", f"SELECT id, lower(s) AS s, {columns} FROM texts")
+    _check(engine, tables, {"texts": "pattern_texts"}, rendered, ("id",), server)
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)

@@ -115,10 +115,12 @@ entries AS (
             parent_id,
             {{ aligned_score('score') }} AS raw_score,
             min(rank) AS best_rank,
-            -- the best hit: highest score, then lowest rank (unique within a list)
-            arg_min(item_id, struct_pack(neg_score := -score, rank := rank, item_id := item_id)) AS best_item_id,
-            arg_min(score, struct_pack(neg_score := -score, rank := rank, item_id := item_id)) AS best_item_score,
-            arg_min(snippet, struct_pack(neg_score := -score, rank := rank, item_id := item_id)) AS best_snippet,
+            -- the best hit: highest score, then lowest rank, then item_id (one field per arg_min:
+            -- a struct value would need field access, which PostgreSQL's jsonb loses the types of)
+{% set best_hit = 'struct_pack(neg_score := -score, rank := rank, item_id := item_id)' %}
+            arg_min(item_id, {{ best_hit }}) AS best_item_id,
+            arg_min(score, {{ best_hit }}) AS best_item_score,
+            arg_min(snippet, {{ best_hit }}) AS best_snippet,
             any_value(weight) AS weight
         FROM cut
         GROUP BY query_id, source, parent_id
