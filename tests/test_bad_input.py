@@ -16,6 +16,7 @@ import os
 import random
 import re
 import subprocess
+import sysconfig
 from pathlib import Path
 from typing import Any, Callable
 
@@ -32,7 +33,9 @@ from duckscore.errors import DuckscoreError
 from duckscore.resources import policies_dir
 from duckscore.score import score as run_score
 
-CONSOLE_SCRIPT = Path("/work/main/.venv/bin/duckscore")
+# The script pip installed beside the interpreter running the tests (the venv's bin/), never a
+# path into one checkout: a fresh clone has its own.
+CONSOLE_SCRIPT = Path(sysconfig.get_path("scripts")) / "duckscore"
 
 COLUMNS = ("query_id", "parent_id", "rrf_sum", "max_score", "coverage", "total_chunks",
            "coverage_ratio")
