@@ -11,10 +11,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
 
+# build/ is removed first: setuptools reuses it, and a module deleted from the tree would
+# otherwise still ship from an earlier build.
 install: $(BIN)/python
+	rm -rf build
 	$(BIN)/python -m pip install --quiet --no-build-isolation .
 
 install-test: $(BIN)/python
+	rm -rf build
 	$(BIN)/python -m pip install --quiet --no-build-isolation ".[test]"
 
 demo: install

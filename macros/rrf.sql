@@ -1,6 +1,6 @@
 {#-
 rrf(rank, k=60, weight=1.0) — one source's reciprocal-rank-fusion contribution,
-weight / (k + rank), with `rank` 1-based (Cormack et al. 2009; DESIGN.md). Sum it over sources;
+weight / (k + rank), with `rank` 1-based (Cormack et al. 2009; docs/design.md). Sum it over sources;
 a source that did not return the item contributes nothing (0).
 
 Args:

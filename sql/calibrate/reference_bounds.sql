@@ -1,5 +1,5 @@
 {#-
-Reference quantiles for `normalization.mode: reference` (issue 4, DESIGN.md): for each fit, the
+Reference quantiles for `normalization.mode: reference` (issue 4, docs/design.md): for each fit, the
 P_lo / P_hi of each feature's per-query best value over the fit's training queries. A query's
 best value is the maximum over its candidate parents, so the bounds span the range in which a
 query's best parent moves: the absolute level a per-query normalisation erases.

@@ -7,7 +7,7 @@ Beyond the seed (overall_v2, issue 4), all off in overall_v1: §5.1's multi-evid
 `parent_rrf` (document-level RRF) instead of `rrf_sum`, and two more sub-scores may join the
 geometric mean with a non-zero weight: S_agreement = source_agreement and
 S_separation = separation_base + (1 − separation_base) · score_lead (see
-sql/features/parent_features_from_log.sql). Optional `carry`: input columns passed through every
+sql/fuse/parent_features.sql). Optional `carry`: input columns passed through every
 stage up to `flagged` (calibrate's candidate parameters; policy values may be column(...)).
 -#}
 {% set p = policy %}

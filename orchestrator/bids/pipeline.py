@@ -1,0 +1,148 @@
+"""`score_bids()`: seed 002's bid evaluation — tenant-safe retrieval, rules, scores, HITL.
+
+It opens the tables of an --input folder, checks them and their references, compiles the user's
+SQL-branch conditions and the rules file through the whitelist, renders the stages
+(sql/bids/_bid_stages.sql) with those fragments, checks the SQL with sqlglot, runs it with the
+literals bound as parameters, and writes every stage table, the contract and the gates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.connection import EngineSettings
+from ..core.errors import InputError, WhitelistError
+from ..core.policy import Policy, load_policy
+from ..core.progress import SILENT, Progress
+from ..core.render import ident, render
+from ..core.session import Session
+from ..core.tables import OpenedInput
+from .gates import gates_report
+from .policy import (BID_POLICY, DATE_PATTERN, FULL_WIDTH, HALF_WIDTH, NUMBER_PATTERN,
+                     NUMERIC_FIELDS, TOKEN_PATTERN, keyword_pattern)
+from .rules import Rule, check_rules_match_criteria, load_rules, rule_record
+from .tables import check_synonyms, open_bid_inputs
+from .whitelist import Compiled, parse_condition
+
+# output file -> (stage, sort keys)
+STAGE_OUTPUTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "queries.parquet": ("typed_queries", ("query_id",)),
+    "filter_log.parquet": ("filter_log", ("query_id", "chunk_id", "dropped_by")),
+    "candidates.parquet": ("candidates", ("query_id", "chunk_id")),
+    "degradation_events.parquet": ("degradation_events", ("query_id", "chunk_id")),
+    "evidence.parquet": ("evidence", ("query_id", "keep_order")),
+    "rules.parquet": ("rule_results", ("tenant_id", "project_id", "supplier_id", "rule_id")),
+    "criteria.parquet": ("criteria_results", ("evaluation_id", "supplier_id", "criteria_id")),
+    "consistency.parquet": ("run_totals", ("evaluation_id", "supplier_id", "run_id")),
+    "claims.parquet": ("claim_results", ("claim_id",)),
+    "evaluations.parquet": ("evaluation_results", ("evaluation_id", "supplier_id")),
+}
+# what contract.sql and gates.sql read, besides the inputs
+MATERIALISED = ("candidates", "criteria_results", "claim_citation_checks", "claim_results", "evaluation_results")
+
+
+@dataclass(frozen=True)
+class SqlBranch:
+    text_parameter: str
+    text: str
+    condition: Compiled
+
+
+@dataclass(frozen=True)
+class BidsResult:
+    out_dir: Path
+    policy: Policy
+    evaluations: int
+    gates: dict[str, Any]
+    manifest: dict[str, Any]
+
+    @property
+    def gates_failed(self) -> list[str]:
+        return [g["name"] for g in self.gates["gates"] if g["status"] == "fail"]
+
+
+def score_bids(input_dir: str | Path, out_dir: str | Path, policy: str = "bid_v1",
+               rules: str | Path | None = None, overrides: list[str] | None = None,
+               settings: EngineSettings | None = None, progress: Progress = SILENT) -> BidsResult:
+    """Evaluate the bids of `input_dir` into `out_dir` (nothing is written unless all succeeds)."""
+    loaded = load_policy(BID_POLICY, policy, overrides)
+    input_dir = Path(input_dir)
+    if not input_dir.is_dir():
+        raise InputError(f"--input: no such folder: {input_dir}")
+    rules_path = Path(rules) if rules is not None else input_dir / "rules.yaml"
+    rule_list = load_rules(rules_path) if rules is not None or rules_path.is_file() else []
+    with Session(settings, progress) as session:
+        progress.step(f"checking inputs in {input_dir} (policy {loaded.version})")
+        opened = open_bid_inputs(session, input_dir)
+        check_rules_match_criteria(session, rule_list, rules_path)
+        branches = sql_branches(session, opened["queries"])
+        check_synonyms(session, opened)
+        context = _context(loaded, rule_list, branches)
+        params = {name: value for branch in branches for name, value in _branch_params(branch).items()}
+        params.update({name: value for rule in rule_list if rule.expression
+                       for name, value in rule.expression.params.items()})
+        progress.step(f"scoring {opened['evaluations'].rows:,} supplier evaluations")
+        stage_sql = {stage: render("bids/bids.sql", final=stage, order_by=keys, **context)
+                     for stage, keys in [*STAGE_OUTPUTS.values(), *((m, ()) for m in MATERIALISED)]}
+        # every stage renders the same CTEs and differs only in the final SELECT: one check covers them
+        session.check(stage_sql["evaluation_results"])
+        for stage in MATERIALISED:
+            session.create(stage, stage_sql[stage], params=params, check=False)
+        contract_sql = render("bids/contract.sql", **context)
+        gates_sql = render("bids/gates.sql", **context)
+        session.check(contract_sql)
+        session.check(gates_sql)
+        progress.step("writing outputs")
+        with session.publish(out_dir) as out:
+            for name, (stage, keys) in STAGE_OUTPUTS.items():
+                sql = stage_sql[stage]
+                session.create("__out", sql, params=params, check=False)
+                out.copy(name, f"SELECT * FROM __out ORDER BY {_order(keys)}", sql)
+            out.copy("contract.jsonl", contract_sql.text, contract_sql)
+            gates = gates_report(session, gates_sql, loaded)
+            out.json("gates.json", gates)
+            # every stage renders bids.sql; the one kept selects the last stage, evaluation_results
+            manifest = out.manifest("bids", loaded.as_record(), session.settings.record(),
+                                    rules={"path": str(rules_path) if rule_list else None,
+                                           "rules": [rule_record(r) for r in rule_list]})
+    return BidsResult(Path(out_dir), loaded, out.counts["evaluations.parquet"], gates, manifest)
+
+
+def _order(keys: tuple[str, ...]) -> str:
+    return ", ".join(f"{ident(k)} ASC NULLS LAST" for k in keys)
+
+
+def _context(policy: Policy, rules: list[Rule], branches: list[SqlBranch]) -> dict[str, Any]:
+    p = policy.parameters
+    return dict(
+        policy=p, policy_version=policy.version, rules=rules, sql_branches=branches,
+        aggregate_columns=[(fn, f) for f in NUMERIC_FIELDS for fn in ("min", "max", "avg")],
+        full_width=FULL_WIDTH, half_width=HALF_WIDTH,
+        date_pattern=DATE_PATTERN, number_pattern=NUMBER_PATTERN, token_pattern=TOKEN_PATTERN,
+        type_patterns=[{"type": entry["type"], "pattern": keyword_pattern(entry["keywords"])}
+                       for entry in p["query_types"]],
+    )
+
+
+def _branch_params(branch: SqlBranch) -> dict[str, Any]:
+    return {branch.text_parameter: branch.text, **branch.condition.params}
+
+
+def sql_branches(session: Session, queries: OpenedInput) -> list[SqlBranch]:
+    """Each distinct sql_condition of the queries, compiled; a bad one names its first query."""
+    conditions = [row[0] for row in session.con.execute(
+        "SELECT DISTINCT sql_condition FROM queries WHERE sql_condition IS NOT NULL ORDER BY 1").fetchall()]
+    branches = []
+    for number, text in enumerate(conditions, start=1):
+        try:
+            compiled = parse_condition(text, prefix=f"c{number}_")
+        except WhitelistError as exc:
+            first = session.first_row("SELECT min(query_id) FROM queries WHERE sql_condition = ?", [text])
+            assert first is not None
+            raise WhitelistError(f"{queries.label} ({queries.given}, query_id={first[0]!r}), "
+                                 f"column 'sql_condition': {exc}") from None
+        branches.append(SqlBranch(f"c{number}_text", text, compiled))
+    return branches
+

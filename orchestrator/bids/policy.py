@@ -1,0 +1,71 @@
+"""What a bid policy (sql/bids/policies/*.yaml, seed 002) may say, and the query-typing patterns
+built from it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..common.patterns import term_regex
+from ..core.errors import PolicyError
+from ..core.policy import Choice, Flag, ListOf, Number, PolicyKind, Text, Words
+from .tables import QUERY_TYPES
+from .whitelist import FIELD_TYPES
+
+MODES = ("local", "global", "hybrid", "mix")
+UNIT = Number(0.0, 1.0)
+NUMERIC_FIELDS = tuple(f for f, kind in FIELD_TYPES.items() if kind == "number")
+# §3.1: full-width ASCII (U+FF01…U+FF5E) and the ideographic space fold to their ASCII forms
+FULL_WIDTH = "".join(chr(code) for code in range(0xFF01, 0xFF5F)) + "\u3000"
+HALF_WIDTH = "".join(chr(code - 0xFEE0) for code in range(0xFF01, 0xFF5F)) + " "
+DATE_PATTERN = (r"[0-9]{4}年[0-9]{1,2}月[0-9]{1,2}日|[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}"
+                r"|[0-9]{4}/[0-9]{1,2}/[0-9]{1,2}|[0-9]{4}\.[0-9]{1,2}\.[0-9]{1,2}")
+NUMBER_PATTERN = r"[0-9]+(?:,[0-9]{3})*(?:\.[0-9]+)?[万亿]?"
+TOKEN_PATTERN = f"(?:{DATE_PATTERN})|(?:{NUMBER_PATTERN})|[\\s\\S]"
+
+
+def _types_known(p: dict[str, Any]) -> None:
+    types = [entry["type"] for entry in p["query_types"]]
+    if len(set(types)) != len(types):
+        raise PolicyError("parameters.query_types: a type is listed twice")
+    unknown = sorted(set(types) - set(QUERY_TYPES))
+    if unknown:
+        raise PolicyError(f"parameters.query_types: unknown type {unknown[0]!r} (types: {', '.join(QUERY_TYPES)})")
+    pk = p["packing"]
+    if pk["min_items"] > pk["max_items"]:
+        raise PolicyError("parameters.packing.min_items must not exceed max_items")
+    if sum(p["confidence"]["weights"].values()) <= 0:
+        raise PolicyError("parameters.confidence.weights must not all be 0")
+
+
+BID_POLICY = PolicyKind(
+    capability="bids",
+    version_key="bid_policy_version",
+    spec={
+        "query_types": ListOf({"type": Text(), "keywords": Words()}),
+        "modes": {t: Choice(MODES) for t in QUERY_TYPES},
+        "fallback_mode": Choice(MODES),
+        "high_risk_mode": Choice(MODES),
+        "retrieval": {"top_k": Number(1, integer=True), "chunk_top_k": Number(1, integer=True),
+                      "include_references": Flag(), "enable_rerank": Flag(),
+                      "max_entity_tokens": Number(0, integer=True),
+                      "max_relation_tokens": Number(0, integer=True), "sql_branch_score": UNIT},
+        "rerank": {"alert_ratio": UNIT},
+        "packing": {"min_items": Number(1, integer=True), "max_items": Number(1, integer=True),
+                    "criterion_tokens": Number(0, integer=True), "report_tokens": Number(0, integer=True),
+                    "low_relevance": UNIT},
+        "confidence": {"weights": {k: UNIT for k in ("evidence_quality", "retrieval_agreement", "model_stability")},
+                       "agreement_when_unavailable": UNIT, "single_run_stability": UNIT},
+        "hitl": {"min_confidence": UNIT, "min_citation_coverage": UNIT,
+                 "max_score_deviation_pct": Number(0.0)},
+        "gates": {"citation_resolution_rate": UNIT, "unsupported_claim_rate": UNIT,
+                  "retrieval_p95_ms": Number(0.0), "scoring_p95_ms": Number(0.0),
+                  "rerank_degradation_ratio": UNIT},
+    },
+    cross_checks=(_types_known,),
+)
+
+def keyword_pattern(keywords: list[str]) -> str:
+    """Any of the keywords, normalised like a query (folded, lower case, single spaces)."""
+    terms = sorted({" ".join(k.translate(str.maketrans(FULL_WIDTH, HALF_WIDTH)).lower().split())
+                    for k in keywords}, key=lambda t: (-len(t), t))
+    return "(?:" + "|".join(term_regex(t) for t in terms if t) + ")"

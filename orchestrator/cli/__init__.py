@@ -1,0 +1,10 @@
+"""The `duckscore` command line, thin: option factories (options.py) and one module of commands
+per capability; each command calls one capability function, imported when the command runs, so
+`duckscore --help` loads no DuckDB, pandas, Jinja or sqlglot."""
+
+from .app import DuckscoreGroup, cli, main
+
+# each module adds its commands to `cli` when imported
+from . import answers, bids, calibrate, demo, fuse, instincts, metrics, policy, run, score, sql  # noqa: E402, F401, I001
+
+__all__ = ["DuckscoreGroup", "cli", "main"]

@@ -1,0 +1,66 @@
+"""The `duckscore` group: one-line errors, exit statuses, progress, --version."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from ..core.errors import DuckscoreError
+from ..core.progress import Progress
+
+
+class DuckscoreGroup(click.Group):
+    """Every failure is one line, `duckscore: error: …`, on stderr, with exit status 2:
+    DuckscoreError from the runner and click's own usage errors alike."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except DuckscoreError as exc:
+            _fail(str(exc))
+        except Exception as exc:  # duckdb is imported lazily (a fast --help), so match its module
+            if not type(exc).__module__.lstrip("_").startswith("duckdb"):
+                raise
+            _fail(f"DuckDB failed: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}")
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        try:
+            code = super().main(*args, **kwargs)
+        except click.exceptions.Abort:
+            _fail("aborted", status=130)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            click.echo(exc.format_message(), err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            command = exc.ctx.command_path if isinstance(exc, click.UsageError) and exc.ctx else "duckscore"
+            _fail(f"{exc.format_message()} (see `{command} --help`)", status=exc.exit_code)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def _fail(message: str, status: int = 2) -> None:
+    click.echo(f"duckscore: error: {' '.join(message.split())}", err=True)
+    sys.exit(status)
+
+
+@click.group(cls=DuckscoreGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="duckscore", prog_name="duckscore")  # looked up on use
+@click.option("--progress/--no-progress", default=None,
+              help="Progress lines on stderr (default: only when stderr is a terminal).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress lines (same as --no-progress).")
+@click.pass_context
+def cli(ctx: click.Context, progress: bool | None, quiet: bool) -> None:
+    """SQL-first confidence scoring for RAG retrieval logs, on DuckDB.
+
+    Every decision comes from a versioned policy rendered to SQL; every output folder carries a
+    manifest.json with the policy, its parameters, the SQL hash and the input fingerprints.
+    """
+    if progress is None:
+        progress = sys.stderr.isatty()
+    ctx.obj = Progress(enabled=progress and not quiet)
+
+
+def main() -> None:
+    cli(prog_name="duckscore")

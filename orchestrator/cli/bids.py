@@ -1,0 +1,81 @@
+"""`duckscore bids` and `duckscore filter check`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from .app import DuckscoreGroup, cli
+from .options import engine_options, out_dir_option, policy_options
+
+if TYPE_CHECKING:
+    from ..core.connection import EngineSettings
+    from ..core.progress import Progress
+
+
+@cli.command()
+@click.option("--input", "input_dir", required=True, type=click.Path(path_type=Path),
+              help="Folder of tables: evaluations, criteria, queries, chunks, hits, bid_fields "
+                   "(required); rerank, soft_scores, claims, claim_citations, synonyms (optional). "
+                   "Each <name>.csv|.parquet|.json|.jsonl or a folder <name>/.")
+@out_dir_option()
+@click.option("--rules", type=click.Path(dir_okay=False, path_type=Path),
+              help="Rules file (redline, required, formula). Default: rules.yaml in --input, if any.")
+@click.option("--strict-gates", is_flag=True,
+              help="Exit with status 1 (after writing everything) when an acceptance gate fails.")
+@policy_options("bid_v1")
+@engine_options
+@click.pass_obj
+def bids(progress: Progress, input_dir: Path, out_dir: Path, rules: Path | None, strict_gates: bool,
+         policy: str, overrides: tuple[str, ...], settings: EngineSettings) -> None:
+    """Score supplier bids (seed 002): tenant-safe retrieval with the SQL whitelist branch, rerank
+    with degradation, evidence packing, the rule engine, weighted totals, confidence, HITL
+    triggers, citation checks and the acceptance gates.
+
+    \b
+    Writes to --out:
+      contract.jsonl      one object per (evaluation, supplier): total, confidence, risk level,
+                          criteria results, citations, human review and why, recommendation
+      evaluations.parquet the same with every flag; criteria.parquet per criterion
+      queries.parquet     normalised query, constraints, query type, retrieval mode
+      candidates.parquet  merged, filtered, reranked candidates (filter_log.parquet: the dropped)
+      evidence.parquet    packing order and budgets; rules.parquet; claims.parquet
+      degradation_events.parquet, consistency.parquet, gates.json, manifest.json, sql/
+    """
+    from ..bids.pipeline import score_bids
+
+    result = score_bids(input_dir, out_dir, policy, rules, list(overrides), settings, progress)
+    failed = result.gates_failed
+    progress.step(f"done: {result.evaluations:,} supplier evaluations -> {out_dir}"
+                  + (f"; gates failed: {', '.join(failed)}" if failed else ""))
+    if strict_gates and failed:
+        click.echo(f"duckscore: gates failed: {', '.join(failed)} (see {out_dir}/gates.json)", err=True)
+        sys.exit(1)
+
+
+@cli.group("filter", cls=DuckscoreGroup)
+def filter_group() -> None:
+    """User-supplied conditions over the whitelisted bid fields (seed 002 §5.3)."""
+
+
+@filter_group.command("check")
+@click.argument("expression")
+@click.option("--formula", is_flag=True,
+              help="Check a rule formula (arithmetic, least/greatest/abs/round, min/max/avg) "
+                   "instead of a condition.")
+def filter_check(expression: str, formula: bool) -> None:
+    """Validate EXPRESSION without running it: exit 0 with its normalised form, the SQL with
+    `$name` placeholders and the bound values; exit 2 with the reason.
+
+    \b
+    Fields: supplier_code, qualification_level, registered_capital, bid_price,
+            delivery_period, warranty_period.
+    Conditions: = <> != < <= > >=, IN (...), NOT IN, BETWEEN, IS [NOT] NULL, AND, OR, NOT,
+                + - * / between numbers, parentheses, 'text' and number literals.
+    """
+    from ..bids.whitelist import parse_condition, parse_formula
+
+    click.echo((parse_formula if formula else parse_condition)(expression).describe())

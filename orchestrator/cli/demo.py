@@ -1,0 +1,45 @@
+"""`duckscore demo` and `duckscore demo bids`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from .app import DuckscoreGroup, cli
+from .options import engine_options, out_dir_option
+
+if TYPE_CHECKING:
+    from ..core.connection import EngineSettings
+    from ..core.progress import Progress
+
+
+@cli.group(cls=DuckscoreGroup, invoke_without_command=True)
+@out_dir_option(default="duckscore-demo")
+@engine_options
+@click.pass_context
+def demo(ctx: click.Context, out_dir: Path, settings: EngineSettings) -> None:
+    """Score the bundled SciFact hybrid-retrieval log (300 queries, 3 retrievers) and summarise.
+
+    Fuses the log with recipe canonical_rrf, derives the seed-000 parent features, scores them
+    with policy overall_v1, and checks the decisions against the human relevance judgments.
+    `duckscore demo bids` runs the bid-evaluation demo instead.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from ..demo.scifact import run_demo
+
+    click.echo(run_demo(out_dir, settings, ctx.obj))
+
+
+@demo.command("bids")
+@out_dir_option(default="duckscore-bids-demo")
+@engine_options
+@click.pass_obj
+def demo_bids(progress: Progress, out_dir: Path, settings: EngineSettings) -> None:
+    """Score the bundled tender (fixtures/bids/tender: two tenants, several suppliers) with
+    policy bid_v1 and its rules.yaml, and print one line per supplier."""
+    from ..demo.tender import run_tender_demo
+
+    click.echo(run_tender_demo(out_dir, settings, progress))

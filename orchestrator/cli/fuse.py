@@ -1,0 +1,40 @@
+"""`duckscore fuse`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from .app import cli
+from .options import engine_options, log_option, out_dir_option, recipe_options
+
+if TYPE_CHECKING:
+    from ..core.connection import EngineSettings
+    from ..core.progress import Progress
+
+
+@cli.command()
+@log_option
+@out_dir_option()
+@recipe_options()
+@engine_options
+@click.pass_obj
+def fuse(progress: Progress, log: str, out_dir: Path, recipe: str, recipe_overrides: tuple[str, ...],
+         settings: EngineSettings) -> None:
+    """Fuse a multi-source retrieval log (seed 003): align, normalise, fuse, rank.
+
+    \b
+    Writes to --out:
+      fused.parquet            query_id, item_id (target granularity), fused_score, rank,
+                               n_sources, contributions (per source: original id, raw and
+                               normalised score, rank, weight, contribution), best_provenance
+      parent_features.parquet  the seed-000 inputs of every candidate parent
+      manifest.json            recipe_id, sources, fusion, target granularity, SQL hashes, inputs
+      sql/                     the rendered SQL
+    """
+    from ..fuse.pipeline import fuse as run_fuse
+
+    result = run_fuse(log, out_dir, recipe, list(recipe_overrides), settings, progress)
+    progress.step(f"done: {result.fused_rows:,} fused items -> {out_dir}")

@@ -1,0 +1,107 @@
+"""`duckscore instincts init|ingest|recompute|decay|top|report`."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+import click
+
+from .app import DuckscoreGroup, cli
+from .options import db_option, now_option
+
+
+def _utc(moment: dt.datetime | None) -> dt.datetime | None:
+    return None if moment is None else moment.replace(tzinfo=dt.timezone.utc)
+
+
+@cli.group(cls=DuckscoreGroup)
+def instincts() -> None:
+    """Seed 004: composite confidence of learned behaviours in a DuckDB store — update rules,
+    weekly decay, tiers, dashboard."""
+
+
+@instincts.command("init")
+@db_option
+@click.option("--policy", default="instinct_v1", show_default=True, metavar="NAME|PATH",
+              help="The instinct policy the store is bound to (its composite column uses its weights).")
+def instincts_init(db: Path, policy: str) -> None:
+    """Create the store (the seed's four tables) or check an existing one is up to date."""
+    from ..instincts.store import init_store
+
+    click.echo(f"{db}: {init_store(db, policy)}")
+
+
+@instincts.command("ingest")
+@db_option
+@click.option("--instincts", "new_instincts", metavar="PATH",
+              help="New instincts: id, trigger_text, action_text, domain, user_id [, project_id, source].")
+@click.option("--events", metavar="PATH",
+              help="Events: event_id, instinct_id, event_type (an update rule), occurred_at "
+                   "[, session_id, outcome, description, signals]. Already ingested event ids are skipped.")
+@now_option
+def instincts_ingest(db: Path, new_instincts: str | None, events: str | None, now: dt.datetime | None) -> None:
+    """Add instincts and apply events in event order, in one transaction (UPDATE_RULES deltas,
+    clamped to [0, 1] after each event; a history row per event)."""
+    from ..instincts.store import ingest
+
+    if new_instincts is None and events is None:
+        raise click.UsageError("give --instincts and/or --events")
+    counts = ingest(db, events, new_instincts, _utc(now))
+    click.echo(", ".join(f"{value:,} {name.replace('_', ' ')}" for name, value in counts.items()))
+
+
+@instincts.command("recompute")
+@db_option
+@now_option
+def instincts_recompute(db: Path, now: dt.datetime | None) -> None:
+    """Overwrite the three scores with their values from the counts (frequency bins, Wilson lower
+    bound, the human score's loop); a history row for each instinct that changes."""
+    from ..instincts.store import recompute
+
+    counts = recompute(db, _utc(now))
+    click.echo(f"{counts['changed']:,} of {counts['instincts']:,} instincts changed")
+
+
+@instincts.command("decay")
+@db_option
+@now_option
+def instincts_decay(db: Path, now: dt.datetime | None) -> None:
+    """The weekly job: decay the inactive, deprecate below the threshold, delete the deprecated
+    after 30 days. Once per ISO week of --now; transactional."""
+    from ..instincts.store import decay
+
+    result = decay(db, _utc(now))
+    if result.already_ran:
+        click.echo(f"Decay job already ran for the week of {result.week_start}: nothing changed")
+    else:
+        click.echo(f"Decay job complete: {result.decayed} decayed, {result.deprecated} deprecated, "
+                   f"{result.deleted} deleted")
+
+
+@instincts.command("top")
+@db_option
+@click.option("--tier", help="Only this tier (core, strong, moderate, tentative, deprecated).")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1))
+@click.option("--format", "fmt", type=click.Choice(["table", "jsonl"]), default="table", show_default=True)
+def instincts_top(db: Path, tier: str | None, limit: int, fmt: str) -> None:
+    """Active instincts by composite confidence, with tier and injection method."""
+    from ..instincts.store import top
+
+    frame = top(db, tier, limit)
+    if fmt == "jsonl":
+        for line in frame.to_json(orient="records", lines=True, force_ascii=False).splitlines():
+            click.echo(line)
+    else:
+        click.echo(frame.to_string(index=False) if len(frame) else "no instincts")
+
+
+@instincts.command("report")
+@db_option
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--limit", default=12, show_default=True, type=click.IntRange(min=1))
+def instincts_report(db: Path, out_dir: Path, limit: int) -> None:
+    """The dashboard: radar charts of the three scores and confidence trends, in report.html."""
+    from ..instincts.report import write_report
+
+    write_report(db, out_dir, limit)
+    click.echo(f"{out_dir / 'report.html'}")

@@ -1,0 +1,104 @@
+"""`duckscore eval` and `duckscore labels`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from ..metrics.catalog import DEFAULT_LABEL_K, DEFAULT_METRICS, MAX_K
+from .app import cli
+from .options import engine_options, out_file_option, run_and_qrels_options
+
+if TYPE_CHECKING:
+    from ..core.connection import EngineSettings
+    from ..core.progress import Progress
+
+
+@cli.command(name="eval")
+@run_and_qrels_options
+@click.option("--metrics", default=DEFAULT_METRICS, show_default=True, metavar="LIST",
+              help="Comma-separated metrics: ndcg@k, recall@k, precision@k, mrr@k, map, map@k, "
+                   "hit_rate@k, hits@k (ndcg, recall, mrr, hit_rate and hits without @k: the whole run).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object of the means, keyed by metric name as given.")
+@click.option("--per-query", "per_query_path", type=click.Path(dir_okay=False, path_type=Path),
+              metavar="FILE", help="Also write the per-query values to this Parquet file.")
+@engine_options
+@click.pass_obj
+def eval_command(progress: Progress, run_path: str, qrels_path: str, metrics: str, as_json: bool,
+                 per_query_path: Path | None, settings: EngineSettings) -> None:
+    """Evaluate a run against relevance judgments: nDCG, recall, precision, MRR, MAP, hit rate.
+
+    Metrics are computed in SQL (sql/eval/*.sql) as trec_eval and ranx define them: nDCG with
+    gain 2^relevance - 1 and discount log2(position + 1), ideal DCG from the qrels sorted by
+    relevance (ranx's ndcg_burges; trec_eval's ndcg_cut for binary judgments).
+
+    \b
+    Order within a query: rank ascending when the run has a rank column, else score
+    descending; ties by document id ascending (as text). Only the order matters.
+    Each (query_id, document) appears at most once in the run and in the qrels.
+
+    \b
+    Queries: a query is evaluated when the qrels judge one of its documents. Run rows of
+    other queries are ignored; an evaluated query with no run row, or with no relevant
+    (relevance > 0) document, scores 0 on every metric. Means are over the evaluated queries.
+
+    \b
+    Output: a table of (metric, mean) on stdout; --json prints one JSON object of the
+    means instead, keyed by metric name exactly as given, e.g. {"ndcg@10": 0.6604…}.
+    --per-query FILE writes query_id, n_relevant, n_retrieved and one column per metric.
+    """
+    from ..metrics.retrieval import format_table, run_evaluation, write_per_query
+
+    result = run_evaluation(run_path, qrels_path, metrics, settings, progress)
+    if per_query_path is not None:
+        write_per_query(result.per_query, per_query_path)
+    if as_json:
+        click.echo(json.dumps(result.means, ensure_ascii=False))
+    else:
+        click.echo(format_table(result))
+    progress.step(f"done: {result.queries:,} queries evaluated")
+
+
+@cli.command(name="labels")
+@run_and_qrels_options
+@out_file_option("the labels: Parquet, or CSV when FILE ends with .csv")
+@click.option("--k", "k", default=DEFAULT_LABEL_K, show_default=True, type=click.IntRange(min=1, max=MAX_K),
+              help="Cutoff: a query with no relevant document in the top k is bad.")
+@engine_options
+@click.pass_obj
+def labels_command(progress: Progress, run_path: str, qrels_path: str, out_path: Path, k: int,
+                   settings: EngineSettings) -> None:
+    """Label each judged query good, ambiguous or bad from a run and relevance judgments.
+
+    \b
+    good       the top-1 document of the run is relevant (relevance > 0)
+    bad        no relevant document in the top k (also: a judged query
+               absent from the run, or with no relevant judgment)
+    ambiguous  otherwise: the first relevant document is at rank 2..k
+
+    \b
+    Order within a query, as in `duckscore eval`: rank ascending when the run has a
+    rank column, else score descending; ties by document id ascending (as text).
+    Each (query_id, document) appears at most once in the run and in the qrels.
+
+    \b
+    Queries: a query is labelled when the qrels judge one of its documents. Run
+    queries without any judgment get no label (they are counted in the summary).
+
+    \b
+    Output (--out, one row per labelled query, ordered by query_id):
+      query_id, label, top1_doc_id (null when absent from the run),
+      first_relevant_rank (position of the first relevant document in the whole
+      run; null if none), n_relevant (relevant judgments of the query).
+    Prints one summary line of the counts per label on stdout.
+    """
+    from ..metrics.labels import format_summary, run_labels, write_labels
+
+    result = run_labels(run_path, qrels_path, k, settings, progress)
+    write_labels(result.labels, out_path)
+    click.echo(format_summary(result))
+    progress.step(f"done: {result.queries:,} queries labelled -> {out_path}")

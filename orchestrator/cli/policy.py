@@ -1,0 +1,55 @@
+"""`duckscore policy list|show`: the packaged policies and recipes, validated."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from .app import DuckscoreGroup, cli
+
+if TYPE_CHECKING:
+    from ..core.policy import PolicyKind
+
+CAPABILITIES = ("score", "fuse", "answers", "bids", "instincts")
+
+
+def _kind(capability: str) -> PolicyKind:
+    if capability == "score":
+        from ..score.policy import SCORE_POLICY as kind
+    elif capability == "fuse":
+        from ..fuse.recipe import FUSE_RECIPE as kind
+    elif capability == "answers":
+        from ..answers.policy import ANSWER_POLICY as kind
+    elif capability == "bids":
+        from ..bids.policy import BID_POLICY as kind
+    else:
+        from ..instincts.policy import INSTINCT_POLICY as kind
+    return kind
+
+
+@cli.group(cls=DuckscoreGroup)
+def policy() -> None:
+    """List and show versioned policies."""
+
+
+@policy.command("list")
+@click.argument("capability", type=click.Choice(CAPABILITIES), default="score")
+def policy_list(capability: str) -> None:
+    """The packaged policies (score, answers, bids, instincts) or recipes (fuse)."""
+    from ..core.policy import available_policies
+
+    for name in available_policies(_kind(capability)):
+        click.echo(name)
+
+
+@policy.command("show")
+@click.argument("name")
+@click.option("--capability", type=click.Choice(CAPABILITIES), default="score", show_default=True)
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Apply overrides first.")
+def policy_show(name: str, capability: str, overrides: tuple[str, ...]) -> None:
+    """The effective, validated parameters of policy NAME (or a YAML path), as JSON."""
+    from ..core.policy import canonical_json, load_policy
+
+    loaded = load_policy(_kind(capability), name, list(overrides))
+    click.echo(canonical_json(loaded.as_record()))

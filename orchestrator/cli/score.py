@@ -1,0 +1,44 @@
+"""`duckscore score`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from .app import cli
+from .options import engine_options, out_dir_option, policy_options, queries_option, top_n_option
+
+if TYPE_CHECKING:
+    from ..core.connection import EngineSettings
+    from ..core.progress import Progress
+
+
+@cli.command()
+@click.option("--features", required=True, metavar="PATH",
+              help="parent_features table: Parquet/CSV/JSON file, glob, or (hive) folder.")
+@out_dir_option()
+@queries_option
+@top_n_option
+@policy_options("overall_v1")
+@engine_options
+@click.pass_obj
+def score(progress: Progress, features: str, out_dir: Path, queries: str | None, top_n: int,
+          policy: str, overrides: tuple[str, ...], settings: EngineSettings) -> None:
+    """Score candidate parents (seed 000): OverallScore, confidence, risk flags, HITL, web fallback.
+
+    \b
+    Writes to --out:
+      parents.parquet   one row per (query_id, parent_id): normalised inputs, sub-scores,
+                        overall_score, rank, risk flags
+      queries.parquet   one row per query: best parent, confidence level, top2_ratio,
+                        need_hitl, web_fallback
+      contract.jsonl    one JSON object per query (seed 000 §10)
+      manifest.json     policy version and parameters, SQL hashes, input fingerprints
+      sql/              the rendered SQL that produced them
+    """
+    from ..score.pipeline import score as run_score
+
+    result = run_score(features, out_dir, policy, list(overrides), queries, top_n, settings, progress)
+    progress.step(f"done: {result.queries:,} queries, {result.parents:,} parents -> {out_dir}")

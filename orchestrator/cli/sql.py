@@ -1,0 +1,102 @@
+"""`duckscore sql score|fuse|answers`: the rendered SQL, to read, to paste into DuckDB, or
+transpiled for another engine."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import click
+
+from .app import DuckscoreGroup, cli
+from .options import dialect_option, policy_options, recipe_options, stage_option
+
+if TYPE_CHECKING:
+    from ..core.render import RenderedSQL
+
+
+@cli.group(cls=DuckscoreGroup)
+def sql() -> None:
+    """Print the rendered SQL of a capability, to read or to paste into DuckDB — or, with
+    --dialect, transpiled for Spark, PostgreSQL, BigQuery, Snowflake or Trino."""
+
+
+def _echo(rendered: RenderedSQL, dialect: str) -> None:
+    from ..engines.dialects import to_dialect
+
+    click.echo(rendered.text if dialect == "duckdb" else to_dialect(rendered, dialect), nl=False)
+
+
+def _score_stages() -> Sequence[str]:
+    from ..score.stages import STAGES
+
+    return STAGES
+
+
+def _fuse_stages() -> Sequence[str]:
+    from ..fuse.stages import STAGES
+
+    return STAGES
+
+
+def _answer_stages() -> Sequence[str]:
+    from ..answers.stages import STAGES
+
+    return STAGES
+
+
+@sql.command("score")
+@stage_option(_score_stages, default="contract")
+@click.option("--top-n", default=5, show_default=True, type=click.IntRange(min=1))
+@policy_options("overall_v1")
+@dialect_option
+def sql_score(stage: str, top_n: int, policy: str, overrides: tuple[str, ...], dialect: str) -> None:
+    """The score SQL over a table or view named parent_features.
+
+    \b
+    duckscore sql score > score.sql
+    duckdb -c "CREATE VIEW parent_features AS FROM 'features.parquet'; $(cat score.sql)"
+    """
+    from ..core.policy import load_policy
+    from ..score.policy import SCORE_POLICY
+    from ..score.stages import render_stage
+
+    _echo(render_stage(load_policy(SCORE_POLICY, policy, list(overrides)), stage, top_n), dialect)
+
+
+@sql.command("fuse")
+@stage_option(_fuse_stages, default="fused_items")
+@click.option("--sources", default="dense,sparse,summary", show_default=True,
+              help="Comma-separated source names the log holds (the SQL names each one).")
+@click.option("--no-rank", is_flag=True, help="The log has no rank column (ranks derived from scores).")
+@recipe_options()
+@dialect_option
+def sql_fuse(stage: str, sources: str, no_rank: bool, recipe: str, recipe_overrides: tuple[str, ...],
+             dialect: str) -> None:
+    """The fusion SQL over a table or view named retrieval_log."""
+    from ..core.policy import load_policy
+    from ..fuse.recipe import FUSE_RECIPE, plan
+    from ..fuse.stages import render_fused
+
+    names = sorted({s.strip() for s in sources.split(",") if s.strip()})
+    fuse_plan = plan(load_policy(FUSE_RECIPE, recipe, list(recipe_overrides)), names, has_rank=not no_rank)
+    _echo(render_fused(fuse_plan, final=stage), dialect)
+
+
+@sql.command("answers")
+@stage_option(_answer_stages, default="scored_answers")
+@click.option("--events", "with_events", is_flag=True, help="Read a table named events too.")
+@policy_options("answer_v1")
+@dialect_option
+def sql_answers(stage: str, with_events: bool, policy: str, overrides: tuple[str, ...], dialect: str) -> None:
+    """The answers SQL over tables or views named answers, citations, chunks (and events).
+
+    \b
+    duckscore sql answers > answers.sql
+    duckdb -c "CREATE VIEW answers AS FROM 'answers.parquet'; CREATE VIEW citations AS ...; $(cat answers.sql)"
+    """
+    from ..answers.policy import ANSWER_POLICY
+    from ..answers.stages import render_stage
+    from ..core.policy import load_policy
+
+    _echo(render_stage(load_policy(ANSWER_POLICY, policy, list(overrides)), stage, with_events), dialect)

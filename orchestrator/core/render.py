@@ -1,0 +1,162 @@
+"""Jinja rendering of SQL templates: structure from Jinja, values through one audited filter.
+
+Every `macros/<name>.sql` defines one public macro `<name>`, made global to all templates.
+Undefined variables raise (StrictUndefined). Values reach SQL only through `lit` (and identifiers
+only through `ident`), so nothing user-controlled is ever spliced into the text unescaped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import jinja2
+
+from .errors import TemplateError
+from .resources import macros_dir, sql_dir
+
+_PLAIN_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class ColumnParameter:
+    """A parameter read from a column instead of a literal: `calibrate` scores many candidate
+    policies in one query, each row carrying its candidate's values. Renders as an identifier."""
+
+    name: str
+
+
+def column(name: str) -> ColumnParameter:
+    return ColumnParameter(name)
+
+
+def lit(value: Any) -> str:
+    """Render a Python value as a SQL literal. The single audited path from values to SQL text.
+
+    Floats become `CAST(<repr> AS DOUBLE)`: DuckDB reads `0.5` as DECIMAL, and `repr` round-trips
+    the exact double, so the rendered SQL reproduces the policy to the last digit. A
+    ColumnParameter renders as its (quoted when needed) column name.
+    """
+    if isinstance(value, ColumnParameter):
+        return ident(value.name)
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise TemplateError(f"cannot render non-finite number {value!r} as a SQL literal")
+        return f"CAST({value!r} AS DOUBLE)"
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise TemplateError("cannot render a string containing a NUL character")
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(lit(item) for item in value) + "]"
+    raise TemplateError(f"cannot render a {type(value).__name__} as a SQL literal")
+
+
+def ident(name: str) -> str:
+    """Render an identifier, quoting it unless it is plain."""
+    if not isinstance(name, str) or not name or "\x00" in name:
+        raise TemplateError(f"invalid SQL identifier {name!r}")
+    if _PLAIN_IDENTIFIER.fullmatch(name):
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True)
+class SqlFragment:
+    """SQL text that a compiler of this package wrote from a checked tree, never the user's text:
+    e.g. the bids' whitelist (orchestrator/bids/whitelist.py) writes whitelisted field names, fixed
+    operators and `$name` placeholders, and binds the values. Templates splice it with `fragment`."""
+
+    sql: str
+
+
+def fragment(compiled: Any) -> str:
+    """The SQL of a SqlFragment (its values are bound as parameters, never rendered)."""
+    if not isinstance(compiled, SqlFragment):
+        kind = type(compiled).__name__
+        raise TemplateError(f"fragment expects a compiled SqlFragment, got {kind}")
+    return compiled.sql
+
+
+def _fail(message: str) -> None:
+    raise TemplateError(message)
+
+
+@dataclass(frozen=True)
+class RenderedSQL:
+    template: str
+    text: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader([str(sql_dir()), str(macros_dir())]),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["lit"] = lit
+    env.filters["ident"] = ident
+    env.filters["fragment"] = fragment
+    env.globals["fail"] = _fail
+    env.globals["column"] = column
+    for path in sorted(macros_dir().glob("*.sql")):
+        if path.name.startswith("_"):
+            continue
+        module = env.get_template(path.name).module
+        macro = getattr(module, path.stem, None)
+        if macro is None:
+            raise TemplateError(f"macros/{path.name} must define a macro named {path.stem!r}")
+        env.globals[path.stem] = macro
+    return env
+
+
+def macro_names() -> list[str]:
+    return sorted(p.stem for p in macros_dir().glob("*.sql") if not p.name.startswith("_"))
+
+
+def render(template: str, **context: Any) -> RenderedSQL:
+    """Render `sql/<template>` with the given context; errors name the template and line."""
+    try:
+        text = environment().get_template(template).render(**context)
+    except jinja2.TemplateNotFound as exc:
+        raise TemplateError(f"template not found: sql/{exc.name}") from exc
+    except jinja2.UndefinedError as exc:
+        raise TemplateError(f"sql/{template}: {exc.message}") from exc
+    except jinja2.TemplateSyntaxError as exc:
+        raise TemplateError(f"{exc.filename or template}:{exc.lineno}: {exc.message}") from exc
+    return RenderedSQL(template=template, text=_tidy(text))
+
+
+def render_expression(source: str, **context: Any) -> str:
+    """Render a one-off Jinja string with the macros available (used by macro tests and docs)."""
+    try:
+        return environment().from_string(source).render(**context).strip()
+    except jinja2.TemplateError as exc:
+        raise TemplateError(f"expression {source!r}: {exc}") from exc
+
+
+def _tidy(text: str) -> str:
+    lines = [line.rstrip() for line in text.splitlines()]
+    tidy: list[str] = []
+    for line in lines:
+        if line or (tidy and tidy[-1]):
+            tidy.append(line)
+    return "\n".join(tidy).strip() + "\n"

@@ -1,0 +1,64 @@
+"""Table contracts: what an input table must hold, column by column, and what was read.
+
+A capability declares its input tables as TableContracts (e.g. fuse's retrieval_log); core/inputs.py
+checks a file, glob, folder or DataFrame against one and exposes it as a typed view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Kind = Literal["id", "number", "count", "text", "time"]
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    kind: Kind
+    required: bool = True
+    min: float | None = None
+    max: float | None = None
+    choices: tuple[str, ...] = ()  # text kinds: the only values allowed, when given
+    nullable: bool = False  # NULL is a value here (e.g. a bid field the supplier left out)
+
+    @property
+    def sql_type(self) -> str:
+        return {
+            "id": "VARCHAR",
+            "text": "VARCHAR",
+            "number": "DOUBLE",
+            "count": "BIGINT",
+            "time": "TIMESTAMP",
+        }[self.kind]
+
+
+@dataclass(frozen=True)
+class TableContract:
+    name: str
+    columns: tuple[Column, ...]
+    key: tuple[str, ...] = ()
+    allow_empty: bool = False
+
+    def column(self, name: str) -> Column:
+        return next(c for c in self.columns if c.name == name)
+
+
+@dataclass(frozen=True)
+class InputFile:
+    path: str
+    bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class OpenedInput:
+    """An input as it was read: what the user gave, its files' fingerprints, its rows."""
+
+    contract: TableContract
+    label: str
+    given: str
+    format: str
+    files: tuple[InputFile, ...]
+    rows: int
+    columns: dict[str, str] = field(default_factory=dict)  # contract column -> the file's column

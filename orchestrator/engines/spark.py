@@ -1,0 +1,181 @@
+"""`duckscore run --engine spark`: the same DuckDB SQL on Spark executors, one shard per task.
+
+Every fused ranking and every score is computed within one query_id, so the log is hash-shuffled
+by query_id and each shard runs the unchanged pipeline (orchestrator/run/pipeline.py) in DuckDB inside
+`mapInArrow`. Nothing is transpiled, so the rows are those of the DuckDB engine by construction.
+A shard's outputs travel as Arrow IPC payloads in a cached (table, payload) frame; each output is
+then decoded on the executors and written by Spark's own writer, so no row passes the driver.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..core.errors import DuckscoreError
+from ..core.outputs import atomic_output_dir, write_json
+from ..core.policy import load_policy
+from ..core.progress import SILENT, Progress
+from ..fuse.recipe import FUSE_RECIPE
+from ..run.pipeline import run
+from ..score.policy import SCORE_POLICY
+
+TABLES = ("fused", "parent_features", "parents", "queries")
+ERROR = "__error__"
+SHARD = "<query_id shard>"  # stands for the shard's temporary file in error messages
+BUNDLE_SCHEMA = "table string, payload binary"
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """What every shard runs: the pipeline's arguments, pickled to the executors."""
+
+    recipe: str
+    policy: str
+    recipe_overrides: list[str] = field(default_factory=list)
+    policy_overrides: list[str] = field(default_factory=list)
+    top_n: int = 5
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        batches = list(batches)
+        if not batches or sum(b.num_rows for b in batches) == 0:
+            return
+        with tempfile.TemporaryDirectory(prefix="duckscore-shard-") as folder:
+            # through Parquet, not pandas: NaN stays NaN and integer columns with NULLs stay integers
+            shard = Path(folder) / "shard.parquet"
+            pq.write_table(pa.Table.from_batches(batches), shard)
+            out = Path(folder) / "out"
+            try:
+                run(shard, out, self.recipe, self.policy, self.recipe_overrides, self.policy_overrides,
+                    top_n=self.top_n, settings=None)
+            except DuckscoreError as exc:
+                yield _bundle(ERROR, str(exc).replace(str(shard), SHARD).encode("utf-8"))
+                return
+            for table in TABLES:
+                yield _bundle(table, _ipc(pq.read_table(out / f"{table}.parquet")))
+            lines = (out / "contract.jsonl").read_text(encoding="utf-8").splitlines()
+            yield _bundle("contract", _ipc(pa.table({"value": pa.array(lines, pa.string())})))
+
+
+def _bundle(table: str, payload: bytes) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict({"table": [table], "payload": [payload]},
+                                      schema=pa.schema([("table", pa.string()), ("payload", pa.binary())]))
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        for payload in batch.column("payload").to_pylist():
+            yield from pa.ipc.open_stream(payload).read_all().to_batches()
+
+
+@dataclass(frozen=True)
+class SparkRunResult:
+    out_dir: Path
+    shards: int
+    rows: dict[str, int]
+    manifest: dict[str, Any]
+
+
+def run_on_spark(log: str | Path, out_dir: str | Path, recipe: str = "hybrid_v1", policy: str = "overall_v1",
+                 recipe_overrides: list[str] | None = None, policy_overrides: list[str] | None = None,
+                 top_n: int = 5, shards: int = 8, master: str | None = None,
+                 progress: Progress = SILENT) -> SparkRunResult:
+    """`duckscore run` with Spark sharding the log by query_id. Outputs: Parquet datasets
+    fused.parquet/, parent_features.parquet/, parents.parquet/, queries.parquet/ (folders of
+    parts, readable as one table), contract.jsonl/ (text parts) and manifest.json."""
+    job = ShardJob(recipe, policy, list(recipe_overrides or []), list(policy_overrides or []), top_n)
+    recipe_record = load_policy(FUSE_RECIPE, recipe, job.recipe_overrides).as_record()  # fail early, once
+    policy_record = load_policy(SCORE_POLICY, policy, job.policy_overrides).as_record()
+    if shards < 1:
+        raise DuckscoreError(f"--shards must be at least 1, got {shards}")
+    spark = spark_session(master)
+    progress.step(f"reading {log} on Spark ({spark.sparkContext.master}), {shards} shards by query_id")
+    frame = _read_log(spark, str(log))
+    with warnings.catch_warnings():  # pyspark 4.3 warns that it does not fully support pandas 3
+        warnings.simplefilter("ignore", FutureWarning)
+        bundle = frame.repartition(shards, "query_id").mapInArrow(job, BUNDLE_SCHEMA).cache()
+    try:
+        failure = bundle.filter(f"`table` = '{ERROR}'").select("payload").orderBy("payload").limit(1).collect()
+        if failure:
+            message = bytes(failure[0][0]).decode("utf-8")
+            # a row number within a shard would mislead; the key names the row
+            raise DuckscoreError(re.sub(re.escape(SHARD) + r"(, row \d+)?", f"{log}, a query_id shard", message))
+        rows: dict[str, int] = {}
+        with atomic_output_dir(Path(out_dir)) as stage:
+            for table in (*TABLES, "contract"):
+                rows[table] = _write_table(spark, bundle, table, stage)
+            manifest = {"command": "run", "engine": "spark", "spark_master": spark.sparkContext.master,
+                        "shards": shards, "log": str(log), "recipe": recipe_record,
+                        "score_policy": policy_record, "top_n": top_n, "rows": rows}
+            write_json(stage / "manifest.json", manifest)
+    finally:
+        bundle.unpersist()
+    return SparkRunResult(Path(out_dir), shards, rows, manifest)
+
+
+def _write_table(spark: Any, bundle: Any, table: str, stage: Path) -> int:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    parts = bundle.filter(bundle["table"] == table).select("payload")
+    first = parts.limit(1).collect()
+    if not first:
+        return 0
+    schema = pa.ipc.open_stream(bytes(first[0][0])).schema
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        decoded = parts.mapInArrow(_decode, from_arrow_schema(schema))
+    if table == "contract":
+        key = "value"
+        decoded.orderBy(key).write.mode("error").text(str(stage / "contract.jsonl"))
+    else:
+        decoded.write.mode("error").parquet(str(stage / f"{table}.parquet"))
+    return int(decoded.count())
+
+
+def _read_log(spark: Any, log: str) -> Any:
+    suffix = Path(log.rstrip("/*")).suffix.lower()
+    if suffix in (".csv", ".tsv"):
+        return spark.read.option("header", True).option("inferSchema", True).csv(log)
+    if suffix in (".json", ".jsonl", ".ndjson"):
+        return spark.read.json(log)
+    return spark.read.parquet(log)
+
+
+def spark_session(master: str | None) -> Any:
+    """A Spark session: `master` or $DUCKSCORE_SPARK_MASTER, else the one spark-submit gave,
+    else local mode on every core. Executors run this Python (they need duckscore installed)."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise DuckscoreError("--engine spark needs pyspark: pip install 'duckscore[spark]'") from None
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder.appName("duckscore")
+    master = master or os.environ.get("DUCKSCORE_SPARK_MASTER")
+    if master:
+        builder = builder.master(master)
+    elif SparkSession.getActiveSession() is None and "SPARK_HOME" not in os.environ:
+        builder = builder.master("local[*]")
+    if SparkSession.getActiveSession() is None:
+        builder = (builder.config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                   .config("spark.sql.adaptive.enabled", "false"))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

@@ -1,0 +1,75 @@
+"""The input of `duckscore fuse` and `duckscore run`: the retrieval log, one row per hit of one
+source for one query. `open_log` checks it and plans the recipe against its sources."""
+
+from __future__ import annotations
+
+from ..core.errors import InputError
+from ..core.inputs import Table
+from ..core.policy import Policy
+from ..core.session import Session
+from ..core.tables import Column, OpenedInput, TableContract
+from .recipe import FusePlan, plan
+
+RETRIEVAL_LOG = TableContract(
+    name="retrieval_log",
+    columns=(
+        Column("query_id", "id"),
+        Column("source", "text"),
+        Column("item_id", "id"),
+        Column("parent_id", "id"),
+        Column("score", "number", required=False),
+        Column("rank", "count", min=1, required=False),
+        Column("granularity", "text", required=False),
+        Column("block_type", "text", required=False),
+        Column("total_chunks", "count", min=0, required=False),
+        Column("snippet", "text", required=False),
+        Column("query_text", "text", required=False),
+    ),
+    key=("query_id", "source", "item_id"),
+)
+
+
+def open_log(session: Session, log: Table, recipe: Policy) -> tuple[OpenedInput, FusePlan]:
+    """The typed view retrieval_log (input `log`), checked, and `recipe` planned against it."""
+    opened = session.open("log", RETRIEVAL_LOG, log, "--log")
+    raw = {c.lower() for c in session.schema("__raw_retrieval_log")}
+    present = {c.name for c in RETRIEVAL_LOG.columns if c.name.lower() in raw}
+    if "score" not in present and "rank" not in present:
+        raise InputError(f"--log ({opened.given}): needs a score or a rank column")
+    view = "retrieval_log"
+    if "score" not in present:  # rank only: larger is better, so the score is -rank
+        view = "retrieval_log_ranked"
+        session.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS "
+                        "SELECT * REPLACE (-CAST(rank AS DOUBLE) AS score) FROM retrieval_log")
+    if "rank" in present:
+        _check_ranks_one_based(session, opened)
+    sources = [row[0] for row in session.con.execute(
+        "SELECT source FROM retrieval_log GROUP BY source ORDER BY source").fetchall()]
+    if recipe.parameters["query_analyzer"]["enabled"] and "query_text" not in present:
+        raise InputError(f"--log ({opened.given}): query_analyzer needs a query_text column")
+    return opened, plan(recipe, sources, has_rank="rank" in present, log_view=view)
+
+
+def _check_ranks_one_based(session: Session, opened: OpenedInput) -> None:
+    # Fast exact test first: ranks up to 64 are distinct when their bitmap has one bit per row;
+    # larger ranks (rare) are grouped themselves. count(DISTINCT rank) is diagnosed only on failure.
+    suspect = session.first_row(
+        "SELECT 1 FROM retrieval_log GROUP BY query_id, source HAVING min(rank) <> 1 "
+        "OR bit_count(bit_or(CASE WHEN rank <= 64 THEN 1::UBIGINT << (rank - 1)::UBIGINT END)) "
+        "<> count(*) FILTER (WHERE rank <= 64) "
+        "UNION ALL "
+        "SELECT 1 FROM retrieval_log WHERE rank > 64 GROUP BY query_id, source, rank HAVING count(*) > 1 "
+        "LIMIT 1"
+    )
+    if suspect is None:
+        return
+    bad = session.first_row(
+        "SELECT query_id, source, min(rank), count(*) - count(DISTINCT rank) "
+        "FROM retrieval_log GROUP BY query_id, source "
+        "HAVING min(rank) <> 1 OR count(DISTINCT rank) <> count(*) ORDER BY query_id, source LIMIT 1"
+    )
+    assert bad is not None
+    query_id, source, lowest, repeated = bad
+    problem = f"smallest rank is {lowest}, not 1" if lowest != 1 else f"{repeated} rank values repeat"
+    raise InputError(f"--log ({opened.given}, query_id={query_id!r}, source={source!r}): "
+                     f"column 'rank' is not 1-based and unique within (query_id, source): {problem}")

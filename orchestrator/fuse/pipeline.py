@@ -1,0 +1,43 @@
+"""`fuse()`: a retrieval log in, fused.parquet and parent_features.parquet out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.connection import EngineSettings
+from ..core.inputs import Table
+from ..core.policy import Policy, load_policy
+from ..core.progress import SILENT, Progress
+from ..core.session import Session
+from .log import open_log
+from .recipe import FUSE_RECIPE
+from .stages import manifest_fields, write_fuse_outputs
+
+
+@dataclass(frozen=True)
+class FuseResult:
+    out_dir: Path
+    recipe: Policy
+    fused_rows: int
+    parents: int
+    manifest: dict[str, Any]
+
+
+def fuse(log: Table, out_dir: str | Path, recipe: str = "hybrid_v1",
+         overrides: list[str] | None = None, settings: EngineSettings | None = None,
+         progress: Progress = SILENT) -> FuseResult:
+    """Fuse a retrieval log into out_dir: fused.parquet, parent_features.parquet, manifest.json."""
+    loaded = load_policy(FUSE_RECIPE, recipe, overrides)
+    with Session(settings, progress) as session:
+        progress.step(f"checking the log (recipe {loaded.version})")
+        opened, fuse_plan = open_log(session, log, loaded)
+        progress.step(f"{opened.rows:,} hits from {len(fuse_plan.sources)} sources")
+        with session.publish(out_dir) as out:
+            write_fuse_outputs(session, fuse_plan, out)
+            manifest = out.manifest("fuse", fuse_plan.recipe.as_record(),
+                                    {"settings": session.settings.record()},
+                                    **manifest_fields(fuse_plan))
+    return FuseResult(Path(out_dir), fuse_plan.recipe, out.counts["fused.parquet"],
+                      out.counts["parent_features.parquet"], manifest)

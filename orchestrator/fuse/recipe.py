@@ -1,0 +1,153 @@
+"""What a fusion recipe (sql/fuse/recipes/*.yaml, seed 003 §8) may say, and `plan`: a recipe
+resolved against the sources of one log."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..core.errors import PolicyError
+from ..core.policy import Bounds, Choice, Flag, ListOf, MapOf, Number, Policy, PolicyKind, Text
+
+NORMALIZERS = ("none", "rank", "minmax", "max", "sum", "zscore", "l2", "softmax", "sigmoid",
+               "quantile", "dbsf", "bounds", "borda")
+FUSIONS = ("rrf", "isr", "weighted_sum", "combsum", "combmnz", "combanz", "combmax", "combmin",
+           "combmed", "arithmetic_mean", "geometric_mean", "harmonic_mean")
+DEFAULT_MISSING = {"rrf": "zero", "isr": "zero", "weighted_sum": "zero", "combsum": "zero",
+                   "arithmetic_mean": "zero", "combmnz": "skip", "combanz": "skip",
+                   "combmax": "skip", "combmin": "skip", "combmed": "skip",
+                   "geometric_mean": "skip", "harmonic_mean": "skip"}
+SUM_TYPE = ("rrf", "isr", "weighted_sum", "combsum")
+MAX_WEIGHT = 1e9  # a hit's weight, boosts included: parent features sum RRF terms as DECIMAL(38, 24)
+UNIT = Number(0.0, 1.0)
+SOURCE = {
+    "top_k": Number(1.0, integer=True, nullable=True),
+    "normalize": Choice(NORMALIZERS),
+    "weight": Number(0.0, MAX_WEIGHT),
+    "distance": Flag(),
+}
+
+
+def _merge_source_defaults(parameters: dict[str, Any]) -> dict[str, Any]:
+    defaults = parameters.get("source_defaults") or {}
+    sources = parameters.get("sources") or {}
+    if not isinstance(sources, dict):
+        raise PolicyError("sources must be a mapping of names (or a list of entries with `name`)")
+    merged = {name: {**defaults, **(entry or {})} for name, entry in sources.items()}
+    return {**parameters, "sources": merged}
+
+
+def _bounds_declared(p: dict[str, Any]) -> None:
+    uses_bounds = any(s["normalize"] == "bounds" for s in [p["source_defaults"], *p["sources"].values()])
+    bounds = p["normalizer_params"]["bounds"]
+    if uses_bounds and (bounds is None or bounds[0] >= bounds[1]):
+        raise PolicyError("normalizer_params.bounds must be [lo, hi] with lo < hi for normalize: bounds")
+    if p["fusion"]["k"] - 1 + p["fusion"]["rank_base"] <= 0:
+        raise PolicyError("fusion.k - 1 + fusion.rank_base must be positive (the first rank's denominator)")
+    q = p["normalizer_params"]
+    if q["quantile_p_lo"] >= q["quantile_p_hi"]:
+        raise PolicyError("normalizer_params.quantile_p_lo must be below quantile_p_hi")
+
+
+FUSE_RECIPE = PolicyKind(
+    capability="fuse",
+    version_key="recipe_id",
+    folder="recipes",
+    flat=True,
+    prepare=_merge_source_defaults,
+    spec={
+        "target_granularity": Choice(("doc", "block")),
+        "discover_sources": Flag(),
+        "source_defaults": SOURCE,
+        "sources": MapOf(SOURCE),
+        "normalizer_params": {
+            "eps": Number(0.0, 1.0, lo_open=True),
+            "degenerate_value": Number(),
+            "dbsf_degenerate_value": Number(),
+            "zscore_ddof": Number(0.0, 1.0, integer=True),
+            "dbsf_ddof": Number(0.0, 1.0, integer=True),
+            "softmax_temperature": Number(0.0, lo_open=True),
+            "sigmoid_center": Number(),
+            "sigmoid_scale": Number(0.0, lo_open=True),
+            "quantile_p_lo": UNIT,
+            "quantile_p_hi": UNIT,
+            "bounds": Bounds(),
+            "bounds_clip": Flag(),
+        },
+        "aligner": {
+            "method": Choice(("max", "sum", "mean", "sum_top_n", "max_decay")),
+            "top_n": Number(1.0, integer=True, nullable=True),
+            "decay": Number(0.0, 1.0),
+            "order": Choice(("before_fusion", "after_fusion")),
+        },
+        "fusion": {
+            "method": Choice(FUSIONS),
+            "k": Number(0.0, lo_open=True),
+            "rank_base": Number(0.0, 1.0, integer=True),
+            "missing": Choice(("default", "zero", "skip", "list_min")),
+        },
+        "parent_features": {"max_score": Choice(("minmax", "raw"))},
+        "query_analyzer": {
+            "enabled": Flag(),
+            "rules": ListOf({"match": Text(), "boost": MapOf(Number(0.0))}),
+        },
+    },
+    cross_checks=(_bounds_declared,),
+)
+
+
+@dataclass(frozen=True)
+class FusePlan:
+    """A recipe resolved against one log: the sources used and the derived switches."""
+
+    recipe: Policy
+    sources: list[str]
+    ignored_sources: list[str]
+    has_rank: bool
+    missing: str
+    needs_grid: bool
+    log_view: str = "retrieval_log"
+
+    @property
+    def context(self) -> dict[str, Any]:
+        p = self.recipe.parameters
+        return {"recipe": p, "sources": self.sources, "has_rank": self.has_rank,
+                "missing": self.missing, "needs_grid": self.needs_grid,
+                "inputs": {"retrieval_log": self.log_view}}
+
+
+def plan(recipe: Policy, log_sources: list[str], has_rank: bool,
+         log_view: str = "retrieval_log") -> FusePlan:
+    p = recipe.parameters
+    declared = dict(p["sources"])
+    missing_from_log = sorted(set(declared) - set(log_sources))
+    if missing_from_log:
+        raise PolicyError(f"{recipe.source}: sources.{missing_from_log[0]} is not in the log "
+                          f"(log sources: {', '.join(log_sources) or 'none'})")
+    undeclared = [s for s in log_sources if s not in declared]
+    if p["discover_sources"]:
+        for name in undeclared:
+            declared[name] = dict(p["source_defaults"])
+        ignored: list[str] = []
+    else:
+        ignored = undeclared
+    sources = sorted(declared)
+    if not sources:
+        raise PolicyError(f"{recipe.source}: no source to fuse (declare sources or set discover_sources)")
+    for rule in p["query_analyzer"]["rules"]:
+        for name in rule["boost"]:
+            if name not in declared:
+                raise PolicyError(f"{recipe.source}: query_analyzer boosts unknown source {name!r}")
+    for name in sources:
+        boosted = declared[name]["weight"] * math.prod(
+            max(1.0, rule["boost"].get(name, 1.0)) for rule in p["query_analyzer"]["rules"])
+        if boosted > MAX_WEIGHT:
+            raise PolicyError(f"{recipe.source}: sources.{name}.weight times its query_analyzer boosts "
+                              f"can reach {boosted:g}, above {MAX_WEIGHT:g}")
+    resolved = recipe.parameters | {"sources": declared}
+    method = p["fusion"]["method"]
+    missing = p["fusion"]["missing"] if p["fusion"]["missing"] != "default" else DEFAULT_MISSING[method]
+    uses_borda = any(declared[s]["normalize"] == "borda" for s in sources)
+    needs_grid = uses_borda or missing == "list_min" or (missing == "zero" and method not in SUM_TYPE)
+    return FusePlan(replace(recipe, parameters=resolved), sources, ignored, has_rank, missing, needs_grid, log_view)

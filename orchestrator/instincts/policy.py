@@ -1,0 +1,58 @@
+"""What an instinct policy (sql/instincts/policies/*.yaml, seed 004) may say: the update rules,
+frequency bins, Wilson effectiveness, the human loop, the composite, tiers and decay."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.errors import PolicyError
+from ..core.policy import ListOf, Number, PolicyKind, Text
+
+UNIT = Number(0.0, 1.0)
+DIMENSIONS = ("frequency", "effectiveness", "human")
+TRIGGERS = ("pattern_observed_again", "applied_successfully", "user_accepted", "reflect_approved",
+            "causal_link_confirmed", "pattern_contradicted", "applied_failed", "user_corrected",
+            "reflect_rejected", "weekly_decay")
+@dataclass(frozen=True)
+class Deltas:
+    """An UPDATE_RULES entry: [frequency, effectiveness, human] deltas."""
+
+    def check(self, key: str, value: Any) -> Any:
+        if not isinstance(value, list) or len(value) != 3:
+            raise PolicyError(f"{key}: expected [frequency, effectiveness, human] deltas")
+        return [Number(-1.0, 1.0).check(f"{key}[{i}]", v) for i, v in enumerate(value)]
+
+
+def _ordered(p: dict[str, Any]) -> None:
+    bins = [b["at_most"] for b in p["frequency"]["bins"]]
+    if not bins or any(a >= b for a, b in zip(bins, bins[1:])):
+        raise PolicyError("parameters.frequency.bins: at_most must strictly increase")
+    tiers = [t["at_least"] for t in p["tiers"]]
+    if any(a <= b for a, b in zip(tiers, tiers[1:])) or tiers[-1] != 0:
+        raise PolicyError("parameters.tiers: at_least must strictly decrease down to 0")
+    if abs(sum(p["weights"].values()) - 1.0) > 1e-9:
+        raise PolicyError("parameters.weights must sum to 1")
+    missing = sorted(set(TRIGGERS) - set(p["update_rules"]))
+    if missing:
+        raise PolicyError(f"parameters.update_rules: missing {', '.join(missing)}")
+
+
+INSTINCT_POLICY = PolicyKind(
+    capability="instincts",
+    version_key="instinct_policy_version",
+    spec={
+        "weights": {d: UNIT for d in DIMENSIONS},
+        "frequency": {"bins": ListOf({"at_most": Number(0.0, integer=True), "base": UNIT}),
+                      "above": UNIT, "contradiction_penalty": UNIT},
+        "effectiveness": {"z": Number(0.0, 10.0, lo_open=True), "no_applications": UNIT},
+        "human": {"prior": UNIT, "learning_rate": Number(0.0, 1.0, lo_open=True), "reflect_approved": UNIT},
+        "composite": {"low_dimension_below": UNIT, "low_dimension_factor": UNIT},
+        "tiers": ListOf({"tier": Text(), "at_least": UNIT, "injection_method": Text()}),
+        "initial": {d: UNIT for d in DIMENSIONS},
+        "update_rules": {t: Deltas() for t in TRIGGERS},
+        "decay": {"inactive_days": Number(0.0, integer=True), "deprecate_below": UNIT,
+                  "delete_after_days": Number(0.0, integer=True)},
+    },
+    cross_checks=(_ordered,),
+)

@@ -1,0 +1,337 @@
+"""`duckscore instincts`: seed 004's composite confidence of learned behaviours, kept in a DuckDB
+store with the seed's tables, its update rules, the weekly decay job and the tiers an agent reads.
+
+The store functions (`init_store`, `ingest`, `recompute`, `decay`, `top`) run the policy's SQL
+(instincts/scores.py) inside one transaction on the database file, so a failure or an
+interruption leaves the store as it was.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from ..core.errors import DuckscoreError, InputError
+from ..core.policy import Policy, canonical_json, load_policy, policy_from_parameters
+from ..core.render import ident, lit, render
+from ..core.session import Session
+from ..core.tables import OpenedInput
+from .policy import INSTINCT_POLICY
+from .scores import render_confidence, render_replay, render_scores
+from .tables import EVENTS, NEW_INSTINCTS
+
+SCHEMA_VERSION = "1"
+NIL_SESSION = "00000000-0000-0000-0000-000000000000"  # the seed's applications need a session id
+
+
+@contextmanager
+def open_store(db: Path, create: bool = False, wait_seconds: float = 10.0) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection to the store file. Another process holding it: wait up to `wait_seconds`,
+    then one clear error; the store is never opened twice for writing."""
+    if not create and not db.is_file():
+        raise InputError(f"--db {db}: no such store (create it with `duckscore instincts init --db {db}`)")
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            con = duckdb.connect(str(db))
+            break
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower():
+                raise InputError(f"--db {db}: cannot open: {str(exc).splitlines()[0]}") from None
+            if time.monotonic() >= deadline:
+                holder = str(exc).split("(PID", 1)[1].split(")")[0].strip() if "(PID" in str(exc) else "?"
+                raise DuckscoreError(f"--db {db}: the store is in use by another process (PID {holder}); "
+                                     f"waited {wait_seconds:g} s") from None
+            time.sleep(0.2)
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        yield con
+    finally:
+        con.close()
+
+
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
+def init_store(db: Path, policy: str = "instinct_v1") -> str:
+    """Create (or migrate) the store; records the schema version and the policy it uses."""
+    loaded = load_policy(INSTINCT_POLICY, policy)
+    ddl = render("instincts/schema.sql", policy=loaded.parameters)
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with open_store(db, create=True) as con, transaction(con):
+        found = _store_value(con, "schema_version") if _has_table(con, "duckscore_store") else None
+        if found is not None and found != SCHEMA_VERSION:
+            raise DuckscoreError(f"--db {db}: schema version {found}, this duckscore knows {SCHEMA_VERSION}")
+        session = Session(connection=con)
+        for statement in (s for s in ddl.text.split(";") if s.strip()):
+            session.execute(statement, rendered=ddl)
+        stored_policy = _store_value(con, "policy")
+        if stored_policy is not None and stored_policy != canonical_json(loaded.as_record()):
+            raise DuckscoreError(f"--db {db}: the store was created with another policy; "
+                                 f"its composite column is bound to it")
+        con.execute("INSERT OR REPLACE INTO duckscore_store VALUES ('schema_version', ?), ('policy', ?)",
+                    [SCHEMA_VERSION, canonical_json(loaded.as_record())])
+    return "created" if found is None else "up to date"
+
+
+def store_policy(con: duckdb.DuckDBPyConnection, db: Path) -> Policy:
+    raw = _store_value(con, "policy") if _has_table(con, "duckscore_store") else None
+    if raw is None:
+        raise InputError(f"--db {db}: not a duckscore instincts store (run `duckscore instincts init`)")
+    record = json.loads(raw)
+    return policy_from_parameters(INSTINCT_POLICY, record["instinct_policy_version"], record["parameters"],
+                                  source=f"store {db}")
+
+
+def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    row = Session(connection=con).first_row(
+        f"SELECT count(*) FROM duckdb_tables() WHERE table_name = {lit(name)}")
+    return bool(row and row[0])
+
+
+def _store_value(con: duckdb.DuckDBPyConnection, key: str) -> str | None:
+    row = Session(connection=con).first_row(f"SELECT value FROM duckscore_store WHERE key = {lit(key)}")
+    return row[0] if row else None
+
+
+def _now_literal(now: dt.datetime | None) -> str:
+    moment = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return f"CAST({lit(moment.isoformat(sep=' '))} AS TIMESTAMP)"
+
+
+HISTORY_INSERT = ("INSERT INTO confidence_history (instinct_id, freq_score, eff_score, human_score, composite, "
+                  "reason, recorded_at) ")
+
+
+def ingest(db: Path, events: Any | None = None, new_instincts: Any | None = None,
+           now: dt.datetime | None = None) -> dict[str, int]:
+    """Add instincts and apply events (UPDATE_RULES) in one transaction; event ids already
+    ingested are skipped, so re-running an ingest changes nothing."""
+    with open_store(db) as con:
+        policy = store_policy(con, db)
+        at = _now_literal(now)
+        counts = {"instincts_added": 0, "events_applied": 0, "events_skipped": 0}
+        session = Session(connection=con)
+        with transaction(con):
+            if new_instincts is not None:
+                added = session.open("instincts", NEW_INSTINCTS, new_instincts, "--instincts")
+                counts["instincts_added"] = _add_instincts(session, added, at)
+            if events is not None:
+                opened = session.open("events", EVENTS, events, "--events")
+                counts.update(_apply_events(session, policy, opened, at))
+        return counts
+
+
+def _check_uuids(session: Session, opened: OpenedInput, column: str) -> None:
+    bad = session.first_row(f"SELECT {ident(column)} FROM {ident(opened.contract.name)} "
+                         f"WHERE TRY_CAST({ident(column)} AS UUID) IS NULL AND {ident(column)} IS NOT NULL LIMIT 1")
+    if bad:
+        raise InputError(f"{opened.label}: column {column!r} holds {bad[0]!r}, not a UUID")
+
+
+def _add_instincts(session: Session, opened: OpenedInput, at: str) -> int:
+    for column in ("id", "user_id", "project_id"):
+        _check_uuids(session, opened, column)
+    clash = session.first_row("SELECT n.id FROM new_instincts AS n JOIN instincts AS i ON i.id = CAST(n.id AS UUID) LIMIT 1")
+    if clash:
+        raise InputError(f"{opened.label}: instinct {clash[0]!r} is already in the store")
+    session.execute(f"""INSERT INTO instincts (id, trigger_text, action_text, domain, user_id, project_id, source,
+                    first_seen, last_seen, created_at, updated_at)
+                    SELECT CAST(id AS UUID), trigger_text, action_text, domain, CAST(user_id AS UUID),
+                           CAST(project_id AS UUID), coalesce(source, 'observation'), {at}, {at}, {at}, {at}
+                    FROM new_instincts""")
+    return opened.rows
+
+
+def _apply_events(session: Session, policy: Policy, opened: OpenedInput, at: str) -> dict[str, int]:
+    _check_uuids(session, opened, "instinct_id")
+    _check_uuids(session, opened, "session_id")
+    session.execute("CREATE OR REPLACE TEMP TABLE fresh_events AS SELECT e.* FROM instinct_events AS e "
+                    "ANTI JOIN ingested_events AS done ON done.event_id = e.event_id")
+    fresh = session.first_row("SELECT count(*) FROM fresh_events")[0]  # type: ignore[index]
+    unknown = session.first_row("SELECT instinct_id FROM fresh_events WHERE CAST(instinct_id AS UUID) "
+                             "NOT IN (SELECT id FROM instincts) LIMIT 1")
+    if unknown:
+        raise InputError(f"{opened.label}: instinct_id {unknown[0]!r} is not in the store")
+    session.execute("CREATE OR REPLACE TEMP VIEW instinct_start AS SELECT CAST(id AS VARCHAR) AS instinct_id, "
+                    "freq_score, eff_score, human_score FROM instincts")
+    session.create("replayed", render_replay(policy, events="fresh_events"))
+    w = policy.parameters["weights"]
+    composite = (f"CAST(freq_score * {lit(w['frequency'])} + eff_score * {lit(w['effectiveness'])} "
+                 f"+ human_score * {lit(w['human'])} AS DECIMAL(4, 3))")
+    session.execute(HISTORY_INSERT + f"SELECT CAST(instinct_id AS UUID), freq_score, eff_score, human_score, "
+                f"{composite}, event_type, occurred_at FROM replayed ORDER BY instinct_id, step")
+    session.execute(f"""
+        UPDATE instincts AS i SET
+            freq_score = f.freq_score, eff_score = f.eff_score, human_score = f.human_score,
+            observation_count = i.observation_count + f.observed,
+            contradiction_count = i.contradiction_count + f.contradicted,
+            application_count = i.application_count + f.applied,
+            success_count = i.success_count + f.succeeded,
+            last_seen = CASE WHEN f.last_observed IS NULL THEN i.last_seen ELSE greatest(i.last_seen, f.last_observed) END,
+            last_applied = CASE WHEN f.last_applied IS NULL THEN i.last_applied ELSE greatest(coalesce(i.last_applied, f.last_applied), f.last_applied) END,
+            last_verified = CASE WHEN f.last_verified IS NULL THEN i.last_verified ELSE greatest(coalesce(i.last_verified, f.last_verified), f.last_verified) END,
+            updated_at = {at}
+        FROM (
+            SELECT
+                CAST(instinct_id AS UUID) AS id,
+                arg_max(freq_score, step) AS freq_score, arg_max(eff_score, step) AS eff_score,
+                arg_max(human_score, step) AS human_score,
+                count(*) FILTER (WHERE event_type = 'pattern_observed_again') AS observed,
+                count(*) FILTER (WHERE event_type = 'pattern_contradicted') AS contradicted,
+                count(*) FILTER (WHERE event_type IN ('applied_successfully', 'applied_failed')) AS applied,
+                count(*) FILTER (WHERE event_type = 'applied_successfully') AS succeeded,
+                max(occurred_at) FILTER (WHERE event_type = 'pattern_observed_again') AS last_observed,
+                max(occurred_at) FILTER (WHERE event_type IN ('applied_successfully', 'applied_failed')) AS last_applied,
+                max(occurred_at) FILTER (WHERE event_type IN ('reflect_approved', 'reflect_rejected')) AS last_verified
+            FROM replayed GROUP BY instinct_id
+        ) AS f
+        WHERE i.id = f.id""")
+    session_id = f"coalesce(CAST(session_id AS UUID), CAST({lit(NIL_SESSION)} AS UUID))"
+    session.execute(f"""INSERT INTO instinct_applications (instinct_id, session_id, outcome, signals, applied_at)
+                    SELECT CAST(instinct_id AS UUID), {session_id},
+                           coalesce(outcome, CASE event_type WHEN 'applied_successfully' THEN 'positive' ELSE 'negative' END),
+                           CAST(coalesce(signals, '{{}}') AS JSON), occurred_at
+                    FROM fresh_events WHERE event_type IN ('applied_successfully', 'applied_failed')
+                    ORDER BY occurred_at, event_id""")
+    session.execute("""INSERT INTO instinct_evidence (instinct_id, event_type, description, session_id, observed_at)
+                   SELECT CAST(instinct_id AS UUID), event_type, coalesce(description, event_type),
+                          CAST(session_id AS UUID), occurred_at
+                   FROM fresh_events WHERE event_type NOT IN ('applied_successfully', 'applied_failed')
+                   ORDER BY occurred_at, event_id""")
+    session.execute(f"INSERT INTO ingested_events SELECT event_id, {at} FROM fresh_events")
+    return {"events_applied": fresh, "events_skipped": opened.rows - fresh}
+
+
+def recompute(db: Path, now: dt.datetime | None = None) -> dict[str, int]:
+    """Overwrite the three scores with their values from the counts (frequency bins, Wilson,
+    the human loop); a history row for every instinct whose scores change."""
+    with open_store(db) as con:
+        policy = store_policy(con, db)
+        at = _now_literal(now)
+        session = Session(connection=con)
+        session.execute("""
+            CREATE OR REPLACE TEMP VIEW instinct_counts AS
+            SELECT
+                CAST(i.id AS VARCHAR) AS instinct_id,
+                CAST(i.observation_count AS BIGINT) AS observation_count,
+                CAST(i.contradiction_count AS BIGINT) AS contradiction_count,
+                coalesce(a.positive, 0) AS positive_count,
+                coalesce(a.total, 0) AS application_count,
+                coalesce(e.approvals, 0) AS approvals,
+                coalesce(e.rejections, 0) AS rejections,
+                coalesce(e.last_reflect = 'reflect_approved', FALSE) AS reflect_approved
+            FROM instincts AS i
+            LEFT JOIN (SELECT instinct_id, count(*) FILTER (WHERE outcome = 'positive') AS positive,
+                              count(*) AS total
+                       FROM instinct_applications GROUP BY instinct_id) AS a ON a.instinct_id = i.id
+            LEFT JOIN (SELECT instinct_id,
+                              count(*) FILTER (WHERE event_type = 'user_accepted') AS approvals,
+                              count(*) FILTER (WHERE event_type = 'user_corrected') AS rejections,
+                              arg_max(event_type, observed_at) FILTER (WHERE event_type IN ('reflect_approved', 'reflect_rejected')) AS last_reflect
+                       FROM instinct_evidence GROUP BY instinct_id) AS e ON e.instinct_id = i.id""")
+        rendered = render_scores(policy)
+        session.check(rendered)
+        with transaction(con):
+            session.execute(f"CREATE OR REPLACE TEMP TABLE recomputed AS SELECT CAST(instinct_id AS UUID) AS id, "
+                         f"CAST(frequency_score AS DECIMAL(4, 3)) AS freq_score, "
+                         f"CAST(effectiveness_score AS DECIMAL(4, 3)) AS eff_score, "
+                         f"CAST(human_score AS DECIMAL(4, 3)) AS human_score FROM ({rendered.text})",
+                            rendered=rendered)
+            session.execute("CREATE OR REPLACE TEMP TABLE changed AS SELECT r.* FROM recomputed AS r JOIN instincts AS i "
+                        "ON i.id = r.id WHERE (r.freq_score, r.eff_score, r.human_score) "
+                        "IS DISTINCT FROM (i.freq_score, i.eff_score, i.human_score)")
+            session.execute(f"UPDATE instincts AS i SET freq_score = c.freq_score, eff_score = c.eff_score, "
+                        f"human_score = c.human_score, updated_at = {at} FROM changed AS c WHERE i.id = c.id")
+            changed = _history(session, "changed", "recompute", at)
+        total = session.first_row("SELECT count(*) FROM instincts")[0]  # type: ignore[index]
+        return {"instincts": total, "changed": changed}
+
+
+def _history(session: Session, ids_table: str, reason: str, at: str) -> int:
+    """A confidence_history row, with the scores as they are now, for every id in `ids_table`."""
+    row = session.first_row(HISTORY_INSERT + f"SELECT i.id, i.freq_score, i.eff_score, i.human_score, i.composite, "
+                         f"{lit(reason)}, {at} FROM instincts AS i WHERE i.id IN (SELECT id FROM {ident(ids_table)}) "
+                         f"ORDER BY i.id")
+    return int(row[0]) if row else 0
+
+
+@dataclass(frozen=True)
+class DecayResult:
+    week_start: dt.date
+    already_ran: bool
+    decayed: int
+    deprecated: int
+    deleted: int
+
+
+def decay(db: Path, now: dt.datetime | None = None) -> DecayResult:
+    """The seed's weekly job, once per ISO week of `now`: decay the inactive, deprecate the weak,
+    delete the long deprecated (with their applications, evidence and history: the seed's
+    ON DELETE CASCADE). One transaction; a second run in the same week changes nothing."""
+    moment = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
+    week_start = (moment - dt.timedelta(days=moment.weekday())).date()
+    at = _now_literal(moment)
+    with open_store(db) as con:
+        policy = store_policy(con, db)
+        d = policy.parameters["decay"]
+        f, e, h = policy.parameters["update_rules"]["weekly_decay"]
+        session = Session(connection=con)
+        with transaction(con):
+            if session.first_row(f"SELECT 1 FROM decay_runs WHERE week_start = {lit(week_start.isoformat())}::DATE"):
+                return DecayResult(week_start, True, 0, 0, 0)
+            session.execute(f"CREATE OR REPLACE TEMP TABLE decayed AS SELECT id FROM instincts WHERE status = 'active' "
+                        f"AND last_seen < {at} - INTERVAL {int(d['inactive_days'])} DAY")
+            session.execute(f"""UPDATE instincts SET
+                    freq_score = greatest(0, freq_score + CAST({lit(f)} AS DECIMAL(4, 3))),
+                    eff_score = greatest(0, eff_score + CAST({lit(e)} AS DECIMAL(4, 3))),
+                    human_score = greatest(0, human_score + CAST({lit(h)} AS DECIMAL(4, 3))),
+                    updated_at = {at}
+                WHERE id IN (SELECT id FROM decayed)""")
+            decayed = _history(session, "decayed", "weekly_decay", at)
+            session.execute(f"CREATE OR REPLACE TEMP TABLE deprecated AS SELECT id FROM instincts WHERE status = 'active' "
+                        f"AND composite < CAST({lit(d['deprecate_below'])} AS DECIMAL(4, 3))")
+            session.execute(f"UPDATE instincts SET status = 'deprecated', updated_at = {at} "
+                        f"WHERE id IN (SELECT id FROM deprecated)")
+            deprecated = _history(session, "deprecated", "deprecated", at)
+            session.execute(f"CREATE OR REPLACE TEMP TABLE deleted AS SELECT id FROM instincts WHERE status = 'deprecated' "
+                        f"AND updated_at < {at} - INTERVAL {int(d['delete_after_days'])} DAY")
+            for child in ("instinct_applications", "instinct_evidence", "confidence_history"):
+                session.execute(f"DELETE FROM {child} WHERE instinct_id IN (SELECT id FROM deleted)")
+            deleted = session.first_row("DELETE FROM instincts WHERE id IN (SELECT id FROM deleted)")
+            result = DecayResult(week_start, False, decayed, deprecated, int(deleted[0]) if deleted else 0)
+            session.execute("INSERT INTO decay_runs VALUES (?, CAST(? AS TIMESTAMP), ?, ?, ?)",
+                            params=[week_start, moment.replace(tzinfo=None), result.decayed, result.deprecated, result.deleted])
+        return result
+
+
+def top(db: Path, tier: str | None = None, limit: int = 20) -> pd.DataFrame:
+    """Active instincts by the seed's (penalised) composite, highest first, with tier and
+    injection method: what an agent injects."""
+    with open_store(db) as con:
+        policy = store_policy(con, db)
+        rendered = render_confidence(policy)
+        session = Session(connection=con)
+        session.check(rendered)
+        where = "status = 'active'" + (f" AND tier = {lit(tier)}" if tier else "")
+        return session.frame(f"SELECT CAST(instinct_id AS VARCHAR) AS instinct_id, tier, injection_method, composite, "
+                           f"frequency_score, effectiveness_score, human_score, domain, trigger_text, action_text "
+                           f"FROM ({rendered.text}) WHERE {where} "
+                             f"ORDER BY composite DESC NULLS LAST, instinct_id LIMIT {int(limit)}")

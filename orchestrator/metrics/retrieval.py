@@ -1,0 +1,120 @@
+"""`evaluate()`: retrieval metrics of a run against relevance judgments, computed in SQL.
+
+Metrics are defined as trec_eval and ranx define them (nDCG with gain 2^rel − 1 as ranx's
+`ndcg_burges`, which equals trec_eval's `ndcg_cut` for binary judgments): the SQL is
+sql/metrics/per_query.sql (one CTE per stage) and sql/metrics/means.sql.
+
+Conventions (as in trec_eval and ranx):
+- the run orders a query's documents by `rank` ascending when it has a rank column, else by
+  `score` descending; ties by document id ascending (as text). Positions are 1, 2, … in that order.
+- a query is evaluated when the qrels judge at least one of its documents; relevant means
+  relevance > 0. Run rows of queries absent from the qrels are ignored. An evaluated query with
+  no run row, or with no relevant document, scores 0 on every metric.
+- each mean is over the evaluated queries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..core.connection import EngineSettings
+from ..core.inputs import Table
+from ..core.outputs import write_frame
+from ..core.progress import SILENT, Progress
+from ..core.render import RenderedSQL, render
+from ..core.session import Session
+from ..core.tables import OpenedInput
+from .catalog import DEFAULT_METRICS, Metric, parse_metrics
+from .tables import UNJUDGED_RUN_QUERIES, open_qrels, open_run
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+@dataclass(frozen=True)
+class EvalResult:
+    means: dict[str, float]
+    per_query: pd.DataFrame
+    metrics: list[Metric]
+    queries: int
+    queries_without_run: int
+    run_queries_ignored: int
+    order_by: str
+    run_doc_column: str
+    qrels_doc_column: str
+    inputs: dict[str, OpenedInput]
+    rendered: list[RenderedSQL]
+
+
+def render_per_query(metrics: list[Metric], order_by: str, final: str = "per_query") -> RenderedSQL:
+    cutoffs = sorted({m.k for m in metrics}, key=lambda k: (k is None, k or 0))
+    return render(
+        "metrics/per_query.sql", final=final, order_by=order_by,
+        metrics=[m.context for m in metrics],
+        cutoffs=[{"k": k, "suffix": Metric("", "", k).suffix} for k in cutoffs],
+        inputs={"run": "eval_run", "qrels": "eval_qrels"},
+    )
+
+
+def render_means(metrics: list[Metric]) -> RenderedSQL:
+    return render("metrics/means.sql", metrics=[m.context for m in metrics],
+                  inputs={"per_query": "eval_per_query"})
+
+
+def evaluate(run: Table, qrels: Table, metrics: str | Sequence[str] = DEFAULT_METRICS,
+             settings: EngineSettings | None = None,
+             progress: Progress = SILENT) -> tuple[dict[str, float], pd.DataFrame]:
+    """Evaluate `run` against `qrels` (each a path, glob, folder or DataFrame).
+
+    Returns the means keyed by metric name exactly as given (in the given order) and one row per
+    evaluated query: query_id, n_relevant, n_retrieved and one column per metric.
+    Raises a DuckscoreError subclass naming the problem for bad metrics or inputs.
+    """
+    result = run_evaluation(run, qrels, metrics, settings, progress)
+    return result.means, result.per_query
+
+
+def run_evaluation(run: Table, qrels: Table, metrics: str | Sequence[str] = DEFAULT_METRICS,
+                   settings: EngineSettings | None = None,
+                   progress: Progress = SILENT) -> EvalResult:
+    """`evaluate` with everything the CLI reports: query counts, columns used, rendered SQL."""
+    parsed = parse_metrics(metrics)
+    with Session(settings, progress) as session:
+        progress.step("checking inputs")
+        run_input, order_by, run_doc = open_run(session, run)
+        qrels_input, qrels_doc = open_qrels(session, qrels)
+        progress.step(f"evaluating {run_input.rows:,} run rows against {qrels_input.rows:,} judgments")
+        per_query_sql = render_per_query(parsed, order_by)
+        session.create("eval_per_query", per_query_sql)
+        means_sql = render_means(parsed)
+        session.create("eval_means", means_sql)
+        frame = session.frame("SELECT * FROM eval_per_query ORDER BY query_id")
+        frame = frame.rename(columns={m.column: m.key for m in parsed})
+        values = session.frame("SELECT * FROM eval_means").iloc[0].to_dict()
+        ignored = session.first_row(UNJUDGED_RUN_QUERIES)
+    return EvalResult(
+        means={m.key: float(values[m.column]) for m in parsed}, per_query=frame, metrics=parsed,
+        queries=int(values["n_queries"]),
+        queries_without_run=int((frame["n_retrieved"] == 0).sum()),
+        run_queries_ignored=int(ignored[0]) if ignored else 0,
+        order_by=order_by, run_doc_column=run_doc, qrels_doc_column=qrels_doc,
+        inputs=dict(session.inputs), rendered=[per_query_sql, means_sql],
+    )
+
+
+def write_per_query(frame: pd.DataFrame, path: str | Path) -> None:
+    """Write the per-query table as Parquet, atomically (a temporary sibling, then a rename)."""
+    write_frame(frame, Path(path), "--per-query")
+
+
+def format_table(result: EvalResult) -> str:
+    """The plain-text table of `duckscore eval`: one line per metric, in the order given."""
+    width = max(len("metric"), *(len(m.key) for m in result.metrics)) + 2
+    lines = [f"{'metric':<{width}}{'mean':>10}"]
+    for metric in result.metrics:
+        lines.append(f"{metric.key:<{width}}{result.means[metric.key]:>10.6f}")
+    lines += ["", f"{result.queries:,} queries evaluated ({result.queries_without_run:,} without "
+                  f"run rows); {result.run_queries_ignored:,} run queries without judgments ignored"]
+    return "\n".join(lines)

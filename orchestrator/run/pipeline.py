@@ -1,0 +1,61 @@
+"""`run()`: fuse a retrieval log (seed 003), then score its parents (seed 000), on one Session."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.connection import EngineSettings
+from ..core.errors import DuckscoreError
+from ..core.inputs import Table
+from ..core.policy import Policy, load_policy
+from ..core.progress import SILENT, Progress
+from ..core.session import Session
+from ..fuse.log import open_log
+from ..fuse.recipe import FUSE_RECIPE
+from ..fuse.stages import manifest_fields, write_fuse_outputs
+from ..score.policy import SCORE_POLICY
+from ..score.stages import create_score_tables, write_score_outputs
+from ..score.tables import QUERY_IDS
+
+
+@dataclass(frozen=True)
+class RunResult:
+    out_dir: Path
+    recipe: Policy
+    policy: Policy
+    queries: int
+    parents: int
+    manifest: dict[str, Any]
+
+
+def run(log: Table, out_dir: str | Path, recipe: str = "hybrid_v1",
+        policy: str = "overall_v1", recipe_overrides: list[str] | None = None,
+        policy_overrides: list[str] | None = None, queries: Table | None = None,
+        top_n: int = 5, settings: EngineSettings | None = None,
+        progress: Progress = SILENT) -> RunResult:
+    """Fuse then score into out_dir: fused.parquet, parent_features.parquet, parents.parquet,
+    queries.parquet, contract.jsonl, manifest.json (recipe and policy) and the rendered SQL."""
+    if top_n < 1:
+        raise DuckscoreError(f"--top-n must be at least 1, got {top_n}")
+    loaded_recipe = load_policy(FUSE_RECIPE, recipe, recipe_overrides)
+    loaded_policy = load_policy(SCORE_POLICY, policy, policy_overrides)
+    with Session(settings, progress) as session:
+        progress.step(f"checking the log (recipe {loaded_recipe.version}, policy {loaded_policy.version})")
+        opened, fuse_plan = open_log(session, log, loaded_recipe)
+        if queries is not None:
+            session.open("queries", QUERY_IDS, queries, "--queries")
+        progress.step(f"{opened.rows:,} hits from {len(fuse_plan.sources)} sources")
+        with session.publish(out_dir) as out:
+            write_fuse_outputs(session, fuse_plan, out)
+            progress.step("scoring parents")
+            create_score_tables(session, loaded_policy, top_n, with_query_ids=queries is not None)
+            progress.step("writing scores and the contract")
+            write_score_outputs(out)
+            manifest = out.manifest("run", fuse_plan.recipe.as_record(),
+                                    {"settings": session.settings.record()},
+                                    **manifest_fields(fuse_plan),
+                                    score_policy=loaded_policy.as_record(), top_n=top_n)
+    return RunResult(Path(out_dir), fuse_plan.recipe, loaded_policy, out.counts["queries.parquet"],
+                     out.counts["parents.parquet"], manifest)

@@ -1,0 +1,52 @@
+"""`score()`: parent features in, parents.parquet, queries.parquet, contract.jsonl out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.connection import EngineSettings
+from ..core.errors import DuckscoreError
+from ..core.inputs import Table
+from ..core.policy import Policy, load_policy
+from ..core.progress import SILENT, Progress
+from ..core.session import Session
+from .policy import SCORE_POLICY
+from .stages import create_score_tables, write_score_outputs
+from .tables import PARENT_FEATURES, QUERY_IDS
+
+
+@dataclass(frozen=True)
+class ScoreResult:
+    out_dir: Path
+    policy: Policy
+    queries: int
+    parents: int
+    manifest: dict[str, Any]
+
+
+def score(features: Table, out_dir: str | Path, policy: str = "overall_v1",
+          overrides: list[str] | None = None, queries: Table | None = None,
+          top_n: int = 5, settings: EngineSettings | None = None,
+          progress: Progress = SILENT) -> ScoreResult:
+    """Score parent features into `out_dir`: parents.parquet, queries.parquet, contract.jsonl,
+    manifest.json and the rendered SQL. Nothing is written unless everything succeeds."""
+    if top_n < 1:
+        raise DuckscoreError(f"--top-n must be at least 1, got {top_n}")
+    loaded = load_policy(SCORE_POLICY, policy, overrides)
+    with Session(settings, progress) as session:
+        progress.step(f"checking inputs (policy {loaded.version})")
+        opened = session.open("features", PARENT_FEATURES, features, "--features")
+        if queries is not None:
+            session.open("queries", QUERY_IDS, queries, "--queries")
+        progress.step(f"scoring {opened.rows:,} candidate parents")
+        create_score_tables(session, loaded, top_n, with_query_ids=queries is not None,
+                            where=f"--features ({opened.given})")
+        progress.step("writing outputs")
+        with session.publish(out_dir) as out:
+            write_score_outputs(out)
+            manifest = out.manifest("score", loaded.as_record(),
+                                    {"top_n": top_n, **session.settings.record()})
+    return ScoreResult(Path(out_dir), loaded, out.counts["queries.parquet"],
+                       out.counts["parents.parquet"], manifest)

@@ -1,0 +1,63 @@
+"""`pip install .` (not only -e) ships templates, macros, policies, schemas and demo data."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from ..helpers import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                    "--no-build-isolation", "-w", str(out), str(ROOT)],
+                   check=True, capture_output=True, cwd=out)
+    [built] = out.glob("duckscore-*.whl")
+    return built
+
+
+def test_wheel_contains_the_sql_and_data(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for needed in ("duckscore/cli/__init__.py", "duckscore/core/session.py",
+                   "duckscore/sql/score/parents.sql", "duckscore/sql/score/_parent_stages.sql",
+                   "duckscore/sql/score/policies/overall_v1.yaml", "duckscore/macros/clamp.sql",
+                   "duckscore/sql/bids/policies/bid_v1.yaml",
+                   "duckscore/score/contract.schema.json", "duckscore/answers/contract.schema.json",
+                   "duckscore/bids/contract.schema.json",
+                   "duckscore/fixtures/scifact/retrieval_log.parquet",
+                   "duckscore/fixtures/scifact/README.md", "duckscore/fixtures/bids/tender/rules.yaml"):
+        assert needed in names, needed
+    assert not any(n.startswith(("tests/", "duckscore/tests")) for n in names)
+
+
+def test_installed_wheel_scores_from_another_directory(wheel: Path, tmp_path: Path) -> None:
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                    "--target", str(target), str(wheel)], check=True, capture_output=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    script = (
+        "import duckscore, pandas as pd\n"
+        "from duckscore.score.pipeline import score\n"
+        f"assert duckscore.__file__.startswith({str(target)!r}), duckscore.__file__\n"
+        "frame = pd.DataFrame({'query_id': ['q', 'q'], 'parent_id': ['a', 'b'],\n"
+        "    'rrf_sum': [0.1, 0.2], 'max_score': [1.0, 2.0], 'coverage': [1, 2],\n"
+        "    'total_chunks': [3, 4], 'coverage_ratio': [0.5, 0.5]})\n"
+        "result = score(frame, 'out')\n"
+        "print(result.queries, result.policy.version)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    done = subprocess.run([sys.executable, "-c", script], cwd=elsewhere, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "overall_v1"]
+    assert (elsewhere / "out" / "contract.jsonl").is_file()
