@@ -1,11 +1,12 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   creates .venv, installs duckscore, scores the bundled SciFact log
-#   make test   the same set-up plus test dependencies, then the whole test suite
+#   make test   the same set-up plus test dependencies, then the checks and the whole test suite
+# For the inner loop: make check (lint, format, types: seconds), make test-fast (no slow tests).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test install install-test clean
+.PHONY: demo test test-fast check install install-test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,8 +25,16 @@ install-test: $(BIN)/python
 demo: install
 	$(BIN)/duckscore demo
 
-test: install-test
+check: install-test
+	$(BIN)/ruff check orchestrator tests benchmarks
+	$(BIN)/ruff format --check orchestrator tests benchmarks
+	$(BIN)/mypy orchestrator
+
+test: check
 	$(BIN)/python -m pytest -n auto --dist loadgroup
 
+test-fast: install-test
+	$(BIN)/python -m pytest -n auto -m "not slow"
+
 clean:
-	rm -rf build *.egg-info duckscore-demo .pytest_cache
+	rm -rf build *.egg-info duckscore-demo duckscore-bids-demo .pytest_cache .mypy_cache .ruff_cache

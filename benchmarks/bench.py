@@ -58,12 +58,18 @@ if str(REPO_ROOT) not in sys.path:  # `python benchmarks/bench.py` from any fold
 
 CONFIGS = ("floor", "duckscore", "pandas", "ranx", "fuse")
 LETTER = {"floor": "a", "duckscore": "b", "pandas": "c", "ranx": "d", "fuse": "e"}
-RATIO_BASES = {"duckscore": ("floor",), "pandas": ("duckscore",), "ranx": ("duckscore", "fuse"),
-               "fuse": ("floor",)}
+RATIO_BASES = {
+    "duckscore": ("floor",),
+    "pandas": ("duckscore",),
+    "ranx": ("duckscore", "fuse"),
+    "fuse": ("floor",),
+}
 DUCKDB_CONFIGS = ("floor", "duckscore", "fuse")  # the ones given --memory-limit and --temp-dir
-FLOOR_SQL = ("CREATE TEMP TABLE floor AS SELECT query_id, parent_id, count(*) AS hits, "
-             "max(score) AS max_score, min(rank) AS best_rank "
-             "FROM read_parquet({log}) GROUP BY query_id, parent_id")
+FLOOR_SQL = (
+    "CREATE TEMP TABLE floor AS SELECT query_id, parent_id, count(*) AS hits, "
+    "max(score) AS max_score, min(rank) AS best_rank "
+    "FROM read_parquet({log}) GROUP BY query_id, parent_id"
+)
 RRF_K = 60
 SCORE_TOLERANCE = 1e-12
 POLL_SECONDS = 0.2
@@ -139,33 +145,54 @@ def load_floor(log: Path, workdir: Path, engine: Engine) -> TimedRun:
         connection.execute(FLOOR_SQL.format(log=sql_string(log)))
         (groups,) = connection.execute("SELECT count(*) FROM floor").fetchone()
         return {"groups": groups}
+
     return run
 
 
 def duckscore_cli() -> str:
     beside_python = Path(sys.executable).with_name("duckscore")
-    return str(beside_python) if beside_python.exists() else shutil.which("duckscore") or "duckscore"
+    return (
+        str(beside_python) if beside_python.exists() else shutil.which("duckscore") or "duckscore"
+    )
 
 
 def timed_cli(arguments: list[str], out: Path) -> TimedRun:
     command = [duckscore_cli(), *arguments, "--out", str(out)]
 
     def run() -> dict[str, int]:
-        finished = subprocess.run(command, capture_output=True, text=True)
+        finished = subprocess.run(command, capture_output=True, text=True, check=False)
         if finished.returncode != 0:
-            raise RuntimeError(failure_reason(finished.returncode, finished.stderr, f"duckscore {arguments[0]}"))
+            raise RuntimeError(
+                failure_reason(finished.returncode, finished.stderr, f"duckscore {arguments[0]}")
+            )
         return {"output_bytes": sum(p.stat().st_size for p in out.glob("*.*"))}
+
     return run
 
 
 def load_duckscore(log: Path, workdir: Path, engine: Engine) -> TimedRun:
-    return timed_cli(["run", "--log", str(log), "--recipe", "hybrid_v1", "--policy", "overall_v1",
-                      "--top-n", "5", *engine.cli_flags()], workdir / "duckscore")
+    return timed_cli(
+        [
+            "run",
+            "--log",
+            str(log),
+            "--recipe",
+            "hybrid_v1",
+            "--policy",
+            "overall_v1",
+            "--top-n",
+            "5",
+            *engine.cli_flags(),
+        ],
+        workdir / "duckscore",
+    )
 
 
 def load_fuse(log: Path, workdir: Path, engine: Engine) -> TimedRun:
-    return timed_cli(["fuse", "--log", str(log), "--recipe", "canonical_rrf", *engine.cli_flags()],
-                     workdir / "fuse")
+    return timed_cli(
+        ["fuse", "--log", str(log), "--recipe", "canonical_rrf", *engine.cli_flags()],
+        workdir / "fuse",
+    )
 
 
 def load_pandas(log: Path, workdir: Path, engine: Engine) -> TimedRun:
@@ -184,9 +211,12 @@ def ranx_document_runs(log: Path) -> list[Any]:
     documents = hits.groupby(keys, sort=False, as_index=False)["score"].max()
     # Run.from_df asserts object-dtype ids; pandas 3 reads strings as `str`
     documents = documents.astype({"query_id": object, "parent_id": object})
-    return [Run.from_df(part, q_id_col="query_id", doc_id_col="parent_id", score_col="score",
-                        name=str(source))
-            for source, part in documents.groupby("source", sort=True)]
+    return [
+        Run.from_df(
+            part, q_id_col="query_id", doc_id_col="parent_id", score_col="score", name=str(source)
+        )
+        for source, part in documents.groupby("source", sort=True)
+    ]
 
 
 def ranx_rrf(log: Path) -> Any:
@@ -198,8 +228,10 @@ def ranx_rrf(log: Path) -> Any:
 def warm_ranx() -> None:
     from ranx import Run, fuse
 
-    runs = [Run.from_dict({"q": {"d": 1.0}}, name="x"),
-            Run.from_dict({"q": {"d": 2.0, "e": 1.0}}, name="y")]
+    runs = [
+        Run.from_dict({"q": {"d": 1.0}}, name="x"),
+        Run.from_dict({"q": {"d": 2.0, "e": 1.0}}, name="y"),
+    ]
     fuse(runs=runs, method="rrf", norm=None, params={"k": RRF_K})
 
 
@@ -209,8 +241,12 @@ def load_ranx(log: Path, workdir: Path, engine: Engine) -> TimedRun:
 
 
 LOADERS: dict[str, Callable[[Path, Path, Engine], TimedRun]] = {
-    "floor": load_floor, "duckscore": load_duckscore, "pandas": load_pandas, "ranx": load_ranx,
-    "fuse": load_fuse}
+    "floor": load_floor,
+    "duckscore": load_duckscore,
+    "pandas": load_pandas,
+    "ranx": load_ranx,
+    "fuse": load_fuse,
+}
 
 
 def own_peak_rss_bytes() -> int:
@@ -243,8 +279,13 @@ def run_worker(config: str, log: Path, workdir: Path, engine: Engine) -> dict[st
     outputs = timed_run()
     seconds = time.perf_counter() - start
     peak = children_peak_rss_bytes() if config in ("duckscore", "fuse") else own_peak_rss_bytes()
-    return {"seconds": seconds, "setup_seconds": start - setup_start, "peak_rss_bytes": peak,
-            "rows": parquet_rows(log), "outputs": outputs}  # rows after the peak: pyarrow is big
+    return {
+        "seconds": seconds,
+        "setup_seconds": start - setup_start,
+        "peak_rss_bytes": peak,
+        "rows": parquet_rows(log),
+        "outputs": outputs,
+    }  # rows after the peak: pyarrow is big
 
 
 def worker_main(argv: list[str]) -> int:
@@ -262,6 +303,7 @@ def worker_main(argv: list[str]) -> int:
 
 
 # ---------------------------------------------------------------- parent: logs, workers, spill
+
 
 def progress(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
@@ -282,7 +324,8 @@ def parse_configs(text: str) -> list[str]:
     unknown = sorted(set(configs) - set(CONFIGS))
     if unknown:
         raise argparse.ArgumentTypeError(
-            f"unknown config {unknown[0]!r}; choose from {', '.join(CONFIGS)}")
+            f"unknown config {unknown[0]!r}; choose from {', '.join(CONFIGS)}"
+        )
     return [name for name in CONFIGS if name in configs]
 
 
@@ -373,8 +416,18 @@ def worker_environment(threads: int) -> dict[str, str]:
 
 
 def worker_command(config: str, log: Path, workdir: Path, engine: Engine) -> list[str]:
-    command = [sys.executable, str(Path(__file__).resolve()), "--worker", config, "--log", str(log),
-               "--workdir", str(workdir), "--threads", str(engine.threads)]
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--worker",
+        config,
+        "--log",
+        str(log),
+        "--workdir",
+        str(workdir),
+        "--threads",
+        str(engine.threads),
+    ]
     if engine.memory_limit:
         command += ["--memory-limit", engine.memory_limit]
     if engine.temp_dir:
@@ -382,8 +435,9 @@ def worker_command(config: str, log: Path, workdir: Path, engine: Engine) -> lis
     return command
 
 
-def run_config(config: str, size: Size, log: Path, rows: int, workdir: Path,
-               engine: Engine) -> Result:
+def run_config(
+    config: str, size: Size, log: Path, rows: int, workdir: Path, engine: Engine
+) -> Result:
     load_before = os.getloadavg()[0]
     progress(f"{size.label} {LETTER[config]} {config}: running (load average {load_before:.2f})")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -392,23 +446,42 @@ def run_config(config: str, size: Size, log: Path, rows: int, workdir: Path,
         run_engine = Engine(engine.threads, memory_limit, spill)
         command = worker_command(config, log, workdir, run_engine)
         with PeakDiskUse(spill) as spill_use:
-            finished = subprocess.run(command, capture_output=True, text=True,
-                                      env=worker_environment(engine.threads))
+            finished = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                check=False,
+                env=worker_environment(engine.threads),
+            )
     if finished.returncode != 0:
-        result = Result(size.label, config, "failed", rows,
-                        reason=failure_reason(finished.returncode, finished.stderr),
-                        load_before=load_before)
+        result = Result(
+            size.label,
+            config,
+            "failed",
+            rows,
+            reason=failure_reason(finished.returncode, finished.stderr),
+            load_before=load_before,
+        )
         progress(f"{size.label} {config}: failed: {result.reason}")
         return result
     report = json.loads(finished.stdout.strip().splitlines()[-1])
-    result = Result(size.label, config, "ok", report["rows"], seconds=report["seconds"],
-                    setup_seconds=report["setup_seconds"],
-                    rows_per_second=report["rows"] / report["seconds"],
-                    peak_rss_bytes=report["peak_rss_bytes"],
-                    spill_peak_bytes=spill_use.peak, outputs=report["outputs"],
-                    load_before=load_before)
-    progress(f"{size.label} {config}: {result.seconds:.2f} s, {result.rows_per_second:,.0f} rows/s, "
-             f"peak RSS {result.peak_rss_bytes / MB:,.0f} MB")
+    result = Result(
+        size.label,
+        config,
+        "ok",
+        report["rows"],
+        seconds=report["seconds"],
+        setup_seconds=report["setup_seconds"],
+        rows_per_second=report["rows"] / report["seconds"],
+        peak_rss_bytes=report["peak_rss_bytes"],
+        spill_peak_bytes=spill_use.peak,
+        outputs=report["outputs"],
+        load_before=load_before,
+    )
+    progress(
+        f"{size.label} {config}: {result.seconds:.2f} s, {result.rows_per_second:,.0f} rows/s, "
+        f"peak RSS {result.peak_rss_bytes / MB:,.0f} MB"
+    )
     return result
 
 
@@ -428,21 +501,34 @@ def add_ratios(results: list[Result]) -> None:
 
 # ---------------------------------------------------------------- checks (--check)
 
+
 def check_ranx_against_canonical_rrf(log: Path, workdir: Path, engine: Engine) -> dict[str, Any]:
     """ranx's fused scores against `duckscore fuse --recipe canonical_rrf` (fused_score)."""
     import pandas as pd
 
     out = workdir / "canonical_rrf"
-    command = [duckscore_cli(), "fuse", "--log", str(log), "--out", str(out),
-               "--recipe", "canonical_rrf", "--threads", str(engine.threads)]
-    finished = subprocess.run(command, capture_output=True, text=True)
+    command = [
+        duckscore_cli(),
+        "fuse",
+        "--log",
+        str(log),
+        "--out",
+        str(out),
+        "--recipe",
+        "canonical_rrf",
+        "--threads",
+        str(engine.threads),
+    ]
+    finished = subprocess.run(command, capture_output=True, text=True, check=False)
     if finished.returncode != 0:
         reason = failure_reason(finished.returncode, finished.stderr, "duckscore fuse")
         return {"ok": False, "reason": reason}
     ours = pd.read_parquet(out / "fused.parquet", columns=["query_id", "item_id", "fused_score"])
     fused = ranx_rrf(log).to_dict()
-    theirs = pd.DataFrame([(q, doc, score) for q, docs in fused.items() for doc, score in docs.items()],
-                          columns=["query_id", "item_id", "ranx_score"])
+    theirs = pd.DataFrame(
+        [(q, doc, score) for q, docs in fused.items() for doc, score in docs.items()],
+        columns=["query_id", "item_id", "ranx_score"],
+    )
     both = ours.merge(theirs, on=["query_id", "item_id"], how="outer", indicator=True)
     difference = (both["fused_score"] - both["ranx_score"]).abs()
     summary = {
@@ -453,8 +539,10 @@ def check_ranx_against_canonical_rrf(log: Path, workdir: Path, engine: Engine) -
         "pairs_over_tolerance": int((difference > SCORE_TOLERANCE).sum()),
         "tolerance": SCORE_TOLERANCE,
     }
-    summary["ok"] = (summary["only_in_duckscore"] == summary["only_in_ranx"] == 0
-                     and summary["pairs_over_tolerance"] == 0)
+    summary["ok"] = (
+        summary["only_in_duckscore"] == summary["only_in_ranx"] == 0
+        and summary["pairs_over_tolerance"] == 0
+    )
     return summary
 
 
@@ -464,22 +552,27 @@ def check_pandas_against_duckscore(workdir_duckscore: Path, workdir_pandas: Path
     return {"result": compare(workdir_duckscore / "duckscore", workdir_pandas / "pandas")}
 
 
-def run_checks(size: Size, log: Path, results: list[Result], work_root: Path,
-               engine: Engine) -> dict[str, Any]:
+def run_checks(
+    size: Size, log: Path, results: list[Result], work_root: Path, engine: Engine
+) -> dict[str, Any]:
     finished = {r.config for r in results if r.size == size.label and r.status == "ok"}
     checks: dict[str, Any] = {"size": size.label}
     progress(f"{size.label}: checking ranx RRF against duckscore canonical_rrf")
-    checks["ranx_vs_canonical_rrf"] = check_ranx_against_canonical_rrf(log, work_root / "check", engine)
+    checks["ranx_vs_canonical_rrf"] = check_ranx_against_canonical_rrf(
+        log, work_root / "check", engine
+    )
     if {"duckscore", "pandas"} <= finished:
         progress(f"{size.label}: comparing the pandas outputs with duckscore's")
         checks["pandas_vs_duckscore"] = check_pandas_against_duckscore(
-            work_dir(work_root, size, "duckscore"), work_dir(work_root, size, "pandas"))
+            work_dir(work_root, size, "duckscore"), work_dir(work_root, size, "pandas")
+        )
     else:
         checks["pandas_vs_duckscore"] = {"skipped": "needs successful duckscore and pandas runs"}
     return checks
 
 
 # ---------------------------------------------------------------- report
+
 
 def format_seconds(result: Result) -> str:
     return f"{result.seconds:.2f}" if result.status == "ok" else f"{result.status}: {result.reason}"
@@ -494,15 +587,20 @@ def megabytes(value: int | None) -> str:
 
 
 def markdown_table(results: list[Result]) -> str:
-    lines = ["| size | rows | config | seconds | rows/s | peak RSS (MB) | time ratio "
-             "| spill peak (MB) |",
-             "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| size | rows | config | seconds | rows/s | peak RSS (MB) | time ratio "
+        "| spill peak (MB) |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for r in results:
-        ratio = ", ".join(f"{name} = {format_optional(value, '{:.2f}')}" for name, value in r.ratios.items())
+        ratio = ", ".join(
+            f"{name} = {format_optional(value, '{:.2f}')}" for name, value in r.ratios.items()
+        )
         lines.append(
             f"| {r.size} | {r.rows:,} | {LETTER[r.config]} {r.config} | {format_seconds(r)} | "
             f"{format_optional(r.rows_per_second, '{:,.0f}')} | "
-            f"{megabytes(r.peak_rss_bytes)} | {ratio} | {megabytes(r.spill_peak_bytes)} |")
+            f"{megabytes(r.peak_rss_bytes)} | {ratio} | {megabytes(r.spill_peak_bytes)} |"
+        )
     return "\n".join(lines)
 
 
@@ -515,8 +613,11 @@ def package_version(name: str) -> str | None:
 
 def git_state() -> dict[str, Any]:
     def git(*args: str) -> str:
-        finished = subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True)
+        finished = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, check=False
+        )
         return finished.stdout.strip()
+
     return {"commit": git("rev-parse", "HEAD") or None, "dirty": bool(git("status", "--porcelain"))}
 
 
@@ -536,9 +637,10 @@ def machine_facts() -> dict[str, Any]:
         "cpu": cpu_model(),
         "platform": platform.platform(),
         "python": platform.python_version(),
-        "versions": {name: package_version(name)
-                     for name in ("duckscore", "duckdb", "pandas", "pyarrow", "numpy", "ranx",
-                                  "numba")},
+        "versions": {
+            name: package_version(name)
+            for name in ("duckscore", "duckdb", "pandas", "pyarrow", "numpy", "ranx", "numba")
+        },
         "git": git_state(),
     }
 
@@ -559,27 +661,53 @@ def write_json(path: Path, document: dict[str, Any]) -> None:
 
 # ---------------------------------------------------------------- main
 
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n".join(__doc__.splitlines()[2:]))
-    parser.add_argument("--sizes", type=parse_sizes, default="1M,10M,30M",
-                        help="log sizes, rows with k/M suffixes (default 1M,10M,30M)")
-    parser.add_argument("--configs", type=parse_configs, default=",".join(CONFIGS),
-                        help=f"any of {','.join(CONFIGS)} (default all)")
-    parser.add_argument("--ranx-max", type=parse_count, default="10M",
-                        help="run ranx only on logs up to this size (default 10M)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n".join(__doc__.splitlines()[2:]),
+    )
+    parser.add_argument(
+        "--sizes",
+        type=parse_sizes,
+        default="1M,10M,30M",
+        help="log sizes, rows with k/M suffixes (default 1M,10M,30M)",
+    )
+    parser.add_argument(
+        "--configs",
+        type=parse_configs,
+        default=",".join(CONFIGS),
+        help=f"any of {','.join(CONFIGS)} (default all)",
+    )
+    parser.add_argument(
+        "--ranx-max",
+        type=parse_count,
+        default="10M",
+        help="run ranx only on logs up to this size (default 10M)",
+    )
     parser.add_argument("--threads", type=int, default=2, help="DuckDB threads (default 2)")
     parser.add_argument("--memory-limit", help="DuckDB memory limit for a and b, e.g. 1GB")
-    parser.add_argument("--temp-dir", type=Path,
-                        help="where a and b spill; the peak disk use of each run is reported")
-    parser.add_argument("--data-dir", type=Path, default=BENCH_DIR / "data",
-                        help="cache of generated logs (default benchmarks/data)")
+    parser.add_argument(
+        "--temp-dir",
+        type=Path,
+        help="where a and b spill; the peak disk use of each run is reported",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=BENCH_DIR / "data",
+        help="cache of generated logs (default benchmarks/data)",
+    )
     parser.add_argument("--out", type=Path, default=BENCH_DIR / "results" / "bench.json")
-    parser.add_argument("--keep-outputs", action="store_true", help="keep every config's output folder")
-    parser.add_argument("--check", action="store_true",
-                        help="at the smallest size, compare ranx with canonical_rrf and "
-                             "pandas with duckscore")
+    parser.add_argument(
+        "--keep-outputs", action="store_true", help="keep every config's output folder"
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="at the smallest size, compare ranx with canonical_rrf and pandas with duckscore",
+    )
     return parser.parse_args(argv)
 
 
@@ -595,8 +723,9 @@ def pandas_pipeline_problem() -> str | None:
     return None
 
 
-def skip_reason(config: str, size: Size, args: argparse.Namespace,
-                pandas_problem: str | None) -> str | None:
+def skip_reason(
+    config: str, size: Size, args: argparse.Namespace, pandas_problem: str | None
+) -> str | None:
     if config == "ranx" and size.rows > args.ranx_max:
         return "above --ranx-max"
     if config == "pandas":
@@ -604,8 +733,14 @@ def skip_reason(config: str, size: Size, args: argparse.Namespace,
     return None
 
 
-def run_size(size: Size, args: argparse.Namespace, engine: Engine, work_root: Path,
-             pandas_problem: str | None, keep: bool) -> tuple[Path, list[Result]]:
+def run_size(
+    size: Size,
+    args: argparse.Namespace,
+    engine: Engine,
+    work_root: Path,
+    pandas_problem: str | None,
+    keep: bool,
+) -> tuple[Path, list[Result]]:
     log = ensure_log(args.data_dir, size)
     rows = parquet_rows(log)
     results = []
@@ -659,23 +794,31 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     if checks:
         print("\nchecks: " + json.dumps(checks, indent=2, default=str))
-    write_json(args.out, {
-        "command": shlex.join(["python", "benchmarks/bench.py", *argv]),
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": machine_facts(),
-        "settings": {"threads": args.threads, "memory_limit": args.memory_limit,
-                     "temp_dir": str(args.temp_dir) if args.temp_dir else None,
-                     "duckscore_cli_startup_seconds": cli_startup_seconds()},
-        "notes": ["seconds: one run each, in a fresh process; b and e are the `duckscore` child's wall "
-                  "time, interpreter start and imports included (see duckscore_cli_startup_seconds)",
-                  "a, c, d: imports before the clock; d warms numba's JIT before the clock "
-                  "(setup_seconds holds that time)",
-                  "peak RSS: VmHWM of the worker (a, c, d); ru_maxrss of the duckscore child (b, e)",
-                  "spill peak: disk use of the run's folder under --temp-dir, polled every 0.2 s"],
-        "results": [asdict(r) for r in results],
-        "table": table,
-        "checks": checks,
-    })
+    write_json(
+        args.out,
+        {
+            "command": shlex.join(["python", "benchmarks/bench.py", *argv]),
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "machine": machine_facts(),
+            "settings": {
+                "threads": args.threads,
+                "memory_limit": args.memory_limit,
+                "temp_dir": str(args.temp_dir) if args.temp_dir else None,
+                "duckscore_cli_startup_seconds": cli_startup_seconds(),
+            },
+            "notes": [
+                "seconds: one run each, in a fresh process; b and e are the `duckscore` child's wall "
+                "time, interpreter start and imports included (see duckscore_cli_startup_seconds)",
+                "a, c, d: imports before the clock; d warms numba's JIT before the clock "
+                "(setup_seconds holds that time)",
+                "peak RSS: VmHWM of the worker (a, c, d); ru_maxrss of the duckscore child (b, e)",
+                "spill peak: disk use of the run's folder under --temp-dir, polled every 0.2 s",
+            ],
+            "results": [asdict(r) for r in results],
+            "table": table,
+            "checks": checks,
+        },
+    )
     progress(f"wrote {args.out}")
     return 0
 

@@ -52,27 +52,191 @@ MAX_CITATIONS = 8
 CORPUS_DOCUMENTS = 200_000
 
 SCHEMAS = {
-    "answers": pa.schema([("answer_id", pa.string()), ("query_id", pa.string()),
-                          ("answer_text", pa.string()), ("retrieved_count", pa.int32())]),
+    "answers": pa.schema(
+        [
+            ("answer_id", pa.string()),
+            ("query_id", pa.string()),
+            ("answer_text", pa.string()),
+            ("retrieved_count", pa.int32()),
+        ]
+    ),
     "citations": pa.schema([("answer_id", pa.string()), ("chunk_id", pa.string())]),
-    "chunks": pa.schema([("answer_id", pa.string()), ("chunk_id", pa.string()),
-                         ("rerank_score", pa.float64())]),
+    "chunks": pa.schema(
+        [("answer_id", pa.string()), ("chunk_id", pa.string()), ("rerank_score", pa.float64())]
+    ),
     "events": pa.schema([("answer_id", pa.string()), ("severity", pa.string())]),
 }
 
 # Filler: none of these, nor a sentence made of them, contains a lexicon term (checked when the
 # pool is built, as sentences containing one are dropped).
-CHINESE_WORDS = tuple((
-    "系统 数据 模型 检索 文档 用户 问题 方法 结果 分析 研究 技术 处理 信息 内容 过程 需要 通过 进行 提供 支持 "
-    "使用 根据 其中 以及 对于 相关 主要 包括 重要 影响 作用 发展 实现 功能 方式 情况 条件 要求 标准 向量 索引 "
-    "召回 排序 重排 片段 段落 章节 原文 作者 小说 人物 情节 故事 原因 背景 时间 地点 事件 关系 角色 主角 师父 "
-    "弟子 门派 比武 剑法 山上 城中 当时 后来 最终 首先 其次 然后 同时 此外 另外 例如 比如 特别 尤其 一般 通常 "
-    "直接 间接 基本 核心 关键 部分 全部 整体 局部 参数 配置 服务 接口 请求 响应 延迟 吞吐 内存 磁盘 线程 查询 "
-    "表格 字段 记录 日志 版本 更新 修复 测试 评估 指标 准确 稳定 快速 简单 复杂 合理 有效 正常 异常 错误 成功 "
-    "失败 开始 结束 继续 完成 返回 输出 输入 生成 回答 引用 来源 证据 说明 解释 描述 总结 文件 目录 路径 格式"
-).split())
-ENGLISH_INLINE = ("API", "DuckDB", "Python", "BM25", "top-k", "embedding", "GPU", "SQL", "JSON", "RAG",
-                  "LLM", "Parquet", "v2", "OK", "token", "batch_size", "2024年")
+CHINESE_WORDS = (
+    "系统",
+    "数据",
+    "模型",
+    "检索",
+    "文档",
+    "用户",
+    "问题",
+    "方法",
+    "结果",
+    "分析",
+    "研究",
+    "技术",
+    "处理",
+    "信息",
+    "内容",
+    "过程",
+    "需要",
+    "通过",
+    "进行",
+    "提供",
+    "支持",
+    "使用",
+    "根据",
+    "其中",
+    "以及",
+    "对于",
+    "相关",
+    "主要",
+    "包括",
+    "重要",
+    "影响",
+    "作用",
+    "发展",
+    "实现",
+    "功能",
+    "方式",
+    "情况",
+    "条件",
+    "要求",
+    "标准",
+    "向量",
+    "索引",
+    "召回",
+    "排序",
+    "重排",
+    "片段",
+    "段落",
+    "章节",
+    "原文",
+    "作者",
+    "小说",
+    "人物",
+    "情节",
+    "故事",
+    "原因",
+    "背景",
+    "时间",
+    "地点",
+    "事件",
+    "关系",
+    "角色",
+    "主角",
+    "师父",
+    "弟子",
+    "门派",
+    "比武",
+    "剑法",
+    "山上",
+    "城中",
+    "当时",
+    "后来",
+    "最终",
+    "首先",
+    "其次",
+    "然后",
+    "同时",
+    "此外",
+    "另外",
+    "例如",
+    "比如",
+    "特别",
+    "尤其",
+    "一般",
+    "通常",
+    "直接",
+    "间接",
+    "基本",
+    "核心",
+    "关键",
+    "部分",
+    "全部",
+    "整体",
+    "局部",
+    "参数",
+    "配置",
+    "服务",
+    "接口",
+    "请求",
+    "响应",
+    "延迟",
+    "吞吐",
+    "内存",
+    "磁盘",
+    "线程",
+    "查询",
+    "表格",
+    "字段",
+    "记录",
+    "日志",
+    "版本",
+    "更新",
+    "修复",
+    "测试",
+    "评估",
+    "指标",
+    "准确",
+    "稳定",
+    "快速",
+    "简单",
+    "复杂",
+    "合理",
+    "有效",
+    "正常",
+    "异常",
+    "错误",
+    "成功",
+    "失败",
+    "开始",
+    "结束",
+    "继续",
+    "完成",
+    "返回",
+    "输出",
+    "输入",
+    "生成",
+    "回答",
+    "引用",
+    "来源",
+    "证据",
+    "说明",
+    "解释",
+    "描述",
+    "总结",
+    "文件",
+    "目录",
+    "路径",
+    "格式",
+)
+ENGLISH_INLINE = (
+    "API",
+    "DuckDB",
+    "Python",
+    "BM25",
+    "top-k",
+    "embedding",
+    "GPU",
+    "SQL",
+    "JSON",
+    "RAG",
+    "LLM",
+    "Parquet",
+    "v2",
+    "OK",
+    "token",
+    "batch_size",
+    "2024年",
+)
 ENGLISH_SENTENCES = (
     "The retrieved passages describe the setup in detail.",
     "See the configuration section of the manual for the exact values.",
@@ -98,16 +262,68 @@ ENGLISH_SENTENCES = (
     "Therefore the second run returns the same ids.",
 )
 # (term, weight) per lexicon, inserted between sentences; weights are realistic frequencies
-UNCERTAIN = (("可能", 30), ("也许", 8), ("大概", 8), ("似乎", 8), ("好像", 6), ("应该", 14), ("或许", 5),
-             ("估计", 5), ("猜测", 2), ("不确定", 4), ("不清楚", 4), ("未知", 2), ("不确定性", 1),
-             ("maybe ", 1), ("may ", 1))
-VAGUE = (("一些", 30), ("某些", 10), ("若干", 3), ("多个", 12), ("少量", 4), ("大量", 10), ("很多", 14),
-         ("不少", 6), ("较多", 4), ("较少", 4), ("some ", 1), ("several ", 1))
-ASSERTIVE = (("确实", 10), ("明确", 12), ("清楚", 6), ("显然", 6), ("毫无疑问，", 2), ("事实上，", 6),
-             ("实际上，", 8), ("具体来说，", 10), ("clearly ", 1), ("in fact, ", 1))
-CONCLUSIONS = (("总之，", 20), ("综上所述，", 20), ("因此", 25), ("所以", 20), ("综合以上分析来看，", 6),
-               ("综合来看，", 4), ("综合\n上述几点来看，", 2), ("总之", 1), ("In summary, ", 2))
-BREAKS = (("\n\n", 80), ("\n\n\n", 5), ("\n \n", 5), ("\n\t\n", 2), ("\r\n\r\n", 3), ("\n\n  \n", 1))
+UNCERTAIN = (
+    ("可能", 30),
+    ("也许", 8),
+    ("大概", 8),
+    ("似乎", 8),
+    ("好像", 6),
+    ("应该", 14),
+    ("或许", 5),
+    ("估计", 5),
+    ("猜测", 2),
+    ("不确定", 4),
+    ("不清楚", 4),
+    ("未知", 2),
+    ("不确定性", 1),
+    ("maybe ", 1),
+    ("may ", 1),
+)
+VAGUE = (
+    ("一些", 30),
+    ("某些", 10),
+    ("若干", 3),
+    ("多个", 12),
+    ("少量", 4),
+    ("大量", 10),
+    ("很多", 14),
+    ("不少", 6),
+    ("较多", 4),
+    ("较少", 4),
+    ("some ", 1),
+    ("several ", 1),
+)
+ASSERTIVE = (
+    ("确实", 10),
+    ("明确", 12),
+    ("清楚", 6),
+    ("显然", 6),
+    ("毫无疑问，", 2),
+    ("事实上，", 6),
+    ("实际上，", 8),
+    ("具体来说，", 10),
+    ("clearly ", 1),
+    ("in fact, ", 1),
+)
+CONCLUSIONS = (
+    ("总之，", 20),
+    ("综上所述，", 20),
+    ("因此", 25),
+    ("所以", 20),
+    ("综合以上分析来看，", 6),
+    ("综合来看，", 4),
+    ("综合\n上述几点来看，", 2),
+    ("总之", 1),
+    ("In summary, ", 2),
+)
+BREAKS = (
+    ("\n\n", 80),
+    ("\n\n\n", 5),
+    ("\n \n", 5),
+    ("\n\t\n", 2),
+    ("\r\n\r\n", 3),
+    ("\n\n  \n", 1),
+)
 LINE_BREAKS = (("\n", 6), ("\n- ", 2), ("\n1. ", 1), ("\n2. ", 1), ("  \n", 1))
 SEVERITIES = ("high", "medium", "low")
 
@@ -135,10 +351,19 @@ class Vocabulary:
     """Every token a text is made of, in one Arrow array, with the index ranges of each kind."""
 
     def __init__(self, rng: np.random.Generator) -> None:
-        kinds = {"uncertain": UNCERTAIN, "vague": VAGUE, "assertive": ASSERTIVE,
-                 "conclusion": CONCLUSIONS, "break": BREAKS, "line": LINE_BREAKS}
-        forbidden = tuple(term.strip(" ，,\n").lower() for name in ("uncertain", "vague", "assertive")
-                          for term, _ in kinds[name]) + ("总之", "综上", "因此", "所以", "综合")
+        kinds = {
+            "uncertain": UNCERTAIN,
+            "vague": VAGUE,
+            "assertive": ASSERTIVE,
+            "conclusion": CONCLUSIONS,
+            "break": BREAKS,
+            "line": LINE_BREAKS,
+        }
+        forbidden = tuple(
+            term.strip(" ，,\n").lower()
+            for name in ("uncertain", "vague", "assertive")
+            for term, _ in kinds[name]
+        ) + ("总之", "综上", "因此", "所以", "综合")
         pool = _sentence_pool(rng, forbidden)
         self.english_first = pool.index(ENGLISH_SENTENCES[0])
         self.sentences = len(pool)
@@ -161,9 +386,15 @@ def _target_lengths(rng: np.random.Generator, n: int) -> np.ndarray:
     bucket = rng.choice(6, n, p=[0.0005, 0.08, 0.06, 0.7495, 0.08, 0.03])
     lengths = np.select(
         [bucket == 0, bucket == 1, bucket == 2, bucket == 3, bucket == 4],
-        [np.zeros(n), rng.uniform(4, 50, n), rng.uniform(50, 100, n),
-         np.clip(rng.lognormal(np.log(380), 0.55, n), 100, 1000), rng.uniform(1000, 2000, n)],
-        rng.uniform(2000, 5000, n))
+        [
+            np.zeros(n),
+            rng.uniform(4, 50, n),
+            rng.uniform(50, 100, n),
+            np.clip(rng.lognormal(np.log(380), 0.55, n), 100, 1000),
+            rng.uniform(1000, 2000, n),
+        ],
+        rng.uniform(2000, 5000, n),
+    )
     return lengths.astype(np.int64)
 
 
@@ -171,15 +402,20 @@ def _texts(rng: np.random.Generator, vocab: Vocabulary, n: int) -> pa.Array:
     target = _target_lengths(rng, n)
     english_share = rng.choice([0.05, 0.3, 0.9], n, p=[0.85, 0.12, 0.03])
     hedging = rng.gamma(0.7, 1.0 / 0.7, n)  # mean 1: most answers hedge a little, some a lot
-    zh = vocab.lengths[:vocab.english_first].mean()
-    en = vocab.lengths[vocab.english_first:vocab.sentences].mean()
+    zh = vocab.lengths[: vocab.english_first].mean()
+    en = vocab.lengths[vocab.english_first : vocab.sentences].mean()
     mean_sentence = (1 - english_share) * zh + english_share * en + 2  # + the inserted words
-    sentences = np.where(target == 0, 0, np.maximum(1, np.round(target / mean_sentence))).astype(np.int64)
+    sentences = np.where(target == 0, 0, np.maximum(1, np.round(target / mean_sentence))).astype(
+        np.int64
+    )
 
     owner, position = _per_answer(sentences)  # sentence tokens, in order
     english = rng.random(len(owner)) < english_share[owner]
-    token = np.where(english, rng.integers(vocab.english_first, vocab.sentences, len(owner)),
-                     rng.integers(0, vocab.english_first, len(owner)))
+    token = np.where(
+        english,
+        rng.integers(vocab.english_first, vocab.sentences, len(owner)),
+        rng.integers(0, vocab.english_first, len(owner)),
+    )
     pieces = [(owner, position + 0.5, token)]
 
     def insert(kind: str, counts: np.ndarray, near_end: float = 0.0) -> None:
@@ -194,9 +430,13 @@ def _texts(rng: np.random.Generator, vocab: Vocabulary, n: int) -> pa.Array:
     spoken = sentences > 0
     insert("uncertain", rng.poisson(0.045 * sentences * hedging) * spoken)
     insert("vague", rng.poisson(0.06 * sentences * np.sqrt(hedging)) * spoken)
-    insert("assertive", rng.poisson(0.04 * sentences * np.clip(1.5 - 0.5 * hedging, 0.2, 1.5)) * spoken)
+    insert(
+        "assertive", rng.poisson(0.04 * sentences * np.clip(1.5 - 0.5 * hedging, 0.2, 1.5)) * spoken
+    )
     concluding = (rng.random(n) < np.clip(0.15 + 0.03 * sentences, 0, 0.6)) & spoken
-    insert("conclusion", concluding.astype(np.int64) + (rng.random(n) < 0.05) * spoken, near_end=0.8)
+    insert(
+        "conclusion", concluding.astype(np.int64) + (rng.random(n) < 0.05) * spoken, near_end=0.8
+    )
     multi = (rng.random(n) < np.clip(0.1 + 0.05 * sentences, 0, 0.85)) & (sentences > 1)
     insert("break", multi * np.minimum(1 + rng.poisson(sentences / 5), sentences))
     insert("line", (rng.random(n) < 0.3) * rng.poisson(sentences / 6) * spoken)
@@ -222,44 +462,83 @@ def _per_answer(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return owner, _segment_positions(np.r_[True, owner[1:] != owner[:-1]])
 
 
-def _batch(rng: np.random.Generator, vocab: Vocabulary, ids: np.ndarray, n_total: int) -> dict[str, pa.Table]:
+def _batch(
+    rng: np.random.Generator, vocab: Vocabulary, ids: np.ndarray, n_total: int
+) -> dict[str, pa.Table]:
     n = len(ids)
     width = len(str(max(n_total - 1, 1)))
     answer_ids = _ids("a", ids, width)
     query_ids = _ids("q", rng.integers(0, max(1, n_total // 2), n), width)
-    usual = rng.choice([5, 10, 20, 30, 40], n, p=[0.1, 0.35, 0.3, 0.15, 0.1])  # the app's top-k settings
+    usual = rng.choice(
+        [5, 10, 20, 30, 40], n, p=[0.1, 0.35, 0.3, 0.15, 0.1]
+    )  # the app's top-k settings
     retrieved = np.where(rng.random(n) < 0.03, 0, usual)
     retrieved = np.where(rng.random(n) < 0.3, rng.integers(0, 41, n), retrieved)
 
-    wanted = rng.choice(MAX_CHUNKS + 1, n, p=np.r_[0.04, np.full(4, 0.04), 0.3, np.full(4, 0.05), 0.3])
+    wanted = rng.choice(
+        MAX_CHUNKS + 1, n, p=np.r_[0.04, np.full(4, 0.04), 0.3, np.full(4, 0.05), 0.3]
+    )
     inconsistent = rng.random(n) < 0.01  # the log has more chunks than it says were retrieved
     n_chunks = np.where(inconsistent, wanted, np.minimum(wanted, retrieved))
     owner, position = _per_answer(n_chunks)
     quality = rng.beta(2.0, 2.0, n)  # per answer: how relevant its retrieval was
-    score = np.clip(np.round(rng.beta(1.0 + 4 * quality[owner], 1.0 + 4 * (1 - quality[owner])), 4), 0.0, 1.0)
+    score = np.clip(
+        np.round(rng.beta(1.0 + 4 * quality[owner], 1.0 + 4 * (1 - quality[owner])), 4), 0.0, 1.0
+    )
     chunk_ids = pc.binary_join_element_wise(
-        _ids("d", rng.integers(0, CORPUS_DOCUMENTS, len(owner)), 6), _ids("#c", position, 2), "")
-    chunks = pa.table({"answer_id": answer_ids.take(pa.array(owner)), "chunk_id": chunk_ids,
-                       "rerank_score": score}, schema=SCHEMAS["chunks"])
+        _ids("d", rng.integers(0, CORPUS_DOCUMENTS, len(owner)), 6), _ids("#c", position, 2), ""
+    )
+    chunks = pa.table(
+        {
+            "answer_id": answer_ids.take(pa.array(owner)),
+            "chunk_id": chunk_ids,
+            "rerank_score": score,
+        },
+        schema=SCHEMAS["chunks"],
+    )
 
-    n_cited = np.minimum(n_chunks, rng.choice(MAX_CITATIONS + 1, n, p=[0.1, 0.12, 0.18, 0.18, 0.14, 0.12,
-                                                                        0.08, 0.05, 0.03]))
-    preference = np.lexsort((-(score + rng.normal(0, 0.15, len(owner))), owner))  # best first per answer
+    n_cited = np.minimum(
+        n_chunks,
+        rng.choice(MAX_CITATIONS + 1, n, p=[0.1, 0.12, 0.18, 0.18, 0.14, 0.12, 0.08, 0.05, 0.03]),
+    )
+    preference = np.lexsort(
+        (-(score + rng.normal(0, 0.15, len(owner))), owner)
+    )  # best first per answer
     cited_rank = np.empty(len(owner), np.int64)
     cited_rank[preference] = position  # rows are grouped by answer, so positions line up
     cited = np.flatnonzero(cited_rank < n_cited[owner])
-    citations = pa.table({"answer_id": chunks["answer_id"].take(pa.array(cited)),
-                          "chunk_id": chunk_ids.take(pa.array(cited))}, schema=SCHEMAS["citations"])
+    citations = pa.table(
+        {
+            "answer_id": chunks["answer_id"].take(pa.array(cited)),
+            "chunk_id": chunk_ids.take(pa.array(cited)),
+        },
+        schema=SCHEMAS["citations"],
+    )
 
     n_events = (rng.random(n) < 0.02) * rng.integers(1, 3, n)
     event_owner, _ = _per_answer(n_events)
-    events = pa.table({"answer_id": answer_ids.take(pa.array(event_owner)),
-                       "severity": pa.array(np.array(SEVERITIES, dtype=object)[
-                           rng.choice(3, len(event_owner), p=[0.25, 0.35, 0.4])], pa.string())},
-                      schema=SCHEMAS["events"])
+    events = pa.table(
+        {
+            "answer_id": answer_ids.take(pa.array(event_owner)),
+            "severity": pa.array(
+                np.array(SEVERITIES, dtype=object)[
+                    rng.choice(3, len(event_owner), p=[0.25, 0.35, 0.4])
+                ],
+                pa.string(),
+            ),
+        },
+        schema=SCHEMAS["events"],
+    )
 
-    answers = pa.table({"answer_id": answer_ids, "query_id": query_ids, "answer_text": _texts(rng, vocab, n),
-                        "retrieved_count": retrieved.astype(np.int32)}, schema=SCHEMAS["answers"])
+    answers = pa.table(
+        {
+            "answer_id": answer_ids,
+            "query_id": query_ids,
+            "answer_text": _texts(rng, vocab, n),
+            "retrieved_count": retrieved.astype(np.int32),
+        },
+        schema=SCHEMAS["answers"],
+    )
     return {"answers": answers, "citations": citations, "chunks": chunks, "events": events}
 
 
@@ -272,11 +551,13 @@ def generate(out_dir: str | Path, n_answers: int, seed: int = 1) -> dict[str, in
     vocab = Vocabulary(rng)
     ids = rng.permutation(n_answers)
     rows = dict.fromkeys(FILES, 0)
-    writers = {name: pq.ParquetWriter(out / f"{name}.parquet", SCHEMAS[name], compression="snappy")
-               for name in FILES}
+    writers = {
+        name: pq.ParquetWriter(out / f"{name}.parquet", SCHEMAS[name], compression="snappy")
+        for name in FILES
+    }
     try:
         for first in range(0, n_answers, BATCH):
-            for name, table in _batch(rng, vocab, ids[first:first + BATCH], n_answers).items():
+            for name, table in _batch(rng, vocab, ids[first : first + BATCH], n_answers).items():
                 writers[name].write_table(table)
                 rows[name] += table.num_rows
     finally:
@@ -289,13 +570,21 @@ def text_facts(answers: Path) -> dict[str, float]:
     """Length quantiles and the share of short, long and multi-paragraph answers."""
     texts = pq.read_table(answers, columns=["answer_text"])["answer_text"]
     lengths = pc.utf8_length(texts).to_numpy()
-    shares = {"under_50": lengths < 50, "100_to_1000": (lengths >= 100) & (lengths <= 1000),
-              "over_2000": lengths > 2000,
-              "with_blank_line": pc.match_substring_regex(texts, r"\n[\t\n\f\r ]*\n").to_numpy(False)}
-    return {"characters": int(lengths.sum()), "bytes": int(pc.sum(pc.binary_length(texts)).as_py() or 0),
-            **{f"length_{name}": float(np.percentile(lengths, q)) for name, q in
-               (("p10", 10), ("median", 50), ("p90", 90), ("max", 100))},
-            **{f"share_{name}": float(np.mean(flags)) for name, flags in shares.items()}}
+    shares = {
+        "under_50": lengths < 50,
+        "100_to_1000": (lengths >= 100) & (lengths <= 1000),
+        "over_2000": lengths > 2000,
+        "with_blank_line": pc.match_substring_regex(texts, r"\n[\t\n\f\r ]*\n").to_numpy(False),
+    }
+    return {
+        "characters": int(lengths.sum()),
+        "bytes": int(pc.sum(pc.binary_length(texts)).as_py() or 0),
+        **{
+            f"length_{name}": float(np.percentile(lengths, q))
+            for name, q in (("p10", 10), ("median", 50), ("p90", 90), ("max", 100))
+        },
+        **{f"share_{name}": float(np.mean(flags)) for name, flags in shares.items()},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

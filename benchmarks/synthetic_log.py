@@ -30,11 +30,19 @@ ROW_GROUP = 131_072
 ROWS_PER_QUERY = 82  # the generator's mean, measured; used only to size the query count
 QUERIES_PER_BATCH = 20_000
 
-SCHEMA = pa.schema([
-    ("query_id", pa.string()), ("source", pa.string()), ("item_id", pa.string()),
-    ("parent_id", pa.string()), ("score", pa.float64()), ("rank", pa.int32()),
-    ("granularity", pa.string()), ("block_type", pa.string()), ("total_chunks", pa.int32()),
-])
+SCHEMA = pa.schema(
+    [
+        ("query_id", pa.string()),
+        ("source", pa.string()),
+        ("item_id", pa.string()),
+        ("parent_id", pa.string()),
+        ("score", pa.float64()),
+        ("rank", pa.int32()),
+        ("granularity", pa.string()),
+        ("block_type", pa.string()),
+        ("total_chunks", pa.int32()),
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -52,7 +60,9 @@ def make_corpus(rng: np.random.Generator) -> Corpus:
     rng.shuffle(weights)
     n_ingredients = rng.integers(1, 4, CORPUS_PARENTS)
     n_additional = rng.integers(0, 4, CORPUS_PARENTS)
-    n_operation = np.clip(np.round(rng.lognormal(2.0, 0.6, CORPUS_PARENTS)), 1, None).astype(np.int64)
+    n_operation = np.clip(np.round(rng.lognormal(2.0, 0.6, CORPUS_PARENTS)), 1, None).astype(
+        np.int64
+    )
     total = np.clip(1 + n_ingredients + n_operation + n_additional, 3, MAX_CHUNKS)
     return Corpus(
         popularity_cdf=np.cumsum(weights) / weights.sum(),
@@ -71,7 +81,9 @@ def _segment_positions(starts_flag: np.ndarray) -> np.ndarray:
     return index - run_start
 
 
-def _ranked(query: np.ndarray, score: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _ranked(
+    query: np.ndarray, score: np.ndarray, keys: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Order rows by (query, score desc, key) and return that order and the 1-based ranks."""
     order = np.lexsort((keys, -score, query))
     sorted_query = query[order]
@@ -80,7 +92,9 @@ def _ranked(query: np.ndarray, score: np.ndarray, keys: np.ndarray) -> tuple[np.
     return order, _segment_positions(new_query) + 1
 
 
-def _sample_parents(rng: np.random.Generator, corpus: Corpus, n_queries: int) -> tuple[np.ndarray, np.ndarray]:
+def _sample_parents(
+    rng: np.random.Generator, corpus: Corpus, n_queries: int
+) -> tuple[np.ndarray, np.ndarray]:
     per_query = np.clip(rng.poisson(16, n_queries), 4, 30)
     query = np.repeat(np.arange(n_queries), per_query)
     parent = np.searchsorted(corpus.popularity_cdf, rng.random(len(query)))
@@ -110,9 +124,14 @@ def _batch(rng: np.random.Generator, corpus: Corpus, first_query: int, n_queries
 
     pieces = []
     for source_index, (source, scale, noise) in enumerate(
-            (("dense", 0.15, 0.6), ("sparse", 12.0, 0.9), ("summary", 0.15, 0.5))):
+        (("dense", 0.15, 0.6), ("sparse", 12.0, 0.9), ("summary", 0.15, 0.5))
+    ):
         if source == "summary":
-            owner, latent, chunk_no = np.arange(len(parent)), relevance, np.zeros(len(parent), np.int64)
+            owner, latent, chunk_no = (
+                np.arange(len(parent)),
+                relevance,
+                np.zeros(len(parent), np.int64),
+            )
         else:
             owner, latent, chunk_no = chunk_owner, chunk_relevance, chunk
         raw = latent + rng.normal(0.0, noise, len(owner))
@@ -122,7 +141,9 @@ def _batch(rng: np.random.Generator, corpus: Corpus, first_query: int, n_queries
         picked, rank = order[keep], rank[keep]
         pieces.append((source, owner[picked], chunk_no[picked], score[picked], rank))
 
-    sources = pa.array(np.concatenate([np.full(len(p[1]), i, np.int8) for i, p in enumerate(pieces)]))
+    sources = pa.array(
+        np.concatenate([np.full(len(p[1]), i, np.int8) for i, p in enumerate(pieces)])
+    )
     owner = np.concatenate([p[1] for p in pieces])
     chunk_no = np.concatenate([p[2] for p in pieces])
     is_doc = np.concatenate([np.full(len(p[1]), p[0] == "summary") for p in pieces])
@@ -130,20 +151,31 @@ def _batch(rng: np.random.Generator, corpus: Corpus, first_query: int, n_queries
     rows_parent = parent[owner]
     parent_ids = corpus.parent_ids.take(pa.array(rows_parent))
     item_ids = pc.if_else(
-        pa.array(is_doc), parent_ids,
-        pc.binary_join_element_wise(parent_ids, corpus.chunk_suffixes.take(pa.array(chunk_no)), ""))
+        pa.array(is_doc),
+        parent_ids,
+        pc.binary_join_element_wise(parent_ids, corpus.chunk_suffixes.take(pa.array(chunk_no)), ""),
+    )
     block = _block_types(corpus, rows_parent, chunk_no)
-    table = pa.table({
-        "query_id": pa.array([f"q{first_query + q:07d}" for q in range(n_queries)]).take(pa.array(rows_query)),
-        "source": pa.DictionaryArray.from_arrays(sources, ["dense", "sparse", "summary"]).cast(pa.string()),
-        "item_id": item_ids,
-        "parent_id": parent_ids,
-        "score": np.concatenate([p[3] for p in pieces]),
-        "rank": np.concatenate([p[4] for p in pieces]).astype(np.int32),
-        "granularity": pa.array(np.where(is_doc, "doc", "block")),
-        "block_type": pa.array(np.where(is_doc, "summary", np.array(BLOCK_TYPES, dtype=object)[block])),
-        "total_chunks": corpus.total_chunks[rows_parent].astype(np.int32),
-    }, schema=SCHEMA)
+    table = pa.table(
+        {
+            "query_id": pa.array([f"q{first_query + q:07d}" for q in range(n_queries)]).take(
+                pa.array(rows_query)
+            ),
+            "source": pa.DictionaryArray.from_arrays(sources, ["dense", "sparse", "summary"]).cast(
+                pa.string()
+            ),
+            "item_id": item_ids,
+            "parent_id": parent_ids,
+            "score": np.concatenate([p[3] for p in pieces]),
+            "rank": np.concatenate([p[4] for p in pieces]).astype(np.int32),
+            "granularity": pa.array(np.where(is_doc, "doc", "block")),
+            "block_type": pa.array(
+                np.where(is_doc, "summary", np.array(BLOCK_TYPES, dtype=object)[block])
+            ),
+            "total_chunks": corpus.total_chunks[rows_parent].astype(np.int32),
+        },
+        schema=SCHEMA,
+    )
     order = np.lexsort((table["rank"].to_numpy(), sources.to_numpy(), rows_query))
     return table.take(pa.array(order))
 
@@ -166,7 +198,9 @@ def parse_count(text: str) -> int:
     """`30M`, `1.5M`, `200k` or a plain integer."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*", text)
     if not match:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a row count such as 200k, 10M or 30000000")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected a row count such as 200k, 10M or 30000000"
+        )
     number, unit = float(match.group(1)), match.group(2).lower()
     return int(number * {"": 1, "k": 1_000, "m": 1_000_000}[unit])
 
@@ -174,7 +208,9 @@ def parse_count(text: str) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", help="the Parquet file to write")
-    parser.add_argument("--rows", type=parse_count, default=parse_count("1M"), help="about this many rows")
+    parser.add_argument(
+        "--rows", type=parse_count, default=parse_count("1M"), help="about this many rows"
+    )
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     print(f"{generate(args.out, args.rows, args.seed):,} rows -> {args.out}")

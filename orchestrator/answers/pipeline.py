@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from ..core.connection import EngineSettings
-from ..core.inputs import Table, check_references
+from ..core.inputs import Table
 from ..core.policy import Policy, load_policy
 from ..core.progress import SILENT, Progress
 from ..core.session import Session
+from ..core.validate import check_references
 from .policy import ANSWER_POLICY
 from .stages import render_answers, render_contract
 from .tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
@@ -26,10 +27,17 @@ class AnswersResult:
     manifest: dict[str, Any]
 
 
-def score_answers(answers: Table, citations: Table, chunks: Table, out_dir: str | Path,
-                  policy: str = "answer_v1", events: Table | None = None,
-                  overrides: list[str] | None = None, settings: EngineSettings | None = None,
-                  progress: Progress = SILENT) -> AnswersResult:
+def score_answers(
+    answers: Table,
+    citations: Table,
+    chunks: Table,
+    out_dir: str | Path,
+    policy: str = "answer_v1",
+    events: Table | None = None,
+    overrides: list[str] | None = None,
+    settings: EngineSettings | None = None,
+    progress: Progress = SILENT,
+) -> AnswersResult:
     """Score logged answers into `out_dir`: answers.parquet, contract.jsonl, manifest.json and the
     rendered SQL. Nothing is written unless everything succeeds."""
     loaded = load_policy(ANSWER_POLICY, policy, overrides)
@@ -44,23 +52,34 @@ def score_answers(answers: Table, citations: Table, chunks: Table, out_dir: str 
         session.check(contract_sql)
         progress.step("writing outputs")
         with session.publish(out_dir) as out:
-            out.copy("answers.parquet", "SELECT * FROM scored_answers ORDER BY answer_id", answers_sql)
+            out.copy(
+                "answers.parquet", "SELECT * FROM scored_answers ORDER BY answer_id", answers_sql
+            )
             out.copy("contract.jsonl", contract_sql.text, contract_sql)
             manifest = out.manifest("answers", loaded.as_record(), session.settings.record())
     return AnswersResult(Path(out_dir), loaded, out.counts["answers.parquet"], manifest)
 
 
-def open_answer_inputs(session: Session, policy: Policy, answers: Table, citations: Table,
-                       chunks: Table, events: Table | None) -> None:
+def open_answer_inputs(
+    session: Session,
+    policy: Policy,
+    answers: Table,
+    citations: Table,
+    chunks: Table,
+    events: Table | None,
+) -> None:
     """The typed views answers, citations, chunks (and events), checked: contracts, the policy's
     rerank score range, and every answer_id known to --answers."""
     lo, hi = policy.parameters["citation_relevance"]["score_range"]
     ranged = dataclasses.replace(CHUNKS.column("rerank_score"), min=lo, max=hi)
     chunks_contract = dataclasses.replace(
-        CHUNKS, columns=tuple(ranged if c.name == "rerank_score" else c for c in CHUNKS.columns))
-    opened = {"answers": session.open("answers", ANSWERS, answers, "--answers"),
-              "citations": session.open("citations", CITATIONS, citations, "--citations"),
-              "chunks": session.open("chunks", chunks_contract, chunks, "--chunks")}
+        CHUNKS, columns=tuple(ranged if c.name == "rerank_score" else c for c in CHUNKS.columns)
+    )
+    opened = {
+        "answers": session.open("answers", ANSWERS, answers, "--answers"),
+        "citations": session.open("citations", CITATIONS, citations, "--citations"),
+        "chunks": session.open("chunks", chunks_contract, chunks, "--chunks"),
+    }
     if events is not None:
         opened["events"] = session.open("events", EVENTS, events, "--events")
     for name in ("citations", "chunks", "events"):

@@ -3,6 +3,7 @@ built from its word lists (values reach the SQL through `lit`)."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from ..common.patterns import term_regex
@@ -24,27 +25,33 @@ def _bands_descend_to_zero(p: dict[str, Any]) -> None:
         thresholds = [band["at_least"] for band in p[name]]
         if not thresholds:
             raise PolicyError(f"parameters.{name} needs at least one band")
-        if any(a <= b for a, b in zip(thresholds, thresholds[1:])):
-            raise PolicyError(f"parameters.{name}: at_least must strictly decrease from band to band")
+        if any(a <= b for a, b in itertools.pairwise(thresholds)):
+            raise PolicyError(
+                f"parameters.{name}: at_least must strictly decrease from band to band"
+            )
         if thresholds[-1] != 0:
             raise PolicyError(f"parameters.{name}: the last band must start at 0 (it is the floor)")
 
 
 def _factors_within_one(p: dict[str, Any]) -> None:
     def best(name: str) -> float:
-        return max(band["points"] for band in p[name])
+        return float(max(band["points"] for band in p[name]))
 
     s = p["structure"]
     sums = {
-        "citation quality (citation_count + citation_relevance.max_points)":
-            best("citation_count") + p["citation_relevance"]["max_points"],
-        "answer quality (length + structure points)":
-            best("length") + s["paragraph_points"] + s["conclusion_points"],
-        "retrieval (retrieved_count + citation_rate)": best("retrieved_count") + best("citation_rate"),
+        "citation quality (citation_count + citation_relevance.max_points)": best("citation_count")
+        + p["citation_relevance"]["max_points"],
+        "answer quality (length + structure points)": best("length")
+        + s["paragraph_points"]
+        + s["conclusion_points"],
+        "retrieval (retrieved_count + citation_rate)": best("retrieved_count")
+        + best("citation_rate"),
     }
     for factor, total in sums.items():
         if total > 1 + 1e-12:
-            raise PolicyError(f"the best points of {factor} add up to {total:g}; a factor is at most 1")
+            raise PolicyError(
+                f"the best points of {factor} add up to {total:g}; a factor is at most 1"
+            )
 
 
 def _ranges_and_cuts(p: dict[str, Any]) -> None:
@@ -66,7 +73,9 @@ def _lexicons_disjoint(p: dict[str, Any]) -> None:
                 raise PolicyError(f"parameters.lexicons: {term!r} is in both {other} and {name}")
     for phrase in p["lexicons"]["conclusion"]:
         if any(not part for part in gap_parts(phrase)):
-            raise PolicyError(f"parameters.lexicons.conclusion: {phrase!r} has an empty part around {GAP!r}")
+            raise PolicyError(
+                f"parameters.lexicons.conclusion: {phrase!r} has an empty part around {GAP!r}"
+            )
 
 
 BANDS = ListOf({"at_least": Number(0.0), "points": UNIT})
@@ -76,21 +85,34 @@ ANSWER_POLICY = PolicyKind(
     capability="answers",
     version_key="answer_policy_version",
     spec={
-        "weights": {f: Number(0.0) for f in ("citation_quality", "answer_quality", "retrieval", "certainty")},
+        "weights": {
+            f: Number(0.0) for f in ("citation_quality", "answer_quality", "retrieval", "certainty")
+        },
         "levels": {"high_at_least": Number(0.0, 100.0), "medium_at_least": Number(0.0, 100.0)},
         "citation_count": BANDS,
-        "citation_relevance": {"top_k": Number(1, 50, integer=True), "max_points": UNIT,
-                               "score_range": Bounds()},
+        "citation_relevance": {
+            "top_k": Number(1, 50, integer=True),
+            "max_points": UNIT,
+            "score_range": Bounds(),
+        },
         "length": BANDS,
-        "structure": {"min_paragraphs": Number(1, integer=True), "paragraph_points": UNIT,
-                      "conclusion_points": UNIT},
+        "structure": {
+            "min_paragraphs": Number(1, integer=True),
+            "paragraph_points": UNIT,
+            "conclusion_points": UNIT,
+        },
         "retrieved_count": BANDS,
         "citation_rate": BANDS,
         "certainty": {"base": UNIT, "uncertain": HITS, "vague": HITS, "assertive": HITS},
         "contradictions": {s: Choice(LEVEL_CHANGES) for s in ("high", "medium", "low")},
         "lexicons": {name: Words() for name in (*LEXICONS, "conclusion")},
     },
-    cross_checks=(_bands_descend_to_zero, _factors_within_one, _ranges_and_cuts, _lexicons_disjoint),
+    cross_checks=(
+        _bands_descend_to_zero,
+        _factors_within_one,
+        _ranges_and_cuts,
+        _lexicons_disjoint,
+    ),
 )
 
 
@@ -103,7 +125,9 @@ def gap_parts(phrase: str) -> list[str]:
 def lexicon_pattern(lexicons: dict[str, list[str]]) -> str | None:
     """One alternation of every lexicon term, longest first: RE2 takes the first alternative
     that matches at the leftmost position, so the scan takes the longest term there."""
-    terms = sorted({t.lower() for name in LEXICONS for t in lexicons[name]}, key=lambda t: (-len(t), t))
+    terms = sorted(
+        {t.lower() for name in LEXICONS for t in lexicons[name]}, key=lambda t: (-len(t), t)
+    )
     return "(?:" + "|".join(term_regex(t) for t in terms) + ")" if terms else None
 
 
@@ -111,5 +135,7 @@ def conclusion_pattern(phrases: list[str]) -> str | None:
     """Any conclusion phrase; the parts of a phrase with a gap match in order, anything between."""
     if not phrases:
         return None
-    alternatives = [".*?".join(term_regex(part) for part in gap_parts(phrase.lower())) for phrase in phrases]
+    alternatives = [
+        ".*?".join(term_regex(part) for part in gap_parts(phrase.lower())) for phrase in phrases
+    ]
     return "(?s)(?:" + "|".join(alternatives) + ")"

@@ -8,28 +8,55 @@ from typing import Any
 
 from ..core.policy import Policy
 from ..core.render import RenderedSQL, render
-from .policy import (BAND_LISTS, LEXICONS, PARAGRAPH_SEPARATOR, VISIBLE_CHARACTER,
-                     conclusion_pattern, lexicon_pattern)
+from .policy import (
+    BAND_LISTS,
+    LEXICONS,
+    PARAGRAPH_SEPARATOR,
+    VISIBLE_CHARACTER,
+    conclusion_pattern,
+    lexicon_pattern,
+)
 
 # the CTEs of answers.sql, in order, and the contract rows
-STAGES = ("answer_rows", "citation_counts", "ranked_chunks", "relevance", "text_features",
-          "lexicon_hits", "sub_factors", "certainty_parts", "factors", "totals", "percentages",
-          "score_levels", "adjusted_levels", "scored_answers", "contract")
+STAGES = (
+    "answer_rows",
+    "citation_counts",
+    "ranked_chunks",
+    "relevance",
+    "text_features",
+    "lexicon_hits",
+    "sub_factors",
+    "certainty_parts",
+    "factors",
+    "totals",
+    "percentages",
+    "score_levels",
+    "adjusted_levels",
+    "scored_answers",
+    "contract",
+)
 
 
-def render_answers(policy: Policy, with_events: bool, final: str = "scored_answers",
-                   ordered: bool = True) -> RenderedSQL:
+def render_answers(
+    policy: Policy, with_events: bool, final: str = "scored_answers", ordered: bool = True
+) -> RenderedSQL:
     """The stages up to scored_answers (or the stage `final`) over answers, citations, chunks
     (and events)."""
-    return render("answers/answers.sql", final=final, ordered=ordered,
-                  **_context(policy, with_events))
+    return render(
+        "answers/answers.sql", final=final, ordered=ordered, **_context(policy, with_events)
+    )
 
 
-def render_contract(policy: Policy, with_events: bool, standalone: bool,
-                    ordered: bool = True) -> RenderedSQL:
+def render_contract(
+    policy: Policy, with_events: bool, standalone: bool, ordered: bool = True
+) -> RenderedSQL:
     """The contract rows, from the materialised scored_answers or (standalone) from the inputs."""
-    return render("answers/contract.sql", standalone=standalone, ordered=ordered,
-                  **_context(policy, with_events))
+    return render(
+        "answers/contract.sql",
+        standalone=standalone,
+        ordered=ordered,
+        **_context(policy, with_events),
+    )
 
 
 def render_stage(policy: Policy, stage: str, with_events: bool) -> RenderedSQL:
@@ -42,13 +69,23 @@ def render_stage(policy: Policy, stage: str, with_events: bool) -> RenderedSQL:
 def _context(policy: Policy, with_events: bool) -> dict[str, Any]:
     p = policy.parameters
     return dict(
-        policy=p, policy_version=policy.version, with_events=with_events,
-        inputs={"answers": "answers", "citations": "citations", "chunks": "chunks",
-                "events": "events" if with_events else None},
+        policy=p,
+        policy_version=policy.version,
+        with_events=with_events,
+        inputs={
+            "answers": "answers",
+            "citations": "citations",
+            "chunks": "chunks",
+            "events": "events" if with_events else None,
+        },
         lexicons={name: [t.lower() for t in p["lexicons"][name]] for name in LEXICONS},
         lexicon_pattern=lexicon_pattern(p["lexicons"]),
         conclusion_pattern=conclusion_pattern(p["lexicons"]["conclusion"]),
-        paragraph_separator=PARAGRAPH_SEPARATOR, visible_character=VISIBLE_CHARACTER,
-        max_total=math.fsum(p["weights"][f] for f in ("citation_quality", "answer_quality", "retrieval", "certainty")),
+        paragraph_separator=PARAGRAPH_SEPARATOR,
+        visible_character=VISIBLE_CHARACTER,
+        max_total=math.fsum(
+            p["weights"][f]
+            for f in ("citation_quality", "answer_quality", "retrieval", "certainty")
+        ),
         max_points={name: max(band["points"] for band in p[name]) for name in BAND_LISTS},
     )

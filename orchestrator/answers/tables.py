@@ -6,8 +6,12 @@ from ..core.tables import Column, TableContract
 
 ANSWERS = TableContract(
     name="answers",
-    columns=(Column("answer_id", "id"), Column("query_id", "id"), Column("answer_text", "text"),
-             Column("retrieved_count", "count", min=0)),
+    columns=(
+        Column("answer_id", "id"),
+        Column("query_id", "id"),
+        Column("answer_text", "text"),
+        Column("retrieved_count", "count", min=0),
+    ),
     key=("answer_id",),
 )
 
@@ -27,6 +31,9 @@ CHUNKS = TableContract(
 
 EVENTS = TableContract(
     name="events",
-    columns=(Column("answer_id", "id"), Column("severity", "text", choices=("high", "medium", "low"))),
+    columns=(
+        Column("answer_id", "id"),
+        Column("severity", "text", choices=("high", "medium", "low")),
+    ),
     allow_empty=True,
 )

@@ -10,8 +10,11 @@ from ..core.render import RenderedSQL
 from ..core.session import Session
 
 GATES = (  # name, comparison
-    ("citation_resolution_rate", ">="), ("unsupported_claim_rate", "<="),
-    ("retrieval_p95_ms", "<="), ("scoring_p95_ms", "<="), ("rerank_degradation_ratio", "<="),
+    ("citation_resolution_rate", ">="),
+    ("unsupported_claim_rate", "<="),
+    ("retrieval_p95_ms", "<="),
+    ("scoring_p95_ms", "<="),
+    ("rerank_degradation_ratio", "<="),
 )
 NOT_COMPUTED = ("ragas_precision", "ragas_recall", "faithfulness")
 
@@ -30,10 +33,28 @@ def gates_report(session: Session, gates_sql: RenderedSQL, policy: Policy) -> di
         else:
             ok = value >= threshold if comparison == ">=" else value <= threshold
             status = "pass" if ok else "fail"
-        gates.append({"name": name, "value": None if value is None else float(value),
-                      "threshold": threshold, "comparison": comparison, "status": status})
+        gates.append(
+            {
+                "name": name,
+                "value": None if value is None else float(value),
+                "threshold": threshold,
+                "comparison": comparison,
+                "status": status,
+            }
+        )
     for name in NOT_COMPUTED:
-        gates.append({"name": name, "value": None, "threshold": None, "comparison": None,
-                      "status": "not_computed", "why": "needs an LLM judge over the answers; not in the logs"})
-    return {"policy_version": policy.version, "gates": gates,
-            "passed": all(g["status"] != "fail" for g in gates)}
+        gates.append(
+            {
+                "name": name,
+                "value": None,
+                "threshold": None,
+                "comparison": None,
+                "status": "not_computed",
+                "why": "needs an LLM judge over the answers; not in the logs",
+            }
+        )
+    return {
+        "policy_version": policy.version,
+        "gates": gates,
+        "passed": all(g["status"] != "fail" for g in gates),
+    }

@@ -20,8 +20,16 @@ from ..core.render import ident, render
 from ..core.session import Session
 from ..core.tables import OpenedInput
 from .gates import gates_report
-from .policy import (BID_POLICY, DATE_PATTERN, FULL_WIDTH, HALF_WIDTH, NUMBER_PATTERN,
-                     NUMERIC_FIELDS, TOKEN_PATTERN, keyword_pattern)
+from .policy import (
+    BID_POLICY,
+    DATE_PATTERN,
+    FULL_WIDTH,
+    HALF_WIDTH,
+    NUMBER_PATTERN,
+    NUMERIC_FIELDS,
+    TOKEN_PATTERN,
+    keyword_pattern,
+)
 from .rules import Rule, check_rules_match_criteria, load_rules, rule_record
 from .tables import check_synonyms, open_bid_inputs
 from .whitelist import Compiled, parse_condition
@@ -40,7 +48,13 @@ STAGE_OUTPUTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "evaluations.parquet": ("evaluation_results", ("evaluation_id", "supplier_id")),
 }
 # what contract.sql and gates.sql read, besides the inputs
-MATERIALISED = ("candidates", "criteria_results", "claim_citation_checks", "claim_results", "evaluation_results")
+MATERIALISED = (
+    "candidates",
+    "criteria_results",
+    "claim_citation_checks",
+    "claim_results",
+    "evaluation_results",
+)
 
 
 @dataclass(frozen=True)
@@ -63,9 +77,15 @@ class BidsResult:
         return [g["name"] for g in self.gates["gates"] if g["status"] == "fail"]
 
 
-def score_bids(input_dir: str | Path, out_dir: str | Path, policy: str = "bid_v1",
-               rules: str | Path | None = None, overrides: list[str] | None = None,
-               settings: EngineSettings | None = None, progress: Progress = SILENT) -> BidsResult:
+def score_bids(
+    input_dir: str | Path,
+    out_dir: str | Path,
+    policy: str = "bid_v1",
+    rules: str | Path | None = None,
+    overrides: list[str] | None = None,
+    settings: EngineSettings | None = None,
+    progress: Progress = SILENT,
+) -> BidsResult:
     """Evaluate the bids of `input_dir` into `out_dir` (nothing is written unless all succeeds)."""
     loaded = load_policy(BID_POLICY, policy, overrides)
     input_dir = Path(input_dir)
@@ -80,12 +100,22 @@ def score_bids(input_dir: str | Path, out_dir: str | Path, policy: str = "bid_v1
         branches = sql_branches(session, opened["queries"])
         check_synonyms(session, opened)
         context = _context(loaded, rule_list, branches)
-        params = {name: value for branch in branches for name, value in _branch_params(branch).items()}
-        params.update({name: value for rule in rule_list if rule.expression
-                       for name, value in rule.expression.params.items()})
+        params = {
+            name: value for branch in branches for name, value in _branch_params(branch).items()
+        }
+        params.update(
+            {
+                name: value
+                for rule in rule_list
+                if rule.expression
+                for name, value in rule.expression.params.items()
+            }
+        )
         progress.step(f"scoring {opened['evaluations'].rows:,} supplier evaluations")
-        stage_sql = {stage: render("bids/bids.sql", final=stage, order_by=keys, **context)
-                     for stage, keys in [*STAGE_OUTPUTS.values(), *((m, ()) for m in MATERIALISED)]}
+        stage_sql = {
+            stage: render("bids/bids.sql", final=stage, order_by=keys, **context)
+            for stage, keys in [*STAGE_OUTPUTS.values(), *((m, ()) for m in MATERIALISED)]
+        }
         # every stage renders the same CTEs and differs only in the final SELECT: one check covers them
         session.check(stage_sql["evaluation_results"])
         for stage in MATERIALISED:
@@ -104,9 +134,15 @@ def score_bids(input_dir: str | Path, out_dir: str | Path, policy: str = "bid_v1
             gates = gates_report(session, gates_sql, loaded)
             out.json("gates.json", gates)
             # every stage renders bids.sql; the one kept selects the last stage, evaluation_results
-            manifest = out.manifest("bids", loaded.as_record(), session.settings.record(),
-                                    rules={"path": str(rules_path) if rule_list else None,
-                                           "rules": [rule_record(r) for r in rule_list]})
+            manifest = out.manifest(
+                "bids",
+                loaded.as_record(),
+                session.settings.record(),
+                rules={
+                    "path": str(rules_path) if rule_list else None,
+                    "rules": [rule_record(r) for r in rule_list],
+                },
+            )
     return BidsResult(Path(out_dir), loaded, out.counts["evaluations.parquet"], gates, manifest)
 
 
@@ -117,12 +153,20 @@ def _order(keys: tuple[str, ...]) -> str:
 def _context(policy: Policy, rules: list[Rule], branches: list[SqlBranch]) -> dict[str, Any]:
     p = policy.parameters
     return dict(
-        policy=p, policy_version=policy.version, rules=rules, sql_branches=branches,
+        policy=p,
+        policy_version=policy.version,
+        rules=rules,
+        sql_branches=branches,
         aggregate_columns=[(fn, f) for f in NUMERIC_FIELDS for fn in ("min", "max", "avg")],
-        full_width=FULL_WIDTH, half_width=HALF_WIDTH,
-        date_pattern=DATE_PATTERN, number_pattern=NUMBER_PATTERN, token_pattern=TOKEN_PATTERN,
-        type_patterns=[{"type": entry["type"], "pattern": keyword_pattern(entry["keywords"])}
-                       for entry in p["query_types"]],
+        full_width=FULL_WIDTH,
+        half_width=HALF_WIDTH,
+        date_pattern=DATE_PATTERN,
+        number_pattern=NUMBER_PATTERN,
+        token_pattern=TOKEN_PATTERN,
+        type_patterns=[
+            {"type": entry["type"], "pattern": keyword_pattern(entry["keywords"])}
+            for entry in p["query_types"]
+        ],
     )
 
 
@@ -132,17 +176,24 @@ def _branch_params(branch: SqlBranch) -> dict[str, Any]:
 
 def sql_branches(session: Session, queries: OpenedInput) -> list[SqlBranch]:
     """Each distinct sql_condition of the queries, compiled; a bad one names its first query."""
-    conditions = [row[0] for row in session.con.execute(
-        "SELECT DISTINCT sql_condition FROM queries WHERE sql_condition IS NOT NULL ORDER BY 1").fetchall()]
+    conditions = [
+        row[0]
+        for row in session.con.execute(
+            "SELECT DISTINCT sql_condition FROM queries WHERE sql_condition IS NOT NULL ORDER BY 1"
+        ).fetchall()
+    ]
     branches = []
     for number, text in enumerate(conditions, start=1):
         try:
             compiled = parse_condition(text, prefix=f"c{number}_")
         except WhitelistError as exc:
-            first = session.first_row("SELECT min(query_id) FROM queries WHERE sql_condition = ?", [text])
+            first = session.first_row(
+                "SELECT min(query_id) FROM queries WHERE sql_condition = ?", [text]
+            )
             assert first is not None
-            raise WhitelistError(f"{queries.label} ({queries.given}, query_id={first[0]!r}), "
-                                 f"column 'sql_condition': {exc}") from None
+            raise WhitelistError(
+                f"{queries.label} ({queries.given}, query_id={first[0]!r}), "
+                f"column 'sql_condition': {exc}"
+            ) from None
         branches.append(SqlBranch(f"c{number}_text", text, compiled))
     return branches
-

@@ -17,8 +17,10 @@ NUMERIC_FIELDS = tuple(f for f, kind in FIELD_TYPES.items() if kind == "number")
 # §3.1: full-width ASCII (U+FF01…U+FF5E) and the ideographic space fold to their ASCII forms
 FULL_WIDTH = "".join(chr(code) for code in range(0xFF01, 0xFF5F)) + "\u3000"
 HALF_WIDTH = "".join(chr(code - 0xFEE0) for code in range(0xFF01, 0xFF5F)) + " "
-DATE_PATTERN = (r"[0-9]{4}年[0-9]{1,2}月[0-9]{1,2}日|[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}"
-                r"|[0-9]{4}/[0-9]{1,2}/[0-9]{1,2}|[0-9]{4}\.[0-9]{1,2}\.[0-9]{1,2}")
+DATE_PATTERN = (
+    r"[0-9]{4}年[0-9]{1,2}月[0-9]{1,2}日|[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}"
+    r"|[0-9]{4}/[0-9]{1,2}/[0-9]{1,2}|[0-9]{4}\.[0-9]{1,2}\.[0-9]{1,2}"
+)
 NUMBER_PATTERN = r"[0-9]+(?:,[0-9]{3})*(?:\.[0-9]+)?[万亿]?"
 TOKEN_PATTERN = f"(?:{DATE_PATTERN})|(?:{NUMBER_PATTERN})|[\\s\\S]"
 
@@ -29,7 +31,9 @@ def _types_known(p: dict[str, Any]) -> None:
         raise PolicyError("parameters.query_types: a type is listed twice")
     unknown = sorted(set(types) - set(QUERY_TYPES))
     if unknown:
-        raise PolicyError(f"parameters.query_types: unknown type {unknown[0]!r} (types: {', '.join(QUERY_TYPES)})")
+        raise PolicyError(
+            f"parameters.query_types: unknown type {unknown[0]!r} (types: {', '.join(QUERY_TYPES)})"
+        )
     pk = p["packing"]
     if pk["min_items"] > pk["max_items"]:
         raise PolicyError("parameters.packing.min_items must not exceed max_items")
@@ -45,27 +49,54 @@ BID_POLICY = PolicyKind(
         "modes": {t: Choice(MODES) for t in QUERY_TYPES},
         "fallback_mode": Choice(MODES),
         "high_risk_mode": Choice(MODES),
-        "retrieval": {"top_k": Number(1, integer=True), "chunk_top_k": Number(1, integer=True),
-                      "include_references": Flag(), "enable_rerank": Flag(),
-                      "max_entity_tokens": Number(0, integer=True),
-                      "max_relation_tokens": Number(0, integer=True), "sql_branch_score": UNIT},
+        "retrieval": {
+            "top_k": Number(1, integer=True),
+            "chunk_top_k": Number(1, integer=True),
+            "include_references": Flag(),
+            "enable_rerank": Flag(),
+            "max_entity_tokens": Number(0, integer=True),
+            "max_relation_tokens": Number(0, integer=True),
+            "sql_branch_score": UNIT,
+        },
         "rerank": {"alert_ratio": UNIT},
-        "packing": {"min_items": Number(1, integer=True), "max_items": Number(1, integer=True),
-                    "criterion_tokens": Number(0, integer=True), "report_tokens": Number(0, integer=True),
-                    "low_relevance": UNIT},
-        "confidence": {"weights": {k: UNIT for k in ("evidence_quality", "retrieval_agreement", "model_stability")},
-                       "agreement_when_unavailable": UNIT, "single_run_stability": UNIT},
-        "hitl": {"min_confidence": UNIT, "min_citation_coverage": UNIT,
-                 "max_score_deviation_pct": Number(0.0)},
-        "gates": {"citation_resolution_rate": UNIT, "unsupported_claim_rate": UNIT,
-                  "retrieval_p95_ms": Number(0.0), "scoring_p95_ms": Number(0.0),
-                  "rerank_degradation_ratio": UNIT},
+        "packing": {
+            "min_items": Number(1, integer=True),
+            "max_items": Number(1, integer=True),
+            "criterion_tokens": Number(0, integer=True),
+            "report_tokens": Number(0, integer=True),
+            "low_relevance": UNIT,
+        },
+        "confidence": {
+            "weights": dict.fromkeys(
+                ("evidence_quality", "retrieval_agreement", "model_stability"), UNIT
+            ),
+            "agreement_when_unavailable": UNIT,
+            "single_run_stability": UNIT,
+        },
+        "hitl": {
+            "min_confidence": UNIT,
+            "min_citation_coverage": UNIT,
+            "max_score_deviation_pct": Number(0.0),
+        },
+        "gates": {
+            "citation_resolution_rate": UNIT,
+            "unsupported_claim_rate": UNIT,
+            "retrieval_p95_ms": Number(0.0),
+            "scoring_p95_ms": Number(0.0),
+            "rerank_degradation_ratio": UNIT,
+        },
     },
     cross_checks=(_types_known,),
 )
 
+
 def keyword_pattern(keywords: list[str]) -> str:
     """Any of the keywords, normalised like a query (folded, lower case, single spaces)."""
-    terms = sorted({" ".join(k.translate(str.maketrans(FULL_WIDTH, HALF_WIDTH)).lower().split())
-                    for k in keywords}, key=lambda t: (-len(t), t))
+    terms = sorted(
+        {
+            " ".join(k.translate(str.maketrans(FULL_WIDTH, HALF_WIDTH)).lower().split())
+            for k in keywords
+        },
+        key=lambda t: (-len(t), t),
+    )
     return "(?:" + "|".join(term_regex(t) for t in terms if t) + ")"

@@ -7,28 +7,44 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.errors import InputError
-from ..core.inputs import FORMATS, check_references, check_rows, create_empty_view, typed_column
+from ..core.inputs import FORMATS, create_empty_view
 from ..core.session import Session
 from ..core.tables import Column, OpenedInput, TableContract
+from ..core.validate import check_references, check_rows, typed_column
 
-_FLAG = {"kind": "count", "min": 0, "max": 1}
+
+def _flag(name: str, nullable: bool = False) -> Column:
+    """An optional 0/1 column (force_review, high_risk, redline_pass)."""
+    return Column(name, "count", required=False, min=0, max=1, nullable=nullable)
+
+
 _BBOX = ("bbox_x0", "bbox_y0", "bbox_x1", "bbox_y1")
 
 EVALUATIONS = TableContract(
     name="evaluations",
-    columns=(Column("evaluation_id", "id"), Column("supplier_id", "id"), Column("tenant_id", "id"),
-             Column("project_id", "id"), Column("trace_id", "text", required=False, nullable=True),
-             Column("force_review", required=False, **_FLAG),
-             Column("scoring_ms", "number", min=0, required=False, nullable=True)),
+    columns=(
+        Column("evaluation_id", "id"),
+        Column("supplier_id", "id"),
+        Column("tenant_id", "id"),
+        Column("project_id", "id"),
+        Column("trace_id", "text", required=False, nullable=True),
+        _flag("force_review"),
+        Column("scoring_ms", "number", min=0, required=False, nullable=True),
+    ),
     key=("evaluation_id", "supplier_id"),
 )
 
 CRITERIA = TableContract(
     name="criteria",
-    columns=(Column("tenant_id", "id"), Column("project_id", "id"), Column("criteria_id", "id"),
-             Column("name", "text"), Column("weight", "number", min=0),
-             Column("max_score", "number", min=0),
-             Column("method", "text", choices=("llm", "formula", "redline", "required"))),
+    columns=(
+        Column("tenant_id", "id"),
+        Column("project_id", "id"),
+        Column("criteria_id", "id"),
+        Column("name", "text"),
+        Column("weight", "number", min=0),
+        Column("max_score", "number", min=0),
+        Column("method", "text", choices=("llm", "formula", "redline", "required")),
+    ),
     key=("tenant_id", "project_id", "criteria_id"),
 )
 
@@ -36,98 +52,149 @@ QUERY_TYPES = ("fact", "relation", "comparison", "summary", "risk", "trace")
 
 BID_QUERIES = TableContract(
     name="queries",
-    columns=(Column("query_id", "id"), Column("tenant_id", "id"), Column("project_id", "id"),
-             Column("evaluation_id", "id"), Column("supplier_id", "id"), Column("criteria_id", "id"),
-             Column("query_text", "text"),
-             Column("query_type", "text", required=False, nullable=True, choices=QUERY_TYPES),
-             Column("high_risk", required=False, **_FLAG),
-             Column("doc_scope", "text", required=False, nullable=True),
-             Column("sql_condition", "text", required=False, nullable=True),
-             Column("retrieval_ms", "number", min=0, required=False, nullable=True)),
+    columns=(
+        Column("query_id", "id"),
+        Column("tenant_id", "id"),
+        Column("project_id", "id"),
+        Column("evaluation_id", "id"),
+        Column("supplier_id", "id"),
+        Column("criteria_id", "id"),
+        Column("query_text", "text"),
+        Column("query_type", "text", required=False, nullable=True, choices=QUERY_TYPES),
+        _flag("high_risk"),
+        Column("doc_scope", "text", required=False, nullable=True),
+        Column("sql_condition", "text", required=False, nullable=True),
+        Column("retrieval_ms", "number", min=0, required=False, nullable=True),
+    ),
     key=("query_id",),
 )
 
 BID_CHUNKS = TableContract(
     name="chunks",
-    columns=(Column("tenant_id", "id"), Column("chunk_id", "id"), Column("project_id", "id"),
-             Column("supplier_id", "id", nullable=True), Column("doc_id", "id"),
-             Column("doc_type", "text"), Column("page", "count", min=1),
-             *(Column(b, "number") for b in _BBOX), Column("tokens", "count", min=0),
-             Column("text", "text"), Column("confidence", "number", min=0, max=1, required=False),
-             Column("rule_scope", "text", required=False, nullable=True)),
+    columns=(
+        Column("tenant_id", "id"),
+        Column("chunk_id", "id"),
+        Column("project_id", "id"),
+        Column("supplier_id", "id", nullable=True),
+        Column("doc_id", "id"),
+        Column("doc_type", "text"),
+        Column("page", "count", min=1),
+        *(Column(b, "number") for b in _BBOX),
+        Column("tokens", "count", min=0),
+        Column("text", "text"),
+        Column("confidence", "number", min=0, max=1, required=False),
+        Column("rule_scope", "text", required=False, nullable=True),
+    ),
     key=("tenant_id", "chunk_id"),
 )
 
 HITS = TableContract(
     name="hits",
-    columns=(Column("query_id", "id"), Column("chunk_id", "id"),
-             Column("score_raw", "number", min=0, max=1), Column("rank", "count", min=1)),
+    columns=(
+        Column("query_id", "id"),
+        Column("chunk_id", "id"),
+        Column("score_raw", "number", min=0, max=1),
+        Column("rank", "count", min=1),
+    ),
     key=("query_id", "chunk_id"),
     allow_empty=True,
 )
 
 BID_FIELDS = TableContract(
     name="bid_fields",
-    columns=(Column("tenant_id", "id"), Column("project_id", "id"), Column("supplier_id", "id"),
-             Column("chunk_id", "id"),
-             Column("supplier_code", "text", nullable=True), Column("qualification_level", "text", nullable=True),
-             *(Column(f, "number", nullable=True)
-               for f in ("registered_capital", "bid_price", "delivery_period", "warranty_period"))),
+    columns=(
+        Column("tenant_id", "id"),
+        Column("project_id", "id"),
+        Column("supplier_id", "id"),
+        Column("chunk_id", "id"),
+        Column("supplier_code", "text", nullable=True),
+        Column("qualification_level", "text", nullable=True),
+        *(
+            Column(f, "number", nullable=True)
+            for f in ("registered_capital", "bid_price", "delivery_period", "warranty_period")
+        ),
+    ),
     key=("tenant_id", "project_id", "supplier_id"),
     allow_empty=True,
 )
 
 RERANK = TableContract(
     name="rerank",
-    columns=(Column("query_id", "id"), Column("chunk_id", "id"),
-             Column("status", "text", choices=("ok", "timeout", "error")),
-             Column("score_rerank", "number", min=0, max=1, nullable=True),
-             Column("reason", "text", required=False, nullable=True)),
+    columns=(
+        Column("query_id", "id"),
+        Column("chunk_id", "id"),
+        Column("status", "text", choices=("ok", "timeout", "error")),
+        Column("score_rerank", "number", min=0, max=1, nullable=True),
+        Column("reason", "text", required=False, nullable=True),
+    ),
     key=("query_id", "chunk_id"),
     allow_empty=True,
 )
 
 SOFT_SCORES = TableContract(
     name="soft_scores",
-    columns=(Column("evaluation_id", "id"), Column("supplier_id", "id"), Column("criteria_id", "id"),
-             Column("run_id", "id"), Column("score", "number", min=0),
-             Column("redline_pass", required=False, nullable=True, **_FLAG),
-             Column("reason", "text", required=False, nullable=True)),
+    columns=(
+        Column("evaluation_id", "id"),
+        Column("supplier_id", "id"),
+        Column("criteria_id", "id"),
+        Column("run_id", "id"),
+        Column("score", "number", min=0),
+        _flag("redline_pass", nullable=True),
+        Column("reason", "text", required=False, nullable=True),
+    ),
     key=("evaluation_id", "supplier_id", "criteria_id", "run_id"),
     allow_empty=True,
 )
 
 CLAIMS = TableContract(
     name="claims",
-    columns=(Column("claim_id", "id"), Column("evaluation_id", "id"), Column("supplier_id", "id"),
-             Column("criteria_id", "id"), Column("claim_text", "text")),
+    columns=(
+        Column("claim_id", "id"),
+        Column("evaluation_id", "id"),
+        Column("supplier_id", "id"),
+        Column("criteria_id", "id"),
+        Column("claim_text", "text"),
+    ),
     key=("claim_id",),
     allow_empty=True,
 )
 
 CLAIM_CITATIONS = TableContract(
     name="claim_citations",
-    columns=(Column("claim_id", "id"), Column("chunk_id", "id"),
-             Column("page", "count", min=1, nullable=True),
-             *(Column(b, "number", nullable=True) for b in _BBOX)),
+    columns=(
+        Column("claim_id", "id"),
+        Column("chunk_id", "id"),
+        Column("page", "count", min=1, nullable=True),
+        *(Column(b, "number", nullable=True) for b in _BBOX),
+    ),
     allow_empty=True,
 )
 
 SYNONYMS = TableContract(
     name="synonyms",
-    columns=(Column("tenant_id", "id"), Column("project_id", "id"), Column("term", "text"),
-             Column("canonical", "text")),
+    columns=(
+        Column("tenant_id", "id"),
+        Column("project_id", "id"),
+        Column("term", "text"),
+        Column("canonical", "text"),
+    ),
     key=("tenant_id", "project_id", "term"),
     allow_empty=True,
 )
 
 # name -> (contract, required); the order is the order of checking
 TABLES: dict[str, tuple[TableContract, bool]] = {
-    "evaluations": (EVALUATIONS, True), "criteria": (CRITERIA, True),
-    "queries": (BID_QUERIES, True), "chunks": (BID_CHUNKS, True), "hits": (HITS, True),
-    "bid_fields": (BID_FIELDS, True), "rerank": (RERANK, False),
-    "soft_scores": (SOFT_SCORES, False), "claims": (CLAIMS, False),
-    "claim_citations": (CLAIM_CITATIONS, False), "synonyms": (SYNONYMS, False),
+    "evaluations": (EVALUATIONS, True),
+    "criteria": (CRITERIA, True),
+    "queries": (BID_QUERIES, True),
+    "chunks": (BID_CHUNKS, True),
+    "hits": (HITS, True),
+    "bid_fields": (BID_FIELDS, True),
+    "rerank": (RERANK, False),
+    "soft_scores": (SOFT_SCORES, False),
+    "claims": (CLAIMS, False),
+    "claim_citations": (CLAIM_CITATIONS, False),
+    "synonyms": (SYNONYMS, False),
 }
 
 
@@ -139,8 +206,10 @@ def open_bid_inputs(session: Session, input_dir: Path) -> dict[str, OpenedInput]
         found = find_table(input_dir, name)
         if found is None:
             if required:
-                raise InputError(f"--input {input_dir}: no {name} table "
-                                 f"({name}.csv, .parquet, .json, .jsonl or a folder {name}/)")
+                raise InputError(
+                    f"--input {input_dir}: no {name} table "
+                    f"({name}.csv, .parquet, .json, .jsonl or a folder {name}/)"
+                )
             create_empty_view(session.con, contract)
             continue
         opened[name] = session.open(name, contract, found, f"{name} table")
@@ -149,67 +218,112 @@ def open_bid_inputs(session: Session, input_dir: Path) -> dict[str, OpenedInput]
 
 
 def find_table(input_dir: Path, name: str) -> str | None:
-    candidates = [input_dir / f"{name}{suffix}" for suffix in FORMATS if (input_dir / f"{name}{suffix}").is_file()]
+    candidates = [
+        input_dir / f"{name}{suffix}"
+        for suffix in FORMATS
+        if (input_dir / f"{name}{suffix}").is_file()
+    ]
     if (input_dir / name).is_dir():
         candidates.append(input_dir / name)
     if len(candidates) > 1:
-        raise InputError(f"--input {input_dir}: more than one {name} table: "
-                         f"{', '.join(p.name for p in candidates)}")
+        raise InputError(
+            f"--input {input_dir}: more than one {name} table: "
+            f"{', '.join(p.name for p in candidates)}"
+        )
     return str(candidates[0]) if candidates else None
 
 
 def check_bid_references(session: Session, opened: dict[str, OpenedInput]) -> None:
     """The references of spec §1 between the tables, each failure naming the first bad row."""
+
     def col(table: str, name: str) -> str:
         return typed_column(opened[table], name)
 
     queries = opened["queries"]
-    check_rows(session.con, opened["evaluations"], (
-        f"{col('evaluations', 'evaluation_id')} IN (SELECT evaluation_id FROM evaluations GROUP BY evaluation_id "
-        "HAVING count(DISTINCT (tenant_id, project_id)) > 1)"),
+    check_rows(
+        session.con,
+        opened["evaluations"],
+        (
+            f"{col('evaluations', 'evaluation_id')} IN (SELECT evaluation_id FROM evaluations GROUP BY evaluation_id "
+            "HAVING count(DISTINCT (tenant_id, project_id)) > 1)"
+        ),
         "evaluation_id {value} belongs to more than one (tenant_id, project_id)",
-        shown=col("evaluations", "evaluation_id"))
-    check_rows(session.con, queries, (
-        f"NOT EXISTS (SELECT 1 FROM evaluations AS e WHERE e.evaluation_id = {col('queries', 'evaluation_id')} "
-        f"AND e.supplier_id = {col('queries', 'supplier_id')} AND e.tenant_id = {col('queries', 'tenant_id')} "
-        f"AND e.project_id = {col('queries', 'project_id')})"),
-        "(evaluation_id, supplier_id, tenant_id, project_id) is not an evaluations row")
-    check_rows(session.con, queries, (
-        f"NOT EXISTS (SELECT 1 FROM criteria AS k WHERE k.tenant_id = {col('queries', 'tenant_id')} "
-        f"AND k.project_id = {col('queries', 'project_id')} AND k.criteria_id = {col('queries', 'criteria_id')})"),
-        "criteria_id {value} is not a criterion of its tenant and project", shown=col("queries", "criteria_id"))
-    check_rows(session.con, queries, (
-        f"({col('queries', 'evaluation_id')}, {col('queries', 'supplier_id')}, {col('queries', 'criteria_id')}) IN "
-        "(SELECT (evaluation_id, supplier_id, criteria_id) FROM queries GROUP BY ALL HAVING count(*) > 1)"),
-        "a second query for the same (evaluation_id, supplier_id, criteria_id)")
+        shown=col("evaluations", "evaluation_id"),
+    )
+    check_rows(
+        session.con,
+        queries,
+        (
+            f"NOT EXISTS (SELECT 1 FROM evaluations AS e WHERE e.evaluation_id = {col('queries', 'evaluation_id')} "
+            f"AND e.supplier_id = {col('queries', 'supplier_id')} AND e.tenant_id = {col('queries', 'tenant_id')} "
+            f"AND e.project_id = {col('queries', 'project_id')})"
+        ),
+        "(evaluation_id, supplier_id, tenant_id, project_id) is not an evaluations row",
+    )
+    check_rows(
+        session.con,
+        queries,
+        (
+            f"NOT EXISTS (SELECT 1 FROM criteria AS k WHERE k.tenant_id = {col('queries', 'tenant_id')} "
+            f"AND k.project_id = {col('queries', 'project_id')} AND k.criteria_id = {col('queries', 'criteria_id')})"
+        ),
+        "criteria_id {value} is not a criterion of its tenant and project",
+        shown=col("queries", "criteria_id"),
+    )
+    check_rows(
+        session.con,
+        queries,
+        (
+            f"({col('queries', 'evaluation_id')}, {col('queries', 'supplier_id')}, {col('queries', 'criteria_id')}) IN "
+            "(SELECT (evaluation_id, supplier_id, criteria_id) FROM queries GROUP BY ALL HAVING count(*) > 1)"
+        ),
+        "a second query for the same (evaluation_id, supplier_id, criteria_id)",
+    )
     for table in ("hits", "rerank"):
         if table in opened:
             check_references(session.con, opened[table], "query_id", queries, "query_id")
     for table in ("soft_scores", "claims"):
         if table not in opened:
             continue
-        check_rows(session.con, opened[table], (
-            f"NOT EXISTS (SELECT 1 FROM evaluations AS e JOIN criteria AS k "
-            f"ON k.tenant_id = e.tenant_id AND k.project_id = e.project_id "
-            f"WHERE e.evaluation_id = {col(table, 'evaluation_id')} AND e.supplier_id = {col(table, 'supplier_id')} "
-            f"AND k.criteria_id = {col(table, 'criteria_id')})"),
-            "(evaluation_id, supplier_id, criteria_id) is not a criterion of an evaluations row")
+        check_rows(
+            session.con,
+            opened[table],
+            (
+                f"NOT EXISTS (SELECT 1 FROM evaluations AS e JOIN criteria AS k "
+                f"ON k.tenant_id = e.tenant_id AND k.project_id = e.project_id "
+                f"WHERE e.evaluation_id = {col(table, 'evaluation_id')} AND e.supplier_id = {col(table, 'supplier_id')} "
+                f"AND k.criteria_id = {col(table, 'criteria_id')})"
+            ),
+            "(evaluation_id, supplier_id, criteria_id) is not a criterion of an evaluations row",
+        )
     if "soft_scores" in opened:
-        check_rows(session.con, opened["soft_scores"], (
-            f"{col('soft_scores', 'score')} > (SELECT k.max_score FROM evaluations AS e JOIN criteria AS k "
-            f"ON k.tenant_id = e.tenant_id AND k.project_id = e.project_id "
-            f"WHERE e.evaluation_id = {col('soft_scores', 'evaluation_id')} "
-            f"AND e.supplier_id = {col('soft_scores', 'supplier_id')} "
-            f"AND k.criteria_id = {col('soft_scores', 'criteria_id')})"),
-            "score {value} is above the criterion's max_score", shown=col("soft_scores", "score"))
+        check_rows(
+            session.con,
+            opened["soft_scores"],
+            (
+                f"{col('soft_scores', 'score')} > (SELECT k.max_score FROM evaluations AS e JOIN criteria AS k "
+                f"ON k.tenant_id = e.tenant_id AND k.project_id = e.project_id "
+                f"WHERE e.evaluation_id = {col('soft_scores', 'evaluation_id')} "
+                f"AND e.supplier_id = {col('soft_scores', 'supplier_id')} "
+                f"AND k.criteria_id = {col('soft_scores', 'criteria_id')})"
+            ),
+            "score {value} is above the criterion's max_score",
+            shown=col("soft_scores", "score"),
+        )
     if "claim_citations" in opened:
         if "claims" not in opened:
             raise InputError("claim_citations table: given without a claims table")
-        check_references(session.con, opened["claim_citations"], "claim_id", opened["claims"], "claim_id")
+        check_references(
+            session.con, opened["claim_citations"], "claim_id", opened["claims"], "claim_id"
+        )
 
 
 def check_synonyms(session: Session, opened: dict[str, OpenedInput]) -> None:
     if "synonyms" in opened:
-        check_rows(session.con, opened["synonyms"], f"contains({typed_column(opened['synonyms'], 'term')}, '\\E')",
-                   "term {value} contains \\E, which the dictionary pattern cannot quote",
-                   shown=typed_column(opened["synonyms"], "term"))
+        check_rows(
+            session.con,
+            opened["synonyms"],
+            f"contains({typed_column(opened['synonyms'], 'term')}, '\\E')",
+            "term {value} contains \\E, which the dictionary pattern cannot quote",
+            shown=typed_column(opened["synonyms"], "term"),
+        )

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
-from sqlglot.tokens import TokenType
+from sqlglot.tokenizer_core import TokenType
 
 from ..core.errors import WhitelistError
 from ..core.render import SqlFragment
@@ -37,7 +37,12 @@ MAX_LENGTH = 10_000
 MAX_DEPTH = 64
 _COMPARISONS = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
 _ARITHMETIC = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*"}
-_SCALAR_FUNCTIONS = {exp.Least: "least", exp.Greatest: "greatest", exp.Abs: "abs", exp.Round: "round"}
+_SCALAR_FUNCTIONS = {
+    exp.Least: "least",
+    exp.Greatest: "greatest",
+    exp.Abs: "abs",
+    exp.Round: "round",
+}
 Type = Literal["text", "number", "boolean"]
 
 
@@ -50,7 +55,9 @@ class Compiled(SqlFragment):
     params: dict[str, Any]
     normalized: str
     fields: tuple[str, ...]
-    aggregates: tuple[tuple[str, str], ...] = ()  # (function, field), read as column f"{fn}__{field}"
+    aggregates: tuple[
+        tuple[str, str], ...
+    ] = ()  # (function, field), read as column f"{fn}__{field}"
 
     def describe(self) -> str:
         """What `duckscore filter check` prints: the canonical form, the SQL and its values."""
@@ -82,19 +89,27 @@ class _Compiler:
         tree = self._parse()
         sql, shown, kind = self._node(tree, 0)
         if kind != want:
-            raise self._error(f"must be a {'formula (a number)' if want == 'number' else 'condition'}, "
-                              f"not a {kind}")
+            raise self._error(
+                f"must be a {'formula (a number)' if want == 'number' else 'condition'}, "
+                f"not a {kind}"
+            )
         if not self.fields and not self.aggregates:
             raise self._error("names none of the whitelisted fields")
-        return Compiled(sql=sql, source=self.text, params=dict(self.params), normalized=shown,
-                        fields=tuple(sorted(self.fields)), aggregates=tuple(sorted(self.aggregates)))
+        return Compiled(
+            sql=sql,
+            source=self.text,
+            params=dict(self.params),
+            normalized=shown,
+            fields=tuple(sorted(self.fields)),
+            aggregates=tuple(sorted(self.aggregates)),
+        )
 
     def _error(self, reason: str) -> WhitelistError:
         shown = " ".join(self.text.split())
         shown = shown if len(shown) <= 80 else shown[:77] + "..."
         return WhitelistError(f"{'formula' if self.formula else 'condition'} {shown!r}: {reason}")
 
-    def _parse(self) -> exp.Expression:
+    def _parse(self) -> exp.Expr:
         if not isinstance(self.text, str) or not self.text.strip():
             raise self._error("is empty")
         if len(self.text) > MAX_LENGTH:
@@ -122,7 +137,7 @@ class _Compiler:
         self.params[name] = value
         return f"${name}"
 
-    def _node(self, node: exp.Expression, depth: int) -> tuple[str, str, Type]:
+    def _node(self, node: exp.Expr, depth: int) -> tuple[str, str, Type]:
         """(sql, normalized text, type) of one node, refusing anything outside the grammar."""
         if depth > MAX_DEPTH:
             raise self._error(f"is nested deeper than {MAX_DEPTH} levels")
@@ -131,7 +146,7 @@ class _Compiler:
             raise self._error(f"{_describe(node)} is not allowed")
         return handler(node, depth + 1)
 
-    def _handler(self, node: exp.Expression) -> Callable[[Any, int], tuple[str, str, Type]] | None:
+    def _handler(self, node: exp.Expr) -> Callable[[Any, int], tuple[str, str, Type]] | None:
         kind = type(node)
         if kind in (exp.And, exp.Or):
             return self._logical
@@ -172,7 +187,7 @@ class _Compiler:
             return f"(NOT {sql})", shown.replace(" IS NULL", " IS NOT NULL"), "boolean"
         return f"(NOT {sql})", f"NOT {shown}", "boolean"
 
-    def _boolean(self, node: exp.Expression, depth: int) -> tuple[str, str]:
+    def _boolean(self, node: exp.Expr, depth: int) -> tuple[str, str]:
         sql, shown, kind = self._node(node, depth)
         if kind != "boolean":
             raise self._error(f"{shown} is a {kind}, not a condition (compare it with something)")
@@ -203,8 +218,11 @@ class _Compiler:
             self._same_type(value, compiled, "IN")
             items.append(compiled)
         self._references_a_field(node)
-        return (f"({value[0]} IN ({', '.join(i[0] for i in items)}))",
-                f"{value[1]} IN ({', '.join(i[1] for i in items)})", "boolean")
+        return (
+            f"({value[0]} IN ({', '.join(i[0] for i in items)}))",
+            f"{value[1]} IN ({', '.join(i[1] for i in items)})",
+            "boolean",
+        )
 
     def _between(self, node: exp.Between, depth: int) -> tuple[str, str, Type]:
         if node.args.get("symmetric"):
@@ -213,8 +231,11 @@ class _Compiler:
         self._same_type(value, low, "BETWEEN")
         self._same_type(value, high, "BETWEEN")
         self._references_a_field(node)
-        return (f"({value[0]} BETWEEN {low[0]} AND {high[0]})",
-                f"{value[1]} BETWEEN {low[1]} AND {high[1]}", "boolean")
+        return (
+            f"({value[0]} BETWEEN {low[0]} AND {high[0]})",
+            f"{value[1]} BETWEEN {low[1]} AND {high[1]}",
+            "boolean",
+        )
 
     def _is_null(self, node: exp.Is, depth: int) -> tuple[str, str, Type]:
         if not isinstance(node.expression, exp.Null):
@@ -230,7 +251,9 @@ class _Compiler:
         for side in (left, right):
             if side[2] != "number":
                 raise self._error(f"{op} needs numbers; {side[1]} is a {side[2]}")
-        sql = (f"({left[0]} / NULLIF({right[0]}, 0))" if op == "/" else f"({left[0]} {op} {right[0]})")
+        sql = (
+            f"({left[0]} / NULLIF({right[0]}, 0))" if op == "/" else f"({left[0]} {op} {right[0]})"
+        )
         return sql, f"{left[1]} {op} {right[1]}", "number"
 
     def _negative(self, node: exp.Neg, depth: int) -> tuple[str, str, Type]:
@@ -249,8 +272,9 @@ class _Compiler:
             raise self._error(f"{_describe(node.this)} is not allowed")
         name = node.this.this.lower()
         if name not in FIELD_TYPES:
-            raise self._error(f"{node.this.this!r} is not a whitelisted field "
-                              f"(allowed: {', '.join(FIELD_TYPES)})")
+            raise self._error(
+                f"{node.this.this!r} is not a whitelisted field (allowed: {', '.join(FIELD_TYPES)})"
+            )
         self.fields.add(name)
         return name, name, FIELD_TYPES[name]
 
@@ -270,10 +294,14 @@ class _Compiler:
         arguments = [node.this, *node.expressions] if name in ("least", "greatest") else [node.this]
         if name == "round" and node.args.get("decimals") is not None:
             decimals = node.args["decimals"]
-            if not (isinstance(decimals, exp.Literal) and not decimals.is_string and decimals.this.isdigit()):
+            if not (
+                isinstance(decimals, exp.Literal)
+                and not decimals.is_string
+                and decimals.this.isdigit()
+            ):
                 raise self._error("round's second argument must be a whole number literal")
             arguments.append(decimals)
-        if name == "abs" and node.expressions or any(a is None for a in arguments):
+        if (name == "abs" and node.expressions) or any(a is None for a in arguments):
             raise self._error(f"{name} takes {'one argument' if name == 'abs' else 'numbers'}")
         compiled = [self._node(a, depth) for a in arguments]
         for argument in compiled:
@@ -283,14 +311,20 @@ class _Compiler:
         if name in ("least", "greatest") and len(compiled) > 1:
             # DuckDB's least/greatest skip NULLs; a missing field must stay missing (NULL).
             # A fold over the arguments names each once (a CASE would repeat them per level).
-            sql = (f"list_reduce([{', '.join(c[0] for c in compiled)}], lambda lhs, rhs: "
-                   f"CASE WHEN lhs IS NULL OR rhs IS NULL THEN NULL ELSE {name}(lhs, rhs) END)")
+            sql = (
+                f"list_reduce([{', '.join(c[0] for c in compiled)}], lambda lhs, rhs: "
+                f"CASE WHEN lhs IS NULL OR rhs IS NULL THEN NULL ELSE {name}(lhs, rhs) END)"
+            )
         return sql, f"{name}({', '.join(c[1] for c in compiled)})", "number"
 
     def _aggregate(self, node: exp.AggFunc, depth: int) -> tuple[str, str, Type]:
         name = AGGREGATES[type(node)]
         argument = node.this
-        if node.expressions or isinstance(argument, exp.Distinct) or not isinstance(argument, exp.Column):
+        if (
+            node.expressions
+            or isinstance(argument, exp.Distinct)
+            or not isinstance(argument, exp.Column)
+        ):
             raise self._error(f"{name} takes one whitelisted field")
         column, _, kind = self._node(argument, depth)
         if kind != "number":
@@ -298,11 +332,15 @@ class _Compiler:
         self.aggregates.add((name, column))
         return f"{name}__{column}", f"{name}({column})", "number"
 
-    def _same_type(self, left: tuple[str, str, Type], right: tuple[str, str, Type], op: str) -> None:
+    def _same_type(
+        self, left: tuple[str, str, Type], right: tuple[str, str, Type], op: str
+    ) -> None:
         if left[2] != right[2] or left[2] == "boolean":
-            raise self._error(f"{op} compares {left[1]} (a {left[2]}) with {right[1]} (a {right[2]})")
+            raise self._error(
+                f"{op} compares {left[1]} (a {left[2]}) with {right[1]} (a {right[2]})"
+            )
 
-    def _references_a_field(self, node: exp.Expression) -> None:
+    def _references_a_field(self, node: exp.Expr) -> None:
         if not any(isinstance(n, exp.Column) for n in node.walk()):
             raise self._error(f"{node.sql(dialect='duckdb')} compares no whitelisted field")
 
@@ -314,7 +352,7 @@ def _number(text: str, error: Callable[[str], WhitelistError]) -> int | float:
         raise error(f"{text!r} is not a number") from None
     if not math.isfinite(value):
         raise error(f"{text!r} is not a finite number")
-    if value.is_integer() and abs(value) < 2 ** 53 and not any(c in text for c in ".eE"):
+    if value.is_integer() and abs(value) < 2**53 and not any(c in text for c in ".eE"):
         return int(text)
     return value
 
@@ -323,7 +361,7 @@ def _show(value: int | float) -> str:
     return str(value) if isinstance(value, int) else repr(value)
 
 
-def _describe(node: exp.Expression) -> str:
+def _describe(node: exp.Expr) -> str:
     kind = type(node).__name__
     if isinstance(node, exp.Anonymous):
         return f"function {node.name.lower()}()"

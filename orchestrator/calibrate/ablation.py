@@ -20,7 +20,7 @@ from ..score.policy import WEIGHTS
 from .settings import CalibrationError, CalibrationSettings, Fit
 
 GRID = tuple(i / 10 for i in range(11))
-MIN_GAIN = 0.002  # AUROC gains below this are noise (about 15 of SciFact's 9,558 good-bad pairs)
+MIN_GAIN = 0.002  # AUROC gains below this are noise (about 19 of SciFact's 9,558 good-bad pairs)
 
 
 def tuned_parameters(base: dict[str, Any]) -> list[str]:
@@ -39,8 +39,16 @@ def candidate_values(state: dict[str, Any], name: str, tuned: list[str]) -> list
         rest = sum(state[w] for w in others)
         if (name == "w1" and v == 0) or (rest == 0 and v != 1) or (not others and v != 1):
             continue
-        change = {name: v} | {w: round(state[w] * (1 - v) / rest, 6) for w in others} if rest else {name: v}
-        drift = 1 - sum(change.values()) - sum(state[w] for w in tuned if w in WEIGHTS and w not in change)
+        change = (
+            {name: v} | {w: round(state[w] * (1 - v) / rest, 6) for w in others}
+            if rest
+            else {name: v}
+        )
+        drift = (
+            1
+            - sum(change.values())
+            - sum(state[w] for w in tuned if w in WEIGHTS and w not in change)
+        )
         if others:
             change[others[0]] = round(change[others[0]] + drift, 12)
         if change.get("w1", state.get("w1", 1.0)) <= 0:  # strength always counts
@@ -49,7 +57,9 @@ def candidate_values(state: dict[str, Any], name: str, tuned: list[str]) -> list
     return values
 
 
-def choose(options: list[dict[str, float]], aucs: list[float | None], name: str, current: float) -> int:
+def choose(
+    options: list[dict[str, float]], aucs: list[float | None], name: str, current: float
+) -> int:
     """The option of best AUROC; options within MIN_GAIN of it count as tied, and a tie keeps
     the value closest to the current one (then the smaller): a step must earn its change."""
     best = max((a for a in aucs if a is not None), default=None)
@@ -62,8 +72,9 @@ def choose(options: list[dict[str, float]], aucs: list[float | None], name: str,
 class Calibrator:
     """The labelled inputs of one run on a Session, and the rendered candidate SQL."""
 
-    def __init__(self, session: Session, base: Policy, settings: CalibrationSettings,
-                 has_qrels: bool) -> None:
+    def __init__(
+        self, session: Session, base: Policy, settings: CalibrationSettings, has_qrels: bool
+    ) -> None:
         self.session = session
         self.base = base
         self.settings = settings
@@ -72,26 +83,34 @@ class Calibrator:
         nz = base.parameters["normalization"]
         self.reference = nz["mode"] == "reference"
         by_quantile = nz["coverage"] == "quantile"
-        self.reference_features = [base.parameters["strength_evidence"], "max_score"] + \
-            (["coverage"] if by_quantile else []) + ["log_chunks"]
+        self.reference_features = (
+            [base.parameters["strength_evidence"], "max_score"]
+            + (["coverage"] if by_quantile else [])
+            + ["log_chunks"]
+        )
         self._candidates_sql: RenderedSQL | None = None
 
     def _rows(self, template: str, **context: Any) -> list[dict[str, Any]]:
         return self.session.rows(render(f"calibrate/{template}", **context))
 
     def reference_bounds(self) -> dict[str, dict[str, list[float]]]:
-        rows = self._rows("reference_bounds.sql",
-                          inputs={"parent_features": "parent_features", "membership": "cal_membership"},
-                          features=self.reference_features,
-                          p_lo=self.base.parameters["normalization"]["p_lo"],
-                          p_hi=self.base.parameters["normalization"]["p_hi"], final="bounds")
+        rows = self._rows(
+            "reference_bounds.sql",
+            inputs={"parent_features": "parent_features", "membership": "cal_membership"},
+            features=self.reference_features,
+            p_lo=self.base.parameters["normalization"]["p_lo"],
+            p_hi=self.base.parameters["normalization"]["p_hi"],
+            final="bounds",
+        )
         bounds = {}
         for row in rows:
             per_feature = {}
             for f in self.reference_features:
                 lo, hi = row[f"{f}_lo"], row[f"{f}_hi"]
                 if lo is None or hi is None:
-                    raise CalibrationError(f"no candidate parents for the labelled queries of fit {row['fit']}")
+                    raise CalibrationError(
+                        f"no candidate parents for the labelled queries of fit {row['fit']}"
+                    )
                 per_feature[f] = [float(lo), float(hi)]
             bounds[row["fit"]] = per_feature
         return bounds
@@ -105,12 +124,19 @@ class Calibrator:
             nz = dict(p["normalization"])
             nz["reference"] = dict(nz["reference"])
             for f in self.reference_features:
-                nz["reference"][f] = [ColumnParameter(f"ref_{f}_lo"), ColumnParameter(f"ref_{f}_hi")]
+                nz["reference"][f] = [
+                    ColumnParameter(f"ref_{f}_lo"),
+                    ColumnParameter(f"ref_{f}_hi"),
+                ]
             p["normalization"] = nz
         return p
 
     def parameter_columns(self) -> list[str]:
-        refs = [f"ref_{f}_{e}" for f in self.reference_features for e in ("lo", "hi")] if self.reference else []
+        refs = (
+            [f"ref_{f}_{e}" for f in self.reference_features for e in ("lo", "hi")]
+            if self.reference
+            else []
+        )
         return self.tuned + refs
 
     def score_candidates(self, rows: list[dict[str, Any]]) -> None:
@@ -118,43 +144,78 @@ class Calibrator:
         cal_predictions (one row per candidate and labelled query of its scope)."""
         self.session.register(
             "cal_candidates",
-            pd.DataFrame(rows, columns=["fit", "scope", "candidate"] + self.parameter_columns()))
+            pd.DataFrame(rows, columns=["fit", "scope", "candidate"] + self.parameter_columns()),
+        )
         if self._candidates_sql is None:
-            inputs = {"raw_features": "parent_features", "parent_features": "candidate_features",
-                      "membership": "cal_membership", "candidates": "cal_candidates"}
-            self._candidates_sql = render("calibrate/candidates.sql", inputs=inputs,
-                                          policy=self._policy_template(), final="best",
-                                          parameter_columns=self.parameter_columns(),
-                                          carry=["fit", "candidate", "label_query_id"] + self.parameter_columns())
+            inputs = {
+                "raw_features": "parent_features",
+                "parent_features": "candidate_features",
+                "membership": "cal_membership",
+                "candidates": "cal_candidates",
+            }
+            self._candidates_sql = render(
+                "calibrate/candidates.sql",
+                inputs=inputs,
+                policy=self._policy_template(),
+                final="best",
+                parameter_columns=self.parameter_columns(),
+                carry=["fit", "candidate", "label_query_id"] + self.parameter_columns(),
+            )
         self.session.create("cal_best", self._candidates_sql)
-        self.session.create("cal_predictions", render(
-            "calibrate/predictions.sql",
-            inputs={"candidates": "cal_candidates", "membership": "cal_membership",
-                    "labels": "cal_labels", "best": "cal_best",
-                    "qrels": "cal_qrels" if self.has_qrels else None},
-            final="predictions"))
+        self.session.create(
+            "cal_predictions",
+            render(
+                "calibrate/predictions.sql",
+                inputs={
+                    "candidates": "cal_candidates",
+                    "membership": "cal_membership",
+                    "labels": "cal_labels",
+                    "best": "cal_best",
+                    "qrels": "cal_qrels" if self.has_qrels else None,
+                },
+                final="predictions",
+            ),
+        )
 
     def aurocs(self, pooled: bool = False) -> dict[tuple[str, int], float | None]:
         """AUROC(good vs bad) per (fit, candidate); `pooled`: the folds' held-out predictions
         together as `cross_validated`, the `all` fit as `in_sample`."""
-        fit = ("CASE WHEN fit = 'all' THEN 'in_sample' ELSE 'cross_validated' END AS fit"
-               if pooled else "fit")
-        self.session.execute(f"CREATE OR REPLACE TEMP VIEW cal_good_bad AS SELECT {fit}, candidate, "
-                             "query_id, score, outcome FROM cal_predictions WHERE outcome IS NOT NULL")
-        rows = self._rows("grouped_auroc.sql", inputs={"predictions": "cal_good_bad"}, final="aurocs")
+        fit = (
+            "CASE WHEN fit = 'all' THEN 'in_sample' ELSE 'cross_validated' END AS fit"
+            if pooled
+            else "fit"
+        )
+        self.session.execute(
+            f"CREATE OR REPLACE TEMP VIEW cal_good_bad AS SELECT {fit}, candidate, "
+            "query_id, score, outcome FROM cal_predictions WHERE outcome IS NOT NULL"
+        )
+        rows = self._rows(
+            "grouped_auroc.sql", inputs={"predictions": "cal_good_bad"}, final="aurocs"
+        )
         return {(r["fit"], r["candidate"]): r["auroc"] for r in rows}
 
     def thresholds(self) -> dict[str, dict[str, Any]]:
         s = self.settings
-        rows = self._rows("thresholds.sql", inputs={"predictions": "cal_predictions"},
-                          bad_quantile=s.bad_quantile, good_quantile=s.good_quantile,
-                          hitl_quantile=s.hitl_quantile, target_precision=s.target_precision,
-                          final="thresholds")
+        rows = self._rows(
+            "thresholds.sql",
+            inputs={"predictions": "cal_predictions"},
+            bad_quantile=s.bad_quantile,
+            good_quantile=s.good_quantile,
+            hitl_quantile=s.hitl_quantile,
+            target_precision=s.target_precision,
+            final="thresholds",
+        )
         return {r["fit"]: r for r in rows}
 
     # -- the procedure --------------------------------------------------------------------
-    def row(self, fit: Fit, scope: str, candidate: int, change: dict[str, float],
-            bounds: dict[str, dict[str, list[float]]]) -> dict[str, Any]:
+    def row(
+        self,
+        fit: Fit,
+        scope: str,
+        candidate: int,
+        change: dict[str, float],
+        bounds: dict[str, dict[str, list[float]]],
+    ) -> dict[str, Any]:
         values = {name: change.get(name, fit.parameters[name]) for name in self.tuned}
         row: dict[str, Any] = {"fit": fit.name, "scope": scope, "candidate": candidate, **values}
         if self.reference:
@@ -162,8 +223,9 @@ class Calibrator:
                 row[f"ref_{f}_lo"], row[f"ref_{f}_hi"] = bounds[fit.name][f]
         return row
 
-    def ablate(self, fits: dict[str, Fit], bounds: dict[str, dict[str, list[float]]],
-               progress: Progress) -> list[dict[str, Any]]:
+    def ablate(
+        self, fits: dict[str, Fit], bounds: dict[str, dict[str, list[float]]], progress: Progress
+    ) -> list[dict[str, Any]]:
         """§9.3, coordinate by coordinate; returns the step table (in-sample and held-out AUC)."""
         table = [self._step_record(fits, bounds, "base", None)]
         for round_no in range(1, self.settings.passes + 1):
@@ -177,24 +239,45 @@ class Calibrator:
                 self.score_candidates(rows)
                 aucs = self.aurocs()
                 for fit in fits.values():
-                    index = choose(options[fit.name], [aucs.get((fit.name, i)) for i in range(len(options[fit.name]))],
-                                   name, fit.parameters[name])
+                    index = choose(
+                        options[fit.name],
+                        [aucs.get((fit.name, i)) for i in range(len(options[fit.name]))],
+                        name,
+                        fit.parameters[name],
+                    )
                     chosen = options[fit.name][index]
                     fit.parameters.update(chosen)
-                    fit.steps.append({"pass": round_no, "parameter": name, "value": chosen[name],
-                                      "train_auroc": aucs.get((fit.name, index))})
+                    fit.steps.append(
+                        {
+                            "pass": round_no,
+                            "parameter": name,
+                            "value": chosen[name],
+                            "train_auroc": aucs.get((fit.name, index)),
+                        }
+                    )
                 table.append(self._step_record(fits, bounds, name, round_no))
         return table
 
-    def _step_record(self, fits: dict[str, Fit], bounds: dict[str, dict[str, list[float]]],
-                     name: str, round_no: int | None) -> dict[str, Any]:
-        rows = [self.row(f, "train" if f.name == "all" else "test", 0, {}, bounds) for f in fits.values()]
+    def _step_record(
+        self,
+        fits: dict[str, Fit],
+        bounds: dict[str, dict[str, list[float]]],
+        name: str,
+        round_no: int | None,
+    ) -> dict[str, Any]:
+        rows = [
+            self.row(f, "train" if f.name == "all" else "test", 0, {}, bounds)
+            for f in fits.values()
+        ]
         self.score_candidates(rows)
         per_fold = [a for (fit, _), a in self.aurocs().items() if fit != "all" and a is not None]
         pooled = self.aurocs(pooled=True)
-        return {"pass": round_no, "parameter": name,
-                "value": None if round_no is None else fits["all"].parameters[name],
-                "parameters": {k: fits["all"].parameters[k] for k in self.tuned},
-                "in_sample_auroc": pooled.get(("in_sample", 0)),
-                "cross_validated_auroc": sum(per_fold) / len(per_fold) if per_fold else None,
-                "pooled_held_out_auroc": pooled.get(("cross_validated", 0))}
+        return {
+            "pass": round_no,
+            "parameter": name,
+            "value": None if round_no is None else fits["all"].parameters[name],
+            "parameters": {k: fits["all"].parameters[k] for k in self.tuned},
+            "in_sample_auroc": pooled.get(("in_sample", 0)),
+            "cross_validated_auroc": sum(per_fold) / len(per_fold) if per_fold else None,
+            "pooled_held_out_auroc": pooled.get(("cross_validated", 0)),
+        }

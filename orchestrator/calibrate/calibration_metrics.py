@@ -36,8 +36,15 @@ VIEW = "duckscore_calibration_predictions"
 MAX_SEED = 2**32
 
 
-def compute_metrics(con: duckdb.DuckDBPyConnection, table: str = "predictions", *, bins: int = 10,
-                    bootstrap: int = 1000, seed: int = 0, z: float = 1.96) -> dict[str, Any]:
+def compute_metrics(
+    con: duckdb.DuckDBPyConnection,
+    table: str = "predictions",
+    *,
+    bins: int = 10,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    z: float = 1.96,
+) -> dict[str, Any]:
     """Every calibration figure of `table` as plain JSON-serialisable Python.
 
     Returns a dict with: n, n_positive, n_negative, min_score, max_score,
@@ -55,21 +62,35 @@ def compute_metrics(con: duckdb.DuckDBPyConnection, table: str = "predictions", 
     has_level = _prepare(session, table)
     try:
         inputs = {"predictions": VIEW}
-        [summary] = session.rows(render("calibrate/summary.sql", inputs=inputs, z=z, final="summary"))
-        [interval] = session.rows(render("calibrate/bootstrap.sql", inputs=inputs, resamples=bootstrap,
-                                         seed=seed, alpha=0.05, final="bootstrap_interval"))
+        [summary] = session.rows(
+            render("calibrate/summary.sql", inputs=inputs, z=z, final="summary")
+        )
+        [interval] = session.rows(
+            render(
+                "calibrate/bootstrap.sql",
+                inputs=inputs,
+                resamples=bootstrap,
+                seed=seed,
+                alpha=0.05,
+                final="bootstrap_interval",
+            )
+        )
         curve = session.rows(render("calibrate/risk_coverage.sql", inputs=inputs, final="curve"))
         reliability: list[dict[str, Any]] | None = None
         ece: float | None = None
         if summary["scores_in_unit_interval"]:
-            reliability = session.rows(render("calibrate/reliability.sql", inputs=inputs, bins=bins,
-                                              z=z, final="bins"))
-            [ece_row] = session.rows(render("calibrate/reliability.sql", inputs=inputs, bins=bins, z=z,
-                                            final="ece"))
+            reliability = session.rows(
+                render("calibrate/reliability.sql", inputs=inputs, bins=bins, z=z, final="bins")
+            )
+            [ece_row] = session.rows(
+                render("calibrate/reliability.sql", inputs=inputs, bins=bins, z=z, final="ece")
+            )
             ece = ece_row["ece"]
         levels = None
         if has_level:
-            levels = session.rows(render("calibrate/levels.sql", inputs=inputs, z=z, final="per_level"))
+            levels = session.rows(
+                render("calibrate/levels.sql", inputs=inputs, z=z, final="per_level")
+            )
     finally:
         session.execute(f"DROP VIEW IF EXISTS {ident(VIEW)}")
     return {
@@ -79,12 +100,20 @@ def compute_metrics(con: duckdb.DuckDBPyConnection, table: str = "predictions", 
         "min_score": summary["min_score"],
         "max_score": summary["max_score"],
         "scores_in_unit_interval": summary["scores_in_unit_interval"],
-        "accuracy": {"value": summary["accuracy"], "wilson_lower": summary["accuracy_wilson_lower"],
-                     "wilson_upper": summary["accuracy_wilson_upper"]},
+        "accuracy": {
+            "value": summary["accuracy"],
+            "wilson_lower": summary["accuracy_wilson_lower"],
+            "wilson_upper": summary["accuracy_wilson_upper"],
+        },
         "auroc": summary["auroc"],
-        "auroc_ci": {"lower": interval["ci_lower"], "upper": interval["ci_upper"], "level": 0.95,
-                     "resamples": interval["resamples"],
-                     "valid_resamples": interval["valid_resamples"], "seed": seed},
+        "auroc_ci": {
+            "lower": interval["ci_lower"],
+            "upper": interval["ci_upper"],
+            "level": 0.95,
+            "resamples": interval["resamples"],
+            "valid_resamples": interval["valid_resamples"],
+            "seed": seed,
+        },
         "average_precision": summary["average_precision"],
         "brier": summary["brier"],
         "ece": ece,
@@ -115,8 +144,10 @@ def _prepare(session: Session, table: str) -> bool:
         raise InputError(f"predictions table {table!r}: {first_line(exc)}") from None
     missing = [c for c in ("query_id", "score", "outcome") if c not in columns]
     if missing:
-        raise InputError(f"predictions table {table!r}: missing column {missing[0]!r} "
-                         f"(columns: {', '.join(columns) or 'none'})")
+        raise InputError(
+            f"predictions table {table!r}: missing column {missing[0]!r} "
+            f"(columns: {', '.join(columns) or 'none'})"
+        )
     source = ident(table)
     try:
         bad = session.first_row(
@@ -124,17 +155,24 @@ def _prepare(session: Session, table: str) -> bool:
             f"count(*) FILTER (WHERE score IS NULL OR NOT isfinite(CAST(score AS DOUBLE))), "
             f"count(*) FILTER (WHERE outcome IS NULL OR CAST(outcome AS DOUBLE) NOT IN (0, 1)), "
             f"count(*) - (SELECT count(*) FROM (SELECT query_id FROM {source} GROUP BY query_id)) "
-            f"FROM {source}")
+            f"FROM {source}"
+        )
     except duckdb.Error as exc:
         raise InputError(f"predictions table {table!r}: {first_line(exc)}") from None
     assert bad is not None
-    problems = ["query_id is NULL", "score is NULL, NaN or infinite", "outcome is not 0/1",
-                "query_id is repeated"]
+    problems = [
+        "query_id is NULL",
+        "score is NULL, NaN or infinite",
+        "outcome is not 0/1",
+        "query_id is repeated",
+    ]
     for count, problem in zip(bad, problems):
         if count:
             raise InputError(f"predictions table {table!r}: {problem} in {count} row(s)")
     has_level = "level" in columns
-    session.execute(f"CREATE OR REPLACE TEMP VIEW {ident(VIEW)} AS SELECT query_id, "
-                f"CAST(score AS DOUBLE) AS score, CAST(outcome AS INTEGER) AS outcome"
-                f"{', level' if has_level else ''} FROM {source}")
+    session.execute(
+        f"CREATE OR REPLACE TEMP VIEW {ident(VIEW)} AS SELECT query_id, "
+        f"CAST(score AS DOUBLE) AS score, CAST(outcome AS INTEGER) AS outcome"
+        f"{', level' if has_level else ''} FROM {source}"
+    )
     return has_level

@@ -22,14 +22,17 @@ def minimum_labels(quantile: float) -> int:
 
 
 def check_label_counts(counts: dict[str, int], settings: CalibrationSettings) -> None:
-    needs = {"bad": minimum_labels(settings.bad_quantile),
-             "good": minimum_labels(settings.good_quantile),
-             "ambiguous": minimum_labels(settings.hitl_quantile)}
+    needs = {
+        "bad": minimum_labels(settings.bad_quantile),
+        "good": minimum_labels(settings.good_quantile),
+        "ambiguous": minimum_labels(settings.hitl_quantile),
+    }
     for label, needed in needs.items():
         if counts.get(label, 0) < needed:
             raise CalibrationError(
                 f"--labels: {counts.get(label, 0)} `{label}` labels; estimating their quantile needs "
-                f"at least {needed} (the sample's extreme must bound it with 95% confidence)")
+                f"at least {needed} (the sample's extreme must bound it with 95% confidence)"
+            )
 
 
 def label_set_sha256(labels: pd.DataFrame) -> str:

@@ -37,7 +37,7 @@ from .ablation import Calibrator
 from .folds import assign_folds, build_membership, check_label_counts, label_set_sha256
 from .policy_file import write_policy
 from .report import build_report, write_report
-from .settings import CLASSES, CalibrationError, CalibrationSettings, Fit
+from .settings import CLASSES, DEFAULT_SETTINGS, CalibrationError, CalibrationSettings, Fit
 from .tables import open_labels
 
 
@@ -50,16 +50,30 @@ class CalibrationResult:
     ablation: list[dict[str, Any]]
 
 
-def calibrate(labels: Table, out: str | Path, *, features: Table | None = None,
-              log: Table | None = None, recipe: str = "canonical_rrf",
-              recipe_overrides: list[str] | None = None, qrels: Table | None = None, base: str = "overall_v2",
-              version: str | None = None, settings: CalibrationSettings = CalibrationSettings(),
-              report_dir: str | Path | None = None, engine: EngineSettings | None = None,
-              progress: Progress = SILENT) -> CalibrationResult:
+def calibrate(
+    labels: Table,
+    out: str | Path,
+    *,
+    features: Table | None = None,
+    log: Table | None = None,
+    recipe: str = "canonical_rrf",
+    recipe_overrides: list[str] | None = None,
+    qrels: Table | None = None,
+    base: str = "overall_v2",
+    version: str | None = None,
+    settings: CalibrationSettings = DEFAULT_SETTINGS,
+    report_dir: str | Path | None = None,
+    engine: EngineSettings | None = None,
+    progress: Progress = SILENT,
+) -> CalibrationResult:
     """Calibrate `base` on labelled queries and write the new policy YAML to `out`."""
     settings.check()
     if (features is None) == (log is None):
         raise DuckscoreError("give exactly one of --features or --log")
+    if features is not None and recipe_overrides:
+        raise DuckscoreError(
+            "--set-recipe applies to --log (the log is fused first), not to --features"
+        )
     base_policy = load_policy(SCORE_POLICY, base)
     with Session(engine, progress) as session:
         progress.step(f"checking inputs (base policy {base_policy.version})")
@@ -67,9 +81,12 @@ def calibrate(labels: Table, out: str | Path, *, features: Table | None = None,
             opened = session.open("features", PARENT_FEATURES, features, "--features")
             where = f"--features ({opened.given})"
         else:
+            assert log is not None  # exactly one of the two, checked above
             loaded_recipe = load_policy(FUSE_RECIPE, recipe, recipe_overrides)
             opened, plan = open_log(session, log, loaded_recipe)
-            progress.step(f"parent features of {opened.rows:,} hits (recipe {loaded_recipe.version})")
+            progress.step(
+                f"parent features of {opened.rows:,} hits (recipe {loaded_recipe.version})"
+            )
             create_fuse_hits(session, plan)
             create_parent_features(session, plan)
             where = f"--log ({opened.given})"
@@ -80,56 +97,97 @@ def calibrate(labels: Table, out: str | Path, *, features: Table | None = None,
             session.execute("CREATE OR REPLACE TEMP TABLE cal_qrels AS SELECT * FROM qrels")
         counts = {label: int((label_frame["label"] == label).sum()) for label in CLASSES}
         check_label_counts(counts, settings)
-        build_membership(session, assign_folds(label_frame, settings.folds, settings.seed), settings.folds)
+        build_membership(
+            session, assign_folds(label_frame, settings.folds, settings.seed), settings.folds
+        )
 
         calibrator = Calibrator(session, base_policy, settings, qrels is not None)
         names = ["all"] + [f"fold{k}" for k in range(settings.folds)]
         fits = {n: Fit(n, {k: base_policy.parameters[k] for k in calibrator.tuned}) for n in names}
         bounds = calibrator.reference_bounds() if calibrator.reference else {}
-        progress.step(f"ablation of {', '.join(calibrator.tuned)} on {len(label_frame)} labelled queries, "
-                      f"{settings.folds}-fold")
+        progress.step(
+            f"ablation of {', '.join(calibrator.tuned)} on {len(label_frame)} labelled queries, "
+            f"{settings.folds}-fold"
+        )
         ablation = calibrator.ablate(fits, bounds, progress)
 
         progress.step("thresholds (§9.2)")
-        calibrator.score_candidates([calibrator.row(f, "train", 0, {}, bounds) for f in fits.values()])
+        calibrator.score_candidates(
+            [calibrator.row(f, "train", 0, {}, bounds) for f in fits.values()]
+        )
         found = calibrator.thresholds()
         for fit in fits.values():
             fit.thresholds = resolve_thresholds(fit, found[fit.name], settings) | {
-                k: found[fit.name][k] for k in ("n_good", "n_ambiguous", "n_bad", "n_ambiguous_ratios")}
+                k: found[fit.name][k]
+                for k in ("n_good", "n_ambiguous", "n_bad", "n_ambiguous_ratios")
+            }
         if fits["all"].thresholds["inverted"]:
             t = fits["all"].thresholds
             raise CalibrationError(
                 f"T_low = P{settings.bad_quantile * 100:g} of bad ({t['T_low']:.6g}) is not below "
                 f"T_high = P{settings.good_quantile * 100:g} of good ({t['T_high']:.6g}): the classes "
-                f"overlap too much for §9.2's quantile thresholds (try --thresholds precision)")
+                f"overlap too much for §9.2's quantile thresholds (try --thresholds precision)"
+            )
 
         progress.step("validation on held-out queries")
-        policies = {n: policy_from_parameters(
-            SCORE_POLICY, version or "calibrated",
-            final_parameters(base_policy, fit, bounds, calibrator.reference_features),
-            f"calibrate fit {n}", base_policy.version) for n, fit in fits.items()}
+        policies = {
+            n: policy_from_parameters(
+                SCORE_POLICY,
+                version or "calibrated",
+                final_parameters(base_policy, fit, bounds, calibrator.reference_features),
+                f"calibrate fit {n}",
+                base_policy.version,
+            )
+            for n, fit in fits.items()
+        }
         decisions = pd.concat(
             [score_fit(session, policies["all"], "all", "train")]
-            + [score_fit(session, policies[n], n, "test") for n in names[1:]], ignore_index=True)
+            + [score_fit(session, policies[n], n, "test") for n in names[1:]],
+            ignore_index=True,
+        )
         decisions = decisions.merge(label_frame, on="query_id", how="left")
         if qrels is not None:
-            relevant = session.frame("SELECT query_id, parent_id AS best_parent_id, "
-                                     "TRUE AS best_parent_relevant FROM cal_qrels WHERE relevance > 0")
+            relevant = session.frame(
+                "SELECT query_id, parent_id AS best_parent_id, "
+                "TRUE AS best_parent_relevant FROM cal_qrels WHERE relevance > 0"
+            )
             decisions = decisions.merge(relevant, on=["query_id", "best_parent_id"], how="left")
-            decisions["best_parent_relevant"] = decisions["best_parent_relevant"].fillna(False).astype(bool)
+            decisions["best_parent_relevant"] = (
+                decisions["best_parent_relevant"].fillna(False).astype(bool)
+            )
         label_hash = label_set_sha256(label_frame)
         version = version or f"{base_policy.base_version}_cal_{label_hash[:8]}"
-        report = build_report(session, decisions, ablation, fits, settings, counts, base_policy,
-                              has_qrels=qrels is not None)
-    document = write_policy(Path(out), version, base_policy, policies["all"].parameters, label_hash,
-                            counts, settings, calibrator.tuned, report, session.inputs)
+        report = build_report(
+            session,
+            decisions,
+            ablation,
+            fits,
+            settings,
+            counts,
+            base_policy,
+            has_qrels=qrels is not None,
+        )
+    document = write_policy(
+        Path(out),
+        version,
+        base_policy,
+        policies["all"].parameters,
+        label_hash,
+        counts,
+        settings,
+        calibrator.tuned,
+        report,
+        session.inputs,
+    )
     if report_dir is not None:
         progress.step(f"writing the report to {report_dir}")
         write_report(Path(report_dir), report, decisions, title=f"duckscore calibration: {version}")
     return CalibrationResult(Path(out), document, fits, decisions, ablation)
 
 
-def resolve_thresholds(fit: Fit, found: dict[str, Any], settings: CalibrationSettings) -> dict[str, Any]:
+def resolve_thresholds(
+    fit: Fit, found: dict[str, Any], settings: CalibrationSettings
+) -> dict[str, Any]:
     """T_low, T_high and R_hitl of one fit from its class quantiles (§9.2), or by precision."""
     t_low = found["bad_quantile_score"]
     if settings.thresholds == "quantile":
@@ -137,39 +195,63 @@ def resolve_thresholds(fit: Fit, found: dict[str, Any], settings: CalibrationSet
     else:
         t_high = found["lowest_precise_score"]
         if t_high is None:
-            raise CalibrationError(f"fit {fit.name}: no threshold reaches a `good` share of "
-                                   f"{settings.target_precision:g} among the queries above it")
+            raise CalibrationError(
+                f"fit {fit.name}: no threshold reaches a `good` share of "
+                f"{settings.target_precision:g} among the queries above it"
+            )
         t_low = min(t_low, t_high)
     r_hitl = found["ambiguous_ratio_quantile"]
     if r_hitl is None:
-        raise CalibrationError(f"fit {fit.name}: no `ambiguous` query has a top-2 ratio (two candidates, a best score above 0)")
-    return {"T_low": float(t_low), "T_high": float(t_high), "R_hitl": float(r_hitl),
-            "inverted": settings.thresholds == "quantile" and bool(t_low >= t_high)}
+        raise CalibrationError(
+            f"fit {fit.name}: no `ambiguous` query has a top-2 ratio (two candidates, a best score above 0)"
+        )
+    return {
+        "T_low": float(t_low),
+        "T_high": float(t_high),
+        "R_hitl": float(r_hitl),
+        "inverted": settings.thresholds == "quantile" and bool(t_low >= t_high),
+    }
 
 
-def final_parameters(base: Policy, fit: Fit, bounds: dict[str, dict[str, list[float]]],
-                     reference_features: list[str]) -> dict[str, Any]:
+def final_parameters(
+    base: Policy, fit: Fit, bounds: dict[str, dict[str, list[float]]], reference_features: list[str]
+) -> dict[str, Any]:
     parameters = {**base.parameters, **fit.parameters}
     parameters.update({k: fit.thresholds[k] for k in ("T_low", "T_high", "R_hitl")})
-    parameters["T_low"] = min(parameters["T_low"], parameters["T_high"])  # a fold's inversion: no medium band
-    parameters["risk_flags"] = {**parameters["risk_flags"],
-                                "ambiguous_candidate": {"ratio_at_least": fit.thresholds["R_hitl"]}}
+    parameters["T_low"] = min(
+        parameters["T_low"], parameters["T_high"]
+    )  # a fold's inversion: no medium band
+    parameters["risk_flags"] = {
+        **parameters["risk_flags"],
+        "ambiguous_candidate": {"ratio_at_least": fit.thresholds["R_hitl"]},
+    }
     if fit.name in bounds:
         nz = dict(parameters["normalization"])
-        nz["reference"] = {**nz["reference"], **{f: bounds[fit.name][f] for f in reference_features}}
+        nz["reference"] = {
+            **nz["reference"],
+            **{f: bounds[fit.name][f] for f in reference_features},
+        }
         parameters["normalization"] = nz
     return parameters
 
 
 def score_fit(session: Session, policy: Policy, fit: str, scope: str) -> pd.DataFrame:
     """Decisions of `policy` on the fit's queries of `scope`, by the policy's own SQL (score)."""
-    session.execute("CREATE OR REPLACE TEMP VIEW cal_fit_features AS SELECT f.* FROM parent_features AS f "
-                    "JOIN cal_membership AS m ON m.query_id = f.query_id "
-                    f"WHERE m.fit = {lit(fit)} AND m.scope = {lit(scope)}")
-    session.execute("CREATE OR REPLACE TEMP VIEW query_ids AS SELECT query_id FROM cal_membership "
-                    f"WHERE fit = {lit(fit)} AND scope = {lit(scope)}")
-    create_score_tables(session, policy, top_n=2, with_query_ids=True, features_table="cal_fit_features")
-    frame = session.frame("SELECT query_id, best_parent_id, best_overall_score, confidence_level, "
-                          "top2_ratio, need_hitl, web_fallback FROM score_contract ORDER BY query_id")
+    session.execute(
+        "CREATE OR REPLACE TEMP VIEW cal_fit_features AS SELECT f.* FROM parent_features AS f "
+        "JOIN cal_membership AS m ON m.query_id = f.query_id "
+        f"WHERE m.fit = {lit(fit)} AND m.scope = {lit(scope)}"
+    )
+    session.execute(
+        "CREATE OR REPLACE TEMP VIEW query_ids AS SELECT query_id FROM cal_membership "
+        f"WHERE fit = {lit(fit)} AND scope = {lit(scope)}"
+    )
+    create_score_tables(
+        session, policy, top_n=2, with_query_ids=True, features_table="cal_fit_features"
+    )
+    frame = session.frame(
+        "SELECT query_id, best_parent_id, best_overall_score, confidence_level, "
+        "top2_ratio, need_hitl, web_fallback FROM score_contract ORDER BY query_id"
+    )
     frame.insert(0, "fit", fit)
     return frame

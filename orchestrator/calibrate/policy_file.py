@@ -16,38 +16,60 @@ from ..core.tables import OpenedInput
 from ..core.version import __version__
 from .settings import CalibrationSettings
 
-def write_policy(out: Path, version: str, base: Policy, parameters: dict[str, Any], label_hash: str,
-                 counts: dict[str, int], settings: CalibrationSettings, tuned: list[str],
-                 report: dict[str, Any], inputs: Mapping[str, OpenedInput]) -> dict[str, Any]:
+
+def write_policy(
+    out: Path,
+    version: str,
+    base: Policy,
+    parameters: dict[str, Any],
+    label_hash: str,
+    counts: dict[str, int],
+    settings: CalibrationSettings,
+    tuned: list[str],
+    report: dict[str, Any],
+    inputs: Mapping[str, OpenedInput],
+) -> dict[str, Any]:
     """§9.4: the new policy carries its version, parent version, every parameter, the label-set
     hash, the per-class counts and its validation metrics."""
     cv = report["cross_validated"]
-    summary = {name: _summary(figures) for name, figures in cv.items() if isinstance(figures, dict)
-               and "auroc" in figures}
+    summary = {
+        name: _summary(figures)
+        for name, figures in cv.items()
+        if isinstance(figures, dict) and "auroc" in figures
+    }
     document = {
         "score_policy_version": version,
         "parent_version": base.version,
         "description": f"Calibrated from {base.version} on {sum(counts.values())} labelled queries "
-                       f"(duckscore calibrate, §9).",
+        f"(duckscore calibrate, §9).",
         "metadata": {
-            "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "duckscore_version": __version__,
             "label_set_sha256": label_hash,
             "label_counts": counts,
             "inputs": {name: opened.given for name, opened in inputs.items()},
             "method": report["settings"] | {"tuned": tuned},
-            "validation": {"cross_validated": summary,
-                           "routing": cv["routing"]["all"],
-                           "targets": report["targets"]},
+            "validation": {
+                "cross_validated": summary,
+                "routing": cv["routing"]["all"],
+                "targets": report["targets"],
+            },
         },
         "parameters": parameters,
     }
     with atomic_output_file(out) as staging:
-        staging.write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True), encoding="utf-8")
+        staging.write_text(
+            yaml.safe_dump(document, sort_keys=False, allow_unicode=True), encoding="utf-8"
+        )
     return document
 
 
 def _summary(figures: dict[str, Any]) -> dict[str, Any]:
-    return {"n": figures["n"], "auroc": figures["auroc"], "auroc_ci_95": [figures["auroc_ci"]["lower"],
-            figures["auroc_ci"]["upper"]], "average_precision": figures["average_precision"],
-            "brier": figures["brier"], "ece": figures["ece"]}
+    return {
+        "n": figures["n"],
+        "auroc": figures["auroc"],
+        "auroc_ci_95": [figures["auroc_ci"]["lower"], figures["auroc_ci"]["upper"]],
+        "average_precision": figures["average_precision"],
+        "brier": figures["brier"],
+        "ece": figures["ece"],
+    }

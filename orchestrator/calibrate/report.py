@@ -19,20 +19,33 @@ from ..core.session import Session
 from .calibration_metrics import compute_metrics
 from .settings import CalibrationSettings, Fit
 
-TARGETS = {"auroc_good_vs_bad": 0.86, "auroc_best_parent_relevant": 0.80,
-           "precision_high": 0.85, "hitl_rate_at_most": 0.25}
+TARGETS = {
+    "auroc_good_vs_bad": 0.86,
+    "auroc_best_parent_relevant": 0.80,
+    "precision_high": 0.85,
+    "hitl_rate_at_most": 0.25,
+}
 LEVELS = ("high", "medium", "low")
 
 
-def evaluate_decisions(session: Session, decisions: pd.DataFrame, *,
-                       has_qrels: bool, bootstrap: int = 1000, seed: int = 0) -> dict[str, Any]:
+def evaluate_decisions(
+    session: Session,
+    decisions: pd.DataFrame,
+    *,
+    has_qrels: bool,
+    bootstrap: int = 1000,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Figures of one set of decisions (query_id, best_overall_score, confidence_level,
     need_hitl, web_fallback, label[, best_parent_relevant])."""
-    frame = decisions.assign(score=decisions["best_overall_score"].fillna(0.0),
-                             level=decisions["confidence_level"])
+    frame = decisions.assign(
+        score=decisions["best_overall_score"].fillna(0.0), level=decisions["confidence_level"]
+    )
     frame = frame.sort_values(["fit", "query_id"], kind="stable")
     figures: dict[str, Any] = {"n": len(frame)}
-    good_bad = frame[frame["label"] != "ambiguous"].assign(outcome=lambda f: (f["label"] == "good").astype(int))
+    good_bad = frame[frame["label"] != "ambiguous"].assign(
+        outcome=lambda f: (f["label"] == "good").astype(int)
+    )
     figures["good_vs_bad"] = _metrics(session, good_bad, bootstrap, seed)
     labelled = frame.assign(outcome=(frame["label"] == "good").astype(int))
     figures["good_vs_rest"] = _metrics(session, labelled, bootstrap, seed)
@@ -40,8 +53,12 @@ def evaluate_decisions(session: Session, decisions: pd.DataFrame, *,
         relevant = frame.assign(outcome=frame["best_parent_relevant"].astype(int))
         figures["best_parent_relevant"] = _metrics(session, relevant, bootstrap, seed)
     figures["routing"] = routing(session, frame)
-    if frame["fit"].nunique() > 1:  # held-out folds: the textbook estimate is the mean of per-fold AUROCs
-        figures["per_fold"] = [per_fold(session, group, has_qrels) for _, group in frame.groupby("fit")]
+    if (
+        frame["fit"].nunique() > 1
+    ):  # held-out folds: the textbook estimate is the mean of per-fold AUROCs
+        figures["per_fold"] = [
+            per_fold(session, group, has_qrels) for _, group in frame.groupby("fit")
+        ]
         for outcome in ("good_vs_bad", "best_parent_relevant"):
             values = [f[outcome] for f in figures["per_fold"] if f.get(outcome) is not None]
             if values:
@@ -50,11 +67,18 @@ def evaluate_decisions(session: Session, decisions: pd.DataFrame, *,
 
 
 def per_fold(session: Session, group: pd.DataFrame, has_qrels: bool) -> dict[str, Any]:
-    good_bad = group[group["label"] != "ambiguous"].assign(outcome=lambda f: (f["label"] == "good").astype(int))
-    row = {"fit": group["fit"].iloc[0], "n": len(group),
-           "good_vs_bad": _metrics(session, good_bad, 0, 0)["auroc"]}
+    good_bad = group[group["label"] != "ambiguous"].assign(
+        outcome=lambda f: (f["label"] == "good").astype(int)
+    )
+    row = {
+        "fit": group["fit"].iloc[0],
+        "n": len(group),
+        "good_vs_bad": _metrics(session, good_bad, 0, 0)["auroc"],
+    }
     if has_qrels:
-        row["best_parent_relevant"] = _metrics(session, group.assign(outcome=group["best_parent_relevant"].astype(int)), 0, 0)["auroc"]
+        row["best_parent_relevant"] = _metrics(
+            session, group.assign(outcome=group["best_parent_relevant"].astype(int)), 0, 0
+        )["auroc"]
     return row
 
 
@@ -68,7 +92,9 @@ def _metrics(session: Session, frame: pd.DataFrame, bootstrap: int, seed: int) -
 
 def routing(session: Session, frame: pd.DataFrame) -> dict[str, Any]:
     """Rates of auto (neither HITL nor web fallback), HITL and web fallback, overall and per label."""
-    session.con.register("report_routing", frame[["query_id", "label", "need_hitl", "web_fallback", "level"]])
+    session.con.register(
+        "report_routing", frame[["query_id", "label", "need_hitl", "web_fallback", "level"]]
+    )
     try:
         rows = session.frame("""
             SELECT coalesce(label, 'all') AS label, count(*) AS n,
@@ -79,13 +105,23 @@ def routing(session: Session, frame: pd.DataFrame) -> dict[str, Any]:
             FROM report_routing GROUP BY ROLLUP (label) ORDER BY label NULLS FIRST""")
     finally:
         session.con.unregister("report_routing")
-    return {r["label"]: {k: (int(v) if k == "n" else float(v)) for k, v in r.items() if k != "label"}
-            for r in rows.to_dict("records")}
+    return {
+        r["label"]: {k: (int(v) if k == "n" else float(v)) for k, v in r.items() if k != "label"}
+        for r in rows.to_dict("records")
+    }
 
 
-def build_report(session: Session, decisions: pd.DataFrame, ablation: list[dict[str, Any]],
-                 fits: dict[str, Fit], settings: CalibrationSettings, counts: dict[str, int],
-                 base: Policy, *, has_qrels: bool) -> dict[str, Any]:
+def build_report(
+    session: Session,
+    decisions: pd.DataFrame,
+    ablation: list[dict[str, Any]],
+    fits: dict[str, Fit],
+    settings: CalibrationSettings,
+    counts: dict[str, int],
+    base: Policy,
+    *,
+    has_qrels: bool,
+) -> dict[str, Any]:
     held_out = decisions[decisions["fit"] != "all"]
     in_sample = decisions[decisions["fit"] == "all"]
     cross_validated = evaluate_decisions(session, held_out, has_qrels=has_qrels, seed=settings.seed)
@@ -96,7 +132,9 @@ def build_report(session: Session, decisions: pd.DataFrame, ablation: list[dict[
         "thresholds": {name: fit.thresholds for name, fit in fits.items()},
         "ablation": ablation,
         "cross_validated": cross_validated,
-        "in_sample": evaluate_decisions(session, in_sample, has_qrels=has_qrels, seed=settings.seed),
+        "in_sample": evaluate_decisions(
+            session, in_sample, has_qrels=has_qrels, seed=settings.seed
+        ),
         "targets": target_check(cross_validated),
     }
 
@@ -105,16 +143,27 @@ def target_check(figures: dict[str, Any]) -> dict[str, Any]:
     high = _level(figures["good_vs_rest"], "high")
     checks = {
         "auroc_good_vs_bad": figures["good_vs_bad"].get("auroc_mean_per_fold"),
-        "auroc_best_parent_relevant": (figures.get("best_parent_relevant") or {}).get("auroc_mean_per_fold"),
+        "auroc_best_parent_relevant": (figures.get("best_parent_relevant") or {}).get(
+            "auroc_mean_per_fold"
+        ),
         "precision_high": high["precision"] if high else None,
         "hitl_rate_at_most": figures["routing"]["all"]["hitl_rate"],
     }
-    pooled = {"auroc_good_vs_bad": figures["good_vs_bad"]["auroc"],
-              "auroc_best_parent_relevant": (figures.get("best_parent_relevant") or {}).get("auroc")}
-    return {name: {"value": value, "target": TARGETS[name], "pooled_held_out": pooled.get(name),
-                   "met": None if value is None else (value <= TARGETS[name] if name.endswith("at_most")
-                                                     else value >= TARGETS[name])}
-            for name, value in checks.items()}
+    pooled = {
+        "auroc_good_vs_bad": figures["good_vs_bad"]["auroc"],
+        "auroc_best_parent_relevant": (figures.get("best_parent_relevant") or {}).get("auroc"),
+    }
+    return {
+        name: {
+            "value": value,
+            "target": TARGETS[name],
+            "pooled_held_out": pooled.get(name),
+            "met": None
+            if value is None
+            else (value <= TARGETS[name] if name.endswith("at_most") else value >= TARGETS[name]),
+        }
+        for name, value in checks.items()
+    }
 
 
 def _level(figures: dict[str, Any], level: str) -> dict[str, Any] | None:
@@ -123,7 +172,10 @@ def _level(figures: dict[str, Any], level: str) -> dict[str, Any] | None:
 
 # -- HTML -----------------------------------------------------------------------------------
 
-def write_report(out_dir: Path, report: dict[str, Any], decisions: pd.DataFrame, title: str) -> None:
+
+def write_report(
+    out_dir: Path, report: dict[str, Any], decisions: pd.DataFrame, title: str
+) -> None:
     figures = draw_figures(report, decisions)
     with atomic_output_dir(out_dir) as stage:
         write_json(stage / "report.json", report)
@@ -148,22 +200,41 @@ def draw_figures(report: dict[str, Any], decisions: pd.DataFrame) -> dict[str, b
         values = scores[held_out["label"] == label]
         ax.hist(values, bins=edges, alpha=0.6, color=colour, label=f"{label} (n={len(values)})")
     for name, style in (("T_low", ":"), ("T_high", "--")):
-        ax.axvline(thresholds[name], color="black", linestyle=style, label=f"{name} = {thresholds[name]:.3f}")
-    ax.set(xlabel="best overall score (held-out folds)", ylabel="queries",
-           title="Score distribution per label")
+        ax.axvline(
+            thresholds[name],
+            color="black",
+            linestyle=style,
+            label=f"{name} = {thresholds[name]:.3f}",
+        )
+    ax.set(
+        xlabel="best overall score (held-out folds)",
+        ylabel="queries",
+        title="Score distribution per label",
+    )
     ax.legend(fontsize=8)
     out["score_distributions"] = figure_png(fig, plt)
 
     fig, ax = plt.subplots(figsize=(5.5, 5))
     bins = [b for b in calibrated["bins"] or [] if b["n"]]
     ax.plot([0, 1], [0, 1], color="grey", linestyle="--", label="perfect calibration")
-    ax.plot([b["mean_score"] for b in bins], [b["accuracy"] for b in bins], marker="o", label="policy")
+    ax.plot(
+        [b["mean_score"] for b in bins], [b["accuracy"] for b in bins], marker="o", label="policy"
+    )
     for b in bins:
-        ax.annotate(f"n={b['n']}", (b["mean_score"], b["accuracy"]), textcoords="offset points",
-                    xytext=(4, -10), fontsize=7)
-    ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="mean best overall score in bin",
-           ylabel=f"share with {target_name}",
-           title=f"Reliability (ECE = {cell(calibrated['ece'])})")
+        ax.annotate(
+            f"n={b['n']}",
+            (b["mean_score"], b["accuracy"]),
+            textcoords="offset points",
+            xytext=(4, -10),
+            fontsize=7,
+        )
+    ax.set(
+        xlim=(0, 1),
+        ylim=(0, 1),
+        xlabel="mean best overall score in bin",
+        ylabel=f"share with {target_name}",
+        title=f"Reliability (ECE = {cell(calibrated['ece'])})",
+    )
     ax.legend(fontsize=8, loc="upper left")
     out["reliability"] = figure_png(fig, plt)
 
@@ -172,18 +243,39 @@ def draw_figures(report: dict[str, Any], decisions: pd.DataFrame) -> dict[str, b
     ax.plot([p["coverage"] for p in curve], [p["risk"] for p in curve], label="policy score")
     base_risk = 1 - calibrated["accuracy"]["value"]
     ax.axhline(base_risk, color="grey", linestyle=":", label=f"no abstention ({base_risk:.2f})")
-    ax.set(xlabel="coverage (share of queries answered automatically)",
-           ylabel=f"risk (share without {target_name})", xlim=(0, 1), ylim=(0, 1),
-           title="Risk–coverage (held-out folds)")
+    ax.set(
+        xlabel="coverage (share of queries answered automatically)",
+        ylabel=f"risk (share without {target_name})",
+        xlim=(0, 1),
+        ylim=(0, 1),
+        title="Risk–coverage (held-out folds)",
+    )
     ax.legend(fontsize=8)
     out["risk_coverage"] = figure_png(fig, plt)
 
     fig, ax = plt.subplots(figsize=(7, 3.5))
     steps = report["ablation"]
     labels = ["base"] + [f"{s['parameter']}={s['value']:g}" for s in steps[1:]]
-    ax.plot(range(len(steps)), [s["cross_validated_auroc"] for s in steps], marker="o", label="cross-validated (mean per fold)")
-    ax.plot(range(len(steps)), [s["pooled_held_out_auroc"] for s in steps], marker="x", linestyle=":", label="pooled held-out")
-    ax.plot(range(len(steps)), [s["in_sample_auroc"] for s in steps], marker=".", linestyle="--", label="in-sample")
+    ax.plot(
+        range(len(steps)),
+        [s["cross_validated_auroc"] for s in steps],
+        marker="o",
+        label="cross-validated (mean per fold)",
+    )
+    ax.plot(
+        range(len(steps)),
+        [s["pooled_held_out_auroc"] for s in steps],
+        marker="x",
+        linestyle=":",
+        label="pooled held-out",
+    )
+    ax.plot(
+        range(len(steps)),
+        [s["in_sample_auroc"] for s in steps],
+        marker=".",
+        linestyle="--",
+        label="in-sample",
+    )
     ax.set_xticks(range(len(steps)), labels, rotation=60, ha="right", fontsize=7)
     ax.set(ylabel="AUROC good vs bad", title="§9.3 ablation, step by step")
     ax.legend(fontsize=8)
@@ -194,29 +286,71 @@ def draw_figures(report: dict[str, Any], decisions: pd.DataFrame) -> dict[str, b
 def render_html(report: dict[str, Any], figures: dict[str, bytes], title: str) -> str:
     cv, ins = report["cross_validated"], report["in_sample"]
     metric_rows = []
-    for name, caption in (("good_vs_bad", "good vs bad"), ("best_parent_relevant", "best parent relevant"),
-                          ("good_vs_rest", "good vs ambiguous + bad")):
+    for name, caption in (
+        ("good_vs_bad", "good vs bad"),
+        ("best_parent_relevant", "best parent relevant"),
+        ("good_vs_rest", "good vs ambiguous + bad"),
+    ):
         if name not in cv:
             continue
         for scope, figs in (("cross-validated", cv[name]), ("in-sample", ins[name])):
             ci = figs["auroc_ci"]
-            metric_rows.append([caption, scope, figs["n"], figs["auroc"],
-                                f"{cell(ci['lower'])} – {cell(ci['upper'])}", figs["average_precision"],
-                                figs["brier"], figs["ece"]])
+            metric_rows.append(
+                [
+                    caption,
+                    scope,
+                    figs["n"],
+                    figs["auroc"],
+                    f"{cell(ci['lower'])} – {cell(ci['upper'])}",
+                    figs["average_precision"],
+                    figs["brier"],
+                    figs["ece"],
+                ]
+            )
     level_rows = []
-    for name, caption in (("good_vs_rest", "label good"), ("best_parent_relevant", "best parent relevant")):
+    for name, caption in (
+        ("good_vs_rest", "label good"),
+        ("best_parent_relevant", "best parent relevant"),
+    ):
         for row in (cv.get(name) or {}).get("levels") or []:
-            level_rows.append([row["level"], caption, row["n"], row["precision"],
-                               f"{cell(row['precision_wilson_lower'])} – {cell(row['precision_wilson_upper'])}"])
-    routing_rows = [[label, r["n"], r["auto_rate"], r["hitl_rate"], r["web_fallback_rate"], r["high_rate"]]
-                    for label, r in cv["routing"].items()]
-    ablation_rows = [[s["pass"] or "", s["parameter"], s["value"] if s["value"] is not None else "",
-                      s["in_sample_auroc"], s["cross_validated_auroc"], s["pooled_held_out_auroc"]]
-                     for s in report["ablation"]]
-    threshold_rows = [[fit, t["T_low"], t["T_high"], t["R_hitl"], t["n_good"], t["n_ambiguous"], t["n_bad"]]
-                      for fit, t in report["thresholds"].items()]
-    target_rows = [[name, t["value"], t["pooled_held_out"], t["target"],
-                    {True: "met", False: "not met", None: "–"}[t["met"]]] for name, t in report["targets"].items()]
+            level_rows.append(
+                [
+                    row["level"],
+                    caption,
+                    row["n"],
+                    row["precision"],
+                    f"{cell(row['precision_wilson_lower'])} – {cell(row['precision_wilson_upper'])}",
+                ]
+            )
+    routing_rows = [
+        [label, r["n"], r["auto_rate"], r["hitl_rate"], r["web_fallback_rate"], r["high_rate"]]
+        for label, r in cv["routing"].items()
+    ]
+    ablation_rows = [
+        [
+            s["pass"] or "",
+            s["parameter"],
+            s["value"] if s["value"] is not None else "",
+            s["in_sample_auroc"],
+            s["cross_validated_auroc"],
+            s["pooled_held_out_auroc"],
+        ]
+        for s in report["ablation"]
+    ]
+    threshold_rows = [
+        [fit, t["T_low"], t["T_high"], t["R_hitl"], t["n_good"], t["n_ambiguous"], t["n_bad"]]
+        for fit, t in report["thresholds"].items()
+    ]
+    target_rows = [
+        [
+            name,
+            t["value"],
+            t["pooled_held_out"],
+            t["target"],
+            {True: "met", False: "not met", None: "–"}[t["met"]],
+        ]
+        for name, t in report["targets"].items()
+    ]
 
     def figure(name: str, alt: str) -> str:
         return image(figures[name], alt)
@@ -233,9 +367,9 @@ img {{ max-width: 100%; border: 1px solid #eee; margin: 0.3em; }}
 .grid {{ display: flex; flex-wrap: wrap; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
-<p>Base policy <b>{html.escape(report['base_policy'])}</b>; labels: {html.escape(counts)};
-{report['settings']['folds']}-fold cross-validation by query (seed {report['settings']['seed']}),
-thresholds by the <b>{html.escape(report['settings']['thresholds'])}</b> method.
+<p>Base policy <b>{html.escape(report["base_policy"])}</b>; labels: {html.escape(counts)};
+{report["settings"]["folds"]}-fold cross-validation by query (seed {report["settings"]["seed"]}),
+thresholds by the <b>{html.escape(report["settings"]["thresholds"])}</b> method.
 Cross-validated figures score each query with a policy calibrated without it.</p>
 <h2>Targets (cross-validated)</h2>
 <p>AUROCs: mean of the per-fold held-out AUROCs (the usual cross-validation estimate), and the
@@ -254,8 +388,19 @@ expected calibration error of the raw score read as a probability.</p>
 {table(["label", "n", "auto", "HITL", "web fallback", "high"], routing_rows)}
 <h2>§9.3 ablation</h2>
 {figure("ablation", "ablation steps")}
-{table(["pass", "parameter", "value", "AUROC in-sample", "AUROC cross-validated (mean per fold)",
-         "AUROC pooled held-out"], ablation_rows)}
+{
+        table(
+            [
+                "pass",
+                "parameter",
+                "value",
+                "AUROC in-sample",
+                "AUROC cross-validated (mean per fold)",
+                "AUROC pooled held-out",
+            ],
+            ablation_rows,
+        )
+    }
 <h2>§9.2 thresholds per fit</h2>
 {table(["fit", "T_low", "T_high", "R_hitl", "good", "ambiguous", "bad"], threshold_rows)}
 </body></html>

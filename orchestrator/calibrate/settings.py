@@ -35,16 +35,29 @@ class CalibrationSettings:
         if self.thresholds not in THRESHOLD_METHODS:
             raise DuckscoreError(f"--thresholds must be one of {', '.join(THRESHOLD_METHODS)}")
         if not 0.5 <= self.hitl_quantile <= 0.7:
-            raise DuckscoreError(f"--hitl-quantile must be in the seed's P50–P70 band, got {self.hitl_quantile}")
+            raise DuckscoreError(
+                f"--hitl-quantile must be in the seed's P50–P70 band, got {self.hitl_quantile}"
+            )
         if not 0 < self.target_precision < 1:
-            raise DuckscoreError(f"--target-precision must be in (0, 1), got {self.target_precision}")
+            raise DuckscoreError(
+                f"--target-precision must be in (0, 1), got {self.target_precision}"
+            )
 
     def record(self) -> dict[str, Any]:
         """The settings as the report and the policy file record them."""
-        return {"folds": self.folds, "seed": self.seed, "passes": self.passes,
-                "thresholds": self.thresholds, "target_precision": self.target_precision,
-                "bad_quantile": self.bad_quantile, "good_quantile": self.good_quantile,
-                "hitl_quantile": self.hitl_quantile}
+        return {
+            "folds": self.folds,
+            "seed": self.seed,
+            "passes": self.passes,
+            "thresholds": self.thresholds,
+            "target_precision": self.target_precision,
+            "bad_quantile": self.bad_quantile,
+            "good_quantile": self.good_quantile,
+            "hitl_quantile": self.hitl_quantile,
+        }
+
+
+DEFAULT_SETTINGS = CalibrationSettings()
 
 
 @dataclass

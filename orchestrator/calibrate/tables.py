@@ -21,9 +21,12 @@ def open_labels(session: Session, given: Table) -> tuple[OpenedInput, pd.DataFra
     opened = session.open("labels", LABELS, given, "--labels")
     bad = session.first_row(
         "SELECT query_id, label FROM labels WHERE label NOT IN ('good', 'ambiguous', 'bad') "
-        "ORDER BY query_id LIMIT 1")
+        "ORDER BY query_id LIMIT 1"
+    )
     if bad is not None:
-        raise InputError(f"--labels ({opened.given}, query_id={bad[0]!r}): column 'label' is "
-                         f"{bad[1]!r}, expected good, ambiguous or bad")
+        raise InputError(
+            f"--labels ({opened.given}, query_id={bad[0]!r}): column 'label' is "
+            f"{bad[1]!r}, expected good, ambiguous or bad"
+        )
     session.execute("CREATE OR REPLACE TEMP TABLE cal_labels AS SELECT query_id, label FROM labels")
     return opened, session.frame("SELECT query_id, label FROM cal_labels ORDER BY query_id")

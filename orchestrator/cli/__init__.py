@@ -2,9 +2,8 @@
 per capability; each command calls one capability function, imported when the command runs, so
 `duckscore --help` loads no DuckDB, pandas, Jinja or sqlglot."""
 
-from .app import DuckscoreGroup, cli, main
-
 # each module adds its commands to `cli` when imported
-from . import answers, bids, calibrate, demo, fuse, instincts, metrics, policy, run, score, sql  # noqa: E402, F401, I001
+from . import answers, bids, calibrate, demo, fuse, instincts, metrics, policy, run, score, sql  # noqa: F401
+from .app import DuckscoreGroup, cli, main
 
 __all__ = ["DuckscoreGroup", "cli", "main"]

@@ -16,20 +16,44 @@ if TYPE_CHECKING:
 
 
 @cli.command()
-@click.option("--answers", required=True, metavar="PATH",
-              help="answers table: answer_id, query_id, answer_text, retrieved_count.")
-@click.option("--citations", required=True, metavar="PATH",
-              help="citations table: answer_id, chunk_id (zero rows allowed, e.g. a header-only CSV).")
-@click.option("--chunks", required=True, metavar="PATH",
-              help="reranked chunks: answer_id, chunk_id, rerank_score (zero rows allowed).")
-@click.option("--events", metavar="PATH",
-              help="Optional streaming contradiction events: answer_id, severity (high / medium / low).")
+@click.option(
+    "--answers",
+    required=True,
+    metavar="PATH",
+    help="answers table: answer_id, query_id, answer_text, retrieved_count.",
+)
+@click.option(
+    "--citations",
+    required=True,
+    metavar="PATH",
+    help="citations table: answer_id, chunk_id (zero rows allowed, e.g. a header-only CSV).",
+)
+@click.option(
+    "--chunks",
+    required=True,
+    metavar="PATH",
+    help="reranked chunks: answer_id, chunk_id, rerank_score (zero rows allowed).",
+)
+@click.option(
+    "--events",
+    metavar="PATH",
+    help="Optional streaming contradiction events: answer_id, severity (high / medium / low).",
+)
 @out_dir_option()
-@policy_options("answer_v1")
+@policy_options("answer_v1", "levels.high_at_least=80")
 @engine_options
 @click.pass_obj
-def answers(progress: Progress, answers: str, citations: str, chunks: str, events: str | None,
-            out_dir: Path, policy: str, overrides: tuple[str, ...], settings: EngineSettings) -> None:
+def answers(
+    progress: Progress,
+    answers: str,
+    citations: str,
+    chunks: str,
+    events: str | None,
+    out_dir: Path,
+    policy: str,
+    overrides: tuple[str, ...],
+    settings: EngineSettings,
+) -> None:
     """Score logged answers (seed 001): citation quality, answer quality, retrieval recall and
     language certainty into a 0–10 total, a percentage and a level; contradiction events lower
     the level.
@@ -44,6 +68,7 @@ def answers(progress: Progress, answers: str, citations: str, chunks: str, event
     """
     from ..answers.pipeline import score_answers
 
-    result = score_answers(answers, citations, chunks, out_dir, policy, events, list(overrides),
-                           settings, progress)
+    result = score_answers(
+        answers, citations, chunks, out_dir, policy, events, list(overrides), settings, progress
+    )
     progress.step(f"done: {result.answers:,} answers -> {out_dir}")

@@ -23,7 +23,9 @@ class DuckscoreGroup(click.Group):
         except Exception as exc:  # duckdb is imported lazily (a fast --help), so match its module
             if not type(exc).__module__.lstrip("_").startswith("duckdb"):
                 raise
-            _fail(f"DuckDB failed: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}")
+            _fail(
+                f"DuckDB failed: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
+            )
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
@@ -35,7 +37,11 @@ class DuckscoreGroup(click.Group):
             click.echo(exc.format_message(), err=True)
             sys.exit(exc.exit_code)
         except click.ClickException as exc:
-            command = exc.ctx.command_path if isinstance(exc, click.UsageError) and exc.ctx else "duckscore"
+            command = (
+                exc.ctx.command_path
+                if isinstance(exc, click.UsageError) and exc.ctx
+                else "duckscore"
+            )
             _fail(f"{exc.format_message()} (see `{command} --help`)", status=exc.exit_code)
         sys.exit(code if isinstance(code, int) else 0)
 
@@ -47,8 +53,11 @@ def _fail(message: str, status: int = 2) -> None:
 
 @click.group(cls=DuckscoreGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="duckscore", prog_name="duckscore")  # looked up on use
-@click.option("--progress/--no-progress", default=None,
-              help="Progress lines on stderr (default: only when stderr is a terminal).")
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Progress lines on stderr (default: only when stderr is a terminal).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines (same as --no-progress).")
 @click.pass_context
 def cli(ctx: click.Context, progress: bool | None, quiet: bool) -> None:

@@ -17,20 +17,39 @@ if TYPE_CHECKING:
 
 
 @cli.command()
-@click.option("--input", "input_dir", required=True, type=click.Path(path_type=Path),
-              help="Folder of tables: evaluations, criteria, queries, chunks, hits, bid_fields "
-                   "(required); rerank, soft_scores, claims, claim_citations, synonyms (optional). "
-                   "Each <name>.csv|.parquet|.json|.jsonl or a folder <name>/.")
+@click.option(
+    "--input",
+    "input_dir",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Folder of tables: evaluations, criteria, queries, chunks, hits, bid_fields "
+    "(required); rerank, soft_scores, claims, claim_citations, synonyms (optional). "
+    "Each <name>.csv|.parquet|.json|.jsonl or a folder <name>/.",
+)
 @out_dir_option()
-@click.option("--rules", type=click.Path(dir_okay=False, path_type=Path),
-              help="Rules file (redline, required, formula). Default: rules.yaml in --input, if any.")
-@click.option("--strict-gates", is_flag=True,
-              help="Exit with status 1 (after writing everything) when an acceptance gate fails.")
-@policy_options("bid_v1")
+@click.option(
+    "--rules",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Rules file (redline, required, formula). Default: rules.yaml in --input, if any.",
+)
+@click.option(
+    "--strict-gates",
+    is_flag=True,
+    help="Exit with status 1 (after writing everything) when an acceptance gate fails.",
+)
+@policy_options("bid_v1", "hitl.min_confidence=0.7")
 @engine_options
 @click.pass_obj
-def bids(progress: Progress, input_dir: Path, out_dir: Path, rules: Path | None, strict_gates: bool,
-         policy: str, overrides: tuple[str, ...], settings: EngineSettings) -> None:
+def bids(
+    progress: Progress,
+    input_dir: Path,
+    out_dir: Path,
+    rules: Path | None,
+    strict_gates: bool,
+    policy: str,
+    overrides: tuple[str, ...],
+    settings: EngineSettings,
+) -> None:
     """Score supplier bids (seed 002): tenant-safe retrieval with the SQL whitelist branch, rerank
     with degradation, evidence packing, the rule engine, weighted totals, confidence, HITL
     triggers, citation checks and the acceptance gates.
@@ -49,10 +68,14 @@ def bids(progress: Progress, input_dir: Path, out_dir: Path, rules: Path | None,
 
     result = score_bids(input_dir, out_dir, policy, rules, list(overrides), settings, progress)
     failed = result.gates_failed
-    progress.step(f"done: {result.evaluations:,} supplier evaluations -> {out_dir}"
-                  + (f"; gates failed: {', '.join(failed)}" if failed else ""))
+    progress.step(
+        f"done: {result.evaluations:,} supplier evaluations -> {out_dir}"
+        + (f"; gates failed: {', '.join(failed)}" if failed else "")
+    )
     if strict_gates and failed:
-        click.echo(f"duckscore: gates failed: {', '.join(failed)} (see {out_dir}/gates.json)", err=True)
+        click.echo(
+            f"duckscore: gates failed: {', '.join(failed)} (see {out_dir}/gates.json)", err=True
+        )
         sys.exit(1)
 
 
@@ -63,9 +86,12 @@ def filter_group() -> None:
 
 @filter_group.command("check")
 @click.argument("expression")
-@click.option("--formula", is_flag=True,
-              help="Check a rule formula (arithmetic, least/greatest/abs/round, min/max/avg) "
-                   "instead of a condition.")
+@click.option(
+    "--formula",
+    is_flag=True,
+    help="Check a rule formula (arithmetic, least/greatest/abs/round, min/max/avg) "
+    "instead of a condition.",
+)
 def filter_check(expression: str, formula: bool) -> None:
     """Validate EXPRESSION without running it: exit 0 with its normalised form, the SQL with
     `$name` placeholders and the bound values; exit 2 with the reason.

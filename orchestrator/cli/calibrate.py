@@ -16,41 +16,107 @@ if TYPE_CHECKING:
 
 
 @cli.command()
-@click.option("--features", metavar="PATH", help="parent_features table (as written by `duckscore fuse`).")
+@click.option(
+    "--features", metavar="PATH", help="parent_features table (as written by `duckscore fuse`)."
+)
 @click.option("--log", metavar="PATH", help="Or a retrieval log, fused with --recipe first.")
 @recipe_options("canonical_rrf")
-@click.option("--labels", required=True, metavar="PATH",
-              help="query_id, label (good / ambiguous / bad), e.g. from `duckscore labels`.")
-@click.option("--qrels", metavar="PATH",
-              help="Optional relevance judgments (query_id, parent_id, relevance): adds the figures "
-                   "of 'best parent is relevant'.")
-@click.option("--base", default="overall_v2", show_default=True, metavar="NAME|PATH",
-              help="The score policy to calibrate (its parameters are the starting point).")
+@click.option(
+    "--labels",
+    required=True,
+    metavar="PATH",
+    help="query_id, label (good / ambiguous / bad), e.g. from `duckscore labels`.",
+)
+@click.option(
+    "--qrels",
+    metavar="PATH",
+    help="Optional relevance judgments (query_id, parent_id, relevance): adds the figures "
+    "of 'best parent is relevant'.",
+)
+@click.option(
+    "--base",
+    default="overall_v2",
+    show_default=True,
+    metavar="NAME|PATH",
+    help="The score policy to calibrate (its parameters are the starting point).",
+)
 @out_file_option("the calibrated policy YAML")
-@click.option("--version", "version", metavar="NAME",
-              help="score_policy_version of the new policy (default: <base>_cal_<label hash>).")
-@click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Also write report.html, report.json and the plots to this folder.")
-@click.option("--thresholds", type=click.Choice(["quantile", "precision"]), default="quantile",
-              show_default=True, help="§9.2 quantiles (the seed), or T_high by --target-precision.")
-@click.option("--target-precision", default=0.85, show_default=True,
-              type=click.FloatRange(0, 1, min_open=True, max_open=True),
-              help="precision method: the share of good queries wanted at and above T_high.")
-@click.option("--hitl-quantile", default=0.7, show_default=True, type=click.FloatRange(0.5, 0.7),
-              help="R_hitl = this quantile of the ambiguous top-2 ratios (seed: P50–P70).")
-@click.option("--folds", default=5, show_default=True, type=click.IntRange(min=2),
-              help="Cross-validation folds (by query, stratified by label).")
-@click.option("--passes", default=2, show_default=True, type=click.IntRange(min=1),
-              help="Rounds of the coordinate-wise ablation.")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, 2**32 - 1),
-              help="Seed of the fold assignment and the bootstrap.")
+@click.option(
+    "--version",
+    "version",
+    metavar="NAME",
+    help="score_policy_version of the new policy (default: <base>_cal_<label hash>).",
+)
+@click.option(
+    "--report",
+    "report_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Also write report.html, report.json and the plots to this folder.",
+)
+@click.option(
+    "--thresholds",
+    type=click.Choice(["quantile", "precision"]),
+    default="quantile",
+    show_default=True,
+    help="§9.2 quantiles (the seed), or T_high by --target-precision.",
+)
+@click.option(
+    "--target-precision",
+    default=0.85,
+    show_default=True,
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="precision method: the share of good queries wanted at and above T_high.",
+)
+@click.option(
+    "--hitl-quantile",
+    default=0.7,
+    show_default=True,
+    type=click.FloatRange(0.5, 0.7),
+    help="R_hitl = this quantile of the ambiguous top-2 ratios (seed: P50–P70).",
+)
+@click.option(
+    "--folds",
+    default=5,
+    show_default=True,
+    type=click.IntRange(min=2),
+    help="Cross-validation folds (by query, stratified by label).",
+)
+@click.option(
+    "--passes",
+    default=2,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Rounds of the coordinate-wise ablation.",
+)
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, 2**32 - 1),
+    help="Seed of the fold assignment and the bootstrap.",
+)
 @engine_options
 @click.pass_obj
-def calibrate(progress: Progress, features: str | None, log: str | None, recipe: str,
-              recipe_overrides: tuple[str, ...], labels: str, qrels: str | None, base: str,
-              out_path: Path, version: str | None, report_dir: Path | None, thresholds: str,
-              target_precision: float, hitl_quantile: float, folds: int, passes: int, seed: int,
-              settings: EngineSettings) -> None:
+def calibrate(
+    progress: Progress,
+    features: str | None,
+    log: str | None,
+    recipe: str,
+    recipe_overrides: tuple[str, ...],
+    labels: str,
+    qrels: str | None,
+    base: str,
+    out_path: Path,
+    version: str | None,
+    report_dir: Path | None,
+    thresholds: str,
+    target_precision: float,
+    hitl_quantile: float,
+    folds: int,
+    passes: int,
+    seed: int,
+    settings: EngineSettings,
+) -> None:
     """Calibrate a score policy on labelled queries (seed 000 §9): reference quantiles,
     cross-validated ablation of alpha, beta and the weights, §9.2 thresholds, and a new
     versioned policy file carrying the label-set hash, counts and validation metrics.
@@ -62,15 +128,36 @@ def calibrate(progress: Progress, features: str | None, log: str | None, recipe:
     from ..calibrate.pipeline import calibrate as run_calibrate
     from ..calibrate.settings import CalibrationSettings
 
-    chosen = CalibrationSettings(folds=folds, seed=seed, passes=passes, thresholds=thresholds,
-                                 target_precision=target_precision, hitl_quantile=hitl_quantile)
-    result = run_calibrate(labels, out_path, features=features, log=log, recipe=recipe,
-                           recipe_overrides=list(recipe_overrides), qrels=qrels, base=base,
-                           version=version, settings=chosen, report_dir=report_dir,
-                           engine=settings, progress=progress)
+    chosen = CalibrationSettings(
+        folds=folds,
+        seed=seed,
+        passes=passes,
+        thresholds=thresholds,
+        target_precision=target_precision,
+        hitl_quantile=hitl_quantile,
+    )
+    result = run_calibrate(
+        labels,
+        out_path,
+        features=features,
+        log=log,
+        recipe=recipe,
+        recipe_overrides=list(recipe_overrides),
+        qrels=qrels,
+        base=base,
+        version=version,
+        settings=chosen,
+        report_dir=report_dir,
+        engine=settings,
+        progress=progress,
+    )
     for name, check in result.document["metadata"]["validation"]["targets"].items():
         value = "n/a" if check["value"] is None else f"{check['value']:.3f}"
         state = {True: "met", False: "NOT met", None: "n/a"}[check["met"]]
-        pooled = "" if check["pooled_held_out"] is None else f"; pooled held-out {check['pooled_held_out']:.3f}"
+        pooled = (
+            ""
+            if check["pooled_held_out"] is None
+            else f"; pooled held-out {check['pooled_held_out']:.3f}"
+        )
         click.echo(f"{name:28s} {value:>7s}  (target {check['target']:g}: {state}{pooled})")
     progress.step(f"done: policy {result.document['score_policy_version']} -> {out_path}")

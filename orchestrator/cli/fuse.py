@@ -21,8 +21,14 @@ if TYPE_CHECKING:
 @recipe_options()
 @engine_options
 @click.pass_obj
-def fuse(progress: Progress, log: str, out_dir: Path, recipe: str, recipe_overrides: tuple[str, ...],
-         settings: EngineSettings) -> None:
+def fuse(
+    progress: Progress,
+    log: str,
+    out_dir: Path,
+    recipe: str,
+    recipe_overrides: tuple[str, ...],
+    settings: EngineSettings,
+) -> None:
     """Fuse a multi-source retrieval log (seed 003): align, normalise, fuse, rank.
 
     \b

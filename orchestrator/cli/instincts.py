@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+
 import click
 
 from .app import DuckscoreGroup, cli
@@ -11,7 +12,7 @@ from .options import db_option, now_option
 
 
 def _utc(moment: dt.datetime | None) -> dt.datetime | None:
-    return None if moment is None else moment.replace(tzinfo=dt.timezone.utc)
+    return None if moment is None else moment.replace(tzinfo=dt.UTC)
 
 
 @cli.group(cls=DuckscoreGroup)
@@ -22,8 +23,13 @@ def instincts() -> None:
 
 @instincts.command("init")
 @db_option
-@click.option("--policy", default="instinct_v1", show_default=True, metavar="NAME|PATH",
-              help="The instinct policy the store is bound to (its composite column uses its weights).")
+@click.option(
+    "--policy",
+    default="instinct_v1",
+    show_default=True,
+    metavar="NAME|PATH",
+    help="The instinct policy the store is bound to (its composite column uses its weights).",
+)
 def instincts_init(db: Path, policy: str) -> None:
     """Create the store (the seed's four tables) or check an existing one is up to date."""
     from ..instincts.store import init_store
@@ -33,13 +39,22 @@ def instincts_init(db: Path, policy: str) -> None:
 
 @instincts.command("ingest")
 @db_option
-@click.option("--instincts", "new_instincts", metavar="PATH",
-              help="New instincts: id, trigger_text, action_text, domain, user_id [, project_id, source].")
-@click.option("--events", metavar="PATH",
-              help="Events: event_id, instinct_id, event_type (an update rule), occurred_at "
-                   "[, session_id, outcome, description, signals]. Already ingested event ids are skipped.")
+@click.option(
+    "--instincts",
+    "new_instincts",
+    metavar="PATH",
+    help="New instincts: id, trigger_text, action_text, domain, user_id [, project_id, source].",
+)
+@click.option(
+    "--events",
+    metavar="PATH",
+    help="Events: event_id, instinct_id, event_type (an update rule), occurred_at "
+    "[, session_id, outcome, description, signals]. Already ingested event ids are skipped.",
+)
 @now_option
-def instincts_ingest(db: Path, new_instincts: str | None, events: str | None, now: dt.datetime | None) -> None:
+def instincts_ingest(
+    db: Path, new_instincts: str | None, events: str | None, now: dt.datetime | None
+) -> None:
     """Add instincts and apply events in event order, in one transaction (UPDATE_RULES deltas,
     clamped to [0, 1] after each event; a history row per event)."""
     from ..instincts.store import ingest
@@ -74,15 +89,19 @@ def instincts_decay(db: Path, now: dt.datetime | None) -> None:
     if result.already_ran:
         click.echo(f"Decay job already ran for the week of {result.week_start}: nothing changed")
     else:
-        click.echo(f"Decay job complete: {result.decayed} decayed, {result.deprecated} deprecated, "
-                   f"{result.deleted} deleted")
+        click.echo(
+            f"Decay job complete: {result.decayed} decayed, {result.deprecated} deprecated, "
+            f"{result.deleted} deleted"
+        )
 
 
 @instincts.command("top")
 @db_option
 @click.option("--tier", help="Only this tier (core, strong, moderate, tentative, deprecated).")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1))
-@click.option("--format", "fmt", type=click.Choice(["table", "jsonl"]), default="table", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "jsonl"]), default="table", show_default=True
+)
 def instincts_top(db: Path, tier: str | None, limit: int, fmt: str) -> None:
     """Active instincts by composite confidence, with tier and injection method."""
     from ..instincts.store import top

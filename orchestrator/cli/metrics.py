@@ -19,20 +19,41 @@ if TYPE_CHECKING:
 
 @cli.command(name="eval")
 @run_and_qrels_options
-@click.option("--metrics", default=DEFAULT_METRICS, show_default=True, metavar="LIST",
-              help="Comma-separated metrics: ndcg@k, recall@k, precision@k, mrr@k, map, map@k, "
-                   "hit_rate@k, hits@k (ndcg, recall, mrr, hit_rate and hits without @k: the whole run).")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print one JSON object of the means, keyed by metric name as given.")
-@click.option("--per-query", "per_query_path", type=click.Path(dir_okay=False, path_type=Path),
-              metavar="FILE", help="Also write the per-query values to this Parquet file.")
+@click.option(
+    "--metrics",
+    default=DEFAULT_METRICS,
+    show_default=True,
+    metavar="LIST",
+    help="Comma-separated metrics: ndcg@k, recall@k, precision@k, mrr@k, map, map@k, "
+    "hit_rate@k, hits@k (ndcg, recall, mrr, hit_rate and hits without @k: the whole run).",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON object of the means, keyed by metric name as given.",
+)
+@click.option(
+    "--per-query",
+    "per_query_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Also write the per-query values to this Parquet file.",
+)
 @engine_options
 @click.pass_obj
-def eval_command(progress: Progress, run_path: str, qrels_path: str, metrics: str, as_json: bool,
-                 per_query_path: Path | None, settings: EngineSettings) -> None:
+def eval_command(
+    progress: Progress,
+    run_path: str,
+    qrels_path: str,
+    metrics: str,
+    as_json: bool,
+    per_query_path: Path | None,
+    settings: EngineSettings,
+) -> None:
     """Evaluate a run against relevance judgments: nDCG, recall, precision, MRR, MAP, hit rate.
 
-    Metrics are computed in SQL (sql/eval/*.sql) as trec_eval and ranx define them: nDCG with
+    Metrics are computed in SQL (sql/metrics/*.sql) as trec_eval and ranx define them: nDCG with
     gain 2^relevance - 1 and discount log2(position + 1), ideal DCG from the qrels sorted by
     relevance (ranx's ndcg_burges; trec_eval's ndcg_cut for binary judgments).
 
@@ -66,12 +87,24 @@ def eval_command(progress: Progress, run_path: str, qrels_path: str, metrics: st
 @cli.command(name="labels")
 @run_and_qrels_options
 @out_file_option("the labels: Parquet, or CSV when FILE ends with .csv")
-@click.option("--k", "k", default=DEFAULT_LABEL_K, show_default=True, type=click.IntRange(min=1, max=MAX_K),
-              help="Cutoff: a query with no relevant document in the top k is bad.")
+@click.option(
+    "--k",
+    "k",
+    default=DEFAULT_LABEL_K,
+    show_default=True,
+    type=click.IntRange(min=1, max=MAX_K),
+    help="Cutoff: a query with no relevant document in the top k is bad.",
+)
 @engine_options
 @click.pass_obj
-def labels_command(progress: Progress, run_path: str, qrels_path: str, out_path: Path, k: int,
-                   settings: EngineSettings) -> None:
+def labels_command(
+    progress: Progress,
+    run_path: str,
+    qrels_path: str,
+    out_path: Path,
+    k: int,
+    settings: EngineSettings,
+) -> None:
     """Label each judged query good, ambiguous or bad from a run and relevance judgments.
 
     \b

@@ -18,7 +18,7 @@ from ..engines import DIALECTS
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class LazyChoice(click.Choice):  # type: ignore[type-arg]
+class LazyChoice(click.Choice[str]):
     """A Choice whose values come from `load`, called when they are first needed (the command's
     own --help, or checking a value), not when the command line is built."""
 
@@ -26,7 +26,7 @@ class LazyChoice(click.Choice):  # type: ignore[type-arg]
         self._load = load
         super().__init__(())
 
-    @property  # type: ignore[override]
+    @property
     def choices(self) -> tuple[str, ...]:
         return tuple(self._load())
 
@@ -38,12 +38,27 @@ class LazyChoice(click.Choice):  # type: ignore[type-arg]
 def engine_options(command: F) -> F:
     """--threads / --memory-limit / --temp-dir, passed to the command as `settings`."""
 
-    @click.option("--threads", type=click.IntRange(min=1), help="DuckDB worker threads (default: all cores).")
-    @click.option("--memory-limit", metavar="SIZE", help="DuckDB memory limit, e.g. 1GB; larger work spills to --temp-dir.")
-    @click.option("--temp-dir", type=click.Path(file_okay=False, path_type=Path), help="Where DuckDB spills when over the memory limit.")
+    @click.option(
+        "--threads", type=click.IntRange(min=1), help="DuckDB worker threads (default: all cores)."
+    )
+    @click.option(
+        "--memory-limit",
+        metavar="SIZE",
+        help="DuckDB memory limit, e.g. 1GB; larger work spills to --temp-dir.",
+    )
+    @click.option(
+        "--temp-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Where DuckDB spills when over the memory limit.",
+    )
     @functools.wraps(command)
-    def wrapper(*args: Any, threads: int | None, memory_limit: str | None,
-                temp_dir: Path | None, **kwargs: Any) -> Any:
+    def wrapper(
+        *args: Any,
+        threads: int | None,
+        memory_limit: str | None,
+        temp_dir: Path | None,
+        **kwargs: Any,
+    ) -> Any:
         from ..core.connection import EngineSettings
 
         settings = EngineSettings(threads=threads, memory_limit=memory_limit, temp_dir=temp_dir)
@@ -52,15 +67,25 @@ def engine_options(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def policy_options(default: str) -> Callable[[F], F]:
-    """--policy (a packaged name or a YAML file) and --set KEY=VALUE (`overrides`)."""
+def policy_options(default: str, example: str) -> Callable[[F], F]:
+    """--policy (a packaged name or a YAML file) and --set KEY=VALUE (`overrides`); `example`
+    is an override of that capability's policy, shown in --help."""
 
     def decorate(command: F) -> F:
-        command = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-                               help="Override a policy parameter (dotted for nested keys, e.g. "
-                                    "risk_flags.single_spike.max_score_norm_at_least=0.9). Repeatable.")(command)
-        return click.option("--policy", default=default, show_default=True, metavar="NAME|PATH",
-                            help="A packaged policy name or a policy YAML file.")(command)
+        command = click.option(
+            "--set",
+            "overrides",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help=f"Override a policy parameter (dotted for nested keys, e.g. {example}). Repeatable.",
+        )(command)
+        return click.option(
+            "--policy",
+            default=default,
+            show_default=True,
+            metavar="NAME|PATH",
+            help="A packaged policy name or a policy YAML file.",
+        )(command)
 
     return decorate
 
@@ -70,81 +95,136 @@ def recipe_options(default: str = "hybrid_v1") -> Callable[[F], F]:
     (`recipe_overrides`)."""
 
     def decorate(command: F) -> F:
-        command = click.option("--set-recipe", "recipe_overrides", multiple=True, metavar="KEY=VALUE",
-                               help="Override a recipe key (dotted, e.g. fusion.k=20 or "
-                                    "sources.dense.weight=0.7). Repeatable.")(command)
-        return click.option("--recipe", default=default, show_default=True, metavar="NAME|PATH",
-                            help="A packaged fusion recipe (hybrid_v1, canonical_rrf) or a recipe "
-                                 "YAML file.")(command)
+        command = click.option(
+            "--set-recipe",
+            "recipe_overrides",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="Override a recipe key (dotted, e.g. fusion.k=20 or "
+            "sources.dense.weight=0.7). Repeatable.",
+        )(command)
+        return click.option(
+            "--recipe",
+            default=default,
+            show_default=True,
+            metavar="NAME|PATH",
+            help="A packaged fusion recipe (hybrid_v1, canonical_rrf) or a recipe YAML file.",
+        )(command)
 
     return decorate
 
 
 def out_dir_option(default: str | None = None) -> Callable[[F], F]:
     """--out: the output folder (`out_dir`), replaced as a whole only when everything succeeds."""
-    return click.option("--out", "out_dir", required=default is None, default=default,
-                        show_default=default is not None, type=click.Path(path_type=Path),
-                        help="Output folder (created; files in it are replaced atomically).")
+    return click.option(
+        "--out",
+        "out_dir",
+        required=default is None,
+        default=default,
+        show_default=default is not None,
+        type=click.Path(path_type=Path),
+        help="Output folder (created; files in it are replaced atomically).",
+    )
 
 
 def out_file_option(what: str) -> Callable[[F], F]:
     """--out: one output file (`out_path`), replaced atomically."""
-    return click.option("--out", "out_path", required=True, metavar="FILE",
-                        type=click.Path(dir_okay=False, path_type=Path),
-                        help=f"Where to write {what} (replaced atomically).")
+    return click.option(
+        "--out",
+        "out_path",
+        required=True,
+        metavar="FILE",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help=f"Where to write {what} (replaced atomically).",
+    )
 
 
 def log_option(command: F) -> F:
-    return click.option("--log", required=True, metavar="PATH",
-                        help="retrieval_log table: one row per hit (query_id, source, item_id, "
-                             "parent_id, score and/or rank). Parquet/CSV/JSON file, glob, or "
-                             "(hive) folder.")(command)
+    return click.option(
+        "--log",
+        required=True,
+        metavar="PATH",
+        help="retrieval_log table: one row per hit (query_id, source, item_id, "
+        "parent_id, score and/or rank). Parquet/CSV/JSON file, glob, or "
+        "(hive) folder.",
+    )(command)
 
 
 def queries_option(command: F) -> F:
-    return click.option("--queries", metavar="PATH",
-                        help="Optional table with a query_id column: listed queries without "
-                             "candidates get an empty-result decision (web fallback).")(command)
+    return click.option(
+        "--queries",
+        metavar="PATH",
+        help="Optional table with a query_id column: listed queries without "
+        "candidates get an empty-result decision (web fallback).",
+    )(command)
 
 
 def top_n_option(command: F) -> F:
-    return click.option("--top-n", default=5, show_default=True, type=click.IntRange(min=1),
-                        help="Parents per query in contract.jsonl.")(command)
+    return click.option(
+        "--top-n",
+        default=5,
+        show_default=True,
+        type=click.IntRange(min=1),
+        help="Parents per query in contract.jsonl.",
+    )(command)
 
 
 def stage_option(load: Callable[[], Sequence[str]], default: str) -> Callable[[F], F]:
     """--stage: the CTE of a template to select (each stage of a policy runs on its own)."""
-    return click.option("--stage", type=LazyChoice(load), default=default, show_default=True,
-                        help="The CTE to select: each stage of the policy can be run on its own.")
+    return click.option(
+        "--stage",
+        type=LazyChoice(load),
+        default=default,
+        show_default=True,
+        help="The CTE to select: each stage of the policy can be run on its own.",
+    )
 
 
 def dialect_option(command: F) -> F:
     """--dialect: the rendered SQL as is (duckdb) or transpiled."""
-    return click.option("--dialect", type=click.Choice(("duckdb",) + DIALECTS), default="duckdb",
-                        show_default=True,
-                        help="Write the SQL for this engine (spark and postgres are tested by execution "
-                             "against DuckDB; a construct a dialect cannot express exactly is refused).")(command)
+    return click.option(
+        "--dialect",
+        type=click.Choice(("duckdb",) + DIALECTS),
+        default="duckdb",
+        show_default=True,
+        help="Write the SQL for this engine (spark and postgres are tested by execution "
+        "against DuckDB; a construct a dialect cannot express exactly is refused).",
+    )(command)
 
 
 def run_and_qrels_options(command: F) -> F:
     """--run / --qrels as `eval` and `labels` read them (run_path, qrels_path)."""
     command = click.option(
-        "--qrels", "qrels_path", required=True, metavar="PATH",
-        help="Relevance judgments: query_id, doc_id (or parent_id), relevance (> 0 is relevant).")(command)
+        "--qrels",
+        "qrels_path",
+        required=True,
+        metavar="PATH",
+        help="Relevance judgments: query_id, doc_id (or parent_id), relevance (> 0 is relevant).",
+    )(command)
     return click.option(
-        "--run", "run_path", required=True, metavar="PATH",
+        "--run",
+        "run_path",
+        required=True,
+        metavar="PATH",
         help="The run: query_id, doc_id (or parent_id, or item_id), and rank and/or score. "
-             "Parquet/CSV/JSON file, glob, or (hive) folder.")(command)
+        "Parquet/CSV/JSON file, glob, or (hive) folder.",
+    )(command)
 
 
 def db_option(command: F) -> F:
     """--db: the instinct store."""
-    return click.option("--db", required=True, type=click.Path(dir_okay=False, path_type=Path),
-                        help="The store: a DuckDB database file.")(command)
+    return click.option(
+        "--db",
+        required=True,
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="The store: a DuckDB database file.",
+    )(command)
 
 
 def now_option(command: F) -> F:
     """--now: the moment a store job runs at (UTC), for reproducible runs."""
-    return click.option("--now", type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"]),
-                        help="The time the job runs at, UTC (default: now). Makes runs reproducible.")(command)
-
+    return click.option(
+        "--now",
+        type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"]),
+        help="The time the job runs at, UTC (default: now). Makes runs reproducible.",
+    )(command)

@@ -46,7 +46,9 @@ def policy_list(capability: str) -> None:
 @policy.command("show")
 @click.argument("name")
 @click.option("--capability", type=click.Choice(CAPABILITIES), default="score", show_default=True)
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Apply overrides first.")
+@click.option(
+    "--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Apply overrides first."
+)
 def policy_show(name: str, capability: str, overrides: tuple[str, ...]) -> None:
     """The effective, validated parameters of policy NAME (or a YAML path), as JSON."""
     from ..core.policy import canonical_json, load_policy

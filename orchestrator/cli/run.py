@@ -8,8 +8,15 @@ from typing import TYPE_CHECKING
 import click
 
 from .app import cli
-from .options import (engine_options, log_option, out_dir_option, policy_options, queries_option,
-                      recipe_options, top_n_option)
+from .options import (
+    engine_options,
+    log_option,
+    out_dir_option,
+    policy_options,
+    queries_option,
+    recipe_options,
+    top_n_option,
+)
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
@@ -21,34 +28,81 @@ if TYPE_CHECKING:
 @out_dir_option()
 @queries_option
 @top_n_option
-@click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb", show_default=True,
-              help="spark: shard the log by query_id and run the same DuckDB SQL per shard on Spark "
-                   "executors (mapInArrow); outputs are Parquet datasets (folders of parts).")
-@click.option("--spark-master", metavar="URL",
-              help="Spark master for --engine spark (default: $DUCKSCORE_SPARK_MASTER, the one "
-                   "spark-submit gives, else local[*]).")
-@click.option("--shards", default=8, show_default=True, type=click.IntRange(min=1),
-              help="Query_id shards (Spark tasks) for --engine spark.")
+@click.option(
+    "--engine",
+    type=click.Choice(["duckdb", "spark"]),
+    default="duckdb",
+    show_default=True,
+    help="spark: shard the log by query_id and run the same DuckDB SQL per shard on Spark "
+    "executors (mapInArrow); outputs are Parquet datasets (folders of parts).",
+)
+@click.option(
+    "--spark-master",
+    metavar="URL",
+    help="Spark master for --engine spark (default: $DUCKSCORE_SPARK_MASTER, the one "
+    "spark-submit gives, else local[*]).",
+)
+@click.option(
+    "--shards",
+    default=8,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Query_id shards (Spark tasks) for --engine spark.",
+)
 @recipe_options()
-@policy_options("overall_v1")
+@policy_options("overall_v1", "risk_flags.single_spike.max_score_norm_at_least=0.9")
 @engine_options
 @click.pass_obj
-def run(progress: Progress, log: str, out_dir: Path, queries: str | None, top_n: int, engine: str,
-        spark_master: str | None, shards: int, recipe: str, recipe_overrides: tuple[str, ...],
-        policy: str, overrides: tuple[str, ...], settings: EngineSettings) -> None:
+def run(
+    progress: Progress,
+    log: str,
+    out_dir: Path,
+    queries: str | None,
+    top_n: int,
+    engine: str,
+    spark_master: str | None,
+    shards: int,
+    recipe: str,
+    recipe_overrides: tuple[str, ...],
+    policy: str,
+    overrides: tuple[str, ...],
+    settings: EngineSettings,
+) -> None:
     """Fuse a retrieval log, then score its parents: every output of `fuse` and `score`."""
     if engine == "spark":
         if queries is not None:
             raise click.UsageError("--queries is not supported with --engine spark yet")
         from ..engines.spark import run_on_spark
 
-        spark_result = run_on_spark(log, out_dir, recipe, policy, list(recipe_overrides), list(overrides),
-                                    top_n, shards, spark_master, progress)
-        progress.step(f"done on Spark: {spark_result.rows['queries']:,} queries, "
-                      f"{spark_result.rows['parents']:,} parents -> {out_dir}")
+        spark_result = run_on_spark(
+            log,
+            out_dir,
+            recipe,
+            policy,
+            list(recipe_overrides),
+            list(overrides),
+            top_n,
+            shards,
+            spark_master,
+            progress,
+        )
+        progress.step(
+            f"done on Spark: {spark_result.rows['queries']:,} queries, "
+            f"{spark_result.rows['parents']:,} parents -> {out_dir}"
+        )
         return
     from ..run.pipeline import run as run_pipeline
 
-    result = run_pipeline(log, out_dir, recipe, policy, list(recipe_overrides), list(overrides),
-                          queries, top_n, settings, progress)
+    result = run_pipeline(
+        log,
+        out_dir,
+        recipe,
+        policy,
+        list(recipe_overrides),
+        list(overrides),
+        queries,
+        top_n,
+        settings,
+        progress,
+    )
     progress.step(f"done: {result.queries:,} queries, {result.parents:,} parents -> {out_dir}")

@@ -16,16 +16,28 @@ if TYPE_CHECKING:
 
 
 @cli.command()
-@click.option("--features", required=True, metavar="PATH",
-              help="parent_features table: Parquet/CSV/JSON file, glob, or (hive) folder.")
+@click.option(
+    "--features",
+    required=True,
+    metavar="PATH",
+    help="parent_features table: Parquet/CSV/JSON file, glob, or (hive) folder.",
+)
 @out_dir_option()
 @queries_option
 @top_n_option
-@policy_options("overall_v1")
+@policy_options("overall_v1", "risk_flags.single_spike.max_score_norm_at_least=0.9")
 @engine_options
 @click.pass_obj
-def score(progress: Progress, features: str, out_dir: Path, queries: str | None, top_n: int,
-          policy: str, overrides: tuple[str, ...], settings: EngineSettings) -> None:
+def score(
+    progress: Progress,
+    features: str,
+    out_dir: Path,
+    queries: str | None,
+    top_n: int,
+    policy: str,
+    overrides: tuple[str, ...],
+    settings: EngineSettings,
+) -> None:
     """Score candidate parents (seed 000): OverallScore, confidence, risk flags, HITL, web fallback.
 
     \b
@@ -40,5 +52,7 @@ def score(progress: Progress, features: str, out_dir: Path, queries: str | None,
     """
     from ..score.pipeline import score as run_score
 
-    result = run_score(features, out_dir, policy, list(overrides), queries, top_n, settings, progress)
+    result = run_score(
+        features, out_dir, policy, list(overrides), queries, top_n, settings, progress
+    )
     progress.step(f"done: {result.queries:,} queries, {result.parents:,} parents -> {out_dir}")

@@ -48,9 +48,11 @@ def _answer_stages() -> Sequence[str]:
 @sql.command("score")
 @stage_option(_score_stages, default="contract")
 @click.option("--top-n", default=5, show_default=True, type=click.IntRange(min=1))
-@policy_options("overall_v1")
+@policy_options("overall_v1", "risk_flags.single_spike.max_score_norm_at_least=0.9")
 @dialect_option
-def sql_score(stage: str, top_n: int, policy: str, overrides: tuple[str, ...], dialect: str) -> None:
+def sql_score(
+    stage: str, top_n: int, policy: str, overrides: tuple[str, ...], dialect: str
+) -> None:
     """The score SQL over a table or view named parent_features.
 
     \b
@@ -66,29 +68,45 @@ def sql_score(stage: str, top_n: int, policy: str, overrides: tuple[str, ...], d
 
 @sql.command("fuse")
 @stage_option(_fuse_stages, default="fused_items")
-@click.option("--sources", default="dense,sparse,summary", show_default=True,
-              help="Comma-separated source names the log holds (the SQL names each one).")
-@click.option("--no-rank", is_flag=True, help="The log has no rank column (ranks derived from scores).")
+@click.option(
+    "--sources",
+    default="dense,sparse,summary",
+    show_default=True,
+    help="Comma-separated source names the log holds (the SQL names each one).",
+)
+@click.option(
+    "--no-rank", is_flag=True, help="The log has no rank column (ranks derived from scores)."
+)
 @recipe_options()
 @dialect_option
-def sql_fuse(stage: str, sources: str, no_rank: bool, recipe: str, recipe_overrides: tuple[str, ...],
-             dialect: str) -> None:
+def sql_fuse(
+    stage: str,
+    sources: str,
+    no_rank: bool,
+    recipe: str,
+    recipe_overrides: tuple[str, ...],
+    dialect: str,
+) -> None:
     """The fusion SQL over a table or view named retrieval_log."""
     from ..core.policy import load_policy
     from ..fuse.recipe import FUSE_RECIPE, plan
     from ..fuse.stages import render_fused
 
     names = sorted({s.strip() for s in sources.split(",") if s.strip()})
-    fuse_plan = plan(load_policy(FUSE_RECIPE, recipe, list(recipe_overrides)), names, has_rank=not no_rank)
+    fuse_plan = plan(
+        load_policy(FUSE_RECIPE, recipe, list(recipe_overrides)), names, has_rank=not no_rank
+    )
     _echo(render_fused(fuse_plan, final=stage), dialect)
 
 
 @sql.command("answers")
 @stage_option(_answer_stages, default="scored_answers")
 @click.option("--events", "with_events", is_flag=True, help="Read a table named events too.")
-@policy_options("answer_v1")
+@policy_options("answer_v1", "levels.high_at_least=80")
 @dialect_option
-def sql_answers(stage: str, with_events: bool, policy: str, overrides: tuple[str, ...], dialect: str) -> None:
+def sql_answers(
+    stage: str, with_events: bool, policy: str, overrides: tuple[str, ...], dialect: str
+) -> None:
     """The answers SQL over tables or views named answers, citations, chunks (and events).
 
     \b
@@ -99,4 +117,7 @@ def sql_answers(stage: str, with_events: bool, policy: str, overrides: tuple[str
     from ..answers.stages import render_stage
     from ..core.policy import load_policy
 
-    _echo(render_stage(load_policy(ANSWER_POLICY, policy, list(overrides)), stage, with_events), dialect)
+    _echo(
+        render_stage(load_policy(ANSWER_POLICY, policy, list(overrides)), stage, with_events),
+        dialect,
+    )

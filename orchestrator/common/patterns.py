@@ -8,7 +8,9 @@ WORD_CHARACTERS = frozenset(string.ascii_letters + string.digits + "_")
 def term_regex(term: str) -> str:
     """An RE2 pattern matching `term` literally. ASCII punctuation and spaces become \\x{..}
     escapes; an end that is an ASCII letter, digit or underscore must sit at a word boundary."""
-    escaped = "".join(ch if not ch.isascii() or ch.isalnum() else f"\\x{{{ord(ch):02x}}}" for ch in term)
+    escaped = "".join(
+        ch if not ch.isascii() or ch.isalnum() else f"\\x{{{ord(ch):02x}}}" for ch in term
+    )
     before = r"\b" if term[0] in WORD_CHARACTERS else ""
     after = r"\b" if term[-1] in WORD_CHARACTERS else ""
     return before + escaped + after

@@ -13,6 +13,7 @@ parsing the SQL of a large template costs more than running it on a small input.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
@@ -21,14 +22,24 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import OptimizeError, ParseError
 from sqlglot.optimizer.qualify import qualify
-from sqlglot.tokens import Token, TokenType
+from sqlglot.tokenizer_core import Token, TokenType
 
 from .errors import TemplateError
 from .render import RenderedSQL
 
 _FORBIDDEN_FUNCTIONS = {
-    "read_parquet", "parquet_scan", "read_csv", "read_csv_auto", "read_json", "read_json_auto",
-    "read_ndjson", "read_text", "read_blob", "glob", "query_table", "query",
+    "read_parquet",
+    "parquet_scan",
+    "read_csv",
+    "read_csv_auto",
+    "read_json",
+    "read_json_auto",
+    "read_ndjson",
+    "read_text",
+    "read_blob",
+    "glob",
+    "query_table",
+    "query",
 }
 _AMBIGUOUS_QUANTILES = {"quantile", "quantile_disc", "median", "mode", "approx_quantile"}
 _RANKING_WINDOWS = (exp.RowNumber,)
@@ -41,15 +52,22 @@ def check_sql(rendered: RenderedSQL, schema: Mapping[str, Mapping[str, str]]) ->
     """Parse, lint and qualify `rendered` against `schema` (table -> column -> type); raise
     TemplateError naming the template on failure."""
     tree = _parsed(rendered.template, rendered.text)
-    tables = {k: dict(v) for k, v in schema.items()}
+    tables: dict[str, object] = {k: dict(v) for k, v in schema.items()}
     key = (rendered.sha256, json.dumps(tables, sort_keys=True))
     if key in _QUALIFIED:
         return
     try:
-        qualify(tree.copy(), schema=tables, dialect="duckdb", validate_qualify_columns=True,
-                quote_identifiers=False)
+        qualify(
+            tree.copy(),
+            schema=tables,
+            dialect="duckdb",
+            validate_qualify_columns=True,
+            quote_identifiers=False,
+        )
     except OptimizeError as exc:
-        raise TemplateError(f"sql/{rendered.template}: {exc} (inputs: {_describe(schema)})") from None
+        raise TemplateError(
+            f"sql/{rendered.template}: {exc} (inputs: {_describe(schema)})"
+        ) from None
     _QUALIFIED.add(key)
 
 
@@ -66,7 +84,7 @@ def tables_read(rendered: RenderedSQL) -> list[str]:
 
 
 @lru_cache(maxsize=128)
-def _parsed(template: str, text: str) -> exp.Expression:
+def _parsed(template: str, text: str) -> exp.Expr:
     """The one SELECT of `text`, parsed and linted (callers copy it before changing it)."""
     where = f"sql/{template}"
     try:
@@ -85,14 +103,14 @@ def _parsed(template: str, text: str) -> exp.Expression:
     return tree
 
 
-def lint(tree: exp.Expression, where: str) -> None:
+def lint(tree: exp.Expr, where: str) -> None:
     for node in tree.walk():
         problem = _problem(node)
         if problem:
             raise TemplateError(f"{where}: {problem}: {node.sql('duckdb')[:80]}")
 
 
-def _problem(node: exp.Expression) -> str | None:
+def _problem(node: exp.Expr) -> str | None:
     if isinstance(node, exp.Log) and node.args.get("expression") is None:
         return "bare log(x) is base 10 in DuckDB and ln elsewhere; write ln(x) or log10(x)"
     name = _function_name(node)
@@ -102,18 +120,25 @@ def _problem(node: exp.Expression) -> str | None:
         return "use quantile_cont (continuous quantiles, docs/design.md)"
     if isinstance(node, exp.Count) and isinstance(node.this, exp.Distinct):
         return "count(DISTINCT …) on the row path is slow; count after a GROUP BY"
-    if isinstance(node, exp.Literal) and not node.is_string and _is_decimal(node.this):
-        if not _inside_double_cast(node):
-            return f"decimal literal {node.this} is DECIMAL in DuckDB; render values with `| lit`"
-    if isinstance(node, exp.Window) and isinstance(node.this, _RANKING_WINDOWS):
-        if not _ends_with_id(node):
-            return "a ranking window must end its ORDER BY with an id tie-breaker"
+    if (
+        isinstance(node, exp.Literal)
+        and not node.is_string
+        and _is_decimal(node.this)
+        and not _inside_double_cast(node)
+    ):
+        return f"decimal literal {node.this} is DECIMAL in DuckDB; render values with `| lit`"
+    if (
+        isinstance(node, exp.Window)
+        and isinstance(node.this, _RANKING_WINDOWS)
+        and not _ends_with_id(node)
+    ):
+        return "a ranking window must end its ORDER BY with an id tie-breaker"
     if isinstance(node, exp.Div) and not _guarded(node.expression):
         return "unguarded denominator; use NULLIF(…, 0), a non-zero constant or `+ eps`"
     return None
 
 
-def _function_name(node: exp.Expression) -> str | None:
+def _function_name(node: exp.Expr) -> str | None:
     if isinstance(node, exp.Anonymous):
         return str(node.this).lower()
     if isinstance(node, exp.Func):
@@ -125,7 +150,7 @@ def _is_decimal(text: str) -> bool:
     return any(ch in text for ch in ".eE")
 
 
-def _inside_double_cast(node: exp.Expression) -> bool:
+def _inside_double_cast(node: exp.Expr) -> bool:
     parent = node.parent
     if isinstance(parent, exp.Neg):
         parent = parent.parent
@@ -140,7 +165,7 @@ def _ends_with_id(window: exp.Window) -> bool:
     return isinstance(last, exp.Column) and last.name.lower().endswith("id")
 
 
-def _positive_constant(node: exp.Expression) -> bool:
+def _positive_constant(node: exp.Expr) -> bool:
     node = node.unnest()
     if isinstance(node, exp.Cast):
         node = node.this
@@ -149,7 +174,7 @@ def _positive_constant(node: exp.Expression) -> bool:
     return False
 
 
-def _guarded(denominator: exp.Expression) -> bool:
+def _guarded(denominator: exp.Expr) -> bool:
     node = denominator.unnest()
     if _positive_constant(node):
         return True
@@ -167,10 +192,12 @@ def lint_tokens(text: str, where: str) -> None:
     tokens = _tokens(text)
     for key in _window_order_keys(tokens):
         words = [t.text.upper() for t in key]
-        if not any(a == "NULLS" and b in ("FIRST", "LAST") for a, b in zip(words, words[1:])):
+        if not any(a == "NULLS" and b in ("FIRST", "LAST") for a, b in itertools.pairwise(words)):
             shown = " ".join(t.text for t in key)
-            raise TemplateError(f"{where}: window ORDER BY key `{shown}` needs NULLS LAST "
-                                f"(or NULLS FIRST), line {key[0].line}")
+            raise TemplateError(
+                f"{where}: window ORDER BY key `{shown}` needs NULLS LAST "
+                f"(or NULLS FIRST), line {key[0].line}"
+            )
 
 
 def _tokens(text: str) -> list[Token]:
@@ -180,10 +207,13 @@ def _tokens(text: str) -> list[Token]:
 def _window_order_keys(tokens: list[Token]) -> Iterator[list[Token]]:
     i = 0
     while i < len(tokens):
-        if tokens[i].token_type == TokenType.OVER and i + 1 < len(tokens) \
-                and tokens[i + 1].token_type == TokenType.L_PAREN:
+        if (
+            tokens[i].token_type == TokenType.OVER
+            and i + 1 < len(tokens)
+            and tokens[i + 1].token_type == TokenType.L_PAREN
+        ):
             depth, j = 1, i + 2
-            in_order, key = False, []
+            in_order, key = False, list[Token]()
             while j < len(tokens) and depth:
                 t = tokens[j]
                 if t.token_type == TokenType.L_PAREN:

@@ -22,8 +22,8 @@ class EngineSettings:
     memory_limit: str | None = None
     temp_dir: Path | None = None
 
-    def config(self) -> dict[str, str | int]:
-        config: dict[str, str | int] = {}
+    def config(self) -> dict[str, str | bool | int | float | list[str]]:
+        config: dict[str, str | bool | int | float | list[str]] = {}
         if self.threads is not None:
             if self.threads < 1:
                 raise DuckscoreError(f"--threads must be at least 1, got {self.threads}")

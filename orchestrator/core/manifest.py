@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict
+from importlib.metadata import version
 from typing import Any
 
 import duckdb
-import sqlglot
 
 from .render import RenderedSQL
 from .tables import OpenedInput
@@ -27,8 +27,8 @@ def build_manifest(
         "command": command,
         "duckscore_version": __version__,
         "duckdb_version": duckdb.__version__,
-        "sqlglot_version": sqlglot.__version__,
-        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "sqlglot_version": version("sqlglot"),
+        "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "policy": policy_record,
         "sql": {r.template: {"sha256": r.sha256} for r in sql},
         "inputs": {name: _describe_input(opened) for name, opened in inputs.items()},

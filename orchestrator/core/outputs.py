@@ -81,13 +81,18 @@ def atomic_output_file(destination: Path, option: str = "--out") -> Iterator[Pat
 
 
 def write_json(path: Path, document: Any) -> None:
-    path.write_text(json.dumps(document, indent=2, sort_keys=False, ensure_ascii=False) + "\n",
-                    encoding="utf-8")
+    path.write_text(
+        json.dumps(document, indent=2, sort_keys=False, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
 
 
-def write_frame(frame: pd.DataFrame, destination: Path, option: str = "--out",
-                select: str = "SELECT * FROM frame",
-                fmt: Literal["parquet", "csv"] = "parquet") -> None:
+def write_frame(
+    frame: pd.DataFrame,
+    destination: Path,
+    option: str = "--out",
+    select: str = "SELECT * FROM frame",
+    fmt: Literal["parquet", "csv"] = "parquet",
+) -> None:
     """Write `select` over the DataFrame (as the view `frame`) to one Parquet or CSV file,
     atomically: on failure the destination is left as it was."""
     options = "FORMAT parquet" if fmt == "parquet" else "FORMAT csv, HEADER true"

@@ -15,9 +15,10 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Protocol, TypeAlias
 
 import yaml
 
@@ -39,7 +40,7 @@ _Loader.add_implicit_resolver(
 
 
 def load_yaml(text: str) -> Any:
-    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    return yaml.load(text, Loader=_Loader)
 
 
 @dataclass(frozen=True)
@@ -133,9 +134,9 @@ class Text:
 
 @dataclass(frozen=True)
 class MapOf:
-    """A mapping from free names (e.g. source names) to entries of one spec."""
+    """A mapping from free names (e.g. source names) to entries of one rule."""
 
-    entry: "Spec"
+    entry: Rule
     name_pattern: str = r"[A-Za-z0-9_.\-]+"
 
 
@@ -143,11 +144,17 @@ class MapOf:
 class ListOf:
     """A list of entries of one spec (e.g. query-analyzer rules)."""
 
-    entry: "Spec"
+    entry: Spec
 
 
-Leaf = Number | Choice | Bounds | Words | Flag | Text
-Spec = Mapping[str, "Leaf | Spec | MapOf | ListOf"]
+class Leaf(Protocol):
+    """A parameter's rule (Number, Choice, Bounds …, or a capability's own): the checked value."""
+
+    def check(self, key: str, value: Any) -> Any: ...
+
+
+Spec: TypeAlias = Mapping[str, "Rule"]
+Rule: TypeAlias = "Leaf | Spec | MapOf | ListOf"  # what a key of a policy may be
 
 
 @dataclass(frozen=True)
@@ -161,6 +168,7 @@ class PolicyKind:
     flat: bool = False  # parameters at the top level of the file (recipes, seed 003 §8)
     folder: str = "policies"  # where the packaged files live, under sql/<capability>/
     prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # before validation
+    override_option: str = "--set"  # the command-line option that overrides these files
 
 
 @dataclass(frozen=True)
@@ -208,21 +216,30 @@ def load_policy(kind: PolicyKind, name_or_path: str, overrides: list[str] | None
     packaged = path.parent == policies_dir(kind.capability, kind.folder)
     label = f"{kind.capability} policy {path.stem}" if packaged else str(path)
     meta_keys = {kind.version_key, "description", "parent_version", "metadata"}
+    parameters: Any
     if kind.flat:
         parameters = {k: v for k, v in document.items() if k not in meta_keys}
     else:
         _reject_unknown(label, document, meta_keys | {"parameters"}, prefix="")
         parameters = document.get("parameters")
     version = document.get(kind.version_key)
+    metadata = document.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise PolicyError(f"{label}: `metadata` must be a mapping")
+    parent_version = document.get("parent_version")
+    if parent_version is not None and not isinstance(parent_version, str):
+        raise PolicyError(f"{label}: parent_version must be a version name, got {parent_version!r}")
     if not isinstance(version, str) or not _VERSION_PATTERN.fullmatch(version):
         raise PolicyError(f"{label}: {kind.version_key} must be a version name, got {version!r}")
     if not isinstance(parameters, dict):
         raise PolicyError(f"{label}: `parameters` must be a mapping")
     prefix = "" if kind.flat else "parameters."
     parameters = _lists_to_maps(label, parameters, kind.spec)
-    parsed_overrides = parse_overrides(overrides or [], strip_prefix=not kind.flat)
+    parsed_overrides = parse_overrides(
+        overrides or [], strip_prefix=not kind.flat, option=kind.override_option
+    )
     for dotted, value in parsed_overrides.items():
-        _apply_override(label, parameters, kind.spec, dotted, value)
+        _apply_override(label, parameters, kind, dotted, value)
     if kind.prepare is not None:
         parameters = _prepared(kind, label, parameters)
     validated = _validate_tree(label, parameters, kind.spec, prefix="", root=prefix)
@@ -242,13 +259,18 @@ def load_policy(kind: PolicyKind, name_or_path: str, overrides: list[str] | None
         description=str(document.get("description") or ""),
         parameters=validated,
         overrides=parsed_overrides,
-        parent_version=document.get("parent_version"),
-        metadata=dict(document.get("metadata") or {}),
+        parent_version=parent_version,
+        metadata=dict(metadata),
     )
 
 
-def policy_from_parameters(kind: PolicyKind, version: str, parameters: dict[str, Any],
-                           source: str, parent_version: str | None = None) -> Policy:
+def policy_from_parameters(
+    kind: PolicyKind,
+    version: str,
+    parameters: dict[str, Any],
+    source: str,
+    parent_version: str | None = None,
+) -> Policy:
     """A validated policy built in code (calibrate's candidates), checked like a file."""
     validated = _validate_tree(source, parameters, kind.spec, prefix="", root="parameters.")
     for check in kind.cross_checks:
@@ -256,8 +278,15 @@ def policy_from_parameters(kind: PolicyKind, version: str, parameters: dict[str,
             check(validated)
         except PolicyError as exc:
             raise PolicyError(f"{source}: {exc}") from None
-    return Policy(kind=kind, base_version=version, version=version, source=source, description="",
-                  parameters=validated, parent_version=parent_version)
+    return Policy(
+        kind=kind,
+        base_version=version,
+        version=version,
+        source=source,
+        description="",
+        parameters=validated,
+        parent_version=parent_version,
+    )
 
 
 def _lists_to_maps(label: str, tree: dict[str, Any], spec: Spec) -> dict[str, Any]:
@@ -288,8 +317,11 @@ def _prepared(kind: PolicyKind, label: str, parameters: dict[str, Any]) -> dict[
         raise PolicyError(f"{label}: {exc}") from None
 
 
-def parse_overrides(items: list[str], strip_prefix: bool = True) -> dict[str, Any]:
-    """`key=value` strings to {dotted key: YAML-parsed value}; a leading `parameters.` is optional."""
+def parse_overrides(
+    items: list[str], strip_prefix: bool = True, option: str = "--set"
+) -> dict[str, Any]:
+    """`key=value` strings to {dotted key: YAML-parsed value}; a leading `parameters.` is optional.
+    Errors name `option`, the command-line option the items came from."""
     parsed: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
@@ -297,11 +329,11 @@ def parse_overrides(items: list[str], strip_prefix: bool = True) -> dict[str, An
         if strip_prefix:
             key = key.removeprefix("parameters.")
         if not sep or not key:
-            raise PolicyError(f"--set {item!r}: expected key=value")
+            raise PolicyError(f"{option} {item!r}: expected key=value")
         try:
             parsed[key] = load_yaml(raw) if raw.strip() else None
         except yaml.YAMLError:
-            raise PolicyError(f"--set {item!r}: the value is not valid YAML") from None
+            raise PolicyError(f"{option} {item!r}: the value is not valid YAML") from None
     return parsed
 
 
@@ -325,7 +357,9 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
-        raise PolicyError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+        raise PolicyError(
+            f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise PolicyError(f"{path}: cannot read ({exc})") from None
     if not isinstance(document, dict):
@@ -363,23 +397,30 @@ def _validate_node(label: str, value: Any, rule: Any, dotted: str, root: str) ->
         for name in value:
             if not isinstance(name, str) or not re.fullmatch(rule.name_pattern, name):
                 raise PolicyError(f"{label}: {root}{dotted}: invalid name {name!r}")
-        return {name: _validate_node(label, entry, rule.entry, f"{dotted}.{name}", root)
-                for name, entry in value.items()}
+        return {
+            name: _validate_node(label, entry, rule.entry, f"{dotted}.{name}", root)
+            for name, entry in value.items()
+        }
     if isinstance(rule, ListOf):
         if not isinstance(value, list):
             raise PolicyError(f"{label}: {root}{dotted} must be a list")
-        return [_validate_tree(label, entry, rule.entry, f"{dotted}[{i}].", root)
-                for i, entry in enumerate(value)]
+        return [
+            _validate_tree(label, entry, rule.entry, f"{dotted}[{i}].", root)
+            for i, entry in enumerate(value)
+        ]
     try:
         return rule.check(f"{root}{dotted}", value)
     except PolicyError as exc:
         raise PolicyError(f"{label}: {exc}") from None
 
 
-def _apply_override(label: str, tree: dict[str, Any], spec: Spec, dotted: str, value: Any) -> None:
+def _apply_override(
+    label: str, tree: dict[str, Any], kind: PolicyKind, dotted: str, value: Any
+) -> None:
     parts = dotted.split(".")
     node: Any = tree
-    rules: Any = spec
+    rules: Any = kind.spec
+    option = kind.override_option
     for depth, part in enumerate(parts):
         if isinstance(rules, MapOf):
             rules = {part: rules.entry}
@@ -388,17 +429,21 @@ def _apply_override(label: str, tree: dict[str, Any], spec: Spec, dotted: str, v
             hint = difflib.get_close_matches(part, known, n=1)
             where = ".".join(parts[: depth + 1])
             suggestion = f" (did you mean {'.'.join(parts[:depth] + [hint[0]])!r}?)" if hint else ""
-            raise PolicyError(f"--set {dotted}: unknown key {where!r}{suggestion}")
+            raise PolicyError(f"{option} {dotted}: unknown key {where!r}{suggestion}")
         rules = rules[part]
         if depth == len(parts) - 1:
             if isinstance(rules, Mapping):
                 if not isinstance(value, dict):
-                    raise PolicyError(f"--set {dotted}: is a group; give a mapping or set one of its keys")
+                    raise PolicyError(
+                        f"{option} {dotted}: is a group; give a mapping or set one of its keys"
+                    )
                 for key, item in value.items():
-                    _apply_override(label, tree, spec, f"{dotted}.{key}", item)
+                    _apply_override(label, tree, kind, f"{dotted}.{key}", item)
                 return
             node[part] = value
         else:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
-                raise PolicyError(f"{label}: parameters.{'.'.join(parts[: depth + 1])} must be a mapping")
+                raise PolicyError(
+                    f"{label}: parameters.{'.'.join(parts[: depth + 1])} must be a mapping"
+                )

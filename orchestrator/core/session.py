@@ -123,8 +123,11 @@ class Session:
         if check:
             self.check(rendered)
         kind = "VIEW" if view else "TABLE"
-        self.execute(f"CREATE OR REPLACE TEMP {kind} {ident(name)} AS {rendered.text}",
-                     rendered=rendered, params=params)
+        self.execute(
+            f"CREATE OR REPLACE TEMP {kind} {ident(name)} AS {rendered.text}",
+            rendered=rendered,
+            params=params,
+        )
 
     def rows(self, rendered: RenderedSQL, params: Params = None) -> list[dict[str, Any]]:
         """Check and run `rendered`; its rows as dicts of JSON-ready values (NaN as None)."""
@@ -133,7 +136,9 @@ class Session:
         names = [d[0] for d in cursor.description or ()]
         return [{k: _plain(v) for k, v in zip(names, row)} for row in cursor.fetchall()]
 
-    def execute(self, statement: str, *, rendered: RenderedSQL | None = None, params: Params = None) -> None:
+    def execute(
+        self, statement: str, *, rendered: RenderedSQL | None = None, params: Params = None
+    ) -> None:
         """Run `statement` (built from `rendered`, when given: the template is recorded)."""
         self._run(statement, rendered, params)
 
@@ -193,8 +198,12 @@ class Output:
         rendered = list(self.session.sql.values())
         (self.folder / "sql").mkdir(exist_ok=True)
         for sql in rendered:
-            (self.folder / "sql" / sql.template.replace("/", "_")).write_text(sql.text, encoding="utf-8")
-        manifest = build_manifest(command, policy, rendered, self.session.inputs, self.counts, options)
+            (self.folder / "sql" / sql.template.replace("/", "_")).write_text(
+                sql.text, encoding="utf-8"
+            )
+        manifest = build_manifest(
+            command, policy, rendered, self.session.inputs, self.counts, options
+        )
         manifest.update(extra)
         self.json("manifest.json", manifest)
         return manifest

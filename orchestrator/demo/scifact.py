@@ -23,11 +23,18 @@ def scifact_path(name: str) -> Path:
 
 def run_demo(out_dir: Path, settings: EngineSettings | None, progress: Progress) -> str:
     out_dir = Path(out_dir)
-    result = run(scifact_path("retrieval_log.parquet"), out_dir, recipe=DEMO_RECIPE,
-                 queries=scifact_path("queries.parquet"), settings=settings, progress=progress)
+    result = run(
+        scifact_path("retrieval_log.parquet"),
+        out_dir,
+        recipe=DEMO_RECIPE,
+        queries=scifact_path("queries.parquet"),
+        settings=settings,
+        progress=progress,
+    )
     rows = summarise(out_dir / "queries.parquet", settings)
-    means, _ = evaluate(out_dir / "fused.parquet", scifact_path("qrels.parquet"),
-                        "ndcg@10,recall@100", settings)
+    means, _ = evaluate(
+        out_dir / "fused.parquet", scifact_path("qrels.parquet"), "ndcg@10,recall@100", settings
+    )
     lines = [
         f"SciFact demo: {result.queries} queries, recipe {result.recipe.version}, "
         f"policy {result.policy.version}",
@@ -38,15 +45,20 @@ def run_demo(out_dir: Path, settings: EngineSettings | None, progress: Progress)
     ]
     for level, queries, relevant, hitl, fallback in rows:
         lines.append(f"{level:<12}{queries:>8}{relevant:>16.1%}{hitl:>11}{fallback:>14}")
-    lines += ["", f"outputs in {out_dir}/: fused.parquet, parent_features.parquet, parents.parquet, "
-                  "queries.parquet, contract.jsonl, manifest.json, sql/"]
+    lines += [
+        "",
+        f"outputs in {out_dir}/: fused.parquet, parent_features.parquet, parents.parquet, "
+        "queries.parquet, contract.jsonl, manifest.json, sql/",
+    ]
     return "\n".join(lines)
 
 
 def summarise(queries_parquet: Path, settings: EngineSettings | None) -> list[tuple[Any, ...]]:
     """Per confidence level: queries, share whose best parent is relevant, HITL, web fallback."""
     with Session(settings) as session:
-        session.execute(f"CREATE TEMP VIEW decisions AS SELECT * FROM read_parquet({lit(str(queries_parquet))})")
+        session.execute(
+            f"CREATE TEMP VIEW decisions AS SELECT * FROM read_parquet({lit(str(queries_parquet))})"
+        )
         session.open("qrels", QRELS, str(scifact_path("qrels.parquet")), "qrels")
         rendered = render("demo/summary.sql", inputs={"decisions": "decisions", "qrels": "qrels"})
         return [tuple(row.values()) for row in session.rows(rendered)]

@@ -21,13 +21,18 @@ def run_tender_demo(out_dir: Path, settings: EngineSettings | None, progress: Pr
             f"SELECT evaluation_id, supplier_id, total_score, confidence, risk_level, recommendation_status, "
             f"coalesce(recommendation, '-'), array_to_string(hitl_reasons, ', ') "
             f"FROM read_parquet({lit(str(Path(out_dir) / 'evaluations.parquet'))}) "
-            f"ORDER BY evaluation_id, rank NULLS LAST, supplier_id").fetchall()
-    lines = [f"Tender demo: {result.evaluations} supplier evaluations, policy {result.policy.version}",
-             f"{'evaluation':<14}{'supplier':<10}{'total':>8}{'conf.':>7}  {'risk':<7}{'status':<14}"
-             f"{'recommendation':<15}human review because"]
+            f"ORDER BY evaluation_id, rank NULLS LAST, supplier_id"
+        ).fetchall()
+    lines = [
+        f"Tender demo: {result.evaluations} supplier evaluations, policy {result.policy.version}",
+        f"{'evaluation':<14}{'supplier':<10}{'total':>8}{'conf.':>7}  {'risk':<7}{'status':<14}"
+        f"{'recommendation':<15}human review because",
+    ]
     for evaluation, supplier, total, confidence, risk, status, recommendation, reasons in rows:
-        lines.append(f"{evaluation:<14}{supplier:<10}{total:>8.2f}{confidence:>7.3f}  {risk:<7}{status:<14}"
-                     f"{recommendation:<15}{reasons or '-'}")
+        lines.append(
+            f"{evaluation:<14}{supplier:<10}{total:>8.2f}{confidence:>7.3f}  {risk:<7}{status:<14}"
+            f"{recommendation:<15}{reasons or '-'}"
+        )
     gates = ", ".join(f"{g['name']} {g['status']}" for g in result.gates["gates"])
     lines.append(f"gates: {gates}")
     lines.append(f"outputs in {out_dir}/ (contract.jsonl, evaluations.parquet, gates.json, …)")

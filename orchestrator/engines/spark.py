@@ -46,20 +46,28 @@ class ShardJob:
     policy_overrides: list[str] = field(default_factory=list)
     top_n: int = 5
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        batches = list(batches)
+    def __call__(self, shard: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        batches = list(shard)
         if not batches or sum(b.num_rows for b in batches) == 0:
             return
         with tempfile.TemporaryDirectory(prefix="duckscore-shard-") as folder:
             # through Parquet, not pandas: NaN stays NaN and integer columns with NULLs stay integers
-            shard = Path(folder) / "shard.parquet"
-            pq.write_table(pa.Table.from_batches(batches), shard)
+            log = Path(folder) / "shard.parquet"
+            pq.write_table(pa.Table.from_batches(batches), log)
             out = Path(folder) / "out"
             try:
-                run(shard, out, self.recipe, self.policy, self.recipe_overrides, self.policy_overrides,
-                    top_n=self.top_n, settings=None)
+                run(
+                    log,
+                    out,
+                    self.recipe,
+                    self.policy,
+                    self.recipe_overrides,
+                    self.policy_overrides,
+                    top_n=self.top_n,
+                    settings=None,
+                )
             except DuckscoreError as exc:
-                yield _bundle(ERROR, str(exc).replace(str(shard), SHARD).encode("utf-8"))
+                yield _bundle(ERROR, str(exc).replace(str(log), SHARD).encode("utf-8"))
                 return
             for table in TABLES:
                 yield _bundle(table, _ipc(pq.read_table(out / f"{table}.parquet")))
@@ -67,9 +75,13 @@ class ShardJob:
             yield _bundle("contract", _ipc(pa.table({"value": pa.array(lines, pa.string())})))
 
 
+BUNDLE_FIELDS: dict[str, pa.DataType] = {"table": pa.string(), "payload": pa.binary()}
+
+
 def _bundle(table: str, payload: bytes) -> pa.RecordBatch:
-    return pa.RecordBatch.from_pydict({"table": [table], "payload": [payload]},
-                                      schema=pa.schema([("table", pa.string()), ("payload", pa.binary())]))
+    return pa.RecordBatch.from_pydict(
+        {"table": [table], "payload": [payload]}, schema=pa.schema(BUNDLE_FIELDS)
+    )
 
 
 def _ipc(table: pa.Table) -> bytes:
@@ -82,6 +94,7 @@ def _ipc(table: pa.Table) -> bytes:
 def _decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for batch in batches:
         for payload in batch.column("payload").to_pylist():
+            assert payload is not None
             yield from pa.ipc.open_stream(payload).read_all().to_batches()
 
 
@@ -93,37 +106,67 @@ class SparkRunResult:
     manifest: dict[str, Any]
 
 
-def run_on_spark(log: str | Path, out_dir: str | Path, recipe: str = "hybrid_v1", policy: str = "overall_v1",
-                 recipe_overrides: list[str] | None = None, policy_overrides: list[str] | None = None,
-                 top_n: int = 5, shards: int = 8, master: str | None = None,
-                 progress: Progress = SILENT) -> SparkRunResult:
+def run_on_spark(
+    log: str | Path,
+    out_dir: str | Path,
+    recipe: str = "hybrid_v1",
+    policy: str = "overall_v1",
+    recipe_overrides: list[str] | None = None,
+    policy_overrides: list[str] | None = None,
+    top_n: int = 5,
+    shards: int = 8,
+    master: str | None = None,
+    progress: Progress = SILENT,
+) -> SparkRunResult:
     """`duckscore run` with Spark sharding the log by query_id. Outputs: Parquet datasets
     fused.parquet/, parent_features.parquet/, parents.parquet/, queries.parquet/ (folders of
     parts, readable as one table), contract.jsonl/ (text parts) and manifest.json."""
-    job = ShardJob(recipe, policy, list(recipe_overrides or []), list(policy_overrides or []), top_n)
-    recipe_record = load_policy(FUSE_RECIPE, recipe, job.recipe_overrides).as_record()  # fail early, once
+    job = ShardJob(
+        recipe, policy, list(recipe_overrides or []), list(policy_overrides or []), top_n
+    )
+    recipe_record = load_policy(
+        FUSE_RECIPE, recipe, job.recipe_overrides
+    ).as_record()  # fail early, once
     policy_record = load_policy(SCORE_POLICY, policy, job.policy_overrides).as_record()
     if shards < 1:
         raise DuckscoreError(f"--shards must be at least 1, got {shards}")
     spark = spark_session(master)
-    progress.step(f"reading {log} on Spark ({spark.sparkContext.master}), {shards} shards by query_id")
+    progress.step(
+        f"reading {log} on Spark ({spark.sparkContext.master}), {shards} shards by query_id"
+    )
     frame = _read_log(spark, str(log))
     with warnings.catch_warnings():  # pyspark 4.3 warns that it does not fully support pandas 3
         warnings.simplefilter("ignore", FutureWarning)
         bundle = frame.repartition(shards, "query_id").mapInArrow(job, BUNDLE_SCHEMA).cache()
     try:
-        failure = bundle.filter(f"`table` = '{ERROR}'").select("payload").orderBy("payload").limit(1).collect()
+        failure = (
+            bundle.filter(f"`table` = '{ERROR}'")
+            .select("payload")
+            .orderBy("payload")
+            .limit(1)
+            .collect()
+        )
         if failure:
             message = bytes(failure[0][0]).decode("utf-8")
             # a row number within a shard would mislead; the key names the row
-            raise DuckscoreError(re.sub(re.escape(SHARD) + r"(, row \d+)?", f"{log}, a query_id shard", message))
+            raise DuckscoreError(
+                re.sub(re.escape(SHARD) + r"(, row \d+)?", f"{log}, a query_id shard", message)
+            )
         rows: dict[str, int] = {}
         with atomic_output_dir(Path(out_dir)) as stage:
             for table in (*TABLES, "contract"):
                 rows[table] = _write_table(spark, bundle, table, stage)
-            manifest = {"command": "run", "engine": "spark", "spark_master": spark.sparkContext.master,
-                        "shards": shards, "log": str(log), "recipe": recipe_record,
-                        "score_policy": policy_record, "top_n": top_n, "rows": rows}
+            manifest = {
+                "command": "run",
+                "engine": "spark",
+                "spark_master": spark.sparkContext.master,
+                "shards": shards,
+                "log": str(log),
+                "recipe": recipe_record,
+                "score_policy": policy_record,
+                "top_n": top_n,
+                "rows": rows,
+            }
             write_json(stage / "manifest.json", manifest)
     finally:
         bundle.unpersist()
@@ -164,7 +207,9 @@ def spark_session(master: str | None) -> Any:
     try:
         from pyspark.sql import SparkSession
     except ImportError:
-        raise DuckscoreError("--engine spark needs pyspark: pip install 'duckscore[spark]'") from None
+        raise DuckscoreError(
+            "--engine spark needs pyspark: pip install 'duckscore[spark]'"
+        ) from None
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.appName("duckscore")
@@ -174,8 +219,11 @@ def spark_session(master: str | None) -> Any:
     elif SparkSession.getActiveSession() is None and "SPARK_HOME" not in os.environ:
         builder = builder.master("local[*]")
     if SparkSession.getActiveSession() is None:
-        builder = (builder.config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-                   .config("spark.sql.adaptive.enabled", "false"))
+        builder = (
+            builder.config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.adaptive.enabled", "false")
+        )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

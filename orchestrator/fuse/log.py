@@ -39,12 +39,18 @@ def open_log(session: Session, log: Table, recipe: Policy) -> tuple[OpenedInput,
     view = "retrieval_log"
     if "score" not in present:  # rank only: larger is better, so the score is -rank
         view = "retrieval_log_ranked"
-        session.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS "
-                        "SELECT * REPLACE (-CAST(rank AS DOUBLE) AS score) FROM retrieval_log")
+        session.execute(
+            f"CREATE OR REPLACE TEMP VIEW {view} AS "
+            "SELECT * REPLACE (-CAST(rank AS DOUBLE) AS score) FROM retrieval_log"
+        )
     if "rank" in present:
         _check_ranks_one_based(session, opened)
-    sources = [row[0] for row in session.con.execute(
-        "SELECT source FROM retrieval_log GROUP BY source ORDER BY source").fetchall()]
+    sources = [
+        row[0]
+        for row in session.con.execute(
+            "SELECT source FROM retrieval_log GROUP BY source ORDER BY source"
+        ).fetchall()
+    ]
     if recipe.parameters["query_analyzer"]["enabled"] and "query_text" not in present:
         raise InputError(f"--log ({opened.given}): query_analyzer needs a query_text column")
     return opened, plan(recipe, sources, has_rank="rank" in present, log_view=view)
@@ -70,6 +76,10 @@ def _check_ranks_one_based(session: Session, opened: OpenedInput) -> None:
     )
     assert bad is not None
     query_id, source, lowest, repeated = bad
-    problem = f"smallest rank is {lowest}, not 1" if lowest != 1 else f"{repeated} rank values repeat"
-    raise InputError(f"--log ({opened.given}, query_id={query_id!r}, source={source!r}): "
-                     f"column 'rank' is not 1-based and unique within (query_id, source): {problem}")
+    problem = (
+        f"smallest rank is {lowest}, not 1" if lowest != 1 else f"{repeated} rank values repeat"
+    )
+    raise InputError(
+        f"--log ({opened.given}, query_id={query_id!r}, source={source!r}): "
+        f"column 'rank' is not 1-based and unique within (query_id, source): {problem}"
+    )

@@ -25,9 +25,14 @@ class FuseResult:
     manifest: dict[str, Any]
 
 
-def fuse(log: Table, out_dir: str | Path, recipe: str = "hybrid_v1",
-         overrides: list[str] | None = None, settings: EngineSettings | None = None,
-         progress: Progress = SILENT) -> FuseResult:
+def fuse(
+    log: Table,
+    out_dir: str | Path,
+    recipe: str = "hybrid_v1",
+    overrides: list[str] | None = None,
+    settings: EngineSettings | None = None,
+    progress: Progress = SILENT,
+) -> FuseResult:
     """Fuse a retrieval log into out_dir: fused.parquet, parent_features.parquet, manifest.json."""
     loaded = load_policy(FUSE_RECIPE, recipe, overrides)
     with Session(settings, progress) as session:
@@ -36,8 +41,16 @@ def fuse(log: Table, out_dir: str | Path, recipe: str = "hybrid_v1",
         progress.step(f"{opened.rows:,} hits from {len(fuse_plan.sources)} sources")
         with session.publish(out_dir) as out:
             write_fuse_outputs(session, fuse_plan, out)
-            manifest = out.manifest("fuse", fuse_plan.recipe.as_record(),
-                                    {"settings": session.settings.record()},
-                                    **manifest_fields(fuse_plan))
-    return FuseResult(Path(out_dir), fuse_plan.recipe, out.counts["fused.parquet"],
-                      out.counts["parent_features.parquet"], manifest)
+            manifest = out.manifest(
+                "fuse",
+                fuse_plan.recipe.as_record(),
+                {"settings": session.settings.record()},
+                **manifest_fields(fuse_plan),
+            )
+    return FuseResult(
+        Path(out_dir),
+        fuse_plan.recipe,
+        out.counts["fused.parquet"],
+        out.counts["parent_features.parquet"],
+        manifest,
+    )

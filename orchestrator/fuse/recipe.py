@@ -8,20 +8,68 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core.errors import PolicyError
-from ..core.policy import Bounds, Choice, Flag, ListOf, MapOf, Number, Policy, PolicyKind, Text
+from ..core.policy import (
+    Bounds,
+    Choice,
+    Flag,
+    ListOf,
+    MapOf,
+    Number,
+    Policy,
+    PolicyKind,
+    Spec,
+    Text,
+)
 
-NORMALIZERS = ("none", "rank", "minmax", "max", "sum", "zscore", "l2", "softmax", "sigmoid",
-               "quantile", "dbsf", "bounds", "borda")
-FUSIONS = ("rrf", "isr", "weighted_sum", "combsum", "combmnz", "combanz", "combmax", "combmin",
-           "combmed", "arithmetic_mean", "geometric_mean", "harmonic_mean")
-DEFAULT_MISSING = {"rrf": "zero", "isr": "zero", "weighted_sum": "zero", "combsum": "zero",
-                   "arithmetic_mean": "zero", "combmnz": "skip", "combanz": "skip",
-                   "combmax": "skip", "combmin": "skip", "combmed": "skip",
-                   "geometric_mean": "skip", "harmonic_mean": "skip"}
+NORMALIZERS = (
+    "none",
+    "rank",
+    "minmax",
+    "max",
+    "sum",
+    "zscore",
+    "l2",
+    "softmax",
+    "sigmoid",
+    "quantile",
+    "dbsf",
+    "bounds",
+    "borda",
+)
+FUSIONS = (
+    "rrf",
+    "isr",
+    "weighted_sum",
+    "combsum",
+    "combmnz",
+    "combanz",
+    "combmax",
+    "combmin",
+    "combmed",
+    "arithmetic_mean",
+    "geometric_mean",
+    "harmonic_mean",
+)
+DEFAULT_MISSING = {
+    "rrf": "zero",
+    "isr": "zero",
+    "weighted_sum": "zero",
+    "combsum": "zero",
+    "arithmetic_mean": "zero",
+    "combmnz": "skip",
+    "combanz": "skip",
+    "combmax": "skip",
+    "combmin": "skip",
+    "combmed": "skip",
+    "geometric_mean": "skip",
+    "harmonic_mean": "skip",
+}
 SUM_TYPE = ("rrf", "isr", "weighted_sum", "combsum")
-MAX_WEIGHT = 1e9  # a hit's weight, boosts included: parent features sum RRF terms as DECIMAL(38, 24)
+MAX_WEIGHT = (
+    1e9  # a hit's weight, boosts included: parent features sum RRF terms as DECIMAL(38, 24)
+)
 UNIT = Number(0.0, 1.0)
-SOURCE = {
+SOURCE: Spec = {
     "top_k": Number(1.0, integer=True, nullable=True),
     "normalize": Choice(NORMALIZERS),
     "weight": Number(0.0, MAX_WEIGHT),
@@ -39,12 +87,18 @@ def _merge_source_defaults(parameters: dict[str, Any]) -> dict[str, Any]:
 
 
 def _bounds_declared(p: dict[str, Any]) -> None:
-    uses_bounds = any(s["normalize"] == "bounds" for s in [p["source_defaults"], *p["sources"].values()])
+    uses_bounds = any(
+        s["normalize"] == "bounds" for s in [p["source_defaults"], *p["sources"].values()]
+    )
     bounds = p["normalizer_params"]["bounds"]
     if uses_bounds and (bounds is None or bounds[0] >= bounds[1]):
-        raise PolicyError("normalizer_params.bounds must be [lo, hi] with lo < hi for normalize: bounds")
+        raise PolicyError(
+            "normalizer_params.bounds must be [lo, hi] with lo < hi for normalize: bounds"
+        )
     if p["fusion"]["k"] - 1 + p["fusion"]["rank_base"] <= 0:
-        raise PolicyError("fusion.k - 1 + fusion.rank_base must be positive (the first rank's denominator)")
+        raise PolicyError(
+            "fusion.k - 1 + fusion.rank_base must be positive (the first rank's denominator)"
+        )
     q = p["normalizer_params"]
     if q["quantile_p_lo"] >= q["quantile_p_hi"]:
         raise PolicyError("normalizer_params.quantile_p_lo must be below quantile_p_hi")
@@ -54,6 +108,7 @@ FUSE_RECIPE = PolicyKind(
     capability="fuse",
     version_key="recipe_id",
     folder="recipes",
+    override_option="--set-recipe",
     flat=True,
     prepare=_merge_source_defaults,
     spec={
@@ -112,19 +167,27 @@ class FusePlan:
     @property
     def context(self) -> dict[str, Any]:
         p = self.recipe.parameters
-        return {"recipe": p, "sources": self.sources, "has_rank": self.has_rank,
-                "missing": self.missing, "needs_grid": self.needs_grid,
-                "inputs": {"retrieval_log": self.log_view}}
+        return {
+            "recipe": p,
+            "sources": self.sources,
+            "has_rank": self.has_rank,
+            "missing": self.missing,
+            "needs_grid": self.needs_grid,
+            "inputs": {"retrieval_log": self.log_view},
+        }
 
 
-def plan(recipe: Policy, log_sources: list[str], has_rank: bool,
-         log_view: str = "retrieval_log") -> FusePlan:
+def plan(
+    recipe: Policy, log_sources: list[str], has_rank: bool, log_view: str = "retrieval_log"
+) -> FusePlan:
     p = recipe.parameters
     declared = dict(p["sources"])
     missing_from_log = sorted(set(declared) - set(log_sources))
     if missing_from_log:
-        raise PolicyError(f"{recipe.source}: sources.{missing_from_log[0]} is not in the log "
-                          f"(log sources: {', '.join(log_sources) or 'none'})")
+        raise PolicyError(
+            f"{recipe.source}: sources.{missing_from_log[0]} is not in the log "
+            f"(log sources: {', '.join(log_sources) or 'none'})"
+        )
     undeclared = [s for s in log_sources if s not in declared]
     if p["discover_sources"]:
         for name in undeclared:
@@ -134,20 +197,37 @@ def plan(recipe: Policy, log_sources: list[str], has_rank: bool,
         ignored = undeclared
     sources = sorted(declared)
     if not sources:
-        raise PolicyError(f"{recipe.source}: no source to fuse (declare sources or set discover_sources)")
+        raise PolicyError(
+            f"{recipe.source}: no source to fuse (declare sources or set discover_sources)"
+        )
     for rule in p["query_analyzer"]["rules"]:
         for name in rule["boost"]:
             if name not in declared:
                 raise PolicyError(f"{recipe.source}: query_analyzer boosts unknown source {name!r}")
     for name in sources:
         boosted = declared[name]["weight"] * math.prod(
-            max(1.0, rule["boost"].get(name, 1.0)) for rule in p["query_analyzer"]["rules"])
+            max(1.0, rule["boost"].get(name, 1.0)) for rule in p["query_analyzer"]["rules"]
+        )
         if boosted > MAX_WEIGHT:
-            raise PolicyError(f"{recipe.source}: sources.{name}.weight times its query_analyzer boosts "
-                              f"can reach {boosted:g}, above {MAX_WEIGHT:g}")
+            raise PolicyError(
+                f"{recipe.source}: sources.{name}.weight times its query_analyzer boosts "
+                f"can reach {boosted:g}, above {MAX_WEIGHT:g}"
+            )
     resolved = recipe.parameters | {"sources": declared}
     method = p["fusion"]["method"]
-    missing = p["fusion"]["missing"] if p["fusion"]["missing"] != "default" else DEFAULT_MISSING[method]
+    missing = (
+        p["fusion"]["missing"] if p["fusion"]["missing"] != "default" else DEFAULT_MISSING[method]
+    )
     uses_borda = any(declared[s]["normalize"] == "borda" for s in sources)
-    needs_grid = uses_borda or missing == "list_min" or (missing == "zero" and method not in SUM_TYPE)
-    return FusePlan(replace(recipe, parameters=resolved), sources, ignored, has_rank, missing, needs_grid, log_view)
+    needs_grid = (
+        uses_borda or missing == "list_min" or (missing == "zero" and method not in SUM_TYPE)
+    )
+    return FusePlan(
+        replace(recipe, parameters=resolved),
+        sources,
+        ignored,
+        has_rank,
+        missing,
+        needs_grid,
+        log_view,
+    )

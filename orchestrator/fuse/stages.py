@@ -10,8 +10,21 @@ from ..core.session import Output, Session
 from .recipe import FusePlan
 
 # Stages every recipe has (candidates and grid exist only for borda and the full-grid missing policies).
-STAGES = ("source_settings", "log_rows", "cut", "entries", "lists", "stats", "list_stats",
-          "normalized", "per_source", "source_pivot", "fused", "ranked", "fused_items")
+STAGES = (
+    "source_settings",
+    "log_rows",
+    "cut",
+    "entries",
+    "lists",
+    "stats",
+    "list_stats",
+    "normalized",
+    "per_source",
+    "source_pivot",
+    "fused",
+    "ranked",
+    "fused_items",
+)
 
 
 def render_fused(fuse_plan: FusePlan, final: str = "fused_items") -> RenderedSQL:
@@ -20,10 +33,15 @@ def render_fused(fuse_plan: FusePlan, final: str = "fused_items") -> RenderedSQL
 
 def render_parent_features(fuse_plan: FusePlan, ordered: bool = True) -> RenderedSQL:
     p = fuse_plan.recipe.parameters
-    return render("fuse/parent_features.sql", inputs={"hits": "fuse_hits"},
-                  rrf_k=p["fusion"]["k"], rank_base=p["fusion"]["rank_base"],
-                  max_score=p["parent_features"]["max_score"], sources=fuse_plan.sources,
-                  ordered=ordered)
+    return render(
+        "fuse/parent_features.sql",
+        inputs={"hits": "fuse_hits"},
+        rrf_k=p["fusion"]["k"],
+        rank_base=p["fusion"]["rank_base"],
+        max_score=p["parent_features"]["max_score"],
+        sources=fuse_plan.sources,
+        ordered=ordered,
+    )
 
 
 def create_fuse_hits(session: Session, fuse_plan: FusePlan) -> None:
@@ -39,7 +57,9 @@ def create_fuse_hits(session: Session, fuse_plan: FusePlan) -> None:
 def create_parent_features(session: Session, fuse_plan: FusePlan) -> None:
     """The seed-000 parent features of `fuse_hits`, as the `parent_features` view scoring reads."""
     session.create("parent_features_table", render_parent_features(fuse_plan, ordered=False))
-    session.execute("CREATE OR REPLACE TEMP VIEW parent_features AS SELECT * FROM parent_features_table")
+    session.execute(
+        "CREATE OR REPLACE TEMP VIEW parent_features AS SELECT * FROM parent_features_table"
+    )
 
 
 def write_fuse_outputs(session: Session, fuse_plan: FusePlan, out: Output) -> None:
@@ -53,8 +73,10 @@ def write_fuse_outputs(session: Session, fuse_plan: FusePlan, out: Output) -> No
     out.copy("fused.parquet", fused_sql.text, fused_sql)
     session.progress.step("deriving parent features")
     create_parent_features(session, fuse_plan)
-    out.copy("parent_features.parquet",
-             "SELECT * FROM parent_features_table ORDER BY query_id, parent_id")
+    out.copy(
+        "parent_features.parquet",
+        "SELECT * FROM parent_features_table ORDER BY query_id, parent_id",
+    )
 
 
 def manifest_fields(fuse_plan: FusePlan) -> dict[str, Any]:

@@ -3,6 +3,7 @@ frequency bins, Wilson effectiveness, the human loop, the composite, tiers and d
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,9 +12,20 @@ from ..core.policy import ListOf, Number, PolicyKind, Text
 
 UNIT = Number(0.0, 1.0)
 DIMENSIONS = ("frequency", "effectiveness", "human")
-TRIGGERS = ("pattern_observed_again", "applied_successfully", "user_accepted", "reflect_approved",
-            "causal_link_confirmed", "pattern_contradicted", "applied_failed", "user_corrected",
-            "reflect_rejected", "weekly_decay")
+TRIGGERS = (
+    "pattern_observed_again",
+    "applied_successfully",
+    "user_accepted",
+    "reflect_approved",
+    "causal_link_confirmed",
+    "pattern_contradicted",
+    "applied_failed",
+    "user_corrected",
+    "reflect_rejected",
+    "weekly_decay",
+)
+
+
 @dataclass(frozen=True)
 class Deltas:
     """An UPDATE_RULES entry: [frequency, effectiveness, human] deltas."""
@@ -26,10 +38,10 @@ class Deltas:
 
 def _ordered(p: dict[str, Any]) -> None:
     bins = [b["at_most"] for b in p["frequency"]["bins"]]
-    if not bins or any(a >= b for a, b in zip(bins, bins[1:])):
+    if not bins or any(a >= b for a, b in itertools.pairwise(bins)):
         raise PolicyError("parameters.frequency.bins: at_most must strictly increase")
     tiers = [t["at_least"] for t in p["tiers"]]
-    if any(a <= b for a, b in zip(tiers, tiers[1:])) or tiers[-1] != 0:
+    if any(a <= b for a, b in itertools.pairwise(tiers)) or tiers[-1] != 0:
         raise PolicyError("parameters.tiers: at_least must strictly decrease down to 0")
     if abs(sum(p["weights"].values()) - 1.0) > 1e-9:
         raise PolicyError("parameters.weights must sum to 1")
@@ -42,17 +54,27 @@ INSTINCT_POLICY = PolicyKind(
     capability="instincts",
     version_key="instinct_policy_version",
     spec={
-        "weights": {d: UNIT for d in DIMENSIONS},
-        "frequency": {"bins": ListOf({"at_most": Number(0.0, integer=True), "base": UNIT}),
-                      "above": UNIT, "contradiction_penalty": UNIT},
+        "weights": dict.fromkeys(DIMENSIONS, UNIT),
+        "frequency": {
+            "bins": ListOf({"at_most": Number(0.0, integer=True), "base": UNIT}),
+            "above": UNIT,
+            "contradiction_penalty": UNIT,
+        },
         "effectiveness": {"z": Number(0.0, 10.0, lo_open=True), "no_applications": UNIT},
-        "human": {"prior": UNIT, "learning_rate": Number(0.0, 1.0, lo_open=True), "reflect_approved": UNIT},
+        "human": {
+            "prior": UNIT,
+            "learning_rate": Number(0.0, 1.0, lo_open=True),
+            "reflect_approved": UNIT,
+        },
         "composite": {"low_dimension_below": UNIT, "low_dimension_factor": UNIT},
         "tiers": ListOf({"tier": Text(), "at_least": UNIT, "injection_method": Text()}),
-        "initial": {d: UNIT for d in DIMENSIONS},
+        "initial": dict.fromkeys(DIMENSIONS, UNIT),
         "update_rules": {t: Deltas() for t in TRIGGERS},
-        "decay": {"inactive_days": Number(0.0, integer=True), "deprecate_below": UNIT,
-                  "delete_after_days": Number(0.0, integer=True)},
+        "decay": {
+            "inactive_days": Number(0.0, integer=True),
+            "deprecate_below": UNIT,
+            "delete_after_days": Number(0.0, integer=True),
+        },
     },
     cross_checks=(_ordered,),
 )

@@ -11,33 +11,29 @@ from __future__ import annotations
 
 import datetime as dt
 import html
-import math
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..common.report_html import figure_png, image, pyplot, table
+from ..common.report_html import image, table
 from ..core.errors import InputError
 from ..core.outputs import atomic_output_dir, write_json
 from ..core.policy import Policy
 from ..core.session import Session
 from ..core.version import __version__
+from .charts import FIGURES, TREND_SERIES, draw_figures, shorten
 from .scores import render_confidence
 from .store import open_store, store_policy
 
-AXES = (("frequency", "frequency_score", "频率分"), ("effectiveness", "effectiveness_score", "效果分"),
-        ("human", "human_score", "人工分"))
-TREND_SERIES = ("composite", "frequency", "effectiveness", "human")
-FIGURES = ("radar", "trends")
 # The seed's captions of its five tiers (its "可视化" of the application policies); a store whose
 # policy names other tiers shows the policy's names only.
-SEED_TIER_LABELS = {"core": "核心行为 - 自动注入", "strong": "强 - 上下文相关时建议",
-                    "moderate": "中等 - 被问到时提供", "tentative": "试探 - 静默观察",
-                    "deprecated": "弱 - 标记删除"}
-TIER_COLOURS = ("#1b7837", "#5aae61", "#e9a23b", "#d6604d", "#8c8c8c")
-TITLE_CHARS = 30
-
+SEED_TIER_LABELS = {
+    "core": "核心行为 - 自动注入",
+    "strong": "强 - 上下文相关时建议",
+    "moderate": "中等 - 被问到时提供",
+    "tentative": "试探 - 静默观察",
+    "deprecated": "弱 - 标记删除",
+}
 TRENDS_SQL = """
 WITH
 history AS (
@@ -75,23 +71,32 @@ SELECT
 FROM grid AS g
 LEFT JOIN last_in_week AS l ON l.instinct_id = g.instinct_id AND l.week_start = g.week_start
 ORDER BY g.instinct_id, g.week_start
-""".format(carried=",\n    ".join(
-    f"last_value(l.{s} IGNORE NULLS) OVER (PARTITION BY g.instinct_id ORDER BY g.week_start "
-    f"ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS {s}" for s in TREND_SERIES))
+""".format(
+    carried=",\n    ".join(
+        f"last_value(l.{s} IGNORE NULLS) OVER (PARTITION BY g.instinct_id ORDER BY g.week_start "
+        f"ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS {s}"
+        for s in TREND_SERIES
+    )
+)
 
 
-def write_report(db: Path, out_dir: Path, limit: int = 12, now: dt.datetime | None = None) -> dict[str, Any]:
+def write_report(
+    db: Path, out_dir: Path, limit: int = 12, now: dt.datetime | None = None
+) -> dict[str, Any]:
     """Write out_dir/report.html, report.json and the charts (radar.png, trends.png) of the store
     `db`: the top `limit` active instincts by composite (composite desc, then id). Returns the
     document written to report.json."""
     if limit < 1:
         raise InputError(f"--limit {limit}: must be at least 1")
-    moment = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
+    moment = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
     with open_store(db) as con:
         policy = store_policy(con, db)
         report = build_report(Session(connection=con), policy, limit)
-    report = {"generated_at": moment.isoformat(timespec="seconds"), "duckscore_version": __version__,
-              "store": str(db)} | report
+    report = {
+        "generated_at": moment.isoformat(timespec="seconds"),
+        "duckscore_version": __version__,
+        "store": str(db),
+    } | report
     figures = draw_figures(report)
     report["figures"] = [f"{name}.png" for name in figures]
     with atomic_output_dir(out_dir) as stage:
@@ -107,6 +112,7 @@ def write_report(db: Path, out_dir: Path, limit: int = 12, now: dt.datetime | No
 
 # -- numbers (SQL) ----------------------------------------------------------------------------
 
+
 def build_report(session: Session, policy: Policy, limit: int) -> dict[str, Any]:
     rendered = render_confidence(policy)
     session.check(rendered)
@@ -116,28 +122,49 @@ def build_report(session: Session, policy: Policy, limit: int) -> dict[str, Any]
                frequency_score, effectiveness_score, human_score, composite, tier, injection_method
         FROM {confidence} WHERE status = 'active'
         ORDER BY composite DESC NULLS LAST, instinct_id LIMIT {int(limit)}""")
-    per_tier = dict(session.con.execute(f"SELECT tier, count(*) FROM {confidence} WHERE status = 'active' "
-                                        f"GROUP BY tier").fetchall())
-    statuses = dict(session.con.execute(
-        "SELECT status, count(*) FROM instincts GROUP BY status ORDER BY status").fetchall())
+    per_tier = dict(
+        session.con.execute(
+            f"SELECT tier, count(*) FROM {confidence} WHERE status = 'active' GROUP BY tier"
+        ).fetchall()
+    )
+    statuses = dict(
+        session.con.execute(
+            "SELECT status, count(*) FROM instincts GROUP BY status ORDER BY status"
+        ).fetchall()
+    )
     ids = top["instinct_id"].tolist()
     weekly = session.frame(TRENDS_SQL, {"ids": ids}) if ids else None
 
     tiers = policy.parameters["tiers"]
-    tier_counts = [{"tier": t["tier"], "at_least": t["at_least"],
-                    "below": tiers[i - 1]["at_least"] if i else None,
-                    "injection_method": t["injection_method"], "active_instincts": int(per_tier.get(t["tier"], 0))}
-                   for i, t in enumerate(tiers)]
+    tier_counts = [
+        {
+            "tier": t["tier"],
+            "at_least": t["at_least"],
+            "below": tiers[i - 1]["at_least"] if i else None,
+            "injection_method": t["injection_method"],
+            "active_instincts": int(per_tier.get(t["tier"], 0)),
+        }
+        for i, t in enumerate(tiers)
+    ]
     trends = _trends(weekly, ids)
     records = {s["instinct_id"]: sum(s["records"]) for s in trends["series"]}
-    instincts = [{"rank": rank, "instinct_id": r["instinct_id"], "trigger_text": r["trigger_text"],
-                  "action_text": r["action_text"], "domain": r["domain"],
-                  "frequency_score": float(r["frequency_score"]),
-                  "effectiveness_score": float(r["effectiveness_score"]),
-                  "human_score": float(r["human_score"]), "composite": float(r["composite"]),
-                  "tier": r["tier"], "injection_method": r["injection_method"],
-                  "history_records": int(records.get(r["instinct_id"], 0))}
-                 for rank, r in enumerate(top.to_dict("records"), start=1)]
+    instincts = [
+        {
+            "rank": rank,
+            "instinct_id": r["instinct_id"],
+            "trigger_text": r["trigger_text"],
+            "action_text": r["action_text"],
+            "domain": r["domain"],
+            "frequency_score": float(r["frequency_score"]),
+            "effectiveness_score": float(r["effectiveness_score"]),
+            "human_score": float(r["human_score"]),
+            "composite": float(r["composite"]),
+            "tier": r["tier"],
+            "injection_method": r["injection_method"],
+            "history_records": int(records.get(r["instinct_id"], 0)),
+        }
+        for rank, r in enumerate(top.to_dict("records"), start=1)
+    ]
     return {
         "policy": policy.version,
         "weights": dict(policy.parameters["weights"]),
@@ -173,149 +200,8 @@ def _trends(weekly: Any, ids: list[str]) -> dict[str, Any]:
     return {"weeks": [labels[w] for w in starts], "week_starts": starts, "series": series}
 
 
-# -- charts -----------------------------------------------------------------------------------
-
-def draw_figures(report: dict[str, Any]) -> dict[str, bytes]:
-    """radar.png (when there are active instincts) and trends.png (when they have history)."""
-    if not report["instincts"]:
-        return {}
-    plt = pyplot()
-    colours = {t["tier"]: TIER_COLOURS[min(i, len(TIER_COLOURS) - 1)] for i, t in enumerate(report["tier_counts"])}
-    out: dict[str, bytes] = {}
-    with warnings.catch_warnings():
-        # trigger texts may hold characters the installed fonts lack: drawn as boxes; the page
-        # (rendered by the browser) has the full text
-        warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font")
-        family = _font_family()
-        titles = _Titles(family)
-        with plt.rc_context({"font.family": family}):
-            out["radar"] = _radar(plt, report["instincts"], colours, titles)
-            if report["trends"]["series"]:
-                out["trends"] = _trend_chart(plt, report, titles)
-    return out
-
-
-def _font_family() -> list[str]:
-    """DejaVu Sans, then a CJK font when one is installed (seed 004's texts are Chinese)."""
-    from matplotlib import font_manager
-
-    installed = {f.name for f in font_manager.fontManager.ttflist}
-    cjk = [name for name in ("Noto Sans CJK SC", "Noto Sans CJK JP", "Source Han Sans SC", "WenQuanYi Zen Hei",
-                             "WenQuanYi Micro Hei", "Microsoft YaHei", "SimHei", "PingFang SC",
-                             "Hiragino Sans GB", "Arial Unicode MS") if name in installed]
-    return ["DejaVu Sans", *cjk[:1]]
-
-
-class _Titles:
-    """Chart titles "#rank trigger…"; a trigger the fonts cannot draw (e.g. Chinese without a CJK
-    font installed) becomes "#rank (trigger in the table)" rather than a row of boxes."""
-
-    def __init__(self, family: list[str]) -> None:
-        from matplotlib import font_manager
-        from matplotlib.ft2font import FT2Font
-
-        self.drawable: set[int] = set()
-        for name in family:
-            try:
-                path = font_manager.findfont(font_manager.FontProperties(family=name), fallback_to_default=False)
-                self.drawable |= set(FT2Font(path).get_charmap())
-            except (ValueError, OSError, RuntimeError):
-                continue
-
-    def __call__(self, inst: dict[str, Any], limit: int = TITLE_CHARS) -> str:
-        text = shorten(inst["trigger_text"], limit)
-        if all(ord(c) in self.drawable or c.isspace() for c in text):
-            return f"#{inst['rank']} " + text.replace("$", r"\$")  # no mathtext from user text
-        return f"#{inst['rank']} (trigger in the table)"
-
-
-def _radar(plt: Any, instincts: list[dict[str, Any]], colours: dict[str, str], titles: _Titles) -> bytes:
-    n = len(instincts)
-    cols = min(4, n)
-    rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 4.0 * rows + 0.4),
-                             subplot_kw={"projection": "polar"}, squeeze=False)
-    # frequency at the top, effectiveness lower left, human lower right (the seed's drawing)
-    angles = [math.pi / 2 + 2 * math.pi * i / len(AXES) for i in range(len(AXES))]
-    for ax, inst in zip(axes.flat, instincts):
-        values = [inst[column] for _, column, _ in AXES]
-        colour = colours.get(inst["tier"], TIER_COLOURS[-1])
-        ax.plot(angles + angles[:1], values + values[:1], color=colour, linewidth=2)
-        ax.fill(angles + angles[:1], values + values[:1], color=colour, alpha=0.25)
-        for angle, value in zip(angles, values):
-            ax.annotate(f"{value:.3f}".rstrip("0").rstrip("."), (angle, value),  # 0.195 is not 0.2 textcoords="offset points", xytext=(0, 5),
-                        ha="center", fontsize=7)
-        ax.set_ylim(0, 1)
-        ax.set_yticks([0.2, 0.4, 0.6, 0.8, 1.0], ["", "0.4", "", "0.8", ""], fontsize=6, color="grey")
-        ax.set_xticks(angles, [name for name, _, _ in AXES], fontsize=8)
-        ax.set_title(titles(inst), fontsize=9, pad=14)
-        ax.set_xlabel(caption(inst), fontsize=8, labelpad=8)
-    for ax in list(axes.flat)[n:]:
-        ax.set_visible(False)
-    fig.suptitle("Three scores per instinct (radar) with composite, tier and injection method", fontsize=11)
-    return figure_png(fig, plt, dpi=100)
-
-
-def _trend_chart(plt: Any, report: dict[str, Any], titles: _Titles) -> bytes:
-    trends = report["trends"]
-    weeks = trends["weeks"]
-    ranks = {i["instinct_id"]: i for i in report["instincts"]}
-    series = trends["series"]
-    cols = min(3, len(series))
-    rows = math.ceil(len(series) / cols)
-    width = max(9.0, 3.6 * cols)
-    fig = plt.figure(figsize=(width, 3.6 + 3.0 * rows))
-    grid = fig.add_gridspec(rows + 1, cols, height_ratios=[1.3] + [1] * rows)
-    x = list(range(len(weeks)))
-    step = max(1, math.ceil(len(weeks) / 16))
-
-    def weekly_axis(ax: Any, labelled: bool) -> None:
-        ax.set_ylim(0, 1.02)
-        ax.set_xlim(-0.3, max(len(weeks) - 0.7, 0.3))
-        ax.set_xticks(x[::step], weeks[::step] if labelled else [], rotation=45, ha="right", fontsize=7)
-        ax.grid(alpha=0.3)
-
-    overview = fig.add_subplot(grid[0, :])
-    for s in series:
-        inst = ranks[s["instinct_id"]]
-        overview.plot(x, _nan(s["composite"]), marker="o", markersize=3,
-                      label=titles(inst, 22))
-    for t in report["tier_counts"][:-1]:
-        overview.axhline(t["at_least"], color="grey", linewidth=0.6, linestyle=":")
-    weekly_axis(overview, True)
-    overview.set(ylabel="composite (recorded)", title="Confidence by ISO week: last recorded value of each week")
-    overview.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-
-    styles = {"composite": ("black", "-", 2.0), "frequency": ("#4477aa", "--", 1.1),
-              "effectiveness": ("#228833", "--", 1.1), "human": ("#cc6677", "--", 1.1)}
-    for i, s in enumerate(series):
-        ax = fig.add_subplot(grid[1 + i // cols, i % cols])
-        inst = ranks[s["instinct_id"]]
-        for name in TREND_SERIES:
-            colour, style, width_ = styles[name]
-            ax.plot(x, _nan(s[name]), color=colour, linestyle=style, linewidth=width_, label=name,
-                    marker="o" if name == "composite" else ".", markersize=3)
-        weekly_axis(ax, True)
-        ax.set_title(titles(inst), fontsize=9)
-        if i == 0:
-            ax.legend(fontsize=6, loc="lower left")
-    return figure_png(fig, plt, dpi=100)
-
-
-def _nan(values: list[float | None]) -> list[float]:
-    return [math.nan if v is None else v for v in values]
-
-
-def shorten(text: str, limit: int = TITLE_CHARS) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
-
-
-def caption(inst: dict[str, Any]) -> str:
-    return f"composite {inst['composite']:.3f} ({inst['tier']} – {inst['injection_method']})"
-
-
 # -- HTML -------------------------------------------------------------------------------------
+
 
 def _seed_caption(inst: dict[str, Any]) -> str:
     label = SEED_TIER_LABELS.get(inst["tier"], inst["tier"])
@@ -329,32 +215,79 @@ def render_html(report: dict[str, Any], figures: dict[str, bytes]) -> str:
     instincts = report["instincts"]
     statuses = ", ".join(f"{k} {v}" for k, v in report["status_counts"].items()) or "none"
     weights = ", ".join(f"{k} {v:g}" for k, v in report["weights"].items())
-    tier_rows = [[t["tier"], SEED_TIER_LABELS.get(t["tier"], ""),
-                  f"≥ {t['at_least']:g}" + (f", < {t['below']:g}" if t["below"] is not None else ""),
-                  t["injection_method"], t["active_instincts"]] for t in report["tier_counts"]]
-    parts = [f"""<h1>Instinct confidence</h1>
-<p>Store <code>{html.escape(report['store'])}</code>, policy <b>{html.escape(report['policy'])}</b>
-(weights {html.escape(weights)}); generated {html.escape(report['generated_at'])} by duckscore
-{html.escape(report['duckscore_version'])}. Instincts in the store: {report['instincts_total']}
+    tier_rows = [
+        [
+            t["tier"],
+            SEED_TIER_LABELS.get(t["tier"], ""),
+            f"≥ {t['at_least']:g}" + (f", < {t['below']:g}" if t["below"] is not None else ""),
+            t["injection_method"],
+            t["active_instincts"],
+        ]
+        for t in report["tier_counts"]
+    ]
+    parts = [
+        f"""<h1>Instinct confidence</h1>
+<p>Store <code>{html.escape(report["store"])}</code>, policy <b>{html.escape(report["policy"])}</b>
+(weights {html.escape(weights)}); generated {html.escape(report["generated_at"])} by duckscore
+{html.escape(report["duckscore_version"])}. Instincts in the store: {report["instincts_total"]}
 ({html.escape(statuses)}).</p>
 <h2>Tiers (active instincts)</h2>
-{table(["tier", "seed", "composite", "injection method", "active instincts"], tier_rows)}"""]
+{table(["tier", "seed", "composite", "injection method", "active instincts"], tier_rows)}"""
+    ]
     if not instincts:
-        parts.append('<p class="empty"><b>No active instincts in this store</b>: nothing to chart yet. '
-                     "Add some with <code>duckscore instincts ingest</code>.</p>")
+        parts.append(
+            '<p class="empty"><b>No active instincts in this store</b>: nothing to chart yet. '
+            "Add some with <code>duckscore instincts ingest</code>.</p>"
+        )
     else:
         shown = sum(t["active_instincts"] for t in report["tier_counts"])
         low = report["low_dimension"]
-        rows = [[i["rank"], i["trigger_text"], i["action_text"], i["domain"], i["frequency_score"],
-                 i["effectiveness_score"], i["human_score"], i["composite"], i["tier"], i["injection_method"],
-                 _seed_caption(i), i["history_records"], i["instinct_id"]] for i in instincts]
+        rows = [
+            [
+                i["rank"],
+                i["trigger_text"],
+                i["action_text"],
+                i["domain"],
+                i["frequency_score"],
+                i["effectiveness_score"],
+                i["human_score"],
+                i["composite"],
+                i["tier"],
+                i["injection_method"],
+                _seed_caption(i),
+                i["history_records"],
+                i["instinct_id"],
+            ]
+            for i in instincts
+        ]
         parts.append(f"""<h2>Three scores per instinct</h2>
 <p>The top {len(instincts)} of {shown} active instincts by composite (highest first, then id). The
-composite is the seed's: the weighted sum of the three scores, ×{low['low_dimension_factor']:g} when one
-of them is below {low['low_dimension_below']:g}; its tier decides how an agent injects the instinct.</p>
+composite is the seed's: the weighted sum of the three scores, ×{
+            low["low_dimension_factor"]:g} when one
+of them is below {
+            low["low_dimension_below"]:g}; its tier decides how an agent injects the instinct.</p>
 {figure("radar", "radar chart of frequency, effectiveness and human scores per instinct")}
-{table(["#", "trigger", "action", "domain", "frequency 频率分", "effectiveness 效果分", "human 人工分",
-         "composite", "tier", "injection method", "seed caption", "history rows", "id"], rows, "wide")}""")
+{
+            table(
+                [
+                    "#",
+                    "trigger",
+                    "action",
+                    "domain",
+                    "frequency 频率分",
+                    "effectiveness 效果分",
+                    "human 人工分",
+                    "composite",
+                    "tier",
+                    "injection method",
+                    "seed caption",
+                    "history rows",
+                    "id",
+                ],
+                rows,
+                "wide",
+            )
+        }""")
         parts.append(_trends_html(report, figures, figure))
     body = "\n".join(parts)
     return f"""<!DOCTYPE html>
@@ -374,20 +307,33 @@ img {{ max-width: 100%; border: 1px solid #eee; margin: 0.3em 0; }}
 """
 
 
-def _trends_html(report: dict[str, Any], figures: dict[str, bytes], figure: Callable[[str, str], str]) -> str:
+def _trends_html(
+    report: dict[str, Any], figures: dict[str, bytes], figure: Callable[[str, str], str]
+) -> str:
     trends = report["trends"]
     without = [i for i in report["instincts"] if not i["history_records"]]
-    missing = ("<p>Without history (no event, recompute or decay recorded yet): "
-               + ", ".join(f"#{i['rank']} {html.escape(shorten(i['trigger_text']))}" for i in without)
-               + ".</p>") if without else ""
+    missing = (
+        (
+            "<p>Without history (no event, recompute or decay recorded yet): "
+            + ", ".join(f"#{i['rank']} {html.escape(shorten(i['trigger_text']))}" for i in without)
+            + ".</p>"
+        )
+        if without
+        else ""
+    )
     if "trends" not in figures:
         return f"<h2>Confidence trends</h2>\n<p>No confidence history recorded for these instincts yet.</p>\n{missing}"
     ranks = {i["instinct_id"]: i for i in report["instincts"]}
-    rows = [[f"#{ranks[s['instinct_id']]['rank']} {shorten(ranks[s['instinct_id']]['trigger_text'])}",
-             *[_week_cell(c, n) for c, n in zip(s["composite"], s["records"])]] for s in trends["series"]]
+    rows = [
+        [
+            f"#{ranks[s['instinct_id']]['rank']} {shorten(ranks[s['instinct_id']]['trigger_text'])}",
+            *[_week_cell(c, n) for c, n in zip(s["composite"], s["records"])],
+        ]
+        for s in trends["series"]
+    ]
     return f"""<h2>Confidence trends</h2>
-<p>From <code>confidence_history</code>, by ISO week ({html.escape(trends['weeks'][0])} to
-{html.escape(trends['weeks'][-1])}): the last value recorded in each week; a week without a record
+<p>From <code>confidence_history</code>, by ISO week ({html.escape(trends["weeks"][0])} to
+{html.escape(trends["weeks"][-1])}): the last value recorded in each week; a week without a record
 keeps the previous value (marked *). The composite here is the one the store records (the weighted
 sum, without the low-dimension penalty), so it can be above the composite of the radar.</p>
 {figure("trends", "confidence trends by week")}

@@ -34,11 +34,15 @@ NIL_SESSION = "00000000-0000-0000-0000-000000000000"  # the seed's applications 
 
 
 @contextmanager
-def open_store(db: Path, create: bool = False, wait_seconds: float = 10.0) -> Iterator[duckdb.DuckDBPyConnection]:
+def open_store(
+    db: Path, create: bool = False, wait_seconds: float = 10.0
+) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection to the store file. Another process holding it: wait up to `wait_seconds`,
     then one clear error; the store is never opened twice for writing."""
     if not create and not db.is_file():
-        raise InputError(f"--db {db}: no such store (create it with `duckscore instincts init --db {db}`)")
+        raise InputError(
+            f"--db {db}: no such store (create it with `duckscore instincts init --db {db}`)"
+        )
     deadline = time.monotonic() + wait_seconds
     while True:
         try:
@@ -48,9 +52,15 @@ def open_store(db: Path, create: bool = False, wait_seconds: float = 10.0) -> It
             if "lock" not in str(exc).lower():
                 raise InputError(f"--db {db}: cannot open: {str(exc).splitlines()[0]}") from None
             if time.monotonic() >= deadline:
-                holder = str(exc).split("(PID", 1)[1].split(")")[0].strip() if "(PID" in str(exc) else "?"
-                raise DuckscoreError(f"--db {db}: the store is in use by another process (PID {holder}); "
-                                     f"waited {wait_seconds:g} s") from None
+                holder = (
+                    str(exc).split("(PID", 1)[1].split(")")[0].strip()
+                    if "(PID" in str(exc)
+                    else "?"
+                )
+                raise DuckscoreError(
+                    f"--db {db}: the store is in use by another process (PID {holder}); "
+                    f"waited {wait_seconds:g} s"
+                ) from None
             time.sleep(0.2)
     try:
         con.execute("SET TimeZone = 'UTC'")
@@ -78,50 +88,71 @@ def init_store(db: Path, policy: str = "instinct_v1") -> str:
     with open_store(db, create=True) as con, transaction(con):
         found = _store_value(con, "schema_version") if _has_table(con, "duckscore_store") else None
         if found is not None and found != SCHEMA_VERSION:
-            raise DuckscoreError(f"--db {db}: schema version {found}, this duckscore knows {SCHEMA_VERSION}")
+            raise DuckscoreError(
+                f"--db {db}: schema version {found}, this duckscore knows {SCHEMA_VERSION}"
+            )
         session = Session(connection=con)
         for statement in (s for s in ddl.text.split(";") if s.strip()):
             session.execute(statement, rendered=ddl)
         stored_policy = _store_value(con, "policy")
         if stored_policy is not None and stored_policy != canonical_json(loaded.as_record()):
-            raise DuckscoreError(f"--db {db}: the store was created with another policy; "
-                                 f"its composite column is bound to it")
-        con.execute("INSERT OR REPLACE INTO duckscore_store VALUES ('schema_version', ?), ('policy', ?)",
-                    [SCHEMA_VERSION, canonical_json(loaded.as_record())])
+            raise DuckscoreError(
+                f"--db {db}: the store was created with another policy; "
+                f"its composite column is bound to it"
+            )
+        con.execute(
+            "INSERT OR REPLACE INTO duckscore_store VALUES ('schema_version', ?), ('policy', ?)",
+            [SCHEMA_VERSION, canonical_json(loaded.as_record())],
+        )
     return "created" if found is None else "up to date"
 
 
 def store_policy(con: duckdb.DuckDBPyConnection, db: Path) -> Policy:
     raw = _store_value(con, "policy") if _has_table(con, "duckscore_store") else None
     if raw is None:
-        raise InputError(f"--db {db}: not a duckscore instincts store (run `duckscore instincts init`)")
+        raise InputError(
+            f"--db {db}: not a duckscore instincts store (run `duckscore instincts init`)"
+        )
     record = json.loads(raw)
-    return policy_from_parameters(INSTINCT_POLICY, record["instinct_policy_version"], record["parameters"],
-                                  source=f"store {db}")
+    return policy_from_parameters(
+        INSTINCT_POLICY,
+        record["instinct_policy_version"],
+        record["parameters"],
+        source=f"store {db}",
+    )
 
 
 def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     row = Session(connection=con).first_row(
-        f"SELECT count(*) FROM duckdb_tables() WHERE table_name = {lit(name)}")
+        f"SELECT count(*) FROM duckdb_tables() WHERE table_name = {lit(name)}"
+    )
     return bool(row and row[0])
 
 
 def _store_value(con: duckdb.DuckDBPyConnection, key: str) -> str | None:
-    row = Session(connection=con).first_row(f"SELECT value FROM duckscore_store WHERE key = {lit(key)}")
+    row = Session(connection=con).first_row(
+        f"SELECT value FROM duckscore_store WHERE key = {lit(key)}"
+    )
     return row[0] if row else None
 
 
 def _now_literal(now: dt.datetime | None) -> str:
-    moment = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc).replace(tzinfo=None)
+    moment = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC).replace(tzinfo=None)
     return f"CAST({lit(moment.isoformat(sep=' '))} AS TIMESTAMP)"
 
 
-HISTORY_INSERT = ("INSERT INTO confidence_history (instinct_id, freq_score, eff_score, human_score, composite, "
-                  "reason, recorded_at) ")
+HISTORY_INSERT = (
+    "INSERT INTO confidence_history (instinct_id, freq_score, eff_score, human_score, composite, "
+    "reason, recorded_at) "
+)
 
 
-def ingest(db: Path, events: Any | None = None, new_instincts: Any | None = None,
-           now: dt.datetime | None = None) -> dict[str, int]:
+def ingest(
+    db: Path,
+    events: Any | None = None,
+    new_instincts: Any | None = None,
+    now: dt.datetime | None = None,
+) -> dict[str, int]:
     """Add instincts and apply events (UPDATE_RULES) in one transaction; event ids already
     ingested are skipped, so re-running an ingest changes nothing."""
     with open_store(db) as con:
@@ -140,8 +171,10 @@ def ingest(db: Path, events: Any | None = None, new_instincts: Any | None = None
 
 
 def _check_uuids(session: Session, opened: OpenedInput, column: str) -> None:
-    bad = session.first_row(f"SELECT {ident(column)} FROM {ident(opened.contract.name)} "
-                         f"WHERE TRY_CAST({ident(column)} AS UUID) IS NULL AND {ident(column)} IS NOT NULL LIMIT 1")
+    bad = session.first_row(
+        f"SELECT {ident(column)} FROM {ident(opened.contract.name)} "
+        f"WHERE TRY_CAST({ident(column)} AS UUID) IS NULL AND {ident(column)} IS NOT NULL LIMIT 1"
+    )
     if bad:
         raise InputError(f"{opened.label}: column {column!r} holds {bad[0]!r}, not a UUID")
 
@@ -149,7 +182,9 @@ def _check_uuids(session: Session, opened: OpenedInput, column: str) -> None:
 def _add_instincts(session: Session, opened: OpenedInput, at: str) -> int:
     for column in ("id", "user_id", "project_id"):
         _check_uuids(session, opened, column)
-    clash = session.first_row("SELECT n.id FROM new_instincts AS n JOIN instincts AS i ON i.id = CAST(n.id AS UUID) LIMIT 1")
+    clash = session.first_row(
+        "SELECT n.id FROM new_instincts AS n JOIN instincts AS i ON i.id = CAST(n.id AS UUID) LIMIT 1"
+    )
     if clash:
         raise InputError(f"{opened.label}: instinct {clash[0]!r} is already in the store")
     session.execute(f"""INSERT INTO instincts (id, trigger_text, action_text, domain, user_id, project_id, source,
@@ -163,21 +198,31 @@ def _add_instincts(session: Session, opened: OpenedInput, at: str) -> int:
 def _apply_events(session: Session, policy: Policy, opened: OpenedInput, at: str) -> dict[str, int]:
     _check_uuids(session, opened, "instinct_id")
     _check_uuids(session, opened, "session_id")
-    session.execute("CREATE OR REPLACE TEMP TABLE fresh_events AS SELECT e.* FROM instinct_events AS e "
-                    "ANTI JOIN ingested_events AS done ON done.event_id = e.event_id")
+    session.execute(
+        "CREATE OR REPLACE TEMP TABLE fresh_events AS SELECT e.* FROM instinct_events AS e "
+        "ANTI JOIN ingested_events AS done ON done.event_id = e.event_id"
+    )
     fresh = session.first_row("SELECT count(*) FROM fresh_events")[0]  # type: ignore[index]
-    unknown = session.first_row("SELECT instinct_id FROM fresh_events WHERE CAST(instinct_id AS UUID) "
-                             "NOT IN (SELECT id FROM instincts) LIMIT 1")
+    unknown = session.first_row(
+        "SELECT instinct_id FROM fresh_events WHERE CAST(instinct_id AS UUID) "
+        "NOT IN (SELECT id FROM instincts) LIMIT 1"
+    )
     if unknown:
         raise InputError(f"{opened.label}: instinct_id {unknown[0]!r} is not in the store")
-    session.execute("CREATE OR REPLACE TEMP VIEW instinct_start AS SELECT CAST(id AS VARCHAR) AS instinct_id, "
-                    "freq_score, eff_score, human_score FROM instincts")
+    session.execute(
+        "CREATE OR REPLACE TEMP VIEW instinct_start AS SELECT CAST(id AS VARCHAR) AS instinct_id, "
+        "freq_score, eff_score, human_score FROM instincts"
+    )
     session.create("replayed", render_replay(policy, events="fresh_events"))
     w = policy.parameters["weights"]
-    composite = (f"CAST(freq_score * {lit(w['frequency'])} + eff_score * {lit(w['effectiveness'])} "
-                 f"+ human_score * {lit(w['human'])} AS DECIMAL(4, 3))")
-    session.execute(HISTORY_INSERT + f"SELECT CAST(instinct_id AS UUID), freq_score, eff_score, human_score, "
-                f"{composite}, event_type, occurred_at FROM replayed ORDER BY instinct_id, step")
+    composite = (
+        f"CAST(freq_score * {lit(w['frequency'])} + eff_score * {lit(w['effectiveness'])} "
+        f"+ human_score * {lit(w['human'])} AS DECIMAL(4, 3))"
+    )
+    session.execute(
+        HISTORY_INSERT + f"SELECT CAST(instinct_id AS UUID), freq_score, eff_score, human_score, "
+        f"{composite}, event_type, occurred_at FROM replayed ORDER BY instinct_id, step"
+    )
     session.execute(f"""
         UPDATE instincts AS i SET
             freq_score = f.freq_score, eff_score = f.eff_score, human_score = f.human_score,
@@ -250,16 +295,22 @@ def recompute(db: Path, now: dt.datetime | None = None) -> dict[str, int]:
         rendered = render_scores(policy)
         session.check(rendered)
         with transaction(con):
-            session.execute(f"CREATE OR REPLACE TEMP TABLE recomputed AS SELECT CAST(instinct_id AS UUID) AS id, "
-                         f"CAST(frequency_score AS DECIMAL(4, 3)) AS freq_score, "
-                         f"CAST(effectiveness_score AS DECIMAL(4, 3)) AS eff_score, "
-                         f"CAST(human_score AS DECIMAL(4, 3)) AS human_score FROM ({rendered.text})",
-                            rendered=rendered)
-            session.execute("CREATE OR REPLACE TEMP TABLE changed AS SELECT r.* FROM recomputed AS r JOIN instincts AS i "
-                        "ON i.id = r.id WHERE (r.freq_score, r.eff_score, r.human_score) "
-                        "IS DISTINCT FROM (i.freq_score, i.eff_score, i.human_score)")
-            session.execute(f"UPDATE instincts AS i SET freq_score = c.freq_score, eff_score = c.eff_score, "
-                        f"human_score = c.human_score, updated_at = {at} FROM changed AS c WHERE i.id = c.id")
+            session.execute(
+                f"CREATE OR REPLACE TEMP TABLE recomputed AS SELECT CAST(instinct_id AS UUID) AS id, "
+                f"CAST(frequency_score AS DECIMAL(4, 3)) AS freq_score, "
+                f"CAST(effectiveness_score AS DECIMAL(4, 3)) AS eff_score, "
+                f"CAST(human_score AS DECIMAL(4, 3)) AS human_score FROM ({rendered.text})",
+                rendered=rendered,
+            )
+            session.execute(
+                "CREATE OR REPLACE TEMP TABLE changed AS SELECT r.* FROM recomputed AS r JOIN instincts AS i "
+                "ON i.id = r.id WHERE (r.freq_score, r.eff_score, r.human_score) "
+                "IS DISTINCT FROM (i.freq_score, i.eff_score, i.human_score)"
+            )
+            session.execute(
+                f"UPDATE instincts AS i SET freq_score = c.freq_score, eff_score = c.eff_score, "
+                f"human_score = c.human_score, updated_at = {at} FROM changed AS c WHERE i.id = c.id"
+            )
             changed = _history(session, "changed", "recompute", at)
         total = session.first_row("SELECT count(*) FROM instincts")[0]  # type: ignore[index]
         return {"instincts": total, "changed": changed}
@@ -267,9 +318,11 @@ def recompute(db: Path, now: dt.datetime | None = None) -> dict[str, int]:
 
 def _history(session: Session, ids_table: str, reason: str, at: str) -> int:
     """A confidence_history row, with the scores as they are now, for every id in `ids_table`."""
-    row = session.first_row(HISTORY_INSERT + f"SELECT i.id, i.freq_score, i.eff_score, i.human_score, i.composite, "
-                         f"{lit(reason)}, {at} FROM instincts AS i WHERE i.id IN (SELECT id FROM {ident(ids_table)}) "
-                         f"ORDER BY i.id")
+    row = session.first_row(
+        HISTORY_INSERT + f"SELECT i.id, i.freq_score, i.eff_score, i.human_score, i.composite, "
+        f"{lit(reason)}, {at} FROM instincts AS i WHERE i.id IN (SELECT id FROM {ident(ids_table)}) "
+        f"ORDER BY i.id"
+    )
     return int(row[0]) if row else 0
 
 
@@ -286,7 +339,7 @@ def decay(db: Path, now: dt.datetime | None = None) -> DecayResult:
     """The seed's weekly job, once per ISO week of `now`: decay the inactive, deprecate the weak,
     delete the long deprecated (with their applications, evidence and history: the seed's
     ON DELETE CASCADE). One transaction; a second run in the same week changes nothing."""
-    moment = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
+    moment = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
     week_start = (moment - dt.timedelta(days=moment.weekday())).date()
     at = _now_literal(moment)
     with open_store(db) as con:
@@ -295,10 +348,14 @@ def decay(db: Path, now: dt.datetime | None = None) -> DecayResult:
         f, e, h = policy.parameters["update_rules"]["weekly_decay"]
         session = Session(connection=con)
         with transaction(con):
-            if session.first_row(f"SELECT 1 FROM decay_runs WHERE week_start = {lit(week_start.isoformat())}::DATE"):
+            if session.first_row(
+                f"SELECT 1 FROM decay_runs WHERE week_start = {lit(week_start.isoformat())}::DATE"
+            ):
                 return DecayResult(week_start, True, 0, 0, 0)
-            session.execute(f"CREATE OR REPLACE TEMP TABLE decayed AS SELECT id FROM instincts WHERE status = 'active' "
-                        f"AND last_seen < {at} - INTERVAL {int(d['inactive_days'])} DAY")
+            session.execute(
+                f"CREATE OR REPLACE TEMP TABLE decayed AS SELECT id FROM instincts WHERE status = 'active' "
+                f"AND last_seen < {at} - INTERVAL {int(d['inactive_days'])} DAY"
+            )
             session.execute(f"""UPDATE instincts SET
                     freq_score = greatest(0, freq_score + CAST({lit(f)} AS DECIMAL(4, 3))),
                     eff_score = greatest(0, eff_score + CAST({lit(e)} AS DECIMAL(4, 3))),
@@ -306,19 +363,39 @@ def decay(db: Path, now: dt.datetime | None = None) -> DecayResult:
                     updated_at = {at}
                 WHERE id IN (SELECT id FROM decayed)""")
             decayed = _history(session, "decayed", "weekly_decay", at)
-            session.execute(f"CREATE OR REPLACE TEMP TABLE deprecated AS SELECT id FROM instincts WHERE status = 'active' "
-                        f"AND composite < CAST({lit(d['deprecate_below'])} AS DECIMAL(4, 3))")
-            session.execute(f"UPDATE instincts SET status = 'deprecated', updated_at = {at} "
-                        f"WHERE id IN (SELECT id FROM deprecated)")
+            session.execute(
+                f"CREATE OR REPLACE TEMP TABLE deprecated AS SELECT id FROM instincts WHERE status = 'active' "
+                f"AND composite < CAST({lit(d['deprecate_below'])} AS DECIMAL(4, 3))"
+            )
+            session.execute(
+                f"UPDATE instincts SET status = 'deprecated', updated_at = {at} "
+                f"WHERE id IN (SELECT id FROM deprecated)"
+            )
             deprecated = _history(session, "deprecated", "deprecated", at)
-            session.execute(f"CREATE OR REPLACE TEMP TABLE deleted AS SELECT id FROM instincts WHERE status = 'deprecated' "
-                        f"AND updated_at < {at} - INTERVAL {int(d['delete_after_days'])} DAY")
+            session.execute(
+                f"CREATE OR REPLACE TEMP TABLE deleted AS SELECT id FROM instincts WHERE status = 'deprecated' "
+                f"AND updated_at < {at} - INTERVAL {int(d['delete_after_days'])} DAY"
+            )
             for child in ("instinct_applications", "instinct_evidence", "confidence_history"):
-                session.execute(f"DELETE FROM {child} WHERE instinct_id IN (SELECT id FROM deleted)")
-            deleted = session.first_row("DELETE FROM instincts WHERE id IN (SELECT id FROM deleted)")
-            result = DecayResult(week_start, False, decayed, deprecated, int(deleted[0]) if deleted else 0)
-            session.execute("INSERT INTO decay_runs VALUES (?, CAST(? AS TIMESTAMP), ?, ?, ?)",
-                            params=[week_start, moment.replace(tzinfo=None), result.decayed, result.deprecated, result.deleted])
+                session.execute(
+                    f"DELETE FROM {child} WHERE instinct_id IN (SELECT id FROM deleted)"
+                )
+            deleted = session.first_row(
+                "DELETE FROM instincts WHERE id IN (SELECT id FROM deleted)"
+            )
+            result = DecayResult(
+                week_start, False, decayed, deprecated, int(deleted[0]) if deleted else 0
+            )
+            session.execute(
+                "INSERT INTO decay_runs VALUES (?, CAST(? AS TIMESTAMP), ?, ?, ?)",
+                params=[
+                    week_start,
+                    moment.replace(tzinfo=None),
+                    result.decayed,
+                    result.deprecated,
+                    result.deleted,
+                ],
+            )
         return result
 
 
@@ -331,7 +408,9 @@ def top(db: Path, tier: str | None = None, limit: int = 20) -> pd.DataFrame:
         session = Session(connection=con)
         session.check(rendered)
         where = "status = 'active'" + (f" AND tier = {lit(tier)}" if tier else "")
-        return session.frame(f"SELECT CAST(instinct_id AS VARCHAR) AS instinct_id, tier, injection_method, composite, "
-                           f"frequency_score, effectiveness_score, human_score, domain, trigger_text, action_text "
-                           f"FROM ({rendered.text}) WHERE {where} "
-                             f"ORDER BY composite DESC NULLS LAST, instinct_id LIMIT {int(limit)}")
+        return session.frame(
+            f"SELECT CAST(instinct_id AS VARCHAR) AS instinct_id, tier, injection_method, composite, "
+            f"frequency_score, effectiveness_score, human_score, domain, trigger_text, action_text "
+            f"FROM ({rendered.text}) WHERE {where} "
+            f"ORDER BY composite DESC NULLS LAST, instinct_id LIMIT {int(limit)}"
+        )

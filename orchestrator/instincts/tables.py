@@ -6,37 +6,58 @@ from .policy import TRIGGERS
 
 COUNTS = TableContract(
     name="instinct_counts",
-    columns=(Column("instinct_id", "id"), Column("observation_count", "count", min=0),
-             Column("contradiction_count", "count", min=0), Column("positive_count", "count", min=0),
-             Column("application_count", "count", min=0), Column("approvals", "count", min=0),
-             Column("rejections", "count", min=0), Column("reflect_approved", "number", min=0, max=1)),
+    columns=(
+        Column("instinct_id", "id"),
+        Column("observation_count", "count", min=0),
+        Column("contradiction_count", "count", min=0),
+        Column("positive_count", "count", min=0),
+        Column("application_count", "count", min=0),
+        Column("approvals", "count", min=0),
+        Column("rejections", "count", min=0),
+        Column("reflect_approved", "number", min=0, max=1),
+    ),
     key=("instinct_id",),
     allow_empty=True,
 )
 
 EVENTS = TableContract(
     name="instinct_events",
-    columns=(Column("event_id", "id"), Column("instinct_id", "id"),
-             Column("event_type", "text", choices=TRIGGERS), Column("occurred_at", "time"),
-             Column("session_id", "id", required=False),
-             Column("outcome", "text", required=False, choices=("positive", "negative", "neutral")),
-             Column("description", "text", required=False), Column("signals", "text", required=False)),
+    columns=(
+        Column("event_id", "id"),
+        Column("instinct_id", "id"),
+        Column("event_type", "text", choices=TRIGGERS),
+        Column("occurred_at", "time"),
+        Column("session_id", "id", required=False),
+        Column("outcome", "text", required=False, choices=("positive", "negative", "neutral")),
+        Column("description", "text", required=False),
+        Column("signals", "text", required=False),
+    ),
     key=("event_id",),
     allow_empty=True,
 )
 
 START = TableContract(
     name="instinct_start",
-    columns=(Column("instinct_id", "id"), Column("freq_score", "number", min=0, max=1),
-             Column("eff_score", "number", min=0, max=1), Column("human_score", "number", min=0, max=1)),
+    columns=(
+        Column("instinct_id", "id"),
+        Column("freq_score", "number", min=0, max=1),
+        Column("eff_score", "number", min=0, max=1),
+        Column("human_score", "number", min=0, max=1),
+    ),
     key=("instinct_id",),
     allow_empty=True,
 )
 
 NEW_INSTINCTS = TableContract(
     name="new_instincts",
-    columns=(Column("id", "id"), Column("trigger_text", "text"), Column("action_text", "text"),
-             Column("domain", "text"), Column("user_id", "id"), Column("project_id", "id", required=False),
-             Column("source", "text", required=False)),
+    columns=(
+        Column("id", "id"),
+        Column("trigger_text", "text"),
+        Column("action_text", "text"),
+        Column("domain", "text"),
+        Column("user_id", "id"),
+        Column("project_id", "id", required=False),
+        Column("source", "text", required=False),
+    ),
     key=("id",),
 )

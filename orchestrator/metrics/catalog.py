@@ -17,8 +17,15 @@ MAX_K = 1_000_000_000
 DEFAULT_LABEL_K = 10  # `duckscore labels`: a query with no relevant document in its top k is bad
 
 # metric -> needs a cutoff (the others without @k use the whole run, as ranx with k = 0)
-METRICS: dict[str, bool] = {"ndcg": False, "recall": False, "precision": True, "mrr": False,
-                            "map": False, "hit_rate": False, "hits": False}
+METRICS: dict[str, bool] = {
+    "ndcg": False,
+    "recall": False,
+    "precision": True,
+    "mrr": False,
+    "map": False,
+    "hit_rate": False,
+    "hits": False,
+}
 _KNOWN = "ndcg@k, recall@k, precision@k, mrr@k, map, map@k, hit_rate@k, hits@k"
 _SPEC = re.compile(r"(?P<name>[A-Za-z_]+)(?:@(?P<k>.*))?", re.DOTALL)
 
@@ -62,7 +69,9 @@ def parse_metrics(spec: str | Sequence[str]) -> list[Metric]:
         match = _SPEC.fullmatch(key)
         name = match.group("name").lower() if match else key.lower()
         if match is None or name not in METRICS:
-            raise MetricError(f"--metrics: unknown metric {key!r}{_did_you_mean(key)} (known: {_KNOWN})")
+            raise MetricError(
+                f"--metrics: unknown metric {key!r}{_did_you_mean(key)} (known: {_KNOWN})"
+            )
         k_text = match.group("k")
         needs_k = METRICS[name]
         if k_text is None:
@@ -71,8 +80,10 @@ def parse_metrics(spec: str | Sequence[str]) -> list[Metric]:
             k = None
         else:
             if not re.fullmatch(r"[1-9][0-9]{0,9}", k_text) or int(k_text) > MAX_K:
-                raise MetricError(f"--metrics: bad cutoff in {key!r}: k must be a whole number "
-                                  f"from 1 to {MAX_K} (written without sign or leading zeros)")
+                raise MetricError(
+                    f"--metrics: bad cutoff in {key!r}: k must be a whole number "
+                    f"from 1 to {MAX_K} (written without sign or leading zeros)"
+                )
             k = int(k_text)
         if (name, k) in seen:
             raise MetricError(f"--metrics: {key!r} is listed twice (as {seen[(name, k)]!r})")
@@ -92,5 +103,5 @@ def _did_you_mean(key: str) -> str:
     close = difflib.get_close_matches(name, list(METRICS), n=1)
     if not close:
         return ""
-    tail = key[len(name):] if "@" in key else ("@k" if METRICS[close[0]] else "")
+    tail = key[len(name) :] if "@" in key else ("@k" if METRICS[close[0]] else "")
     return f" (did you mean {close[0] + tail!r}?)"

@@ -33,7 +33,7 @@ from ..core.render import RenderedSQL, render
 from ..core.session import Session
 from ..core.tables import OpenedInput
 from .catalog import DEFAULT_LABEL_K, MAX_K
-from .tables import UNJUDGED_RUN_QUERIES, open_qrels, open_run
+from .tables import UNJUDGED_RUN_QUERIES, open_judged_run
 
 LABELS = ("good", "ambiguous", "bad")
 COLUMNS = ("query_id", "label", "top1_doc_id", "first_relevant_rank", "n_relevant")
@@ -71,12 +71,18 @@ def check_k(k: object) -> int:
 
 def render_labels(k: int, order_by: str, final: str = "labels") -> RenderedSQL:
     """The labels SQL over the views eval_run and eval_qrels; `final` selects one stage."""
-    return render("metrics/labels.sql", k=check_k(k), order_by=order_by, final=final,
-                  inputs={"run": "eval_run", "qrels": "eval_qrels"})
+    return render(
+        "metrics/labels.sql",
+        k=check_k(k),
+        order_by=order_by,
+        final=final,
+        inputs={"run": "eval_run", "qrels": "eval_qrels"},
+    )
 
 
-def make_labels(run: Table, qrels: Table,
-                k: int = DEFAULT_LABEL_K, settings: EngineSettings | None = None) -> pd.DataFrame:
+def make_labels(
+    run: Table, qrels: Table, k: int = DEFAULT_LABEL_K, settings: EngineSettings | None = None
+) -> pd.DataFrame:
     """Label every judged query of `run` (each input a path, glob, folder or DataFrame).
 
     Returns one row per query judged in `qrels`, ordered by query_id, with the columns
@@ -87,28 +93,37 @@ def make_labels(run: Table, qrels: Table,
     return run_labels(run, qrels, k, settings).labels
 
 
-def run_labels(run: Table, qrels: Table,
-               k: int = DEFAULT_LABEL_K, settings: EngineSettings | None = None,
-               progress: Progress = SILENT) -> LabelsResult:
+def run_labels(
+    run: Table,
+    qrels: Table,
+    k: int = DEFAULT_LABEL_K,
+    settings: EngineSettings | None = None,
+    progress: Progress = SILENT,
+) -> LabelsResult:
     """`make_labels` with everything the CLI reports: counts, columns used, rendered SQL."""
     k = check_k(k)
     with Session(settings, progress) as session:
-        progress.step("checking inputs")
-        run_input, order_by, run_doc = open_run(session, run)
-        qrels_input, qrels_doc = open_qrels(session, qrels)
-        progress.step(f"labelling {run_input.rows:,} run rows against {qrels_input.rows:,} judgments")
-        rendered = render_labels(k, order_by)
+        judged = open_judged_run(session, run, qrels)
+        progress.step(
+            f"labelling {judged.run.rows:,} run rows against {judged.qrels.rows:,} judgments"
+        )
+        rendered = render_labels(k, judged.order_by)
         session.create("query_labels", rendered)
         frame = session.frame("SELECT * FROM query_labels ORDER BY query_id")
         unlabelled = session.first_row(UNJUDGED_RUN_QUERIES)
     frame = _typed(frame)
     counts = {label: int((frame["label"] == label).sum()) for label in LABELS}
     return LabelsResult(
-        labels=frame, counts=counts, k=k,
+        labels=frame,
+        counts=counts,
+        k=k,
         queries_without_run=int(frame["top1_doc_id"].isna().sum()),
         run_queries_unlabelled=int(unlabelled[0]) if unlabelled else 0,
-        order_by=order_by, run_doc_column=run_doc, qrels_doc_column=qrels_doc,
-        inputs=dict(session.inputs), rendered=rendered,
+        order_by=judged.order_by,
+        run_doc_column=judged.run_doc_column,
+        qrels_doc_column=judged.qrels_doc_column,
+        inputs=dict(session.inputs),
+        rendered=rendered,
     )
 
 
@@ -117,8 +132,9 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     first_relevant_rank as nullable Int64, n_relevant as int64."""
     frame = frame.loc[:, list(COLUMNS)].reset_index(drop=True)
     for column in ("query_id", "label", "top1_doc_id"):
-        frame[column] = pd.Series([None if pd.isna(v) else str(v) for v in frame[column]],
-                                  dtype=object)
+        frame[column] = pd.Series(
+            [None if pd.isna(v) else str(v) for v in frame[column]], dtype=object
+        )
     frame["first_relevant_rank"] = frame["first_relevant_rank"].astype("Int64")
     frame["n_relevant"] = frame["n_relevant"].astype("int64")
     return frame
@@ -133,16 +149,24 @@ def write_labels(frame: pd.DataFrame, path: str | Path) -> None:
     """Write the labels as Parquet (CSV when `path` ends with .csv), atomically: a temporary
     sibling, then a rename. On failure the destination is left as it was."""
     target = Path(path)
-    write_frame(frame, target, select=(
-        "SELECT CAST(query_id AS VARCHAR) AS query_id, CAST(label AS VARCHAR) AS label, "
-        "CAST(top1_doc_id AS VARCHAR) AS top1_doc_id, "
-        "CAST(first_relevant_rank AS BIGINT) AS first_relevant_rank, "
-        "CAST(n_relevant AS BIGINT) AS n_relevant FROM frame"), fmt="csv" if output_format(target) == "csv" else "parquet")
+    write_frame(
+        frame,
+        target,
+        select=(
+            "SELECT CAST(query_id AS VARCHAR) AS query_id, CAST(label AS VARCHAR) AS label, "
+            "CAST(top1_doc_id AS VARCHAR) AS top1_doc_id, "
+            "CAST(first_relevant_rank AS BIGINT) AS first_relevant_rank, "
+            "CAST(n_relevant AS BIGINT) AS n_relevant FROM frame"
+        ),
+        fmt="csv" if output_format(target) == "csv" else "parquet",
+    )
 
 
 def format_summary(result: LabelsResult) -> str:
     """The one line `duckscore labels` prints: counts per label and the queries not labelled."""
     counts = ", ".join(f"{label} {result.counts[label]:,}" for label in LABELS)
-    return (f"{result.queries:,} queries labelled at k={result.k}: {counts} "
-            f"({result.queries_without_run:,} without run rows); "
-            f"{result.run_queries_unlabelled:,} run queries without judgments not labelled")
+    return (
+        f"{result.queries:,} queries labelled at k={result.k}: {counts} "
+        f"({result.queries_without_run:,} without run rows); "
+        f"{result.run_queries_unlabelled:,} run queries without judgments not labelled"
+    )

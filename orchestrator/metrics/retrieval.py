@@ -28,10 +28,11 @@ from ..core.render import RenderedSQL, render
 from ..core.session import Session
 from ..core.tables import OpenedInput
 from .catalog import DEFAULT_METRICS, Metric, parse_metrics
-from .tables import UNJUDGED_RUN_QUERIES, open_qrels, open_run
+from .tables import UNJUDGED_RUN_QUERIES, open_judged_run
 
 if TYPE_CHECKING:
     import pandas as pd
+
 
 @dataclass(frozen=True)
 class EvalResult:
@@ -51,7 +52,9 @@ class EvalResult:
 def render_per_query(metrics: list[Metric], order_by: str, final: str = "per_query") -> RenderedSQL:
     cutoffs = sorted({m.k for m in metrics}, key=lambda k: (k is None, k or 0))
     return render(
-        "metrics/per_query.sql", final=final, order_by=order_by,
+        "metrics/per_query.sql",
+        final=final,
+        order_by=order_by,
         metrics=[m.context for m in metrics],
         cutoffs=[{"k": k, "suffix": Metric("", "", k).suffix} for k in cutoffs],
         inputs={"run": "eval_run", "qrels": "eval_qrels"},
@@ -59,13 +62,20 @@ def render_per_query(metrics: list[Metric], order_by: str, final: str = "per_que
 
 
 def render_means(metrics: list[Metric]) -> RenderedSQL:
-    return render("metrics/means.sql", metrics=[m.context for m in metrics],
-                  inputs={"per_query": "eval_per_query"})
+    return render(
+        "metrics/means.sql",
+        metrics=[m.context for m in metrics],
+        inputs={"per_query": "eval_per_query"},
+    )
 
 
-def evaluate(run: Table, qrels: Table, metrics: str | Sequence[str] = DEFAULT_METRICS,
-             settings: EngineSettings | None = None,
-             progress: Progress = SILENT) -> tuple[dict[str, float], pd.DataFrame]:
+def evaluate(
+    run: Table,
+    qrels: Table,
+    metrics: str | Sequence[str] = DEFAULT_METRICS,
+    settings: EngineSettings | None = None,
+    progress: Progress = SILENT,
+) -> tuple[dict[str, float], pd.DataFrame]:
     """Evaluate `run` against `qrels` (each a path, glob, folder or DataFrame).
 
     Returns the means keyed by metric name exactly as given (in the given order) and one row per
@@ -76,17 +86,21 @@ def evaluate(run: Table, qrels: Table, metrics: str | Sequence[str] = DEFAULT_ME
     return result.means, result.per_query
 
 
-def run_evaluation(run: Table, qrels: Table, metrics: str | Sequence[str] = DEFAULT_METRICS,
-                   settings: EngineSettings | None = None,
-                   progress: Progress = SILENT) -> EvalResult:
+def run_evaluation(
+    run: Table,
+    qrels: Table,
+    metrics: str | Sequence[str] = DEFAULT_METRICS,
+    settings: EngineSettings | None = None,
+    progress: Progress = SILENT,
+) -> EvalResult:
     """`evaluate` with everything the CLI reports: query counts, columns used, rendered SQL."""
     parsed = parse_metrics(metrics)
     with Session(settings, progress) as session:
-        progress.step("checking inputs")
-        run_input, order_by, run_doc = open_run(session, run)
-        qrels_input, qrels_doc = open_qrels(session, qrels)
-        progress.step(f"evaluating {run_input.rows:,} run rows against {qrels_input.rows:,} judgments")
-        per_query_sql = render_per_query(parsed, order_by)
+        judged = open_judged_run(session, run, qrels)
+        progress.step(
+            f"evaluating {judged.run.rows:,} run rows against {judged.qrels.rows:,} judgments"
+        )
+        per_query_sql = render_per_query(parsed, judged.order_by)
         session.create("eval_per_query", per_query_sql)
         means_sql = render_means(parsed)
         session.create("eval_means", means_sql)
@@ -95,12 +109,17 @@ def run_evaluation(run: Table, qrels: Table, metrics: str | Sequence[str] = DEFA
         values = session.frame("SELECT * FROM eval_means").iloc[0].to_dict()
         ignored = session.first_row(UNJUDGED_RUN_QUERIES)
     return EvalResult(
-        means={m.key: float(values[m.column]) for m in parsed}, per_query=frame, metrics=parsed,
+        means={m.key: float(values[m.column]) for m in parsed},
+        per_query=frame,
+        metrics=parsed,
         queries=int(values["n_queries"]),
         queries_without_run=int((frame["n_retrieved"] == 0).sum()),
         run_queries_ignored=int(ignored[0]) if ignored else 0,
-        order_by=order_by, run_doc_column=run_doc, qrels_doc_column=qrels_doc,
-        inputs=dict(session.inputs), rendered=[per_query_sql, means_sql],
+        order_by=judged.order_by,
+        run_doc_column=judged.run_doc_column,
+        qrels_doc_column=judged.qrels_doc_column,
+        inputs=dict(session.inputs),
+        rendered=[per_query_sql, means_sql],
     )
 
 
@@ -115,6 +134,9 @@ def format_table(result: EvalResult) -> str:
     lines = [f"{'metric':<{width}}{'mean':>10}"]
     for metric in result.metrics:
         lines.append(f"{metric.key:<{width}}{result.means[metric.key]:>10.6f}")
-    lines += ["", f"{result.queries:,} queries evaluated ({result.queries_without_run:,} without "
-                  f"run rows); {result.run_queries_ignored:,} run queries without judgments ignored"]
+    lines += [
+        "",
+        f"{result.queries:,} queries evaluated ({result.queries_without_run:,} without "
+        f"run rows); {result.run_queries_ignored:,} run queries without judgments ignored",
+    ]
     return "\n".join(lines)

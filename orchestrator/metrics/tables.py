@@ -9,6 +9,7 @@ qrels' is `doc_id`, else `parent_id`. Errors then name the column as the user wr
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from ..core.errors import InputError
 from ..core.inputs import Table, open_input
@@ -75,28 +76,65 @@ def first_present(columns: Iterable[str], choices: tuple[str, ...]) -> str | Non
     return next((c for c in choices if c in present), None)
 
 
+@dataclass(frozen=True)
+class JudgedRun:
+    """A run and its judgments, opened as the views eval_run and eval_qrels."""
+
+    run: OpenedInput
+    qrels: OpenedInput
+    order_by: str  # 'rank' or 'score'
+    run_doc_column: str
+    qrels_doc_column: str
+
+
+def open_judged_run(session: Session, run: Table, qrels: Table) -> JudgedRun:
+    """The views eval_run and eval_qrels, each checked against its contract."""
+    session.progress.step("checking inputs")
+    run_input, order_by, run_doc = open_run(session, run)
+    qrels_input, qrels_doc = open_qrels(session, qrels)
+    return JudgedRun(run_input, qrels_input, order_by, run_doc, qrels_doc)
+
+
 def open_run(session: Session, given: Table) -> tuple[OpenedInput, str, str]:
     """Create the view eval_run(query_id, doc_id, score, rank); return the opened input, the
     ordering used ('rank' or 'score') and the column read as the document id."""
-    opened, doc, names, shown = _open_judged(session, "run", given, "--run", RUN_DOC_COLUMNS,
-                                             run_contract, "eval_run", "score, rank")
+    opened, doc, names, shown = _open_judged(
+        session, "run", given, "--run", RUN_DOC_COLUMNS, run_contract, "eval_run", "score, rank"
+    )
     order_by = first_present(names, RUN_ORDER_COLUMNS)
     if order_by is None:
-        raise InputError(f"--run ({shown}): needs a rank or a score column "
-                         f"(columns: {', '.join(names) or 'none'})")
+        raise InputError(
+            f"--run ({shown}): needs a rank or a score column "
+            f"(columns: {', '.join(names) or 'none'})"
+        )
     return opened, order_by, doc
 
 
 def open_qrels(session: Session, given: Table) -> tuple[OpenedInput, str]:
     """Create the view eval_qrels(query_id, doc_id, relevance)."""
-    opened, doc, _, _ = _open_judged(session, "qrels", given, "--qrels", QRELS_DOC_COLUMNS,
-                                     qrels_contract, "eval_qrels", "relevance")
+    opened, doc, _, _ = _open_judged(
+        session,
+        "qrels",
+        given,
+        "--qrels",
+        QRELS_DOC_COLUMNS,
+        qrels_contract,
+        "eval_qrels",
+        "relevance",
+    )
     return opened, doc
 
 
-def _open_judged(session: Session, name: str, given: Table, label: str,
-                 doc_columns: tuple[str, ...], contract_for: Callable[[str], TableContract],
-                 view: str, columns: str) -> tuple[OpenedInput, str, list[str], str]:
+def _open_judged(
+    session: Session,
+    name: str,
+    given: Table,
+    label: str,
+    doc_columns: tuple[str, ...],
+    contract_for: Callable[[str], TableContract],
+    view: str,
+    columns: str,
+) -> tuple[OpenedInput, str, list[str], str]:
     """Open a run or qrels input whose document column is the first of `doc_columns` present,
     and create `view` as SELECT query_id, <doc> AS doc_id, `columns`. Returns the opened input,
     the document column, the column names and the input as shown in messages."""
@@ -107,9 +145,13 @@ def _open_judged(session: Session, name: str, given: Table, label: str,
     doc = first_present(names, doc_columns)
     if doc is None:
         others = ", ".join(repr(c) for c in doc_columns[1:])
-        raise InputError(f"{label} ({shown}): missing column 'doc_id' (or {others}) "
-                         f"(columns: {', '.join(names) or 'none'})")
+        raise InputError(
+            f"{label} ({shown}): missing column 'doc_id' (or {others}) "
+            f"(columns: {', '.join(names) or 'none'})"
+        )
     opened = session.open(name, contract_for(doc), given, label)
-    session.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT query_id, {ident(doc)} AS doc_id, "
-                    f"{columns} FROM {view}_input")
+    session.execute(
+        f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT query_id, {ident(doc)} AS doc_id, "
+        f"{columns} FROM {view}_input"
+    )
     return opened, doc, names, shown

@@ -30,11 +30,18 @@ class RunResult:
     manifest: dict[str, Any]
 
 
-def run(log: Table, out_dir: str | Path, recipe: str = "hybrid_v1",
-        policy: str = "overall_v1", recipe_overrides: list[str] | None = None,
-        policy_overrides: list[str] | None = None, queries: Table | None = None,
-        top_n: int = 5, settings: EngineSettings | None = None,
-        progress: Progress = SILENT) -> RunResult:
+def run(
+    log: Table,
+    out_dir: str | Path,
+    recipe: str = "hybrid_v1",
+    policy: str = "overall_v1",
+    recipe_overrides: list[str] | None = None,
+    policy_overrides: list[str] | None = None,
+    queries: Table | None = None,
+    top_n: int = 5,
+    settings: EngineSettings | None = None,
+    progress: Progress = SILENT,
+) -> RunResult:
     """Fuse then score into out_dir: fused.parquet, parent_features.parquet, parents.parquet,
     queries.parquet, contract.jsonl, manifest.json (recipe and policy) and the rendered SQL."""
     if top_n < 1:
@@ -42,7 +49,9 @@ def run(log: Table, out_dir: str | Path, recipe: str = "hybrid_v1",
     loaded_recipe = load_policy(FUSE_RECIPE, recipe, recipe_overrides)
     loaded_policy = load_policy(SCORE_POLICY, policy, policy_overrides)
     with Session(settings, progress) as session:
-        progress.step(f"checking the log (recipe {loaded_recipe.version}, policy {loaded_policy.version})")
+        progress.step(
+            f"checking the log (recipe {loaded_recipe.version}, policy {loaded_policy.version})"
+        )
         opened, fuse_plan = open_log(session, log, loaded_recipe)
         if queries is not None:
             session.open("queries", QUERY_IDS, queries, "--queries")
@@ -53,9 +62,19 @@ def run(log: Table, out_dir: str | Path, recipe: str = "hybrid_v1",
             create_score_tables(session, loaded_policy, top_n, with_query_ids=queries is not None)
             progress.step("writing scores and the contract")
             write_score_outputs(out)
-            manifest = out.manifest("run", fuse_plan.recipe.as_record(),
-                                    {"settings": session.settings.record()},
-                                    **manifest_fields(fuse_plan),
-                                    score_policy=loaded_policy.as_record(), top_n=top_n)
-    return RunResult(Path(out_dir), fuse_plan.recipe, loaded_policy, out.counts["queries.parquet"],
-                     out.counts["parents.parquet"], manifest)
+            manifest = out.manifest(
+                "run",
+                fuse_plan.recipe.as_record(),
+                {"settings": session.settings.record()},
+                **manifest_fields(fuse_plan),
+                score_policy=loaded_policy.as_record(),
+                top_n=top_n,
+            )
+    return RunResult(
+        Path(out_dir),
+        fuse_plan.recipe,
+        loaded_policy,
+        out.counts["queries.parquet"],
+        out.counts["parents.parquet"],
+        manifest,
+    )

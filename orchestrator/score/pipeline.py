@@ -26,10 +26,16 @@ class ScoreResult:
     manifest: dict[str, Any]
 
 
-def score(features: Table, out_dir: str | Path, policy: str = "overall_v1",
-          overrides: list[str] | None = None, queries: Table | None = None,
-          top_n: int = 5, settings: EngineSettings | None = None,
-          progress: Progress = SILENT) -> ScoreResult:
+def score(
+    features: Table,
+    out_dir: str | Path,
+    policy: str = "overall_v1",
+    overrides: list[str] | None = None,
+    queries: Table | None = None,
+    top_n: int = 5,
+    settings: EngineSettings | None = None,
+    progress: Progress = SILENT,
+) -> ScoreResult:
     """Score parent features into `out_dir`: parents.parquet, queries.parquet, contract.jsonl,
     manifest.json and the rendered SQL. Nothing is written unless everything succeeds."""
     if top_n < 1:
@@ -41,12 +47,23 @@ def score(features: Table, out_dir: str | Path, policy: str = "overall_v1",
         if queries is not None:
             session.open("queries", QUERY_IDS, queries, "--queries")
         progress.step(f"scoring {opened.rows:,} candidate parents")
-        create_score_tables(session, loaded, top_n, with_query_ids=queries is not None,
-                            where=f"--features ({opened.given})")
+        create_score_tables(
+            session,
+            loaded,
+            top_n,
+            with_query_ids=queries is not None,
+            where=f"--features ({opened.given})",
+        )
         progress.step("writing outputs")
         with session.publish(out_dir) as out:
             write_score_outputs(out)
-            manifest = out.manifest("score", loaded.as_record(),
-                                    {"top_n": top_n, **session.settings.record()})
-    return ScoreResult(Path(out_dir), loaded, out.counts["queries.parquet"],
-                       out.counts["parents.parquet"], manifest)
+            manifest = out.manifest(
+                "score", loaded.as_record(), {"top_n": top_n, **session.settings.record()}
+            )
+    return ScoreResult(
+        Path(out_dir),
+        loaded,
+        out.counts["queries.parquet"],
+        out.counts["parents.parquet"],
+        manifest,
+    )

@@ -10,25 +10,62 @@ from ..core.session import Output, Session
 from .policy import evidence_columns
 
 # every CTE of the two templates, in order: parents.sql up to scored_parents, then queries.sql
-STAGES = ("features", "bounds", "normalized", "subscores", "combined", "ranked", "top_two",
-          "flagged", "scored_parents", "per_query", "all_queries", "decisions", "contract")
-CONTRACT_COLUMNS = ("query_id", "best_parent_id", "best_overall_score", "confidence_level",
-                    "top2_ratio", "need_hitl", "web_fallback")
+STAGES = (
+    "features",
+    "bounds",
+    "normalized",
+    "subscores",
+    "combined",
+    "ranked",
+    "top_two",
+    "flagged",
+    "scored_parents",
+    "per_query",
+    "all_queries",
+    "decisions",
+    "contract",
+)
+CONTRACT_COLUMNS = (
+    "query_id",
+    "best_parent_id",
+    "best_overall_score",
+    "confidence_level",
+    "top2_ratio",
+    "need_hitl",
+    "web_fallback",
+)
 
 
-def render_parents(policy: Policy, final: str = "scored_parents",
-                   features_table: str = "parent_features", ordered: bool = True) -> RenderedSQL:
-    return render("score/parents.sql", policy=policy.parameters,
-                  inputs={"parent_features": features_table}, final=final, ordered=ordered)
-
-
-def render_queries(policy: Policy, top_n: int, standalone: bool, with_query_ids: bool,
-                   final: str = "contract") -> RenderedSQL:
+def render_parents(
+    policy: Policy,
+    final: str = "scored_parents",
+    features_table: str = "parent_features",
+    ordered: bool = True,
+) -> RenderedSQL:
     return render(
-        "score/queries.sql", policy=policy.parameters, policy_version=policy.version, top_n=top_n,
-        standalone=standalone, final=final,
-        inputs={"parent_features": "parent_features", "scored_parents": "scored_parents",
-                "query_ids": "query_ids" if with_query_ids else None},
+        "score/parents.sql",
+        policy=policy.parameters,
+        inputs={"parent_features": features_table},
+        final=final,
+        ordered=ordered,
+    )
+
+
+def render_queries(
+    policy: Policy, top_n: int, standalone: bool, with_query_ids: bool, final: str = "contract"
+) -> RenderedSQL:
+    return render(
+        "score/queries.sql",
+        policy=policy.parameters,
+        policy_version=policy.version,
+        top_n=top_n,
+        standalone=standalone,
+        final=final,
+        inputs={
+            "parent_features": "parent_features",
+            "scored_parents": "scored_parents",
+            "query_ids": "query_ids" if with_query_ids else None,
+        },
     )
 
 
@@ -39,26 +76,40 @@ def render_stage(policy: Policy, stage: str, top_n: int = 5) -> RenderedSQL:
     return render_queries(policy, top_n, standalone=True, with_query_ids=False, final=stage)
 
 
-def check_evidence_columns(session: Session, policy: Policy, where: str,
-                           features_table: str = "parent_features") -> None:
+def check_evidence_columns(
+    session: Session, policy: Policy, where: str, features_table: str = "parent_features"
+) -> None:
     """An optional column the input lacks reads as NULL in the typed view: require values."""
     for name in evidence_columns(policy.parameters):
-        nulls = session.first_row(f"SELECT count(*) FILTER (WHERE {ident(name)} IS NULL) "
-                                  f"FROM {ident(features_table)}")
+        nulls = session.first_row(
+            f"SELECT count(*) FILTER (WHERE {ident(name)} IS NULL) FROM {ident(features_table)}"
+        )
         if nulls and nulls[0]:
-            raise InputError(f"{where}: policy {policy.version} needs column {name!r} (missing, or "
-                             f"null in {nulls[0]:,} rows), which `duckscore fuse` writes to "
-                             f"parent_features.parquet")
+            raise InputError(
+                f"{where}: policy {policy.version} needs column {name!r} (missing, or "
+                f"null in {nulls[0]:,} rows), which `duckscore fuse` writes to "
+                f"parent_features.parquet"
+            )
 
 
-def create_score_tables(session: Session, policy: Policy, top_n: int, with_query_ids: bool,
-                        where: str = "--features", features_table: str = "parent_features") -> None:
+def create_score_tables(
+    session: Session,
+    policy: Policy,
+    top_n: int,
+    with_query_ids: bool,
+    where: str = "--features",
+    features_table: str = "parent_features",
+) -> None:
     """The temp tables scored_parents and score_contract, from the view `features_table` (and
     query_ids, when `with_query_ids`)."""
     check_evidence_columns(session, policy, where, features_table)
-    session.create("scored_parents", render_parents(policy, features_table=features_table, ordered=False))
-    session.create("score_contract", render_queries(policy, top_n, standalone=False,
-                                                    with_query_ids=with_query_ids))
+    session.create(
+        "scored_parents", render_parents(policy, features_table=features_table, ordered=False)
+    )
+    session.create(
+        "score_contract",
+        render_queries(policy, top_n, standalone=False, with_query_ids=with_query_ids),
+    )
 
 
 def write_score_outputs(out: Output) -> None:

@@ -1,5 +1,5 @@
 {#-
-The `ranked` stage shared by sql/metrics/per_query.sql and sql/labels/labels.sql, so `eval` and
+The `ranked` stage shared by sql/metrics/per_query.sql and sql/metrics/labels.sql, so `eval` and
 `labels` order a run identically: positions 1, 2, … per query by rank ascending
 (order_by = 'rank') or score descending ('score'), ties by doc_id ascending. Imported
 `with context`; reads inputs.run and order_by.

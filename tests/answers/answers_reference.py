@@ -245,10 +245,7 @@ def phrase_occurs(text: str, phrase: str) -> bool:
 
 def has_conclusion(text: str, phrases: Sequence[str]) -> bool:
     low = text.lower()
-    for phrase in phrases:
-        if phrase_occurs(low, phrase.lower()):
-            return True
-    return False
+    return any(phrase_occurs(low, phrase.lower()) for phrase in phrases)
 
 
 # --------------------------------------------------------------------------------------------
@@ -420,7 +417,7 @@ def score_answer(
     row.update(total=total, percentage=percentage, score_level=score_level)
 
     # contradiction events
-    counts = {sev: 0 for sev in SEVERITIES}
+    counts = dict.fromkeys(SEVERITIES, 0)
     for sev in events:
         if sev not in counts:
             raise ValueError(f"unknown severity {sev!r}")
@@ -435,7 +432,8 @@ def score_answer(
         contradictions_high=counts["high"],
         contradictions_medium=counts["medium"],
         contradictions_low=counts["low"],
-        contradiction_warning=counts["low"] > 0,
+        # a warning for each severity the policy maps to "warn" rather than to a level
+        contradiction_warning=any(counts[sev] > 0 and rules[sev] == "warn" for sev in counts),
         level=level,
         answer_policy_version=version,
     )

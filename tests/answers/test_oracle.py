@@ -10,6 +10,7 @@ carry a few hand-stated expectations (`expect`), checked against both the refere
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+
 from duckscore.answers.pipeline import score_answers
 
 from .answers_reference import (
@@ -128,7 +130,8 @@ def run_cases(
     )
     frame = pd.read_parquet(out_dir / "answers.parquet")
     by_id = {row["answer_id"]: row for row in frame.to_dict("records")}
-    version, params = load_params(POLICIES / f"{policy}.yaml")
+    path = Path(policy) if policy.endswith(".yaml") else POLICIES / f"{policy}.yaml"
+    version, params = load_params(path)
     got: dict[str, dict[str, Any]] = {}
     ref: dict[str, dict[str, Any]] = {}
     for c in cases:
@@ -661,6 +664,35 @@ def test_paragraphs(zh_run: Run, name: str) -> None:
 @pytest.mark.parametrize("name", _names(EVENT_CASES))
 def test_contradiction_events(zh_run: Run, name: str) -> None:
     check(zh_run, name)
+
+
+def test_a_policy_mapping_medium_to_warn(tmp_path: Path) -> None:
+    """The warning follows the policy's mapping, not the severity's name: with medium -> warn, a
+    medium event warns and lowers nothing (SQL and reference alike, and by hand below)."""
+    text = (POLICIES / "answer_v1.yaml").read_text(encoding="utf-8")
+    assert "    medium: medium\n" in text
+    policy = tmp_path / "answer_warn_medium.yaml"
+    policy.write_text(
+        text.replace("    medium: medium\n", "    medium: warn\n").replace(
+            "answer_policy_version: answer_v1", "answer_policy_version: answer_warn_medium"
+        ),
+        encoding="utf-8",
+    )
+    cases = [dataclasses.replace(c, expect={}) for c in EVENT_CASES]
+    run = run_cases(cases, str(policy), tmp_path / "out")
+    for name in run.cases:
+        check(run, name)
+    by_hand = {  # case: (level, warning)
+        "events_two_medium_on_high": ("high", True),
+        "events_medium_on_low": ("low", True),
+        "events_all_severities_on_high": ("low", True),
+        "events_high_on_high": ("low", False),
+    }
+    for name, (level, warning) in by_hand.items():
+        assert (run.got[name]["level"], bool(run.got[name]["contradiction_warning"])) == (
+            level,
+            warning,
+        )
 
 
 # --------------------------------------------------------------------------------------------

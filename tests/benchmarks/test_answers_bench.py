@@ -7,19 +7,26 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from duckscore.answers.pipeline import score_answers
-from duckscore.core.connection import EngineSettings
 
 from benchmarks.answers_pandas import compare, run_pandas
 from benchmarks.synthetic_answers import generate
+from duckscore.answers.pipeline import score_answers
+from duckscore.core.connection import EngineSettings
 
 INPUTS = ("answers", "citations", "chunks", "events")
 
 
 def both(data: Path, tmp_path: Path, policy: str = "answer_v1") -> tuple[Path, Path]:
     tables = {name: data / f"{name}.parquet" for name in INPUTS}
-    score_answers(tables["answers"], tables["citations"], tables["chunks"], tmp_path / "duckscore",
-                  policy=policy, events=tables["events"], settings=EngineSettings(threads=2))
+    score_answers(
+        tables["answers"],
+        tables["citations"],
+        tables["chunks"],
+        tmp_path / "duckscore",
+        policy=policy,
+        events=tables["events"],
+        settings=EngineSettings(threads=2),
+    )
     run_pandas(data, tmp_path / "pandas", policy)
     return tmp_path / "duckscore" / "answers.parquet", tmp_path / "pandas" / "answers.parquet"
 
@@ -32,7 +39,9 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("policy", ["answer_v1", "answer_v1_en"])
-def test_a_synthetic_set_gives_the_same_answers(synthetic: Path, tmp_path: Path, policy: str) -> None:
+def test_a_synthetic_set_gives_the_same_answers(
+    synthetic: Path, tmp_path: Path, policy: str
+) -> None:
     assert compare(*both(synthetic, tmp_path, policy)) == []
 
 
@@ -55,17 +64,30 @@ EDGE_TEXTS = {
 def edge_cases(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data = tmp_path_factory.mktemp("answers_edge")
     ids = list(EDGE_TEXTS)
-    pd.DataFrame({"answer_id": ids, "query_id": ["q"] * len(ids), "answer_text": list(EDGE_TEXTS.values()),
-                  "retrieved_count": [0, 3, 40, 20, 10, 5, 1, 2, 7, 30, 0]}).to_parquet(data / "answers.parquet")
+    pd.DataFrame(
+        {
+            "answer_id": ids,
+            "query_id": ["q"] * len(ids),
+            "answer_text": list(EDGE_TEXTS.values()),
+            "retrieved_count": [0, 3, 40, 20, 10, 5, 1, 2, 7, 30, 0],
+        }
+    ).to_parquet(data / "answers.parquet")
     chunks = pd.DataFrame(
         [("overlap", f"c{i}", s) for i, s in enumerate([0.5, 0.5, 1.0, 0.0, 0.5, 0.25, 0.5])]
         + [("english", "b", 0.3), ("english", "a", 0.3), ("short", "x", 1.0), ("long", "y", 0.0)],
-        columns=["answer_id", "chunk_id", "rerank_score"])
+        columns=["answer_id", "chunk_id", "rerank_score"],
+    )
     chunks.to_parquet(data / "chunks.parquet")
-    citations = chunks[chunks["answer_id"].isin(["overlap", "english", "long"])][["answer_id", "chunk_id"]]
+    citations = chunks[chunks["answer_id"].isin(["overlap", "english", "long"])][
+        ["answer_id", "chunk_id"]
+    ]
     citations.to_parquet(data / "citations.parquet")  # long: 1 citation, 0 retrieved (rate NULL)
-    pd.DataFrame({"answer_id": ["overlap", "overlap", "gap", "unicode", "unicode"],
-                  "severity": ["low", "medium", "high", "low", "low"]}).to_parquet(data / "events.parquet")
+    pd.DataFrame(
+        {
+            "answer_id": ["overlap", "overlap", "gap", "unicode", "unicode"],
+            "severity": ["low", "medium", "high", "low", "low"],
+        }
+    ).to_parquet(data / "events.parquet")
     return data
 
 
@@ -74,8 +96,9 @@ def test_edge_cases_give_the_same_answers(edge_cases: Path, tmp_path: Path, poli
     assert compare(*both(edge_cases, tmp_path, policy)) == []
 
 
-def test_compare_reports_a_changed_value_a_changed_list_and_a_missing_row(edge_cases: Path,
-                                                                          tmp_path: Path) -> None:
+def test_compare_reports_a_changed_value_a_changed_list_and_a_missing_row(
+    edge_cases: Path, tmp_path: Path
+) -> None:
     duckscore_file, pandas_file = both(edge_cases, tmp_path)
     changed = pd.read_parquet(pandas_file)
     overlap = changed.index[changed["answer_id"] == "overlap"][0]
@@ -87,8 +110,15 @@ def test_compare_reports_a_changed_value_a_changed_list_and_a_missing_row(edge_c
     problems = compare(duckscore_file, tmp_path / "changed.parquet")
 
     assert problems[0] == "answers.parquet: 1 answers only in duckscore, 0 only in pandas"
-    assert problems[1].startswith("answers.parquet: relevance_mean differs on 1 rows, e.g. answer_id='overlap'")
-    assert problems[2] == ("answers.parquet: vague_terms differs on 1 rows, e.g. answer_id='overlap': "
-                           "duckscore ('很多', '较多', '一些'), pandas ('很多', '一些')")
+    assert problems[1].startswith(
+        "answers.parquet: relevance_mean differs on 1 rows, e.g. answer_id='overlap'"
+    )
+    assert problems[2] == (
+        "answers.parquet: vague_terms differs on 1 rows, e.g. answer_id='overlap': "
+        "duckscore ('很多', '较多', '一些'), pandas ('很多', '一些')"
+    )
     assert len(problems) == 3
-    assert compare(duckscore_file, tmp_path / "changed.parquet", rel_tol=1e-3) == [problems[0], problems[2]]
+    assert compare(duckscore_file, tmp_path / "changed.parquet", rel_tol=1e-3) == [
+        problems[0],
+        problems[2],
+    ]

@@ -42,8 +42,17 @@ def edge_case_log() -> pd.DataFrame:
         ("q3", "dense", "x#2", "x", -0.4, 2, "block", "body", 500),
         ("q3", "dense", "z", "z", -0.4, 3, "doc", "body", 3),
     ]
-    columns = ["query_id", "source", "item_id", "parent_id", "score", "rank", "granularity",
-               "block_type", "total_chunks"]
+    columns = [
+        "query_id",
+        "source",
+        "item_id",
+        "parent_id",
+        "score",
+        "rank",
+        "granularity",
+        "block_type",
+        "total_chunks",
+    ]
     return pd.DataFrame(rows, columns=columns).astype({"total_chunks": "Int32", "rank": "int32"})
 
 
@@ -51,8 +60,11 @@ def test_scifact_gives_the_same_numbers(tmp_path: Path) -> None:
     assert compare(*both(FIXTURES / "scifact" / "retrieval_log.parquet", tmp_path)) == []
 
 
-@pytest.mark.parametrize("dropped", [[], ["rank"], ["granularity", "block_type", "total_chunks"]],
-                         ids=["every column", "no rank", "no optional hit columns"])
+@pytest.mark.parametrize(
+    "dropped",
+    [[], ["rank"], ["granularity", "block_type", "total_chunks"]],
+    ids=["every column", "no rank", "no optional hit columns"],
+)
 def test_edge_cases_give_the_same_numbers(tmp_path: Path, dropped: list[str]) -> None:
     path = tmp_path / "log.parquet"
     edge_case_log().drop(columns=dropped).to_parquet(path, index=False)
@@ -85,7 +97,9 @@ def test_compare_reports_a_changed_value_a_flipped_flag_and_a_missing_row(tmp_pa
         "parents.parquet: flag_sparse_evidence differs on 1 rows, e.g. query_id='q2', parent_id='é文': "
         "duckscore False, pandas True",
     ]
-    assert problems[2].startswith("parents.parquet: s_coverage differs on 1 rows, e.g. query_id='q3', parent_id='x'")
+    assert problems[2].startswith(
+        "parents.parquet: s_coverage differs on 1 rows, e.g. query_id='q3', parent_id='x'"
+    )
     assert len(problems) == 3
     # a looser tolerance lets the 1e-6 change through, never the flipped flag
     assert compare(duckscore_dir, changed, rel_tol=1e-3) == problems[:2]

@@ -27,16 +27,27 @@ def pandas_pipeline_importable() -> bool:
 
 
 def run_bench(data_dir: Path, out: Path, configs: list[str]) -> dict:
-    argv = ["--sizes", TINY, "--configs", ",".join(configs), "--data-dir", str(data_dir),
-            "--out", str(out)]
+    argv = [
+        "--sizes",
+        TINY,
+        "--configs",
+        ",".join(configs),
+        "--data-dir",
+        str(data_dir),
+        "--out",
+        str(out),
+    ]
     assert bench.main(argv) == 0
     return json.loads(out.read_text())
 
 
 @pytest.mark.slow
-def test_runs_every_config_once_and_reports(data_dir: Path, tmp_path: Path,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
-    configs = ["floor", "duckscore", "ranx", "fuse"] + (["pandas"] if pandas_pipeline_importable() else [])
+def test_runs_every_config_once_and_reports(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    configs = ["floor", "duckscore", "ranx", "fuse"] + (
+        ["pandas"] if pandas_pipeline_importable() else []
+    )
     report = run_bench(data_dir, tmp_path / "bench.json", configs)
 
     by_config = {r["config"]: r for r in report["results"]}
@@ -48,12 +59,18 @@ def test_runs_every_config_once_and_reports(data_dir: Path, tmp_path: Path,
         assert result["rows_per_second"] > 0 and result["peak_rss_bytes"] > 10_000_000
     seconds = {config: r["seconds"] for config, r in by_config.items()}
     assert by_config["floor"]["ratios"] == {}
-    assert by_config["duckscore"]["ratios"] == {"b/a": pytest.approx(seconds["duckscore"] / seconds["floor"])}
-    assert by_config["ranx"]["ratios"] == {"d/b": pytest.approx(seconds["ranx"] / seconds["duckscore"]),
-                                           "d/e": pytest.approx(seconds["ranx"] / seconds["fuse"])}
+    assert by_config["duckscore"]["ratios"] == {
+        "b/a": pytest.approx(seconds["duckscore"] / seconds["floor"])
+    }
+    assert by_config["ranx"]["ratios"] == {
+        "d/b": pytest.approx(seconds["ranx"] / seconds["duckscore"]),
+        "d/e": pytest.approx(seconds["ranx"] / seconds["fuse"]),
+    }
     assert by_config["fuse"]["ratios"] == {"e/a": pytest.approx(seconds["fuse"] / seconds["floor"])}
     if "pandas" in by_config:
-        assert by_config["pandas"]["ratios"] == {"c/b": pytest.approx(seconds["pandas"] / seconds["duckscore"])}
+        assert by_config["pandas"]["ratios"] == {
+            "c/b": pytest.approx(seconds["pandas"] / seconds["duckscore"])
+        }
 
     printed = capsys.readouterr().out
     assert printed.startswith("| size | rows | config | seconds | rows/s | peak RSS (MB) |")
@@ -64,8 +81,12 @@ def test_runs_every_config_once_and_reports(data_dir: Path, tmp_path: Path,
     assert report["machine"]["cores"] >= 1 and report["machine"]["versions"]["duckdb"]
 
 
-def test_a_skipped_config_is_recorded(data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_skipped_config_is_recorded(
+    data_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     monkeypatch.setattr(bench, "pandas_pipeline_problem", lambda: "no pandas pipeline here")
     report = run_bench(data_dir, tmp_path / "bench.json", ["pandas"])
     (result,) = report["results"]
@@ -74,15 +95,23 @@ def test_a_skipped_config_is_recorded(data_dir: Path, tmp_path: Path, monkeypatc
 
 
 def test_ratios_pair_each_config_with_its_base() -> None:
-    results = [bench.Result("1M", "floor", "ok", 10, seconds=2.0),
-               bench.Result("1M", "duckscore", "ok", 10, seconds=6.0),
-               bench.Result("1M", "pandas", "ok", 10, seconds=30.0),
-               bench.Result("1M", "ranx", "failed", 10, reason="killed by SIGKILL (out of memory?)"),
-               bench.Result("10M", "floor", "failed", 100, reason="MemoryError"),
-               bench.Result("10M", "duckscore", "ok", 100, seconds=60.0)]
+    results = [
+        bench.Result("1M", "floor", "ok", 10, seconds=2.0),
+        bench.Result("1M", "duckscore", "ok", 10, seconds=6.0),
+        bench.Result("1M", "pandas", "ok", 10, seconds=30.0),
+        bench.Result("1M", "ranx", "failed", 10, reason="killed by SIGKILL (out of memory?)"),
+        bench.Result("10M", "floor", "failed", 100, reason="MemoryError"),
+        bench.Result("10M", "duckscore", "ok", 100, seconds=60.0),
+    ]
     bench.add_ratios(results)
     assert [r.ratios for r in results] == [
-        {}, {"b/a": 3.0}, {"c/b": 5.0}, {"d/b": None}, {}, {"b/a": None}]
+        {},
+        {"b/a": 3.0},
+        {"c/b": 5.0},
+        {"d/b": None},
+        {},
+        {"b/a": None},
+    ]
     table = bench.markdown_table(results)
     assert "failed: killed by SIGKILL (out of memory?)" in table and "failed: MemoryError" in table
 
@@ -90,7 +119,10 @@ def test_ratios_pair_each_config_with_its_base() -> None:
 def test_sizes_take_k_and_m_suffixes() -> None:
     sizes = bench.parse_sizes("20k, 1M,1.5M")
     assert [(s.label, s.rows) for s in sizes] == [
-        ("20k", 20_000), ("1M", 1_000_000), ("1.5M", 1_500_000)]
+        ("20k", 20_000),
+        ("1M", 1_000_000),
+        ("1.5M", 1_500_000),
+    ]
     assert sizes[2].log_name == "log_1.5m.parquet"
 
 

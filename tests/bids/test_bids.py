@@ -1,7 +1,7 @@
 """`duckscore bids` through the CLI: outputs, contract schema, determinism, strict gates, bad
 input (one line, exit 2, nothing written) and tenant isolation on a small two-tenant folder. Values
-of the bundled tender are checked by hand in test_evaluate_fixture.py and against the plain-Python
-reference in test_evaluate_oracle.py."""
+of the bundled tender are checked by hand in test_tender.py and against the plain-Python
+reference in test_reference.py."""
 
 from __future__ import annotations
 
@@ -111,9 +111,22 @@ t1,p1,supplier,vendor
 }
 
 SCHEMA = json.loads(contract_schema("bids").read_text())
-OUTPUTS = {"queries.parquet", "filter_log.parquet", "candidates.parquet", "degradation_events.parquet",
-           "evidence.parquet", "rules.parquet", "criteria.parquet", "consistency.parquet",
-           "claims.parquet", "evaluations.parquet", "contract.jsonl", "gates.json", "manifest.json", "sql"}
+OUTPUTS = {
+    "queries.parquet",
+    "filter_log.parquet",
+    "candidates.parquet",
+    "degradation_events.parquet",
+    "evidence.parquet",
+    "rules.parquet",
+    "criteria.parquet",
+    "consistency.parquet",
+    "claims.parquet",
+    "evaluations.parquet",
+    "contract.jsonl",
+    "gates.json",
+    "manifest.json",
+    "sql",
+}
 
 
 def small_input(folder: Path, **changes: str | None) -> Path:
@@ -148,7 +161,11 @@ def small_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_writes_every_output_and_a_valid_contract(small_run: Path) -> None:
     assert {p.name for p in small_run.iterdir()} == OUTPUTS
     lines = [json.loads(line) for line in (small_run / "contract.jsonl").read_text().splitlines()]
-    assert [(o["evaluation_id"], o["supplier_id"]) for o in lines] == [("ev1", "sa"), ("ev1", "sb"), ("ev9", "sx")]
+    assert [(o["evaluation_id"], o["supplier_id"]) for o in lines] == [
+        ("ev1", "sa"),
+        ("ev1", "sb"),
+        ("ev9", "sx"),
+    ]
     validator = jsonschema.Draft202012Validator(SCHEMA)
     for line in lines:
         assert not list(validator.iter_errors(line))
@@ -161,19 +178,29 @@ def test_small_folder_by_hand(small_run: Path) -> None:
     queries = table(small_run, "queries").set_index("query_id")
     # full width folded, lower case, 1,200万 -> 12000000, the date to ISO, synonyms in one pass
     assert queries.at["q1", "query_norm"] == "supplier 技术方案 对比 12000000 2026-02-01"
-    assert queries.at["q1", "rewritten_query"] == "vendor technical proposal 对比 12000000 2026-02-01"
+    assert (
+        queries.at["q1", "rewritten_query"] == "vendor technical proposal 对比 12000000 2026-02-01"
+    )
     assert list(queries.at["q1", "numeric_constraints"]) == ["12000000"]
     assert list(queries.at["q1", "time_constraints"]) == ["2026-02-01"]
     assert queries.at["q1", "mode"] == "hybrid"  # 对比 -> comparison -> hybrid
     assert queries.at["q2", "mode"] == "mix"  # high risk
-    assert queries.at["q3", "query_type"] == "fact" and queries.at["q3", "mode"] == "local"  # given type wins
+    assert (
+        queries.at["q3", "query_type"] == "fact" and queries.at["q3", "mode"] == "local"
+    )  # given type wins
     assert queries.at["q9", "mode"] == "hybrid"  # unclassified
     dropped = table(small_run, "filter_log")
     assert sorted(map(tuple, dropped[["query_id", "chunk_id", "dropped_by"]].values)) == [
-        ("q1", "k4", "supplier_scope"), ("q1", "k5", "chunk_top_k"), ("q1", "k9", "tenant_id"),
-        ("q2", "k5", "doc_scope")]
+        ("q1", "k4", "supplier_scope"),
+        ("q1", "k5", "chunk_top_k"),
+        ("q1", "k9", "tenant_id"),
+        ("q2", "k5", "doc_scope"),
+    ]
     candidates = table(small_run, "candidates").set_index(["query_id", "chunk_id"])
-    assert list(candidates.at[("q2", "k4"), "sources"]) == ["lightrag", "sql"]  # bid_price < 5000000
+    assert list(candidates.at[("q2", "k4"), "sources"]) == [
+        "lightrag",
+        "sql",
+    ]  # bid_price < 5000000
     assert candidates.at[("q2", "k4"), "score_raw"] == 1.0  # max of 0.6 and the SQL branch's 1.0
     assert candidates.at[("q1", "k2"), "degraded_cause"] == "timeout"
     assert candidates.at[("q1", "k2"), "score_rerank"] == 0.8  # fell back to score_raw
@@ -181,7 +208,9 @@ def test_small_folder_by_hand(small_run: Path) -> None:
     # sa technical: runs 80, 90 -> 85; packed k1 (0.95), k2 (0.8): quality 0.875; agreement over
     # the one reranked candidate 1.0; stability 1 - 10/100 = 0.9
     assert criteria.at[("sa", "C_T"), "score"] == 85
-    assert criteria.at[("sa", "C_T"), "confidence"] == pytest.approx(0.4 * 0.875 + 0.3 * 1.0 + 0.3 * 0.9)
+    assert criteria.at[("sa", "C_T"), "confidence"] == pytest.approx(
+        0.4 * 0.875 + 0.3 * 1.0 + 0.3 * 0.9
+    )
     # price: min over qualified suppliers (sa only; sb fails the redline) 4.5M; sb 112.5 -> 100
     assert criteria.at[("sa", "C_P"), "score"] == 100 and criteria.at[("sb", "C_P"), "score"] == 100
     assert criteria.at[("sb", "C_Q"), "hard_pass"] == False  # noqa: E712 (numpy bool)
@@ -191,11 +220,20 @@ def test_small_folder_by_hand(small_run: Path) -> None:
     assert evaluations.at["sa", "score_deviation_pct"] == pytest.approx(100 * (95 - 90) / 92.5)
     assert evaluations.at["sb", "recommendation_status"] == "blocked"  # cl2 cites the other tenant
     assert list(evaluations.at["sb", "hitl_reasons"]) == [
-        "low_confidence", "low_citation_coverage", "redline_conflict", "forced_review"]
+        "low_confidence",
+        "low_citation_coverage",
+        "redline_conflict",
+        "forced_review",
+    ]
     assert evaluations.at["sb", "risk_level"] == "high"
     gates = {g["name"]: g for g in json.loads((small_run / "gates.json").read_text())["gates"]}
-    assert gates["citation_resolution_rate"]["value"] == 0.5 and gates["citation_resolution_rate"]["status"] == "fail"
-    assert gates["retrieval_p95_ms"]["value"] == 1200 and gates["retrieval_p95_ms"]["status"] == "pass"
+    assert (
+        gates["citation_resolution_rate"]["value"] == 0.5
+        and gates["citation_resolution_rate"]["status"] == "fail"
+    )
+    assert (
+        gates["retrieval_p95_ms"]["value"] == 1200 and gates["retrieval_p95_ms"]["status"] == "pass"
+    )
     assert gates["faithfulness"]["status"] == "not_computed"
 
 
@@ -225,19 +263,36 @@ def test_same_bytes_twice(tmp_path: Path) -> None:
 
 
 def test_strict_gates_exit_1_after_writing(tmp_path: Path) -> None:
-    code, _, err = evaluate("--input", str(small_input(tmp_path / "in")), "--out", str(tmp_path / "out"),
-                            "--strict-gates")
+    code, _, err = evaluate(
+        "--input",
+        str(small_input(tmp_path / "in")),
+        "--out",
+        str(tmp_path / "out"),
+        "--strict-gates",
+    )
     assert code == 1 and "gates failed: citation_resolution_rate" in err
     assert (tmp_path / "out" / "gates.json").is_file()
 
 
 def test_optional_tables_may_be_absent(tmp_path: Path) -> None:
-    evaluations = "\n".join(line.rsplit(",", 1)[0] for line in SMALL["evaluations.csv"].splitlines()) + "\n"
-    folder = small_input(tmp_path / "in", rerank__csv=None, soft_scores__csv=None, claims__csv=None,
-                         claim_citations__csv=None, synonyms__csv=None, evaluations__csv=evaluations)
+    evaluations = (
+        "\n".join(line.rsplit(",", 1)[0] for line in SMALL["evaluations.csv"].splitlines()) + "\n"
+    )
+    folder = small_input(
+        tmp_path / "in",
+        rerank__csv=None,
+        soft_scores__csv=None,
+        claims__csv=None,
+        claim_citations__csv=None,
+        synonyms__csv=None,
+        evaluations__csv=evaluations,
+    )
     code, _, err = evaluate("--input", str(folder), "--out", str(tmp_path / "out"))
     assert code == 0, err
-    gates = {g["name"]: g["status"] for g in json.loads((tmp_path / "out" / "gates.json").read_text())["gates"]}
+    gates = {
+        g["name"]: g["status"]
+        for g in json.loads((tmp_path / "out" / "gates.json").read_text())["gates"]
+    }
     assert gates["scoring_p95_ms"] == "no_data" and gates["citation_resolution_rate"] == "no_data"
     candidates = table(tmp_path / "out", "candidates")
     assert set(candidates["degraded_cause"]) == {"missing"}  # no rerank at all: every one degraded
@@ -246,36 +301,81 @@ def test_optional_tables_may_be_absent(tmp_path: Path) -> None:
 
 BAD = [
     ({"queries__csv": None}, r"no queries table"),
-    ({"evaluations__csv": SMALL["evaluations.csv"] + "ev1,sz,t2,p9,tr,0,1\n"},
-     r"evaluations table \(.*row 1, evaluation_id='ev1', supplier_id='sa'\): evaluation_id 'ev1' belongs to more than one \(tenant_id, project_id\)"),
-    ({"hits__csv": SMALL["hits.csv"] + "ghost,k1,0.5,1\n"}, r"hits table \(.*hits.csv, row 10.*query_id 'ghost' is not in"),
+    (
+        {"evaluations__csv": SMALL["evaluations.csv"] + "ev1,sz,t2,p9,tr,0,1\n"},
+        r"evaluations table \(.*row 1, evaluation_id='ev1', supplier_id='sa'\): evaluation_id 'ev1' belongs to more than one \(tenant_id, project_id\)",
+    ),
+    (
+        {"hits__csv": SMALL["hits.csv"] + "ghost,k1,0.5,1\n"},
+        r"hits table \(.*hits.csv, row 10.*query_id 'ghost' is not in",
+    ),
     ({"hits__csv": SMALL["hits.csv"] + "q2,k1,1.5,3\n"}, r"column 'score_raw' is above 1"),
-    ({"queries__csv": SMALL["queries.csv"].replace("q9,t2,p9", "q9,t1,p9")},
-     r"queries table \(.*row 4, query_id='q9'\): \(evaluation_id, supplier_id, tenant_id, project_id\) is not"),
-    ({"queries__csv": SMALL["queries.csv"].replace("bid_price < 5000000", "tenant_id = 't2'")},
-     r"query_id='q2'\), column 'sql_condition': condition \"tenant_id = 't2'\": 'tenant_id' is not a whitelisted field"),
-    ({"queries__csv": SMALL["queries.csv"].replace("bid_price < 5000000", "bid_price < 5; DROP TABLE chunks")},
-     r"only one expression is allowed"),
-    ({"soft_scores__csv": SMALL["soft_scores.csv"] + "ev1,sa,C_T,r3,101,,x\n"},
-     r"score '101.0' is above the criterion's max_score"),
-    ({"soft_scores__csv": SMALL["soft_scores.csv"] + "ev1,sa,C_X,r3,1,,x\n"}, r"is not a criterion of an evaluations row"),
-    ({"claim_citations__csv": SMALL["claim_citations.csv"] + "nobody,k1,1,1,1,2,2\n"}, r"claim_id 'nobody' is not in claims table"),
-    ({"rerank__csv": SMALL["rerank.csv"] + "q1,k5,maybe,0.5,\n"}, r"column 'status' is not one of ok, timeout, error"),
-    ({"rules__yaml": "rules:\n  - {id: R1, criteria_id: C_Q, kind: redline, when: \"lower(supplier_code) = 'a'\"}\n"},
-     r"rule 1 \(R1\): condition .*function lower\(\) is not allowed"),
-    ({"rules__yaml": "rules:\n  - {id: R1, criteria_id: C_Q, kind: formula, score: bid_price}\n"},
-     r"a formula rule for criterion 'C_Q', whose method is redline"),
-    ({"rules__yaml": "rules: []\n"}, r"criterion 'C_P' has method formula and needs exactly one rule"),
-    ({"rules__yaml": "rules:\n  - {id: R1, criteria_id: C_Q, kind: redline}\n"}, r"missing key 'when'"),
+    (
+        {"queries__csv": SMALL["queries.csv"].replace("q9,t2,p9", "q9,t1,p9")},
+        r"queries table \(.*row 4, query_id='q9'\): \(evaluation_id, supplier_id, tenant_id, project_id\) is not",
+    ),
+    (
+        {"queries__csv": SMALL["queries.csv"].replace("bid_price < 5000000", "tenant_id = 't2'")},
+        r"query_id='q2'\), column 'sql_condition': condition \"tenant_id = 't2'\": 'tenant_id' is not a whitelisted field",
+    ),
+    (
+        {
+            "queries__csv": SMALL["queries.csv"].replace(
+                "bid_price < 5000000", "bid_price < 5; DROP TABLE chunks"
+            )
+        },
+        r"only one expression is allowed",
+    ),
+    (
+        {"soft_scores__csv": SMALL["soft_scores.csv"] + "ev1,sa,C_T,r3,101,,x\n"},
+        r"score '101.0' is above the criterion's max_score",
+    ),
+    (
+        {"soft_scores__csv": SMALL["soft_scores.csv"] + "ev1,sa,C_X,r3,1,,x\n"},
+        r"is not a criterion of an evaluations row",
+    ),
+    (
+        {"claim_citations__csv": SMALL["claim_citations.csv"] + "nobody,k1,1,1,1,2,2\n"},
+        r"claim_id 'nobody' is not in claims table",
+    ),
+    (
+        {"rerank__csv": SMALL["rerank.csv"] + "q1,k5,maybe,0.5,\n"},
+        r"column 'status' is not one of ok, timeout, error",
+    ),
+    (
+        {
+            "rules__yaml": "rules:\n  - {id: R1, criteria_id: C_Q, kind: redline, when: \"lower(supplier_code) = 'a'\"}\n"
+        },
+        r"rule 1 \(R1\): condition .*function lower\(\) is not allowed",
+    ),
+    (
+        {
+            "rules__yaml": "rules:\n  - {id: R1, criteria_id: C_Q, kind: formula, score: bid_price}\n"
+        },
+        r"a formula rule for criterion 'C_Q', whose method is redline",
+    ),
+    (
+        {"rules__yaml": "rules: []\n"},
+        r"criterion 'C_P' has method formula and needs exactly one rule",
+    ),
+    (
+        {"rules__yaml": "rules:\n  - {id: R1, criteria_id: C_Q, kind: redline}\n"},
+        r"missing key 'when'",
+    ),
     ({"synonyms__csv": SMALL["synonyms.csv"] + "t1,p1,a\\Eb,x\n"}, r"contains \\E"),
-    ({"chunks__csv": SMALL["chunks.csv"] + "t1,k1,p1,sa,d1,tech,1,0,0,1,1,1,dup,1,\n"}, r"duplicate \(tenant_id, chunk_id\)"),
+    (
+        {"chunks__csv": SMALL["chunks.csv"] + "t1,k1,p1,sa,d1,tech,1,0,0,1,1,1,dup,1,\n"},
+        r"duplicate \(tenant_id, chunk_id\)",
+    ),
 ]
 
 
 @pytest.mark.parametrize("changes, message", BAD, ids=[m[:40] for _, m in BAD])
-def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, changes: dict, message: str) -> None:
+def test_bad_input_is_one_line_and_writes_nothing(
+    tmp_path: Path, changes: dict, message: str
+) -> None:
     folder = small_input(tmp_path / "in", **changes)
-    code, out, err = evaluate("--input", str(folder), "--out", str(tmp_path / "out"))
+    code, _out, err = evaluate("--input", str(folder), "--out", str(tmp_path / "out"))
     assert code == 2
     assert err.count("\n") == 1 and err.startswith("duckscore: error: "), err
     assert __import__("re").search(message, err), err
@@ -286,16 +386,28 @@ def test_a_failed_run_leaves_the_previous_outputs(tmp_path: Path, small_run: Pat
     out = tmp_path / "out"
     shutil.copytree(small_run, out)
     before = (out / "contract.jsonl").read_bytes()
-    folder = small_input(tmp_path / "in", hits__csv="query_id,chunk_id,score_raw,rank\nq1,k1,nan,1\n")
+    folder = small_input(
+        tmp_path / "in", hits__csv="query_id,chunk_id,score_raw,rank\nq1,k1,nan,1\n"
+    )
     assert evaluate("--input", str(folder), "--out", str(out))[0] == 2
     assert (out / "contract.jsonl").read_bytes() == before
 
 
-@pytest.mark.parametrize("expression, code, first_line", [
-    ("bid_price <= 5000000 AND qualification_level IN ('A', 'B')", 0,
-     "normalized: bid_price <= 5000000 AND qualification_level IN ('A', 'B')"),
-    ("tenant_id = 't2'", 2, "duckscore: error: condition \"tenant_id = 't2'\": 'tenant_id' is not a whitelisted field"),
-])
+@pytest.mark.parametrize(
+    "expression, code, first_line",
+    [
+        (
+            "bid_price <= 5000000 AND qualification_level IN ('A', 'B')",
+            0,
+            "normalized: bid_price <= 5000000 AND qualification_level IN ('A', 'B')",
+        ),
+        (
+            "tenant_id = 't2'",
+            2,
+            "duckscore: error: condition \"tenant_id = 't2'\": 'tenant_id' is not a whitelisted field",
+        ),
+    ],
+)
 def test_filter_check(expression: str, code: int, first_line: str) -> None:
     result = CliRunner().invoke(cli, ["filter", "check", expression])
     assert result.exit_code == code
@@ -305,16 +417,19 @@ def test_filter_check(expression: str, code: int, first_line: str) -> None:
 def test_policy_list_and_show_evaluate() -> None:
     listed = CliRunner().invoke(cli, ["policy", "list", "bids"])
     assert listed.exit_code == 0 and "bid_v1" in listed.stdout
-    shown = CliRunner().invoke(cli, ["policy", "show", "bid_v1", "--capability", "bids",
-                                     "--set", "hitl.min_confidence=0.7"])
+    shown = CliRunner().invoke(
+        cli,
+        ["policy", "show", "bid_v1", "--capability", "bids", "--set", "hitl.min_confidence=0.7"],
+    )
     assert shown.exit_code == 0, shown.stderr
     assert json.loads(shown.stdout)["parameters"]["hitl"]["min_confidence"] == 0.7
 
 
 def test_a_policy_override_moves_a_trigger(tmp_path: Path) -> None:
     folder = small_input(tmp_path / "in")
-    code, _, err = evaluate("--input", str(folder), "--out", str(tmp_path / "out"),
-                            "--set", "hitl.min_confidence=0.2")
+    code, _, err = evaluate(
+        "--input", str(folder), "--out", str(tmp_path / "out"), "--set", "hitl.min_confidence=0.2"
+    )
     assert code == 0, err
     evaluations = table(tmp_path / "out", "evaluations").set_index("supplier_id")
     assert "low_confidence" not in list(evaluations.at["sx", "hitl_reasons"])  # 0.25 >= 0.2
@@ -323,8 +438,9 @@ def test_a_policy_override_moves_a_trigger(tmp_path: Path) -> None:
 def test_a_missing_field_is_missing_material_even_inside_greatest(tmp_path: Path) -> None:
     # DuckDB's greatest(0, NULL) is 0: compiled as it is, a supplier without a price would score
     # 100 - 0; the whitelist compiles least/greatest so that NULL stays NULL
-    rules = SMALL["rules.yaml"].replace('"100 * min(bid_price) / bid_price"',
-                                        '"greatest(0, 100 - bid_price / 100000)"')
+    rules = SMALL["rules.yaml"].replace(
+        '"100 * min(bid_price) / bid_price"', '"greatest(0, 100 - bid_price / 100000)"'
+    )
     fields = SMALL["bid_fields.csv"].replace("SB001,C,9000000,4000000", "SB001,C,9000000,")
     folder = small_input(tmp_path / "in", rules__yaml=rules, bid_fields__csv=fields)
     code, _, err = evaluate("--input", str(folder), "--out", str(tmp_path / "out"))
@@ -338,7 +454,9 @@ def test_a_missing_field_is_missing_material_even_inside_greatest(tmp_path: Path
 
 def test_a_chunk_over_the_whole_budget_goes_last_and_blocks_nothing(tmp_path: Path) -> None:
     # k1 (the most relevant, 0.95) holds 7000 tokens: more than the criterion's 6000 on its own
-    chunks = SMALL["chunks.csv"].replace("t1,k1,p1,sa,d1,tech,1,0,0,100,100,1000,", "t1,k1,p1,sa,d1,tech,1,0,0,100,100,7000,")
+    chunks = SMALL["chunks.csv"].replace(
+        "t1,k1,p1,sa,d1,tech,1,0,0,100,100,1000,", "t1,k1,p1,sa,d1,tech,1,0,0,100,100,7000,"
+    )
     folder = small_input(tmp_path / "in", chunks__csv=chunks)
     assert evaluate("--input", str(folder), "--out", str(tmp_path / "out"))[0] == 0
     evidence = table(tmp_path / "out", "evidence").query("query_id == 'q1'").set_index("chunk_id")
@@ -357,7 +475,12 @@ def test_no_hits_at_all_and_unicode_ids(tmp_path: Path) -> None:
     code, _, err = evaluate("--input", str(folder), "--out", str(tmp_path / "out"))
     assert code == 0, err
     candidates = table(tmp_path / "out", "candidates")
-    assert list(candidates["sources"].map(list)) == [["sql"], ["sql"]]  # only the SQL branch found anything
+    assert list(candidates["sources"].map(list)) == [
+        ["sql"],
+        ["sql"],
+    ]  # only the SQL branch found anything
     criteria = table(tmp_path / "out", "criteria").set_index(["supplier_id", "criteria_id"])
     assert criteria.at[("供应商Ä", "C_T"), "evidence_quality"] == 0.0
-    assert criteria.at[("供应商Ä", "C_T"), "retrieval_agreement"] == 0.5  # nothing reranked: the policy's 0.5
+    assert (
+        criteria.at[("供应商Ä", "C_T"), "retrieval_agreement"] == 0.5
+    )  # nothing reranked: the policy's 0.5

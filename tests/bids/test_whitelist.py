@@ -11,9 +11,9 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
+from duckscore.bids.whitelist import FIELD_TYPES, parse_condition, parse_formula
 from duckscore.cli import cli
 from duckscore.core.errors import WhitelistError
-from duckscore.bids.whitelist import FIELD_TYPES, parse_condition, parse_formula
 
 INJECTIONS = {
     "other column": "tenant_id = 't_other'",
@@ -21,7 +21,7 @@ INJECTIONS = {
     "project column": "project_id IN ('p1', 'p2')",
     "chunk column": "chunk_id IS NOT NULL",
     "whitelisted or other column": "bid_price > 0 OR tenant_id = 'x'",
-    "quote breaking identifier": "\"bid_price\"\"; DROP TABLE chunks; --\" > 1",
+    "quote breaking identifier": '"bid_price""; DROP TABLE chunks; --" > 1',
     "second statement": "bid_price > 1; DROP TABLE chunks",
     "second select": "bid_price > 1; SELECT * FROM chunks",
     "trailing semicolon": "bid_price > 1;",
@@ -121,6 +121,7 @@ FORMULA_INJECTIONS = {
 @pytest.fixture
 def no_database(monkeypatch: pytest.MonkeyPatch) -> None:
     """Any attempt to open or use DuckDB fails the test: parsing must not execute anything."""
+
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("the whitelist touched a database")
 
@@ -129,7 +130,9 @@ def no_database(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("text", list(INJECTIONS.values()), ids=list(INJECTIONS))
-def test_injections_are_refused_in_one_line_without_a_database(no_database: None, text: str) -> None:
+def test_injections_are_refused_in_one_line_without_a_database(
+    no_database: None, text: str
+) -> None:
     with pytest.raises(WhitelistError) as caught:
         parse_condition(text)
     message = str(caught.value)
@@ -143,8 +146,16 @@ def test_formula_injections_are_refused(no_database: None, text: str) -> None:
         parse_formula(text)
 
 
-@pytest.mark.parametrize("text", ["tenant_id = 't_other'", "bid_price > 1; DROP TABLE chunks",
-                                  "bid_price > 1 -- x", "EXISTS (SELECT 1)", "bid_pricе > 1"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "tenant_id = 't_other'",
+        "bid_price > 1; DROP TABLE chunks",
+        "bid_price > 1 -- x",
+        "EXISTS (SELECT 1)",
+        "bid_pricе > 1",
+    ],
+)
 def test_filter_check_refuses_with_exit_2_and_one_line(text: str) -> None:
     result = CliRunner().invoke(cli, ["filter", "check", text])
     assert result.exit_code == 2
@@ -166,39 +177,69 @@ ACCEPTED = [
     ("warranty_period IS NULL", "warranty_period IS NULL", []),
     ("warranty_period IS NOT NULL", "warranty_period IS NOT NULL", []),
     ("BID_PRICE > 1", "bid_price > 1", [1]),
-    ("\"bid_price\" > 1", "bid_price > 1", [1]),
+    ('"bid_price" > 1', "bid_price > 1", [1]),
     ("qualification_level = '甲级'", "qualification_level = '甲级'", ["甲级"]),
     ("supplier_code = 'O''Brien'", "supplier_code = 'O''Brien'", ["O'Brien"]),
-    ("supplier_code = '''; DROP TABLE x; --'", "supplier_code = '''; DROP TABLE x; --'", ["'; DROP TABLE x; --"]),
+    (
+        "supplier_code = '''; DROP TABLE x; --'",
+        "supplier_code = '''; DROP TABLE x; --'",
+        ["'; DROP TABLE x; --"],
+    ),
     ("bid_price > -5", "bid_price > -5", [-5]),
     ("bid_price IN [1, 2]", "bid_price IN (1, 2)", [1, 2]),  # DuckDB's list form, the same IN list
     ("bid_price / delivery_period < 100000", "bid_price / delivery_period < 100000", [100000]),
-    ("bid_price * 2 + 1 > registered_capital - 3", "bid_price * 2 + 1 > registered_capital - 3", [2, 1, 3]),
-    ("(bid_price < 1 OR bid_price > 2) AND NOT supplier_code = 'Z'",
-     "(bid_price < 1 OR bid_price > 2) AND NOT supplier_code = 'Z'", [1, 2, "Z"]),
-    ("bid_price < 1 OR bid_price > 2 AND supplier_code = 'Z'",
-     "bid_price < 1 OR bid_price > 2 AND supplier_code = 'Z'", [1, 2, "Z"]),
+    (
+        "bid_price * 2 + 1 > registered_capital - 3",
+        "bid_price * 2 + 1 > registered_capital - 3",
+        [2, 1, 3],
+    ),
+    (
+        "(bid_price < 1 OR bid_price > 2) AND NOT supplier_code = 'Z'",
+        "(bid_price < 1 OR bid_price > 2) AND NOT supplier_code = 'Z'",
+        [1, 2, "Z"],
+    ),
+    (
+        "bid_price < 1 OR bid_price > 2 AND supplier_code = 'Z'",
+        "bid_price < 1 OR bid_price > 2 AND supplier_code = 'Z'",
+        [1, 2, "Z"],
+    ),
 ]
 
 
 @pytest.mark.parametrize("text, normalized, values", ACCEPTED, ids=[a[0][:40] for a in ACCEPTED])
-def test_accepted_conditions_bind_every_literal(no_database: None, text: str, normalized: str,
-                                                values: list) -> None:
+def test_accepted_conditions_bind_every_literal(
+    no_database: None, text: str, normalized: str, values: list
+) -> None:
     compiled = parse_condition(text)
     assert compiled.normalized == normalized
     assert list(compiled.params.values()) == values
     assert "'" not in compiled.sql and '"' not in compiled.sql and "--" not in compiled.sql
     without_placeholders = re.sub(r"\$p[0-9]+", "", compiled.sql).replace("NULLIF(", "")
     assert not re.search(r"[0-9]", without_placeholders.replace(", 0)", ")")), compiled.sql
-    words = set(re.findall(r"[a-z_]+", compiled.sql.lower())) - {"p", "and", "or", "not", "in", "between",
-                                                                "is", "null", "nullif"}
+    words = set(re.findall(r"[a-z_]+", compiled.sql.lower())) - {
+        "p",
+        "and",
+        "or",
+        "not",
+        "in",
+        "between",
+        "is",
+        "null",
+        "nullif",
+    }
     assert words <= set(FIELD_TYPES), words
 
 
-@pytest.mark.parametrize("text", ["100 * min(bid_price) / bid_price",
-                                  "greatest(0, 100 - 2 * greatest(0, delivery_period - 30))",
-                                  "least(100, warranty_period * 2)", "abs(bid_price - avg(bid_price))",
-                                  "round(max(registered_capital) / registered_capital, 2)"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "100 * min(bid_price) / bid_price",
+        "greatest(0, 100 - 2 * greatest(0, delivery_period - 30))",
+        "least(100, warranty_period * 2)",
+        "abs(bid_price - avg(bid_price))",
+        "round(max(registered_capital) / registered_capital, 2)",
+    ],
+)
 def test_accepted_formulas(no_database: None, text: str) -> None:
     compiled = parse_formula(text)
     assert compiled.fields or compiled.aggregates
@@ -230,27 +271,51 @@ def _sql_or(a: bool | None, b: bool | None) -> bool | None:
 def _cmp(value: object, op: str, other: object) -> bool | None:
     if value is None or other is None:
         return None
-    return {"<": value < other, "<=": value <= other, ">": value > other, ">=": value >= other,  # type: ignore[operator]
-            "=": value == other, "<>": value != other}[op]
+    return {
+        "<": value < other,
+        "<=": value <= other,
+        ">": value > other,
+        ">=": value >= other,  # type: ignore[operator]
+        "=": value == other,
+        "<>": value != other,
+    }[op]
 
 
 SEMANTICS = [
-    ("bid_price <= 5000000 AND qualification_level IN ('A', 'B')",
-     lambda r: _sql_and(_cmp(r[3], "<=", 5e6), None if r[1] is None else r[1] in ("A", "B"))),
-    ("warranty_period IS NULL OR delivery_period > 40",
-     lambda r: _sql_or(r[5] is None, _cmp(r[4], ">", 40))),
-    ("NOT bid_price BETWEEN 1 AND 4600000",
-     lambda r: None if r[3] is None else not (1 <= r[3] <= 4.6e6)),
+    (
+        "bid_price <= 5000000 AND qualification_level IN ('A', 'B')",
+        lambda r: _sql_and(_cmp(r[3], "<=", 5e6), None if r[1] is None else r[1] in ("A", "B")),
+    ),
+    (
+        "warranty_period IS NULL OR delivery_period > 40",
+        lambda r: _sql_or(r[5] is None, _cmp(r[4], ">", 40)),
+    ),
+    (
+        "NOT bid_price BETWEEN 1 AND 4600000",
+        lambda r: None if r[3] is None else not (1 <= r[3] <= 4.6e6),
+    ),
     ("supplier_code = 'O''B'", lambda r: r[0] == "O'B"),
-    ("bid_price / delivery_period > 100000",  # division by 0 is NULL, not an error
-     lambda r: None if r[3] is None or not r[4] else r[3] / r[4] > 1e5),
-    ("qualification_level NOT IN ('C', '甲级')", lambda r: None if r[1] is None else r[1] not in ("C", "甲级")),
-    ("registered_capital >= 5000000 OR qualification_level = 'A'",
-     lambda r: _sql_or(_cmp(r[2], ">=", 5e6), _cmp(r[1], "=", "A"))),
-    ("bid_price * 2 > registered_capital", lambda r: None if r[3] is None or r[2] is None else r[3] * 2 > r[2]),
+    (
+        "bid_price / delivery_period > 100000",  # division by 0 is NULL, not an error
+        lambda r: None if r[3] is None or not r[4] else r[3] / r[4] > 1e5,
+    ),
+    (
+        "qualification_level NOT IN ('C', '甲级')",
+        lambda r: None if r[1] is None else r[1] not in ("C", "甲级"),
+    ),
+    (
+        "registered_capital >= 5000000 OR qualification_level = 'A'",
+        lambda r: _sql_or(_cmp(r[2], ">=", 5e6), _cmp(r[1], "=", "A")),
+    ),
+    (
+        "bid_price * 2 > registered_capital",
+        lambda r: None if r[3] is None or r[2] is None else r[3] * 2 > r[2],
+    ),
     ("-bid_price < -4600000", lambda r: None if r[3] is None else -r[3] < -4.6e6),
-    ("warranty_period IS NOT NULL AND NOT (delivery_period < 25)",
-     lambda r: _sql_and(r[5] is not None, None if r[4] is None else not r[4] < 25)),
+    (
+        "warranty_period IS NOT NULL AND NOT (delivery_period < 25)",
+        lambda r: _sql_and(r[5] is not None, None if r[4] is None else not r[4] < 25),
+    ),
 ]
 
 
@@ -258,30 +323,57 @@ SEMANTICS = [
 def test_compiled_conditions_select_what_sql_three_valued_logic_says(text: str, predicate) -> None:
     compiled = parse_condition(text)
     con = duckdb.connect()
-    con.execute("CREATE TABLE t (row_id INTEGER, supplier_code VARCHAR, qualification_level VARCHAR, "
-                "registered_capital DOUBLE, bid_price DOUBLE, delivery_period DOUBLE, warranty_period DOUBLE)")
-    con.executemany("INSERT INTO t VALUES (?, ?, ?, ?, ?, ?, ?)", [(i, *r) for i, r in enumerate(ROWS)])
-    selected = [row[0] for row in con.execute(f"SELECT row_id FROM t WHERE {compiled.sql} ORDER BY row_id",
-                                              compiled.params).fetchall()]
+    con.execute(
+        "CREATE TABLE t (row_id INTEGER, supplier_code VARCHAR, qualification_level VARCHAR, "
+        "registered_capital DOUBLE, bid_price DOUBLE, delivery_period DOUBLE, warranty_period DOUBLE)"
+    )
+    con.executemany(
+        "INSERT INTO t VALUES (?, ?, ?, ?, ?, ?, ?)", [(i, *r) for i, r in enumerate(ROWS)]
+    )
+    selected = [
+        row[0]
+        for row in con.execute(
+            f"SELECT row_id FROM t WHERE {compiled.sql} ORDER BY row_id", compiled.params
+        ).fetchall()
+    ]
     assert selected == [i for i, r in enumerate(ROWS) if predicate(r) is True]
 
 
-@pytest.mark.parametrize("formula, expected", [
-    # min/max/avg read as columns min__<field> …, which the rule engine fills per project
-    ("100 * min(bid_price) / bid_price", [100 * 1.0 / 4.5e6, 100 * 1.0 / 5e6, None, 100.0, 100 * 1.0 / 5e6]),
-    ("greatest(0, 100 - 2 * greatest(0, delivery_period - 30))", [100.0, 70.0, 100.0, 100.0, 100.0]),
-    ("least(100, warranty_period * 2)", [72.0, None, 48.0, 24.0, 72.0]),  # NULL stays NULL
-    ("round(bid_price / 1000000, 1)", [4.5, 5.0, None, 0.0, 5.0]),
-])
+@pytest.mark.parametrize(
+    "formula, expected",
+    [
+        # min/max/avg read as columns min__<field> …, which the rule engine fills per project
+        (
+            "100 * min(bid_price) / bid_price",
+            [100 * 1.0 / 4.5e6, 100 * 1.0 / 5e6, None, 100.0, 100 * 1.0 / 5e6],
+        ),
+        (
+            "greatest(0, 100 - 2 * greatest(0, delivery_period - 30))",
+            [100.0, 70.0, 100.0, 100.0, 100.0],
+        ),
+        ("least(100, warranty_period * 2)", [72.0, None, 48.0, 24.0, 72.0]),  # NULL stays NULL
+        ("round(bid_price / 1000000, 1)", [4.5, 5.0, None, 0.0, 5.0]),
+    ],
+)
 def test_compiled_formulas_compute_with_null_as_missing(formula: str, expected: list) -> None:
     compiled = parse_formula(formula)
     con = duckdb.connect()
-    con.execute("CREATE TABLE t (row_id INTEGER, supplier_code VARCHAR, qualification_level VARCHAR, "
-                "registered_capital DOUBLE, bid_price DOUBLE, delivery_period DOUBLE, warranty_period DOUBLE)")
-    con.executemany("INSERT INTO t VALUES (?, ?, ?, ?, ?, ?, ?)", [(i, *r) for i, r in enumerate(ROWS)])
-    aggregates = ", ".join(f"{fn}({field}) OVER () AS {fn}__{field}" for fn, field in compiled.aggregates)
+    con.execute(
+        "CREATE TABLE t (row_id INTEGER, supplier_code VARCHAR, qualification_level VARCHAR, "
+        "registered_capital DOUBLE, bid_price DOUBLE, delivery_period DOUBLE, warranty_period DOUBLE)"
+    )
+    con.executemany(
+        "INSERT INTO t VALUES (?, ?, ?, ?, ?, ?, ?)", [(i, *r) for i, r in enumerate(ROWS)]
+    )
+    aggregates = ", ".join(
+        f"{fn}({field}) OVER () AS {fn}__{field}" for fn, field in compiled.aggregates
+    )
     source = f"(SELECT *{', ' + aggregates if aggregates else ''} FROM t)"
-    values = [row[0] for row in con.execute(f"SELECT {compiled.sql} FROM {source} ORDER BY row_id",
-                                            compiled.params).fetchall()]
+    values = [
+        row[0]
+        for row in con.execute(
+            f"SELECT {compiled.sql} FROM {source} ORDER BY row_id", compiled.params
+        ).fetchall()
+    ]
     for got, want in zip(values, expected, strict=True):
         assert (got is None and want is None) or math.isclose(got, want, rel_tol=1e-12), (got, want)

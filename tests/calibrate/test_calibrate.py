@@ -21,11 +21,11 @@ from duckscore.calibrate.folds import minimum_labels
 from duckscore.calibrate.pipeline import calibrate
 from duckscore.calibrate.settings import CalibrationError, CalibrationSettings
 from duckscore.cli import cli
+from duckscore.core.check import check_sql
 from duckscore.core.policy import load_policy
 from duckscore.core.render import render
 from duckscore.score.pipeline import score
 from duckscore.score.policy import SCORE_POLICY
-from duckscore.core.check import check_sql
 
 from ..helpers import SCIFACT
 
@@ -36,16 +36,25 @@ def _labelled_scores(seed: int, n: int = 120) -> pd.DataFrame:
     shift = np.select([labels == "good", labels == "bad"], [0.3, -0.2], 0.0)
     scores = np.round(np.clip(rng.normal(0.5, 0.2, n) + shift, 0, 1), 2)  # rounded: ties
     ratios = np.where(rng.random(n) < 0.1, np.nan, rng.random(n))
-    return pd.DataFrame({"fit": np.where(np.arange(n) % 2 == 0, "a", "b"),
-                         "query_id": [f"q{i}" for i in range(n)], "score": scores,
-                         "top2_ratio": ratios, "label": labels})
+    return pd.DataFrame(
+        {
+            "fit": np.where(np.arange(n) % 2 == 0, "a", "b"),
+            "query_id": [f"q{i}" for i in range(n)],
+            "score": scores,
+            "top2_ratio": ratios,
+            "label": labels,
+        }
+    )
 
 
 def _run(template: str, frame: pd.DataFrame, **context: object) -> pd.DataFrame:
     con = duckdb.connect()
     con.register("predictions", frame)
     rendered = render(f"calibrate/{template}", inputs={"predictions": "predictions"}, **context)
-    check_sql(rendered, {"predictions": {c: str(t) for c, t, *_ in con.execute("DESCRIBE predictions").fetchall()}})
+    check_sql(
+        rendered,
+        {"predictions": {c: str(t) for c, t, *_ in con.execute("DESCRIBE predictions").fetchall()}},
+    )
     return con.execute(rendered.text).df()
 
 
@@ -53,8 +62,15 @@ def _run(template: str, frame: pd.DataFrame, **context: object) -> pd.DataFrame:
 def test_thresholds_match_numpy_quantiles_and_a_brute_force_scan(seed: int) -> None:
     frame = _labelled_scores(seed)
     target = 0.8
-    found = _run("thresholds.sql", frame, bad_quantile=0.9, good_quantile=0.1, hitl_quantile=0.6,
-                 target_precision=target, final="thresholds").set_index("fit")
+    found = _run(
+        "thresholds.sql",
+        frame,
+        bad_quantile=0.9,
+        good_quantile=0.1,
+        hitl_quantile=0.6,
+        target_precision=target,
+        final="thresholds",
+    ).set_index("fit")
     for fit, group in frame.groupby("fit"):
         row = found.loc[fit]
         bad, good = group[group.label == "bad"].score, group[group.label == "good"].score
@@ -62,18 +78,24 @@ def test_thresholds_match_numpy_quantiles_and_a_brute_force_scan(seed: int) -> N
         assert math.isclose(row.bad_quantile_score, np.quantile(bad, 0.9), abs_tol=1e-12)
         assert math.isclose(row.good_quantile_score, np.quantile(good, 0.1), abs_tol=1e-12)
         assert math.isclose(row.ambiguous_ratio_quantile, np.quantile(ratios, 0.6), abs_tol=1e-12)
-        precise = [t for t in sorted(group.score.unique())
-                   if (group[group.score >= t].label == "good").mean() >= target]
+        precise = [
+            t
+            for t in sorted(group.score.unique())
+            if (group[group.score >= t].label == "good").mean() >= target
+        ]
         expected = min(precise) if precise else None
-        assert (row.lowest_precise_score if not pd.isna(row.lowest_precise_score) else None) == expected
+        assert (
+            row.lowest_precise_score if not pd.isna(row.lowest_precise_score) else None
+        ) == expected
         assert row.n_good == len(good) and row.n_bad == len(bad)
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_grouped_auroc_matches_scikit_learn(seed: int) -> None:
     frame = _labelled_scores(seed, 200)
-    frame = frame[frame.label != "ambiguous"].assign(candidate=lambda f: f.index % 3,
-                                                     outcome=lambda f: (f.label == "good").astype(int))
+    frame = frame[frame.label != "ambiguous"].assign(
+        candidate=lambda f: f.index % 3, outcome=lambda f: (f.label == "good").astype(int)
+    )
     found = _run("grouped_auroc.sql", frame, final="aurocs")
     assert len(found) == 6
     for row in found.itertuples():
@@ -94,9 +116,13 @@ def test_weight_candidates_keep_the_sum_and_the_strength() -> None:
     for name in ("w1", "w2", "w_separation"):
         for change in candidate_values(state, name, tuned):
             merged = state | change
-            assert math.isclose(merged["w1"] + merged["w2"] + merged["w_separation"], 1.0, abs_tol=1e-9)
+            assert math.isclose(
+                merged["w1"] + merged["w2"] + merged["w_separation"], 1.0, abs_tol=1e-9
+            )
             assert merged["w1"] > 0
-    assert [c["alpha"] for c in candidate_values(state, "alpha", tuned)] == [i / 10 for i in range(11)]
+    assert [c["alpha"] for c in candidate_values(state, "alpha", tuned)] == [
+        i / 10 for i in range(11)
+    ]
 
 
 def test_a_step_must_earn_its_change() -> None:
@@ -109,8 +135,18 @@ def test_a_step_must_earn_its_change() -> None:
 @pytest.fixture(scope="module")
 def scifact_labels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("labels") / "labels.parquet"
-    result = CliRunner().invoke(cli, ["labels", "--run", str(SCIFACT / "reference_rrf_k60.parquet"),
-                                      "--qrels", str(SCIFACT / "qrels.parquet"), "--out", str(path)])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "labels",
+            "--run",
+            str(SCIFACT / "reference_rrf_k60.parquet"),
+            "--qrels",
+            str(SCIFACT / "qrels.parquet"),
+            "--out",
+            str(path),
+        ],
+    )
     assert result.exit_code == 0, result.output
     return path
 
@@ -118,16 +154,22 @@ def scifact_labels(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def calibrated(scifact_labels: Path, tmp_path_factory: pytest.TempPathFactory):
     out = tmp_path_factory.mktemp("calibrated")
-    result = calibrate(scifact_labels, out / "policy.yaml", log=SCIFACT / "retrieval_log.parquet",
-                       qrels=SCIFACT / "qrels.parquet", report_dir=out / "report",
-                       settings=CalibrationSettings(folds=3, passes=1, thresholds="precision",
-                                                    target_precision=0.9))
+    result = calibrate(
+        scifact_labels,
+        out / "policy.yaml",
+        log=SCIFACT / "retrieval_log.parquet",
+        qrels=SCIFACT / "qrels.parquet",
+        report_dir=out / "report",
+        settings=CalibrationSettings(
+            folds=3, passes=1, thresholds="precision", target_precision=0.9
+        ),
+    )
     return out, result
 
 
 @pytest.mark.slow
 def test_calibrated_policy_file_carries_section_9_4(calibrated, scifact_labels: Path) -> None:
-    out, result = calibrated
+    out, _result = calibrated
     document = yaml.safe_load((out / "policy.yaml").read_text(encoding="utf-8"))
     labels = pd.read_parquet(scifact_labels)
     lines = sorted(f"{q}\t{label}\n" for q, label in zip(labels.query_id, labels.label))
@@ -138,18 +180,27 @@ def test_calibrated_policy_file_carries_section_9_4(calibrated, scifact_labels: 
     assert document["metadata"]["label_counts"] == {"good": 162, "ambiguous": 79, "bad": 59}
     validation = document["metadata"]["validation"]
     assert 0.5 < validation["cross_validated"]["good_vs_bad"]["auroc"] <= 1
-    assert set(validation["targets"]) == {"auroc_good_vs_bad", "auroc_best_parent_relevant",
-                                          "precision_high", "hitl_rate_at_most"}
+    assert set(validation["targets"]) == {
+        "auroc_good_vs_bad",
+        "auroc_best_parent_relevant",
+        "precision_high",
+        "hitl_rate_at_most",
+    }
     policy = load_policy(SCORE_POLICY, str(out / "policy.yaml"))  # a valid, loadable policy
     p = policy.parameters
-    assert p["T_low"] <= p["T_high"] and p["R_hitl"] == p["risk_flags"]["ambiguous_candidate"]["ratio_at_least"]
+    assert (
+        p["T_low"] <= p["T_high"]
+        and p["R_hitl"] == p["risk_flags"]["ambiguous_candidate"]["ratio_at_least"]
+    )
 
 
 @pytest.mark.slow
 def test_reference_quantiles_match_pandas(calibrated) -> None:
     out, _ = calibrated
     p = load_policy(SCORE_POLICY, str(out / "policy.yaml")).parameters
-    reference = pd.read_parquet(SCIFACT / "reference_rrf_k60.parquet")  # parent_rrf equals it exactly
+    reference = pd.read_parquet(
+        SCIFACT / "reference_rrf_k60.parquet"
+    )  # parent_rrf equals it exactly
     best = reference.groupby("query_id").rrf_score.max()
     lo, hi = p["normalization"]["reference"]["parent_rrf"]
     assert math.isclose(lo, best.quantile(0.0), abs_tol=1e-15)
@@ -158,11 +209,23 @@ def test_reference_quantiles_match_pandas(calibrated) -> None:
 
 @pytest.mark.slow
 def test_calibrated_policy_scores_and_the_report_is_complete(calibrated, tmp_path: Path) -> None:
-    out, result = calibrated
+    out, _result = calibrated
     features = tmp_path / "fused"
-    CliRunner().invoke(cli, ["fuse", "--log", str(SCIFACT / "retrieval_log.parquet"), "--recipe",
-                             "canonical_rrf", "--out", str(features)])
-    scored = score(features / "parent_features.parquet", tmp_path / "scored", str(out / "policy.yaml"))
+    CliRunner().invoke(
+        cli,
+        [
+            "fuse",
+            "--log",
+            str(SCIFACT / "retrieval_log.parquet"),
+            "--recipe",
+            "canonical_rrf",
+            "--out",
+            str(features),
+        ],
+    )
+    scored = score(
+        features / "parent_features.parquet", tmp_path / "scored", str(out / "policy.yaml")
+    )
     assert scored.queries == 300
     report = out / "report"
     html = (report / "report.html").read_text(encoding="utf-8")
@@ -171,32 +234,53 @@ def test_calibrated_policy_scores_and_the_report_is_complete(calibrated, tmp_pat
         assert (report / f"{name}.png").read_bytes().startswith(b"\x89PNG")
     figures = __import__("json").loads((report / "report.json").read_text(encoding="utf-8"))
     assert figures["ablation"][0]["parameter"] == "base"
-    assert {"auto_rate", "hitl_rate", "web_fallback_rate"} <= set(figures["cross_validated"]["routing"]["all"])
+    assert {"auto_rate", "hitl_rate", "web_fallback_rate"} <= set(
+        figures["cross_validated"]["routing"]["all"]
+    )
 
 
 def _overlapping(n_per_class: int = 30) -> tuple[pd.DataFrame, pd.DataFrame]:
     rows, labels = [], []
     for i, label in enumerate(["good"] * n_per_class + ["bad"] * n_per_class + ["ambiguous"] * 10):
         for j in range(3):
-            rows.append({"query_id": f"q{i}", "parent_id": f"p{j}", "rrf_sum": 0.03 - 0.005 * j,
-                         "max_score": 1.0 - 0.1 * j, "coverage": 2, "total_chunks": 4,
-                         "coverage_ratio": 0.5, "parent_rrf": 0.03 + 0.0001 * (i % 7) - 0.004 * j,
-                         "source_agreement": 0.5, "score_lead": 0.1})
+            rows.append(
+                {
+                    "query_id": f"q{i}",
+                    "parent_id": f"p{j}",
+                    "rrf_sum": 0.03 - 0.005 * j,
+                    "max_score": 1.0 - 0.1 * j,
+                    "coverage": 2,
+                    "total_chunks": 4,
+                    "coverage_ratio": 0.5,
+                    "parent_rrf": 0.03 + 0.0001 * (i % 7) - 0.004 * j,
+                    "source_agreement": 0.5,
+                    "score_lead": 0.1,
+                }
+            )
         labels.append({"query_id": f"q{i}", "label": label})
     return pd.DataFrame(rows), pd.DataFrame(labels)
 
 
 def test_quantile_thresholds_refuse_when_classes_overlap(tmp_path: Path) -> None:
     features, labels = _overlapping()
-    with pytest.raises(CalibrationError, match="T_low = P90 of bad .* is not below T_high = P10 of good"):
-        calibrate(labels, tmp_path / "p.yaml", features=features, base="overall_v1",
-                  settings=CalibrationSettings(folds=2, passes=1))
+    with pytest.raises(
+        CalibrationError, match=r"T_low = P90 of bad .* is not below T_high = P10 of good"
+    ):
+        calibrate(
+            labels,
+            tmp_path / "p.yaml",
+            features=features,
+            base="overall_v1",
+            settings=CalibrationSettings(folds=2, passes=1),
+        )
     assert not (tmp_path / "p.yaml").exists()
 
 
 def test_too_few_labels_refuse_with_the_count(tmp_path: Path) -> None:
     features, labels = _overlapping(n_per_class=20)
-    with pytest.raises(CalibrationError, match="20 `bad` labels; estimating their quantile needs at least 29"):
+    with pytest.raises(
+        CalibrationError, match="20 `bad` labels; estimating their quantile needs at least 29"
+    ):
         calibrate(labels, tmp_path / "p.yaml", features=features)
 
 
@@ -205,10 +289,23 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     labels.loc[3, "label"] = "great"
     features.to_parquet(tmp_path / "f.parquet")
     labels.to_parquet(tmp_path / "l.parquet")
-    result = CliRunner().invoke(cli, ["calibrate", "--features", str(tmp_path / "f.parquet"),
-                                      "--labels", str(tmp_path / "l.parquet"), "--out", str(tmp_path / "p.yaml")])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "calibrate",
+            "--features",
+            str(tmp_path / "f.parquet"),
+            "--labels",
+            str(tmp_path / "l.parquet"),
+            "--out",
+            str(tmp_path / "p.yaml"),
+        ],
+    )
     assert result.exit_code == 2
-    assert "query_id='q3'): column 'label' is 'great', expected good, ambiguous or bad" in result.output
+    assert (
+        "query_id='q3'): column 'label' is 'great', expected good, ambiguous or bad"
+        in result.output
+    )
     assert not (tmp_path / "p.yaml").exists()
 
 
@@ -216,10 +313,23 @@ def test_missing_evidence_column_is_named_with_the_file(tmp_path: Path) -> None:
     features, labels = _overlapping()
     features.drop(columns=["parent_rrf"]).to_parquet(tmp_path / "f.parquet")
     labels.to_parquet(tmp_path / "l.parquet")
-    result = CliRunner().invoke(cli, ["calibrate", "--features", str(tmp_path / "f.parquet"),
-                                      "--labels", str(tmp_path / "l.parquet"), "--out", str(tmp_path / "p.yaml")])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "calibrate",
+            "--features",
+            str(tmp_path / "f.parquet"),
+            "--labels",
+            str(tmp_path / "l.parquet"),
+            "--out",
+            str(tmp_path / "p.yaml"),
+        ],
+    )
     assert result.exit_code == 2
-    assert f"--features ({tmp_path / 'f.parquet'}): policy overall_v2 needs column 'parent_rrf' (missing, or null in 210 rows)" in result.output
+    assert (
+        f"--features ({tmp_path / 'f.parquet'}): policy overall_v2 needs column 'parent_rrf' (missing, or null in 210 rows)"
+        in result.output
+    )
     assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "p.yaml").exists()
 
 
@@ -233,6 +343,9 @@ def test_score_with_overall_v2_names_a_missing_evidence_column(tmp_path: Path) -
     from duckscore.core.errors import InputError
 
     features, _ = _overlapping()
-    with pytest.raises(InputError, match="policy overall_v2 needs column 'score_lead' .missing, or null in 210 rows."):
+    with pytest.raises(
+        InputError,
+        match=r"policy overall_v2 needs column 'score_lead' \(missing, or null in 210 rows\)",
+    ):
         score(features.drop(columns=["score_lead"]), tmp_path / "out", "overall_v2")
     assert not (tmp_path / "out").exists()

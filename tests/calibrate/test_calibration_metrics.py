@@ -40,8 +40,11 @@ def _metrics(frame: pd.DataFrame, threads: int | None = None, **kwargs) -> dict:
 
 
 def _frame(scores, outcomes, levels=None) -> pd.DataFrame:
-    data = {"query_id": [f"q{i:05d}" for i in range(len(scores))],
-            "score": np.asarray(scores, dtype=float), "outcome": np.asarray(outcomes, dtype=bool)}
+    data = {
+        "query_id": [f"q{i:05d}" for i in range(len(scores))],
+        "score": np.asarray(scores, dtype=float),
+        "outcome": np.asarray(outcomes, dtype=bool),
+    }
     if levels is not None:
         data["level"] = levels
     return pd.DataFrame(data)
@@ -138,7 +141,9 @@ def _check_against_oracles(scores, outcomes, bins=10) -> dict:
     assert len(m["bins"]) == bins
     for got, (k, count, conf, acc) in zip(m["bins"], rows):
         assert (got["bin"], got["n"]) == (k, count)
-        assert got["lower_edge"] == pytest.approx(k / bins) and got["upper_edge"] == pytest.approx((k + 1) / bins)
+        assert got["lower_edge"] == pytest.approx(k / bins) and got["upper_edge"] == pytest.approx(
+            (k + 1) / bins
+        )
         if count:
             assert got["mean_score"] == pytest.approx(conf, abs=TOL)
             assert got["accuracy"] == pytest.approx(acc, abs=TOL)
@@ -164,8 +169,10 @@ def test_agrees_with_sklearn_and_numpy(seed: int, n: int, grid: int | None) -> N
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.integers(0, 8), st.booleans()), min_size=1, max_size=40),
-       st.integers(1, 12))
+@given(
+    st.lists(st.tuples(st.integers(0, 8), st.booleans()), min_size=1, max_size=40),
+    st.integers(1, 12),
+)
 def test_hypothesis_ties_and_edges(pairs: list[tuple[int, bool]], bins: int) -> None:
     # scores k/8 land exactly on bin edges for bins = 2, 4, 8: the documented rule decides
     scores = np.array([k / 8 for k, _ in pairs])
@@ -184,8 +191,12 @@ def test_all_one_class_and_single_row() -> None:
     positives = _metrics(_frame([0.2, 0.5, 0.9], [1, 1, 1]), bootstrap=50)
     assert positives["auroc"] is None and positives["auroc_ci"]["lower"] is None
     assert positives["auroc_ci"]["valid_resamples"] == 0
-    assert positives["average_precision"] == average_precision_score([1, 1, 1], [0.2, 0.5, 0.9]) == 1.0
-    assert positives["brier"] == pytest.approx(brier_score_loss([1, 1, 1], [0.2, 0.5, 0.9]), abs=TOL)
+    assert (
+        positives["average_precision"] == average_precision_score([1, 1, 1], [0.2, 0.5, 0.9]) == 1.0
+    )
+    assert positives["brier"] == pytest.approx(
+        brier_score_loss([1, 1, 1], [0.2, 0.5, 0.9]), abs=TOL
+    )
     negatives = _metrics(_frame([0.2, 0.5, 0.9], [0, 0, 0]), bootstrap=50)
     assert negatives["auroc"] is None and negatives["average_precision"] is None
     assert [p["risk"] for p in negatives["risk_coverage"]] == [1.0, 1.0, 1.0]
@@ -193,10 +204,15 @@ def test_all_one_class_and_single_row() -> None:
     assert single["n"] == 1 and single["auroc"] is None and single["auroc_ci"]["upper"] is None
     assert single["brier"] == pytest.approx(0.09, abs=TOL)
     assert single["ece"] == pytest.approx(0.3, abs=TOL)
-    assert single["risk_coverage"] == [{"threshold": 0.7, "kept": 1, "errors": 0, "coverage": 1.0, "risk": 0.0}]
+    assert single["risk_coverage"] == [
+        {"threshold": 0.7, "kept": 1, "errors": 0, "coverage": 1.0, "risk": 0.0}
+    ]
     lo, hi = wilson_textbook(1, 1, 1.96)
-    assert single["accuracy"] == {"value": 1.0, "wilson_lower": pytest.approx(lo, abs=TOL),
-                                  "wilson_upper": pytest.approx(hi, abs=TOL)}
+    assert single["accuracy"] == {
+        "value": 1.0,
+        "wilson_lower": pytest.approx(lo, abs=TOL),
+        "wilson_upper": pytest.approx(hi, abs=TOL),
+    }
 
 
 def test_scores_outside_the_unit_interval_rank_but_do_not_calibrate() -> None:
@@ -205,7 +221,9 @@ def test_scores_outside_the_unit_interval_rank_but_do_not_calibrate() -> None:
     outcomes = rng.random(120) < 1 / (1 + np.exp(-logits))
     m = _metrics(_frame(logits, outcomes), bootstrap=0)
     assert m["auroc"] == pytest.approx(roc_auc_score(outcomes, logits), abs=TOL)
-    assert m["average_precision"] == pytest.approx(average_precision_score(outcomes, logits), abs=TOL)
+    assert m["average_precision"] == pytest.approx(
+        average_precision_score(outcomes, logits), abs=TOL
+    )
     assert not m["scores_in_unit_interval"]
     assert m["brier"] is m["ece"] is m["bins"] is None
 
@@ -228,7 +246,9 @@ def test_levels_precision_with_wilson_intervals() -> None:
     for row in scipy_m["levels"]:
         ci = binomtest(row["n_correct"], row["n"]).proportion_ci(method="wilson")
         assert (row["precision_wilson_lower"], row["precision_wilson_upper"]) == (
-            pytest.approx(ci.low, abs=TOL), pytest.approx(ci.high, abs=TOL))
+            pytest.approx(ci.low, abs=TOL),
+            pytest.approx(ci.high, abs=TOL),
+        )
     assert _metrics(_frame(scores, outcomes), bootstrap=0)["levels"] is None
 
 
@@ -255,7 +275,9 @@ def test_bootstrap_is_reproducible_thread_independent_and_seeded() -> None:
     ci = one["auroc_ci"]
     assert ci["valid_resamples"] == 1000
     assert ci["lower"] < one["auroc"] < ci["upper"]
-    assert json.dumps(one) == json.dumps(two) == json.dumps(again)  # every figure, to the last digit
+    assert (
+        json.dumps(one) == json.dumps(two) == json.dumps(again)
+    )  # every figure, to the last digit
     assert (other["auroc_ci"]["lower"], other["auroc_ci"]["upper"]) != (ci["lower"], ci["upper"])
     assert other["auroc"] == one["auroc"]
 
@@ -270,12 +292,24 @@ def test_result_is_plain_json() -> None:
 # -- bad input ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("frame", "message"), [
-    (pd.DataFrame({"query_id": [1], "score": [0.5]}), "missing column 'outcome'"),
-    (pd.DataFrame({"query_id": [1, 2], "score": [0.5, 0.1], "outcome": [1, 2]}), "outcome is not 0/1"),
-    (pd.DataFrame({"query_id": [1, 1], "score": [0.5, 0.1], "outcome": [1, 0]}), "query_id is repeated"),
-    (pd.DataFrame({"query_id": [1, 2], "score": [0.5, float("nan")], "outcome": [1, 0]}), "score is NULL"),
-])
+@pytest.mark.parametrize(
+    ("frame", "message"),
+    [
+        (pd.DataFrame({"query_id": [1], "score": [0.5]}), "missing column 'outcome'"),
+        (
+            pd.DataFrame({"query_id": [1, 2], "score": [0.5, 0.1], "outcome": [1, 2]}),
+            "outcome is not 0/1",
+        ),
+        (
+            pd.DataFrame({"query_id": [1, 1], "score": [0.5, 0.1], "outcome": [1, 0]}),
+            "query_id is repeated",
+        ),
+        (
+            pd.DataFrame({"query_id": [1, 2], "score": [0.5, float("nan")], "outcome": [1, 0]}),
+            "score is NULL",
+        ),
+    ],
+)
 def test_bad_input_is_named(frame: pd.DataFrame, message: str) -> None:
     with pytest.raises(InputError, match=message):
         _metrics(frame)

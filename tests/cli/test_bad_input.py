@@ -17,8 +17,9 @@ import random
 import re
 import subprocess
 import sysconfig
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 import pandas as pd
@@ -37,8 +38,15 @@ from duckscore.score.pipeline import score as run_score
 # path into one checkout: a fresh clone has its own.
 CONSOLE_SCRIPT = Path(sysconfig.get_path("scripts")) / "duckscore"
 
-COLUMNS = ("query_id", "parent_id", "rrf_sum", "max_score", "coverage", "total_chunks",
-           "coverage_ratio")
+COLUMNS = (
+    "query_id",
+    "parent_id",
+    "rrf_sum",
+    "max_score",
+    "coverage",
+    "total_chunks",
+    "coverage_ratio",
+)
 
 # Five valid rows, two queries. Row-level cases break data row 4 (index 3), whose key
 # (q2, p1) shares its parent_id with row 1, so the message must carry both key columns.
@@ -69,9 +77,13 @@ def with_value(column: str, value: Any, index: int = BAD_INDEX) -> dict[str, lis
 # writers: parquet through pyarrow (so NaN stays NaN and None is null), CSV and JSONL by hand
 
 
-def write_parquet(path: Path, cols: dict[str, list[Any]], types: dict[str, pa.DataType] | None = None) -> Path:
+def write_parquet(
+    path: Path, cols: dict[str, list[Any]], types: dict[str, pa.DataType] | None = None
+) -> Path:
     types = types or {}
-    table = pa.table({name: pa.array(values, type=types.get(name)) for name, values in cols.items()})
+    table = pa.table(
+        {name: pa.array(values, type=types.get(name)) for name, values in cols.items()}
+    )
     pq.write_table(table, path)
     return path
 
@@ -95,11 +107,15 @@ def write_jsonl(path: Path, cols: dict[str, list[Any]]) -> Path:
 
 
 WRITERS: dict[str, Callable[[Path, dict[str, list[Any]]], Path]] = {
-    "parquet": write_parquet, "csv": write_csv, "jsonl": write_jsonl,
+    "parquet": write_parquet,
+    "csv": write_csv,
+    "jsonl": write_jsonl,
 }
 
 
-def write(tmp_path: Path, cols: dict[str, list[Any]], fmt: str = "parquet", stem: str = "features") -> Path:
+def write(
+    tmp_path: Path, cols: dict[str, list[Any]], fmt: str = "parquet", stem: str = "features"
+) -> Path:
     return WRITERS[fmt](tmp_path / f"{stem}.{fmt}", cols)
 
 
@@ -108,8 +124,11 @@ def write(tmp_path: Path, cols: dict[str, list[Any]], fmt: str = "parquet", stem
 
 
 def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
-    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 class OutFolder:
@@ -187,8 +206,14 @@ def assert_names_row(line: str, row: int, key: tuple[str, str] | None) -> None:
         assert re.search(rf"\bparent_id\s*[=:]\s*'?{re.escape(parent_id)}\b", line), line
 
 
-def assert_row_error(result: Result, out: OutFolder, path: Path, column: str,
-                     row: int = BAD_ROW, key: tuple[str, str] | None = BAD_KEY) -> str:
+def assert_row_error(
+    result: Result,
+    out: OutFolder,
+    path: Path,
+    column: str,
+    row: int = BAD_ROW,
+    key: tuple[str, str] | None = BAD_KEY,
+) -> str:
     line = assert_one_line_error(result, path.name, column)
     assert_names_row(line, row, key)
     out.assert_untouched()
@@ -208,7 +233,7 @@ def test_valid_baseline_scores(tmp_path: Path, fmt: str) -> None:
     parents = pd.read_parquet(tmp_path / "out" / "parents.parquet")
     assert len(parents) == 5
     lines = (tmp_path / "out" / "contract.jsonl").read_text(encoding="utf-8").splitlines()
-    assert sorted(json.loads(l)["query_id"] for l in lines) == ["q1", "q2"]
+    assert sorted(json.loads(line)["query_id"] for line in lines) == ["q1", "q2"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,9 +259,15 @@ def test_wrong_type_string_rrf_sum(tmp_path: Path, out: OutFolder) -> None:
 
 
 def test_empty_parquet_with_schema(tmp_path: Path, out: OutFolder) -> None:
-    types = {"query_id": pa.string(), "parent_id": pa.string(), "rrf_sum": pa.float64(),
-             "max_score": pa.float64(), "coverage": pa.float64(), "total_chunks": pa.int64(),
-             "coverage_ratio": pa.float64()}
+    types = {
+        "query_id": pa.string(),
+        "parent_id": pa.string(),
+        "rrf_sum": pa.float64(),
+        "max_score": pa.float64(),
+        "coverage": pa.float64(),
+        "total_chunks": pa.int64(),
+        "coverage_ratio": pa.float64(),
+    }
     path = write_parquet(tmp_path / "zero_rows.parquet", {c: [] for c in COLUMNS}, types)
     assert pq.read_table(path).num_rows == 0
     line = assert_one_line_error(score_cli(path, out), path.name)
@@ -436,7 +467,9 @@ def test_empty_field_id_in_csv(tmp_path: Path, out: OutFolder) -> None:
     # wording is fine as long as the row and the column are named.
     path = write(tmp_path, with_value("parent_id", ""), "csv")
     line = assert_one_line_error(score_cli(path, out), path.name, "parent_id")
-    assert re.search(rf"\brow {BAD_ROW}\b", wording(line)) and re.search(r"empty|null", wording(line)), line
+    assert re.search(rf"\brow {BAD_ROW}\b", wording(line)) and re.search(
+        r"empty|null", wording(line)
+    ), line
     out.assert_untouched()
 
 
@@ -446,9 +479,15 @@ def test_row_number_is_the_data_row_in_a_larger_file(tmp_path: Path, fmt: str) -
     # ORDER BY; with parallel reads of a file of this size the reported row was often wrong
     # (e.g. 'row 13616' for data row 30000), depending on thread scheduling.
     n = 30_000
-    cols = {"query_id": [f"q{i}" for i in range(n)], "parent_id": ["p"] * n,
-            "rrf_sum": [0.5] * n, "max_score": [0.5] * n, "coverage": [1.0] * n,
-            "total_chunks": [3] * n, "coverage_ratio": [0.5] * n}
+    cols = {
+        "query_id": [f"q{i}" for i in range(n)],
+        "parent_id": ["p"] * n,
+        "rrf_sum": [0.5] * n,
+        "max_score": [0.5] * n,
+        "coverage": [1.0] * n,
+        "total_chunks": [3] * n,
+        "coverage_ratio": [0.5] * n,
+    }
     cols["coverage_ratio"][n - 1] = 1.5
     path = write(tmp_path, cols, fmt)
     # The misnumbering depended on thread scheduling: try several times, stop at the first miss.
@@ -465,15 +504,25 @@ def test_row_number_in_the_second_of_two_larger_files(tmp_path: Path, fmt: str) 
     # Row numbers restart in every file, also when both files are read in parallel.
     n = 20_000
     for name in ("a", "b"):
-        cols = {"query_id": [f"{name}{i}" for i in range(n)], "parent_id": ["p"] * n,
-                "rrf_sum": [0.5] * n, "max_score": [0.5] * n, "coverage": [1.0] * n,
-                "total_chunks": [3] * n, "coverage_ratio": [0.5] * n}
+        cols = {
+            "query_id": [f"{name}{i}" for i in range(n)],
+            "parent_id": ["p"] * n,
+            "rrf_sum": [0.5] * n,
+            "max_score": [0.5] * n,
+            "coverage": [1.0] * n,
+            "total_chunks": [3] * n,
+            "coverage_ratio": [0.5] * n,
+        }
         if name == "b":
             cols["coverage_ratio"][n - 1] = 1.5
         write(tmp_path, cols, fmt, stem=name)
     for attempt in range(6):
         with pytest.raises(DuckscoreError) as caught:
-            run_score(str(tmp_path / f"*.{fmt}"), tmp_path / f"out{attempt}", settings=EngineSettings(threads=8))
+            run_score(
+                str(tmp_path / f"*.{fmt}"),
+                tmp_path / f"out{attempt}",
+                settings=EngineSettings(threads=8),
+            )
         message = str(caught.value)
         assert re.search(word(f"b.{fmt}"), message) and f"query_id='b{n - 1}'" in message, message
         assert re.search(rf"\brow {n}\b", wording(message)), message
@@ -492,7 +541,9 @@ def test_bad_row_in_second_file_of_a_folder(tmp_path: Path, out: OutFolder) -> N
     second["coverage_ratio"][1] = 2.0  # data row 2 of b.parquet, key (q2, p4)
     write_parquet(folder / "a.parquet", first)
     bad = write_parquet(folder / "b.parquet", second)
-    line = assert_row_error(score_cli(folder, out), out, bad, "coverage_ratio", row=2, key=("q2", "p4"))
+    line = assert_row_error(
+        score_cli(folder, out), out, bad, "coverage_ratio", row=2, key=("q2", "p4")
+    )
     assert not re.search(word("a.parquet"), line), line
 
 
@@ -502,7 +553,9 @@ def test_bad_row_in_second_file_of_a_glob(tmp_path: Path, out: OutFolder) -> Non
     second = {c: v[3:] for c, v in cols.items()}
     second["rrf_sum"][0] = None
     bad = write_parquet(tmp_path / "part-2.parquet", second)
-    assert_row_error(score_cli(tmp_path / "part-*.parquet", out), out, bad, "rrf_sum", row=1, key=BAD_KEY)
+    assert_row_error(
+        score_cli(tmp_path / "part-*.parquet", out), out, bad, "rrf_sum", row=1, key=BAD_KEY
+    )
 
 
 def test_duplicate_key_across_two_files_names_both(tmp_path: Path, out: OutFolder) -> None:
@@ -564,7 +617,7 @@ def test_hive_partitioned_folder_scores(tmp_path: Path) -> None:
     by_key = dict(zip(zip(parents["query_id"], parents["parent_id"]), parents["rrf_sum"]))
     for q, p, r in zip(cols["query_id"], cols["parent_id"], cols["rrf_sum"]):
         assert by_key[(q, p)] == r
-    contract = [json.loads(l) for l in (out_dir / "contract.jsonl").read_text().splitlines()]
+    contract = [json.loads(line) for line in (out_dir / "contract.jsonl").read_text().splitlines()]
     assert [c["query_id"] for c in contract] == ["q1", "q2"]
     for name in ("queries.parquet", "manifest.json"):
         assert (out_dir / name).is_file()
@@ -576,13 +629,19 @@ def test_hive_partitioned_glob_scores(tmp_path: Path) -> None:
     for query_id in ("q1", "q2"):
         keep = [i for i, q in enumerate(cols["query_id"]) if q == query_id]
         (folder / f"query_id={query_id}").mkdir(parents=True)
-        write_parquet(folder / f"query_id={query_id}" / "part.parquet",
-                      {c: [v[i] for i in keep] for c, v in cols.items() if c != "query_id"})
+        write_parquet(
+            folder / f"query_id={query_id}" / "part.parquet",
+            {c: [v[i] for i in keep] for c, v in cols.items() if c != "query_id"},
+        )
     out_dir = tmp_path / "out"
-    result = invoke("score", "--features", str(folder / "query_id=*" / "*.parquet"), "--out", str(out_dir))
+    result = invoke(
+        "score", "--features", str(folder / "query_id=*" / "*.parquet"), "--out", str(out_dir)
+    )
     assert result.exit_code == 0, (result.stderr, result.exception)
     parents = pd.read_parquet(out_dir / "parents.parquet")
-    assert sorted(zip(parents["query_id"], parents["parent_id"])) == sorted(zip(cols["query_id"], cols["parent_id"]))
+    assert sorted(zip(parents["query_id"], parents["parent_id"])) == sorted(
+        zip(cols["query_id"], cols["parent_id"])
+    )
 
 
 @pytest.mark.parametrize("given", ["file", "glob", "folder"])
@@ -662,8 +721,15 @@ def test_set_non_numeric_value(features: Path, out: OutFolder) -> None:
 
 def test_set_accepts_exponent_notation(tmp_path: Path, features: Path) -> None:
     # YAML 1.1 (PyYAML's default) reads `1e-6` without a dot as a string.
-    result = invoke("score", "--features", str(features), "--out", str(tmp_path / "out"),
-                    "--set", "normalization.eps=1e-6")
+    result = invoke(
+        "score",
+        "--features",
+        str(features),
+        "--out",
+        str(tmp_path / "out"),
+        "--set",
+        "normalization.eps=1e-6",
+    )
     assert result.exit_code == 0, result.stderr
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["policy"]["parameters"]["normalization"]["eps"] == 1e-6
@@ -672,8 +738,15 @@ def test_set_accepts_exponent_notation(tmp_path: Path, features: Path) -> None:
     assert "eps: 1.0e-9" in text
     policy = tmp_path / "policy.yaml"
     policy.write_text(text.replace("eps: 1.0e-9", "eps: 1e-9"), encoding="utf-8")
-    result = invoke("score", "--features", str(features), "--out", str(tmp_path / "out2"),
-                    "--policy", str(policy))
+    result = invoke(
+        "score",
+        "--features",
+        str(features),
+        "--out",
+        str(tmp_path / "out2"),
+        "--policy",
+        str(policy),
+    )
     assert result.exit_code == 0, result.stderr
 
 
@@ -683,7 +756,9 @@ def test_unknown_policy_name(features: Path, out: OutFolder) -> None:
     out.assert_untouched()
 
 
-def test_policy_file_with_unknown_top_level_key(tmp_path: Path, features: Path, out: OutFolder) -> None:
+def test_policy_file_with_unknown_top_level_key(
+    tmp_path: Path, features: Path, out: OutFolder
+) -> None:
     policy = tmp_path / "policy.yaml"
     policy.write_text(packaged_policy_text() + "colour: blue\n", encoding="utf-8")
     assert_one_line_error(score_cli(features, out, "--policy", str(policy)), policy.name, "colour")
@@ -692,19 +767,24 @@ def test_policy_file_with_unknown_top_level_key(tmp_path: Path, features: Path, 
 
 def test_policy_file_with_missing_parameter(tmp_path: Path, features: Path, out: OutFolder) -> None:
     text = packaged_policy_text()
-    kept = [l for l in text.splitlines(keepends=True) if not l.lstrip().startswith("R_hitl:")]
+    kept = [
+        line for line in text.splitlines(keepends=True) if not line.lstrip().startswith("R_hitl:")
+    ]
     assert len(kept) == len(text.splitlines()) - 1
     policy = tmp_path / "policy.yaml"
     policy.write_text("".join(kept), encoding="utf-8")
-    line = assert_one_line_error(score_cli(features, out, "--policy", str(policy)), policy.name, "R_hitl")
+    line = assert_one_line_error(
+        score_cli(features, out, "--policy", str(policy)), policy.name, "R_hitl"
+    )
     assert "missing" in wording(line)
     out.assert_untouched()
 
 
-def test_policy_file_with_invalid_yaml_names_the_line(tmp_path: Path, features: Path,
-                                                      out: OutFolder) -> None:
+def test_policy_file_with_invalid_yaml_names_the_line(
+    tmp_path: Path, features: Path, out: OutFolder
+) -> None:
     lines = packaged_policy_text().splitlines(keepends=True)
-    number = next(i for i, l in enumerate(lines, 1) if l.lstrip().startswith("beta:"))
+    number = next(i for i, line in enumerate(lines, 1) if line.lstrip().startswith("beta:"))
     lines[number - 1] = "  beta: 0.5: 0.7\n"  # "mapping values are not allowed here"
     policy = tmp_path / "policy.yaml"
     policy.write_text("".join(lines), encoding="utf-8")
@@ -755,15 +835,23 @@ def test_bad_option_exits_2_and_writes_nothing(features: Path, out: OutFolder, c
     out.assert_untouched()
 
 
-@pytest.mark.parametrize("args, mentions", [
-    (["score", "--out", "OUT"], ["--features"]),
-    (["score", "--features", "FEATURES", "--out", "OUT", "--bogus"], ["--bogus"]),
-    (["score", "--features", "FEATURES", "--out", "OUT", "--top-n", "many"], ["--top-n", "many"]),
-    (["sql", "score", "--stage", "nope"], ["--stage", "nope"]),
-    (["nosuchcommand"], ["nosuchcommand"]),
-], ids=["missing_features", "unknown_option", "non_integer_top_n", "bad_stage", "unknown_command"])
-def test_usage_errors_are_one_line(features: Path, out: OutFolder, args: list[str],
-                                   mentions: list[str]) -> None:
+@pytest.mark.parametrize(
+    "args, mentions",
+    [
+        (["score", "--out", "OUT"], ["--features"]),
+        (["score", "--features", "FEATURES", "--out", "OUT", "--bogus"], ["--bogus"]),
+        (
+            ["score", "--features", "FEATURES", "--out", "OUT", "--top-n", "many"],
+            ["--top-n", "many"],
+        ),
+        (["sql", "score", "--stage", "nope"], ["--stage", "nope"]),
+        (["nosuchcommand"], ["nosuchcommand"]),
+    ],
+    ids=["missing_features", "unknown_option", "non_integer_top_n", "bad_stage", "unknown_command"],
+)
+def test_usage_errors_are_one_line(
+    features: Path, out: OutFolder, args: list[str], mentions: list[str]
+) -> None:
     args = [str(features) if a == "FEATURES" else str(out.path) if a == "OUT" else a for a in args]
     assert_one_line_error(invoke(*args), *mentions)
     out.assert_untouched()
@@ -793,14 +881,26 @@ def command_at(path: list[str]) -> click.Command:
 
 HELP_MUST_MENTION = {
     (): ["--version", "--quiet", "--help", "score", "sql", "demo", "policy"],
-    ("score",): ["--features", "--out", "--queries", "--top-n", "--policy", "--set", "--threads",
-                 "--memory-limit", "--temp-dir", "--help"],
+    ("score",): [
+        "--features",
+        "--out",
+        "--queries",
+        "--top-n",
+        "--policy",
+        "--set",
+        "--threads",
+        "--memory-limit",
+        "--temp-dir",
+        "--help",
+    ],
     ("sql", "score"): ["--stage", "--top-n", "--policy", "--set", "--help"],
     ("demo",): ["--out", "--threads", "--memory-limit", "--temp-dir", "--help"],
 }
 
 
-@pytest.mark.parametrize("path", sorted(HELP_MUST_MENTION), ids=lambda p: " ".join(("duckscore",) + p))
+@pytest.mark.parametrize(
+    "path", sorted(HELP_MUST_MENTION), ids=lambda p: " ".join(("duckscore",) + p)
+)
 def test_help_mentions_every_option(path: tuple[str, ...]) -> None:
     result = CliRunner().invoke(cli, [*path, "--help"])
     assert result.exit_code == 0, (result.stderr, result.exception)
@@ -820,8 +920,13 @@ def test_help_mentions_every_option(path: tuple[str, ...]) -> None:
 
 def run_console(*args: str) -> subprocess.CompletedProcess[str]:
     assert CONSOLE_SCRIPT.is_file(), f"{CONSOLE_SCRIPT} is not installed"
-    return subprocess.run([str(CONSOLE_SCRIPT), *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "COLUMNS": "80"})
+    return subprocess.run(
+        [str(CONSOLE_SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "80"},
+    )
 
 
 def test_console_script_bad_input_quiet(tmp_path: Path) -> None:
@@ -845,7 +950,9 @@ def test_console_script_bad_input_default_flags(tmp_path: Path) -> None:
     proc = run_console("score", "--features", str(path), "--out", str(out_dir))
     assert proc.returncode == 2, proc.stderr
     assert not out_dir.exists()
-    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("duckscore: error: "), repr(proc.stderr)
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("duckscore: error: "), repr(
+        proc.stderr
+    )
 
 
 def test_console_script_with_progress_ends_with_one_error_line(tmp_path: Path) -> None:
@@ -854,6 +961,6 @@ def test_console_script_with_progress_ends_with_one_error_line(tmp_path: Path) -
     proc = run_console("--progress", "score", "--features", str(path), "--out", str(out_dir))
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.splitlines()
-    errors = [l for l in lines if l.startswith("duckscore: error:")]
+    errors = [line for line in lines if line.startswith("duckscore: error:")]
     assert len(errors) == 1 and lines[-1] == errors[0], proc.stderr
     assert not out_dir.exists()

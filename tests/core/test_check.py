@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from duckscore.core.check import check_sql
 from duckscore.core.errors import TemplateError
 from duckscore.core.render import RenderedSQL
-from duckscore.core.check import check_sql
 
 LINT = yaml.safe_load((Path(__file__).parent / "lint_cases.yaml").read_text(encoding="utf-8"))
 
@@ -29,8 +29,12 @@ def test_lint_case(case: dict) -> None:
 
 
 def test_misspelt_column_names_template_and_column() -> None:
-    rendered = RenderedSQL(template="score/parents.sql", text="SELECT rrf_summ FROM parent_features")
-    with pytest.raises(TemplateError, match=r"sql/score/parents.sql: Column 'rrf_summ' could not be resolved"):
+    rendered = RenderedSQL(
+        template="score/parents.sql", text="SELECT rrf_summ FROM parent_features"
+    )
+    with pytest.raises(
+        TemplateError, match=r"sql/score/parents.sql: Column 'rrf_summ' could not be resolved"
+    ):
         check_sql(rendered, {"parent_features": {"rrf_sum": "DOUBLE"}})
 
 
@@ -40,8 +44,10 @@ def test_packaged_templates_pass_their_own_lint() -> None:
     from duckscore.score.stages import render_parents, render_queries
 
     policy = load_policy(SCORE_POLICY, "overall_v1")
-    features = {c: "DOUBLE" for c in ("rrf_sum", "max_score", "coverage", "coverage_ratio")}
+    features = dict.fromkeys(("rrf_sum", "max_score", "coverage", "coverage_ratio"), "DOUBLE")
     features.update(query_id="VARCHAR", parent_id="VARCHAR", total_chunks="BIGINT")
     check_sql(render_parents(policy), {"parent_features": features})
-    check_sql(render_queries(policy, 5, standalone=True, with_query_ids=False),
-              {"parent_features": features})
+    check_sql(
+        render_queries(policy, 5, standalone=True, with_query_ids=False),
+        {"parent_features": features},
+    )

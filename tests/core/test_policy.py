@@ -32,34 +32,48 @@ def test_overall_v1_is_the_seed_defaults() -> None:
 
 
 def test_overrides_change_parameters_and_mark_the_version() -> None:
-    policy = v1("alpha=0.7", "parameters.risk_flags.single_spike.max_score_norm_at_least=0.9",
-                "normalization.reference.rrf_sum=[0.01, 0.05]")
+    policy = v1(
+        "alpha=0.7",
+        "parameters.risk_flags.single_spike.max_score_norm_at_least=0.9",
+        "normalization.reference.rrf_sum=[0.01, 0.05]",
+    )
     assert policy.parameters["alpha"] == 0.7
     assert policy.parameters["risk_flags"]["single_spike"]["max_score_norm_at_least"] == 0.9
     assert policy.parameters["normalization"]["reference"]["rrf_sum"] == [0.01, 0.05]
-    assert policy.version.startswith("overall_v1+") and len(policy.version) == len("overall_v1+") + 8
+    assert (
+        policy.version.startswith("overall_v1+") and len(policy.version) == len("overall_v1+") + 8
+    )
     assert policy.overrides["alpha"] == 0.7
     assert v1("alpha=0.7").version == v1("alpha=0.7").version != v1("alpha=0.71").version
 
 
-@pytest.mark.parametrize(("override", "message"), [
-    ("alpah=0.7", "unknown key 'alpah' (did you mean 'alpha'?)"),
-    ("risk_flags.single_spike=1", "is a group; give a mapping"),
-    ("risk_flags.single_spike={nope: 1}", "unknown key 'risk_flags.single_spike.nope'"),
-    ("risk_flags.single_spyke.x=1", "did you mean 'risk_flags.single_spike'"),
-    ("alpha=1.5", "parameters.alpha: 1.5 is outside [0, 1]"),
-    ("alpha=high", "parameters.alpha: expected a number, got 'high'"),
-    ("alpha", "expected key=value"),
-    ("w1=0.6", "w1 + w2 + w3 + w_agreement + w_separation must sum to 1, got 1.1"),
-    ("w1=0", "parameters.w1: 0 is outside (0, 1]"),
-    ("T_low=0.7", "T_low (0.7) must not exceed T_high (0.68)"),
-    ("normalization.mode=absolute", "'absolute' is not one of per_query, reference"),
-    ("normalization.mode=reference", "normalization.reference.rrf_sum is required by mode: reference"),
-    ("normalization.coverage=divide_by_max", "coverage_max is required by coverage: divide_by_max"),
-    ("normalization.reference.rrf_sum=[0.5, 0.1]", "lo (0.5) must not exceed hi (0.1)"),
-    ("normalization.p_lo=0.95", "p_lo must be below normalization.p_hi"),
-    ("normalization.eps=0", "outside (0, 1]"),
-])
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("alpah=0.7", "unknown key 'alpah' (did you mean 'alpha'?)"),
+        ("risk_flags.single_spike=1", "is a group; give a mapping"),
+        ("risk_flags.single_spike={nope: 1}", "unknown key 'risk_flags.single_spike.nope'"),
+        ("risk_flags.single_spyke.x=1", "did you mean 'risk_flags.single_spike'"),
+        ("alpha=1.5", "parameters.alpha: 1.5 is outside [0, 1]"),
+        ("alpha=high", "parameters.alpha: expected a number, got 'high'"),
+        ("alpha", "expected key=value"),
+        ("w1=0.6", "w1 + w2 + w3 + w_agreement + w_separation must sum to 1, got 1.1"),
+        ("w1=0", "parameters.w1: 0 is outside (0, 1]"),
+        ("T_low=0.7", "T_low (0.7) must not exceed T_high (0.68)"),
+        ("normalization.mode=absolute", "'absolute' is not one of per_query, reference"),
+        (
+            "normalization.mode=reference",
+            "normalization.reference.rrf_sum is required by mode: reference",
+        ),
+        (
+            "normalization.coverage=divide_by_max",
+            "coverage_max is required by coverage: divide_by_max",
+        ),
+        ("normalization.reference.rrf_sum=[0.5, 0.1]", "lo (0.5) must not exceed hi (0.1)"),
+        ("normalization.p_lo=0.95", "p_lo must be below normalization.p_hi"),
+        ("normalization.eps=0", "outside (0, 1]"),
+    ],
+)
 def test_bad_overrides_name_the_key(override: str, message: str) -> None:
     with pytest.raises(PolicyError) as raised:
         v1(override)
@@ -89,20 +103,28 @@ def test_policy_file_by_path(tmp_path: Path) -> None:
     def mutate(d):
         d["score_policy_version"] = "overall_custom"
         d["parameters"]["alpha"] = 0.8
+
     policy = load_policy(SCORE_POLICY, str(_policy_file(tmp_path, mutate)))
     assert policy.version == "overall_custom" and policy.parameters["alpha"] == 0.8
 
 
-@pytest.mark.parametrize(("mutate", "message"), [
-    (lambda d: d.update(extra=1), "unknown key 'extra'"),
-    (lambda d: d["parameters"].pop("beta"), "missing key parameters.beta"),
-    (lambda d: d["parameters"]["risk_flags"]["low_coverage"].update(strenght_at_least=1),
-     "unknown key 'parameters.risk_flags.low_coverage.strenght_at_least' (did you mean "
-     "'parameters.risk_flags.low_coverage.strength_at_least'?)"),
-    (lambda d: d.pop("score_policy_version"), "score_policy_version must be a version name"),
-    (lambda d: d.update(score_policy_version="bad version!"), "must be a version name"),
-    (lambda d: d.update(parameters=[1, 2]), "`parameters` must be a mapping"),
-])
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d.update(extra=1), "unknown key 'extra'"),
+        (lambda d: d["parameters"].pop("beta"), "missing key parameters.beta"),
+        (
+            lambda d: d["parameters"]["risk_flags"]["low_coverage"].update(strenght_at_least=1),
+            "unknown key 'parameters.risk_flags.low_coverage.strenght_at_least' (did you mean "
+            "'parameters.risk_flags.low_coverage.strength_at_least'?)",
+        ),
+        (lambda d: d.pop("score_policy_version"), "score_policy_version must be a version name"),
+        (lambda d: d.update(score_policy_version="bad version!"), "must be a version name"),
+        (lambda d: d.update(parameters=[1, 2]), "`parameters` must be a mapping"),
+        (lambda d: d.update(metadata=[1, 2]), "`metadata` must be a mapping"),
+        (lambda d: d.update(parent_version=[1]), "parent_version must be a version name"),
+    ],
+)
 def test_bad_policy_files(tmp_path: Path, mutate, message: str) -> None:
     with pytest.raises(PolicyError) as raised:
         load_policy(SCORE_POLICY, str(_policy_file(tmp_path, mutate)))
@@ -118,7 +140,9 @@ def test_invalid_yaml_names_the_line(tmp_path: Path) -> None:
 
 
 def test_unknown_policy_lists_the_packaged_ones() -> None:
-    with pytest.raises(PolicyError, match="unknown score policy 'overall_v9' .packaged: overall_v1"):
+    with pytest.raises(
+        PolicyError, match=r"unknown score policy 'overall_v9' \(packaged: overall_v1"
+    ):
         load_policy(SCORE_POLICY, "overall_v9")
 
 
@@ -131,16 +155,19 @@ def test_packaged_policies_are_found_from_any_directory(tmp_path: Path) -> None:
         os.chdir(here)
 
 
-@pytest.mark.parametrize(("value", "sql"), [
-    (0.1, "CAST(0.1 AS DOUBLE)"),
-    (1e-09, "CAST(1e-09 AS DOUBLE)"),
-    (0.30000000000000004, "CAST(0.30000000000000004 AS DOUBLE)"),
-    (3, "3"),
-    (True, "TRUE"),
-    (None, "NULL"),
-    ("it's", "'it''s'"),
-    (["a", 1.5], "['a', CAST(1.5 AS DOUBLE)]"),
-])
+@pytest.mark.parametrize(
+    ("value", "sql"),
+    [
+        (0.1, "CAST(0.1 AS DOUBLE)"),
+        (1e-09, "CAST(1e-09 AS DOUBLE)"),
+        (0.30000000000000004, "CAST(0.30000000000000004 AS DOUBLE)"),
+        (3, "3"),
+        (True, "TRUE"),
+        (None, "NULL"),
+        ("it's", "'it''s'"),
+        (["a", 1.5], "['a', CAST(1.5 AS DOUBLE)]"),
+    ],
+)
 def test_lit_renders_exact_literals(value, sql: str) -> None:
     assert lit(value) == sql
 

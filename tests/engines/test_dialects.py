@@ -19,22 +19,22 @@ from click.testing import CliRunner
 
 from duckscore.answers.policy import ANSWER_POLICY
 from duckscore.answers.stages import render_answers, render_contract
-from duckscore.cli import cli
 from duckscore.answers.tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
-from duckscore.fuse.log import RETRIEVAL_LOG
-from duckscore.score.tables import PARENT_FEATURES
+from duckscore.cli import cli
 from duckscore.core.errors import TemplateError
-from duckscore.fuse.recipe import FUSE_RECIPE, plan
-from duckscore.fuse.stages import render_fused
 from duckscore.core.inputs import open_input
-from duckscore.run.pipeline import run
 from duckscore.core.policy import load_policy
 from duckscore.core.render import RenderedSQL, lit
 from duckscore.core.resources import fixtures_dir
-from duckscore.score.policy import SCORE_POLICY
-from duckscore.score.stages import render_parents, render_queries
 from duckscore.engines import DIALECTS
 from duckscore.engines.dialects import to_dialect
+from duckscore.fuse.log import RETRIEVAL_LOG
+from duckscore.fuse.recipe import FUSE_RECIPE, plan
+from duckscore.fuse.stages import render_fused
+from duckscore.run.pipeline import run
+from duckscore.score.policy import SCORE_POLICY
+from duckscore.score.stages import render_parents, render_queries
+from duckscore.score.tables import PARENT_FEATURES
 
 from ..helpers import FIXTURES
 from .warehouses import duck_rows, first_difference, postgres_bin, postgres_server, spark_rows
@@ -42,7 +42,10 @@ from .warehouses import duck_rows, first_difference, postgres_bin, postgres_serv
 IN_CI = os.environ.get("CI") == "true"
 # one worker runs them all (and test_spark_engine.py): one JVM, one PostgreSQL server, one copy of the inputs
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("jvm")]
-ENGINES = [pytest.param("postgres", marks=pytest.mark.postgres), pytest.param("spark", marks=pytest.mark.spark)]
+ENGINES = [
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("spark", marks=pytest.mark.spark),
+]
 
 SCIFACT_LOG = fixtures_dir() / "scifact" / "retrieval_log.parquet"
 ANSWERS_DIR = FIXTURES / "answers"
@@ -83,21 +86,47 @@ def _edge_log() -> pd.DataFrame:
     """Ties, all-equal scores, one candidate, a source missing for some parents, unicode ids,
     blocks of one parent, query text for the analyzer; scores usable as distances too."""
     rows = []
-    for source, scores in (("bm25", [3.0, 3.0, 3.0, 1.5]), ("dense", [0.5, 0.5, 0.2, 0.1]),
-                           ("summary", [0.9, 0.4, 0.4, 0.3])):
+    for source, scores in (
+        ("bm25", [3.0, 3.0, 3.0, 1.5]),
+        ("dense", [0.5, 0.5, 0.2, 0.1]),
+        ("summary", [0.9, 0.4, 0.4, 0.3]),
+    ):
         for rank, score in enumerate(scores, start=1):
-            rows.append(("q-ü", source, f"{source}-{rank}", f"文档{rank % 3}", score, rank, "why 为什么"))
-    rows += [("q_single", "bm25", "only", "p1", 1.0, 1, "what"), ("q_two", "dense", "a", "pa", 0.9, 1, "how"),
-             ("q_two", "dense", "b", "pb", 0.9, 2, "how"), ("q_two", "summary", "c", "pa", 0.2, 1, "how")]
-    return pd.DataFrame(rows, columns=["query_id", "source", "item_id", "parent_id", "score", "rank", "query_text"])
+            rows.append(
+                ("q-ü", source, f"{source}-{rank}", f"文档{rank % 3}", score, rank, "why 为什么")
+            )
+    rows += [
+        ("q_single", "bm25", "only", "p1", 1.0, 1, "what"),
+        ("q_two", "dense", "a", "pa", 0.9, 1, "how"),
+        ("q_two", "dense", "b", "pb", 0.9, 2, "how"),
+        ("q_two", "summary", "c", "pa", 0.2, 1, "how"),
+    ]
+    return pd.DataFrame(
+        rows, columns=["query_id", "source", "item_id", "parent_id", "score", "rank", "query_text"]
+    )
 
 
 # the English lexicons' edges: case, word boundaries (beside CJK, inside longer words), the
 # longest term first, a phrase with a gap, blank paragraphs, nothing visible
 ENGLISH_ANSWERS = [
-    ("en_hedged", "q_en", "Maybe the cause is unclear.\n\nPerhaps some say otherwise; it might be so.", 3),
-    ("en_assertive", "q_en", "Clearly, in fact, the answer is 42.\n \t\nIn conclusion, it is definitely so.", 12),
-    ("en_boundaries", "q_en", "MAYBE因为 maybes, a lot of things; a number of mayhem. I think so, not sure.", 0),
+    (
+        "en_hedged",
+        "q_en",
+        "Maybe the cause is unclear.\n\nPerhaps some say otherwise; it might be so.",
+        3,
+    ),
+    (
+        "en_assertive",
+        "q_en",
+        "Clearly, in fact, the answer is 42.\n \t\nIn conclusion, it is definitely so.",
+        12,
+    ),
+    (
+        "en_boundaries",
+        "q_en",
+        "MAYBE因为 maybes, a lot of things; a number of mayhem. I think so, not sure.",
+        0,
+    ),
     ("en_blank", "q_en", " \n\n \t ", 1),
 ]
 
@@ -115,6 +144,7 @@ def spark():
     _need(shutil.which("java") is not None, "a JVM")
     pytest.importorskip("pyspark")
     from ..conftest import spark_session
+
     with spark_session() as session:
         yield session
 
@@ -129,8 +159,14 @@ def _views(con: duckdb.DuckDBPyConnection, names: dict[str, str]) -> list[str]:
 _copied: dict[tuple[str, str], str] = {}  # (engine, view) -> the table copied there under that name
 
 
-def _check(engine: str, con: duckdb.DuckDBPyConnection, inputs: dict[str, str], rendered: RenderedSQL,
-           key: tuple[str, ...], server) -> None:
+def _check(
+    engine: str,
+    con: duckdb.DuckDBPyConnection,
+    inputs: dict[str, str],
+    rendered: RenderedSQL,
+    key: tuple[str, ...],
+    server,
+) -> None:
     views = _views(con, inputs)
     expected = duck_rows(con, rendered.text)
     assert expected, "a parity case with no rows proves nothing"
@@ -147,7 +183,11 @@ def _check(engine: str, con: duckdb.DuckDBPyConnection, inputs: dict[str, str], 
     assert problem is None, f"{rendered.template} on {engine}: {problem}"
 
 
-SCORE_CASES = [(policy, features) for policy in ("overall_v1", "overall_v2") for features in ("scifact", "edge")]
+SCORE_CASES = [
+    (policy, features)
+    for policy in ("overall_v1", "overall_v2")
+    for features in ("scifact", "edge")
+]
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -157,20 +197,49 @@ def test_score_on(engine: str, policy: str, features: str, tables, request) -> N
     loaded = load_policy(SCORE_POLICY, policy, [])
     inputs = {"parent_features": f"{features}_features"}
     _check(engine, tables, inputs, render_parents(loaded), ("query_id", "parent_id"), server)
-    _check(engine, tables, inputs, render_queries(loaded, 5, standalone=True, with_query_ids=False),
-           ("query_id",), server)
+    _check(
+        engine,
+        tables,
+        inputs,
+        render_queries(loaded, 5, standalone=True, with_query_ids=False),
+        ("query_id",),
+        server,
+    )
 
 
 FUSE_CASES = [
     ("hybrid_v1", "scifact", []),
     ("canonical_rrf", "scifact", []),
-    ("hybrid_v1", "edge", ["query_analyzer.enabled=true",
-                           "query_analyzer.rules=[{match: '为什么|why', boost: {bm25: 2.0}}]"]),
-    *[("canonical_rrf", "edge", [f"source_defaults.normalize={n}", f"fusion.method={m}"])
-      for n, m in (("minmax", "combsum"), ("max", "combmnz"), ("sum", "combanz"), ("zscore", "weighted_sum"),
-                   ("l2", "combmax"), ("softmax", "combmin"), ("sigmoid", "combmed"), ("quantile", "arithmetic_mean"),
-                   ("dbsf", "geometric_mean"), ("rank", "harmonic_mean"), ("borda", "combsum"), ("none", "isr"))],
-    ("canonical_rrf", "edge", ["fusion.missing=list_min", "source_defaults.normalize=minmax", "fusion.method=combsum"]),
+    (
+        "hybrid_v1",
+        "edge",
+        [
+            "query_analyzer.enabled=true",
+            "query_analyzer.rules=[{match: '为什么|why', boost: {bm25: 2.0}}]",
+        ],
+    ),
+    *[
+        ("canonical_rrf", "edge", [f"source_defaults.normalize={n}", f"fusion.method={m}"])
+        for n, m in (
+            ("minmax", "combsum"),
+            ("max", "combmnz"),
+            ("sum", "combanz"),
+            ("zscore", "weighted_sum"),
+            ("l2", "combmax"),
+            ("softmax", "combmin"),
+            ("sigmoid", "combmed"),
+            ("quantile", "arithmetic_mean"),
+            ("dbsf", "geometric_mean"),
+            ("rank", "harmonic_mean"),
+            ("borda", "combsum"),
+            ("none", "isr"),
+        )
+    ],
+    (
+        "canonical_rrf",
+        "edge",
+        ["fusion.missing=list_min", "source_defaults.normalize=minmax", "fusion.method=combsum"],
+    ),
     ("canonical_rrf", "edge", ["source_defaults.distance=true", "source_defaults.top_k=2"]),
     ("hybrid_v1", "edge", ["target_granularity=block"]),
 ]
@@ -180,9 +249,21 @@ FUSE_CASES = [
 @pytest.mark.parametrize("recipe,log,overrides", FUSE_CASES)
 def test_fuse_on(engine: str, recipe: str, log: str, overrides: list[str], tables, request) -> None:
     server = request.getfixturevalue(engine)
-    sources = [s for (s,) in tables.execute(f"SELECT DISTINCT source FROM {log}_log ORDER BY source").fetchall()]
+    sources = [
+        s
+        for (s,) in tables.execute(
+            f"SELECT DISTINCT source FROM {log}_log ORDER BY source"
+        ).fetchall()
+    ]
     fuse_plan = plan(load_policy(FUSE_RECIPE, recipe, overrides), sources, has_rank=True)
-    _check(engine, tables, {"retrieval_log": f"{log}_log"}, render_fused(fuse_plan), ("query_id", "item_id"), server)
+    _check(
+        engine,
+        tables,
+        {"retrieval_log": f"{log}_log"},
+        render_fused(fuse_plan),
+        ("query_id", "item_id"),
+        server,
+    )
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -195,27 +276,53 @@ def test_answers_on(engine: str, with_events: bool, policy: str, tables, request
         inputs["events"] = "fixture_events"
     rendered = render_answers(load_policy(ANSWER_POLICY, policy, []), with_events)
     _check(engine, tables, inputs, rendered, ("answer_id",), server)
-    hits = tables.execute(f"SELECT sum(uncertain_hits + vague_hits + assertive_hits), "
-                          f"count(*) FILTER (WHERE has_conclusion) FROM ({rendered.text})").fetchall()[0]
+    hits = tables.execute(
+        f"SELECT sum(uncertain_hits + vague_hits + assertive_hits), "
+        f"count(*) FILTER (WHERE has_conclusion) FROM ({rendered.text})"
+    ).fetchall()[0]
     assert hits[0] >= 3, "the lexicons must match something, or the regex translation goes untested"
 
 
 # RE2 constructs portable_pattern translates, against DuckDB's own matches: ASCII word boundaries
 # (a CJK letter beside a word is a boundary in RE2 only), \x{..} escapes, a dot before a newline
 # with and without (?s), a leading ] in a class and in a negated class
-PATTERNS = [r"\bmay\b", r"a\x{20}lot", r"x.y", r"(?s)x.y", r"[]a]+", r"[^]a ]+", r"\d+\.\d",
-            r"(?:\bi\x{20}think\b|\bmaybe\b)"]
-PATTERN_TEXTS = ["may因为", "maybe", "a lot", "x\ny", "xzy", "]a]", "b", "3.5 and 10.25", "I think maybe",
-                 "mayhem may"]
+PATTERNS = [
+    r"\bmay\b",
+    r"a\x{20}lot",
+    r"x.y",
+    r"(?s)x.y",
+    r"[]a]+",
+    r"[^]a ]+",
+    r"\d+\.\d",
+    r"(?:\bi\x{20}think\b|\bmaybe\b)",
+]
+PATTERN_TEXTS = [
+    "may因为",
+    "maybe",
+    "a lot",
+    "x\ny",
+    "xzy",
+    "]a]",
+    "b",
+    "3.5 and 10.25",
+    "I think maybe",
+    "mayhem may",
+]
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_regular_expressions_match_as_in_duckdb(engine: str, tables, request) -> None:
     server = request.getfixturevalue(engine)
-    tables.execute("CREATE OR REPLACE TABLE pattern_texts AS SELECT * FROM (VALUES "
-                   + ", ".join(f"({i}, ?)" for i in range(len(PATTERN_TEXTS))) + ") AS t (id, s)", PATTERN_TEXTS)
-    columns = ", ".join(f"regexp_matches(s, {lit(p)}) AS m{i}, regexp_extract_all(s, {lit(p)}) AS found{i}"
-                        for i, p in enumerate(PATTERNS))
+    tables.execute(
+        "CREATE OR REPLACE TABLE pattern_texts AS SELECT * FROM (VALUES "
+        + ", ".join(f"({i}, ?)" for i in range(len(PATTERN_TEXTS)))
+        + ") AS t (id, s)",
+        PATTERN_TEXTS,
+    )
+    columns = ", ".join(
+        f"regexp_matches(s, {lit(p)}) AS m{i}, regexp_extract_all(s, {lit(p)}) AS found{i}"
+        for i, p in enumerate(PATTERNS)
+    )
     rendered = RenderedSQL("probe.sql", f"SELECT id, lower(s) AS s, {columns} FROM texts")
     _check(engine, tables, {"texts": "pattern_texts"}, rendered, ("id",), server)
 
@@ -227,31 +334,71 @@ def test_answer_contract_text_is_refused(dialect: str) -> None:
         to_dialect(rendered, dialect)
 
 
-@pytest.mark.parametrize("text,dialect,reason", [
-    ("SELECT quantile_cont(x, 0.5) FROM t", "trino", "trino has no exact grouped quantile"),
-    ("SELECT quantile_cont(x, 0.5) FROM t", "bigquery", "bigquery has no exact grouped quantile"),
-    ("SELECT quantile_cont(x, 0.5) OVER (PARTITION BY q) FROM t", "postgres", "a windowed quantile_cont"),
-    ("SELECT log(x) FROM t", "spark", "one-argument log is base 10"),
-    ("SELECT list_filter(xs, lambda x: x > 1) FROM t", "snowflake", "snowflake is not supported for DuckDB list"),
-    ("SELECT flatten(xs) FROM t", "postgres", "flatten"),
-    ("SELECT CAST(x * 2 AS INTEGER) FROM t", "postgres", "DuckDB rounds a number cast to an integer"),
-    ("SELECT 1.0 / n FROM t", "spark", "the decimal literal 1.0 in a division"),
-])
+@pytest.mark.parametrize(
+    "text,dialect,reason",
+    [
+        ("SELECT quantile_cont(x, 0.5) FROM t", "trino", "trino has no exact grouped quantile"),
+        (
+            "SELECT quantile_cont(x, 0.5) FROM t",
+            "bigquery",
+            "bigquery has no exact grouped quantile",
+        ),
+        (
+            "SELECT quantile_cont(x, 0.5) OVER (PARTITION BY q) FROM t",
+            "postgres",
+            "a windowed quantile_cont",
+        ),
+        ("SELECT log(x) FROM t", "spark", "one-argument log is base 10"),
+        (
+            "SELECT list_filter(xs, lambda x: x > 1) FROM t",
+            "snowflake",
+            "snowflake is not supported for DuckDB list",
+        ),
+        ("SELECT flatten(xs) FROM t", "postgres", "flatten"),
+        (
+            "SELECT CAST(x * 2 AS INTEGER) FROM t",
+            "postgres",
+            "DuckDB rounds a number cast to an integer",
+        ),
+        ("SELECT 1.0 / n FROM t", "spark", "the decimal literal 1.0 in a division"),
+    ],
+)
 def test_refusals_name_the_construct(text: str, dialect: str, reason: str) -> None:
     with pytest.raises(TemplateError, match=reason):
         to_dialect(RenderedSQL("probe.sql", text), dialect)
 
 
-@pytest.mark.parametrize("text,dialect,expected", [
-    # Spark drops a list's ORDER BY and rejects two-argument percentile_cont; sqlglot writes both
-    ("SELECT list(v ORDER BY k DESC NULLS LAST) FROM t", "spark", "ARRAY_SORT(COLLECT_LIST(STRUCT(k AS k0, v AS v))"),
-    ("SELECT quantile_cont(x, 0.9) FROM t GROUP BY q", "spark", "PERCENTILE(x, 0.9)"),
-    ("SELECT quantile_cont(x, 0.9) FROM t GROUP BY q", "postgres", "PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY x"),
-    ("SELECT round(x, 12) FROM t", "postgres", "CAST(ROUND(CAST(x AS DECIMAL), 12) AS DOUBLE PRECISION)"),
-    ("SELECT any_value(x) FILTER (WHERE s = 'a') FROM t", "postgres", "(ARRAY_AGG(x) FILTER(WHERE (s = 'a') AND NOT x IS NULL))[1]"),
-])
+@pytest.mark.parametrize(
+    "text,dialect,expected",
+    [
+        # Spark drops a list's ORDER BY and rejects two-argument percentile_cont; sqlglot writes both
+        (
+            "SELECT list(v ORDER BY k DESC NULLS LAST) FROM t",
+            "spark",
+            "ARRAY_SORT(COLLECT_LIST(STRUCT(k AS k0, v AS v))",
+        ),
+        ("SELECT quantile_cont(x, 0.9) FROM t GROUP BY q", "spark", "PERCENTILE(x, 0.9)"),
+        (
+            "SELECT quantile_cont(x, 0.9) FROM t GROUP BY q",
+            "postgres",
+            "PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY x",
+        ),
+        (
+            "SELECT round(x, 12) FROM t",
+            "postgres",
+            "CAST(ROUND(CAST(x AS DECIMAL), 12) AS DOUBLE PRECISION)",
+        ),
+        (
+            "SELECT any_value(x) FILTER (WHERE s = 'a') FROM t",
+            "postgres",
+            "(ARRAY_AGG(x) FILTER(WHERE (s = 'a') AND NOT x IS NULL))[1]",
+        ),
+    ],
+)
 def test_rewrites(text: str, dialect: str, expected: str) -> None:
-    assert "".join(expected.split()) in "".join(to_dialect(RenderedSQL("probe.sql", text), dialect).split())
+    assert "".join(expected.split()) in "".join(
+        to_dialect(RenderedSQL("probe.sql", text), dialect).split()
+    )
 
 
 def test_cli_dialect_option(tmp_path: Path) -> None:
@@ -263,4 +410,6 @@ def test_cli_dialect_option(tmp_path: Path) -> None:
     assert refused.exit_code == 2
     assert refused.stderr.count("\n") == 1 and "printf" in refused.stderr
     trino = runner.invoke(cli, ["sql", "score", "--dialect", "trino"])
-    assert trino.exit_code == 2 and "trino is not supported for DuckDB list functions" in trino.stderr
+    assert (
+        trino.exit_code == 2 and "trino is not supported for DuckDB list functions" in trino.stderr
+    )

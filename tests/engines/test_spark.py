@@ -14,13 +14,17 @@ import pytest
 from click.testing import CliRunner
 
 from duckscore.cli import cli
-from duckscore.run.pipeline import run
 from duckscore.core.resources import fixtures_dir
+from duckscore.run.pipeline import run
 
 pyspark = pytest.importorskip("pyspark")
 if shutil.which("java") is None:
     pytest.skip("no JVM", allow_module_level=True)
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("jvm")]  # one JVM for both Spark modules
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("jvm"),
+]  # one JVM for both Spark modules
 
 from duckscore.engines.spark import run_on_spark  # noqa: E402
 
@@ -31,6 +35,7 @@ SCIFACT_LOG = fixtures_dir() / "scifact" / "retrieval_log.parquet"
 @pytest.fixture(scope="module")
 def spark():
     from ..conftest import spark_session
+
     with spark_session() as session:
         yield session
 
@@ -40,13 +45,22 @@ def assert_same_outputs(duck: Path, spark_out: Path) -> None:
     for table in TABLES:
         a = f"read_parquet('{duck / (table + '.parquet')}')"
         b = f"read_parquet('{spark_out / (table + '.parquet')}/*.parquet')"
-        assert con.execute(f"DESCRIBE SELECT * FROM {a}").fetchall() == \
-            con.execute(f"DESCRIBE SELECT * FROM {b}").fetchall(), table
+        assert (
+            con.execute(f"DESCRIBE SELECT * FROM {a}").fetchall()
+            == con.execute(f"DESCRIBE SELECT * FROM {b}").fetchall()
+        ), table
         for left, right in ((a, b), (b, a)):
-            extra = con.execute(f"SELECT count(*) FROM (SELECT * FROM {left} EXCEPT ALL SELECT * FROM {right})").fetchall()
-            assert extra[0][0] == 0, f"{table}: {extra[0][0]} rows of one engine are not in the other"
-    spark_lines = [line for part in sorted(glob.glob(str(spark_out / "contract.jsonl" / "part-*")))
-                   for line in Path(part).read_text().splitlines()]
+            extra = con.execute(
+                f"SELECT count(*) FROM (SELECT * FROM {left} EXCEPT ALL SELECT * FROM {right})"
+            ).fetchall()
+            assert extra[0][0] == 0, (
+                f"{table}: {extra[0][0]} rows of one engine are not in the other"
+            )
+    spark_lines = [
+        line
+        for part in sorted(glob.glob(str(spark_out / "contract.jsonl" / "part-*")))
+        for line in Path(part).read_text().splitlines()
+    ]
     duck_lines = (duck / "contract.jsonl").read_text().splitlines()
     assert spark_lines == sorted(duck_lines)  # written sorted; the same objects, byte for byte
 
@@ -66,10 +80,15 @@ def test_edge_logs_equal_the_duckdb_engine(spark, tmp_path: Path) -> None:
     for source, scores in (("bm25", [3.0, 3.0, 3.0]), ("dense", [0.5, 0.5, 0.2])):
         for rank, score in enumerate(scores, start=1):
             rows.append(("q-ü", source, f"{source}-{rank}", f"文档{rank % 2}", score, rank))
-    rows += [("q_single", "bm25", "only", "p1", 1.0, 1), ("q_two", "dense", "a", "pa", 0.9, 1),
-             ("q_two", "dense", "b", "pb", 0.9, 2)]
+    rows += [
+        ("q_single", "bm25", "only", "p1", 1.0, 1),
+        ("q_two", "dense", "a", "pa", 0.9, 1),
+        ("q_two", "dense", "b", "pb", 0.9, 2),
+    ]
     log = tmp_path / "log.parquet"
-    pd.DataFrame(rows, columns=["query_id", "source", "item_id", "parent_id", "score", "rank"]).to_parquet(log)
+    pd.DataFrame(
+        rows, columns=["query_id", "source", "item_id", "parent_id", "score", "rank"]
+    ).to_parquet(log)
     run(log, tmp_path / "duck", recipe="canonical_rrf")
     run_on_spark(log, tmp_path / "spark", recipe="canonical_rrf", shards=7)
     assert_same_outputs(tmp_path / "duck", tmp_path / "spark")
@@ -77,17 +96,54 @@ def test_edge_logs_equal_the_duckdb_engine(spark, tmp_path: Path) -> None:
 
 def test_a_bad_shard_is_one_line_and_writes_nothing(spark, tmp_path: Path) -> None:
     log = tmp_path / "log.parquet"
-    pd.DataFrame({"query_id": ["q1", "q2"], "source": ["bm25", "bm25"], "item_id": ["a", "b"],
-                  "parent_id": ["p", "p"], "score": [1.0, float("nan")], "rank": [1, 1]}).to_parquet(log)
-    result = CliRunner().invoke(cli, ["run", "--engine", "spark", "--log", str(log),
-                                      "--out", str(tmp_path / "out"), "--shards", "2"])
+    pd.DataFrame(
+        {
+            "query_id": ["q1", "q2"],
+            "source": ["bm25", "bm25"],
+            "item_id": ["a", "b"],
+            "parent_id": ["p", "p"],
+            "score": [1.0, float("nan")],
+            "rank": [1, 1],
+        }
+    ).to_parquet(log)
+    result = CliRunner().invoke(
+        cli,
+        [
+            "run",
+            "--engine",
+            "spark",
+            "--log",
+            str(log),
+            "--out",
+            str(tmp_path / "out"),
+            "--shards",
+            "2",
+        ],
+    )
     assert result.exit_code == 2
     assert result.stderr.count("\n") == 1, result.stderr
-    assert "log.parquet, a query_id shard, query_id='q2', source='bm25', item_id='b'): column 'score' is null" in result.stderr
+    assert (
+        "log.parquet, a query_id shard, query_id='q2', source='bm25', item_id='b'): column 'score' is null"
+        in result.stderr
+    )
     assert not (tmp_path / "out").exists()
 
 
 def test_queries_option_is_refused_with_spark(tmp_path: Path) -> None:
-    result = CliRunner().invoke(cli, ["run", "--engine", "spark", "--log", str(SCIFACT_LOG),
-                                      "--queries", str(SCIFACT_LOG), "--out", str(tmp_path / "out")])
-    assert result.exit_code == 2 and "--queries is not supported with --engine spark" in result.stderr
+    result = CliRunner().invoke(
+        cli,
+        [
+            "run",
+            "--engine",
+            "spark",
+            "--log",
+            str(SCIFACT_LOG),
+            "--queries",
+            str(SCIFACT_LOG),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
+    assert (
+        result.exit_code == 2 and "--queries is not supported with --engine spark" in result.stderr
+    )

@@ -20,8 +20,14 @@ from typing import Any
 
 import duckdb
 
-POSTGRES_TYPES = {"VARCHAR": "text", "DOUBLE": "double precision", "BIGINT": "bigint",
-                  "INTEGER": "integer", "BOOLEAN": "boolean", "VARCHAR[]": "text[]"}
+POSTGRES_TYPES = {
+    "VARCHAR": "text",
+    "DOUBLE": "double precision",
+    "BIGINT": "bigint",
+    "INTEGER": "integer",
+    "BOOLEAN": "boolean",
+    "VARCHAR[]": "text[]",
+}
 
 
 def postgres_bin() -> Path | None:
@@ -68,17 +74,47 @@ def postgres_server() -> Iterator[Postgres]:
         shutil.chown(folder, "postgres")
         as_user = ["runuser", "-u", "postgres", "--"]
     data = folder / "data"
-    _run([*as_user, str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "duckscore",
-          "-E", "UTF8", "--lc-collate=C", "--lc-ctype=C.UTF-8"])
+    _run(
+        [
+            *as_user,
+            str(bin_dir / "initdb"),
+            "-D",
+            str(data),
+            "-A",
+            "trust",
+            "-U",
+            "duckscore",
+            "-E",
+            "UTF8",
+            "--lc-collate=C",
+            "--lc-ctype=C.UTF-8",
+        ]
+    )
     options = f"-k {folder} -c listen_addresses='' -F"
-    _run([*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options,
-          "-l", str(folder / "server.log"), "-w", "start"])
+    _run(
+        [
+            *as_user,
+            str(bin_dir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-o",
+            options,
+            "-l",
+            str(folder / "server.log"),
+            "-w",
+            "start",
+        ]
+    )
     try:
-        with psycopg.connect(host=str(folder), dbname="postgres", user="duckscore", autocommit=True) as conn:
+        with psycopg.connect(
+            host=str(folder), dbname="postgres", user="duckscore", autocommit=True
+        ) as conn:
             yield Postgres(conn)
     finally:
-        subprocess.run([*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-                       capture_output=True)
+        subprocess.run(
+            [*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+            capture_output=True,
+        )
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -88,10 +124,14 @@ def _run(command: list[str]) -> None:
         raise RuntimeError(f"{' '.join(command)}: {(done.stderr or done.stdout).strip()}")
 
 
-def spark_rows(spark: Any, con: duckdb.DuckDBPyConnection, tables: list[str], sql: str) -> list[dict[str, Any]]:
+def spark_rows(
+    spark: Any, con: duckdb.DuckDBPyConnection, tables: list[str], sql: str
+) -> list[dict[str, Any]]:
     """Register the DuckDB tables as Spark temp views (through Arrow, same types), run `sql`."""
     for table in tables:
-        spark.createDataFrame(con.sql(f"FROM {table}").to_arrow_table()).createOrReplaceTempView(table)
+        spark.createDataFrame(con.sql(f"FROM {table}").to_arrow_table()).createOrReplaceTempView(
+            table
+        )
     return spark.sql(sql).toArrow().to_pylist()
 
 
@@ -127,8 +167,9 @@ def same(a: Any, b: Any, rel: float = 1e-9, abs_: float = 1e-12) -> bool:
     return a == b
 
 
-def first_difference(expected: list[dict[str, Any]], actual: list[dict[str, Any]],
-                     key: tuple[str, ...]) -> str | None:
+def first_difference(
+    expected: list[dict[str, Any]], actual: list[dict[str, Any]], key: tuple[str, ...]
+) -> str | None:
     """None when both row sets match (by `key`, every column within tolerance), else the first difference."""
     if len(expected) != len(actual):
         return f"{len(actual)} rows, expected {len(expected)}"

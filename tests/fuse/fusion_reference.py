@@ -104,20 +104,49 @@ DEFAULT_RECIPE: dict[str, Any] = {
 """The recipe of ``docs/fusion-semantics.md`` (section "Recipe"), all keys present."""
 
 NORMALIZERS: tuple[str, ...] = (
-    "none", "rank", "minmax", "max", "sum", "zscore", "l2", "softmax", "sigmoid", "quantile",
-    "dbsf", "bounds", "borda",
+    "none",
+    "rank",
+    "minmax",
+    "max",
+    "sum",
+    "zscore",
+    "l2",
+    "softmax",
+    "sigmoid",
+    "quantile",
+    "dbsf",
+    "bounds",
+    "borda",
 )
 FUSION_METHODS: tuple[str, ...] = (
-    "rrf", "isr", "weighted_sum", "combsum", "combmnz", "combanz", "combmax", "combmin",
-    "combmed", "arithmetic_mean", "geometric_mean", "harmonic_mean",
+    "rrf",
+    "isr",
+    "weighted_sum",
+    "combsum",
+    "combmnz",
+    "combanz",
+    "combmax",
+    "combmin",
+    "combmed",
+    "arithmetic_mean",
+    "geometric_mean",
+    "harmonic_mean",
 )
 ALIGNERS: tuple[str, ...] = ("max", "sum", "mean", "sum_top_n", "max_decay")
 MISSING_POLICIES: tuple[str, ...] = ("zero", "skip", "list_min")
 
 DEFAULT_MISSING: dict[str, str] = {
-    "rrf": "zero", "isr": "zero", "weighted_sum": "zero", "combsum": "zero",
-    "combmnz": "skip", "combanz": "skip", "combmax": "skip", "combmin": "skip",
-    "combmed": "skip", "arithmetic_mean": "zero", "geometric_mean": "skip",
+    "rrf": "zero",
+    "isr": "zero",
+    "weighted_sum": "zero",
+    "combsum": "zero",
+    "combmnz": "skip",
+    "combanz": "skip",
+    "combmax": "skip",
+    "combmin": "skip",
+    "combmed": "skip",
+    "arithmetic_mean": "zero",
+    "geometric_mean": "skip",
     "harmonic_mean": "skip",
 }
 """Contract step 4: the per-method default missing policy (``missing: default``)."""
@@ -185,8 +214,8 @@ class Entry:
     """One item of one list (after step 2): ``key`` is the id fused at this level."""
 
     key: str
-    raw: float          # aligned raw score (after distance conversion)
-    rank: int           # rank in the (aligned) list
+    raw: float  # aligned raw score (after distance conversion)
+    rank: int  # rank in the (aligned) list
     parent: str | None = None
     norm: float = 0.0
 
@@ -410,8 +439,9 @@ def quantile_cont(values: Sequence[float], p: float) -> float:
     return xs[lo] + (h - lo) * (xs[hi] - xs[lo])
 
 
-def norm_quantile(scores: Sequence[float], p_lo: float, p_hi: float, eps: float,
-                  degenerate: float) -> list[float]:
+def norm_quantile(
+    scores: Sequence[float], p_lo: float, p_hi: float, eps: float, degenerate: float
+) -> list[float]:
     """``quantile``: clamp((s - P_lo)/(P_hi - P_lo + eps), 0, 1) (robust P10/P90 scaling; no
     peer has it, fusion-peers "Gaps" 1); READING R6 for the degenerate rule."""
     if not scores:
@@ -488,8 +518,9 @@ def normalize_list(lst: SourceList, params: Mapping[str, Any], n_candidates: int
     elif method == "sigmoid":
         vals = norm_sigmoid(scores, float(params["sigmoid_center"]), float(params["sigmoid_scale"]))
     elif method == "quantile":
-        vals = norm_quantile(scores, float(params["quantile_p_lo"]),
-                             float(params["quantile_p_hi"]), eps, deg)
+        vals = norm_quantile(
+            scores, float(params["quantile_p_lo"]), float(params["quantile_p_hi"]), eps, deg
+        )
     elif method == "dbsf":
         vals = norm_dbsf(scores, int(params["dbsf_ddof"]), float(params["dbsf_degenerate_value"]))
     elif method == "bounds":
@@ -584,8 +615,9 @@ def fuse_harmonic_mean(pairs: Sequence[tuple[float, float]]) -> float | None:
     return math.fsum(w for w, _ in pos) / denom
 
 
-def combine(method: str, pairs: Sequence[tuple[float, float]], n_d: int,
-            fusion: Mapping[str, Any]) -> float | None:
+def combine(
+    method: str, pairs: Sequence[tuple[float, float]], n_d: int, fusion: Mapping[str, Any]
+) -> float | None:
     """Dispatch on ``fusion.method``."""
     if method == "rrf":
         return fuse_rrf(pairs, float(fusion.get("k", 60)), int(fusion.get("rank_base", 1)))
@@ -626,8 +658,9 @@ def missing_policy(fusion: Mapping[str, Any]) -> str:
     return policy
 
 
-def fuse_lists(lists: Sequence[SourceList], fusion: Mapping[str, Any],
-               params: Mapping[str, Any]) -> dict[str, tuple[float | None, list[dict]]]:
+def fuse_lists(
+    lists: Sequence[SourceList], fusion: Mapping[str, Any], params: Mapping[str, Any]
+) -> dict[str, tuple[float | None, list[dict]]]:
     """Steps 3 and 4 over the lists of one query: {item key: (fused score, contributions)}."""
     candidates = sorted({e.key for lst in lists for e in lst.entries})
     n_c = len(candidates)
@@ -646,10 +679,15 @@ def fuse_lists(lists: Sequence[SourceList], fusion: Mapping[str, Any],
             entry = by_key.get(key)
             w = float(lst.weight)
             if entry is not None:
-                contributions.append({
-                    "source": lst.source, "raw_score": entry.raw, "norm_score": entry.norm,
-                    "rank": entry.rank, "weight": w,
-                })
+                contributions.append(
+                    {
+                        "source": lst.source,
+                        "raw_score": entry.raw,
+                        "norm_score": entry.norm,
+                        "rank": entry.rank,
+                        "weight": w,
+                    }
+                )
                 n_d += 1
                 pairs.append((w, float(entry.rank) if rank_based else entry.norm))
             elif not rank_based and lst.normalize == "borda":
@@ -692,8 +730,9 @@ def rank_items(scored: Mapping[str, float | None]) -> list[tuple[str, float | No
 # ---------------------------------------------------------------------------------------------
 
 
-def _prepare_rows(rows: Sequence[Mapping[str, Any]], recipe: Mapping[str, Any]
-                  ) -> dict[str, dict[str, list[dict]]]:
+def _prepare_rows(
+    rows: Sequence[Mapping[str, Any]], recipe: Mapping[str, Any]
+) -> dict[str, dict[str, list[dict]]]:
     """Step 1 (and rank derivation): {query: {source: [row, ...]}} with converted score and
     rank, after ``top_k`` (READING R1, R2)."""
     sources = recipe["sources"]
@@ -763,8 +802,9 @@ def expanded_list(rows: Sequence[dict], blocks_of: Mapping[str, Sequence[str]]) 
         if r["_granularity"] != "doc":
             if r["item_id"] in out:
                 raise ValueError(f"item {r['item_id']!r} twice in one list at block level")
-            out[r["item_id"]] = Entry(key=r["item_id"], raw=r["score"], rank=r["rank"],
-                                      parent=r["_parent"])
+            out[r["item_id"]] = Entry(
+                key=r["item_id"], raw=r["score"], rank=r["rank"], parent=r["_parent"]
+            )
     for r in ordered:
         if r["_granularity"] == "doc":
             parent = r["_parent"]
@@ -798,8 +838,9 @@ def fuse_reference(rows: Sequence[Mapping[str, Any]], recipe: Mapping[str, Any])
     raw_blocks: dict[str, dict[str, set[str]]] = {}
     for row in rows:
         if row_granularity(row) == "block":
-            raw_blocks.setdefault(str(row["query_id"]), {}).setdefault(
-                row_parent(row), set()).add(str(row["item_id"]))
+            raw_blocks.setdefault(str(row["query_id"]), {}).setdefault(row_parent(row), set()).add(
+                str(row["item_id"])
+            )
 
     prepared = _prepare_rows(rows, recipe)
     results: list[dict] = []
@@ -816,9 +857,14 @@ def fuse_reference(rows: Sequence[Mapping[str, Any]], recipe: Mapping[str, Any])
                 entries = expanded_list(by_src[src], blocks)
             else:
                 entries = align_list(by_src[src], aligner)
-            lists.append(SourceList(source=src, weight=float(st.get("weight", 1.0)),
-                                    normalize=str(st.get("normalize") or "none"),
-                                    entries=entries))
+            lists.append(
+                SourceList(
+                    source=src,
+                    weight=float(st.get("weight", 1.0)),
+                    normalize=str(st.get("normalize") or "none"),
+                    entries=entries,
+                )
+            )
         fused = fuse_lists(lists, fusion, params)
         if delayed:
             parent_of = {e.key: e.parent for lst in lists for e in lst.entries}
@@ -832,13 +878,21 @@ def fuse_reference(rows: Sequence[Mapping[str, Any]], recipe: Mapping[str, Any])
                 scored[parent] = aggregate(vals, aligner) if vals else None
                 contribs[parent] = sorted(
                     ({**c, "block_id": b} for b in blocks for c in fused[b][1]),
-                    key=lambda c: (c["source"], c["block_id"]))
+                    key=lambda c: (c["source"], c["block_id"]),
+                )
         else:
             scored = {k: v[0] for k, v in fused.items()}
             contribs = {k: v[1] for k, v in fused.items()}
         for item, score, rank in rank_items(scored):
-            results.append({"query_id": q, "item_id": item, "fused_score": score,
-                            "rank": rank, "contributions": contribs[item]})
+            results.append(
+                {
+                    "query_id": q,
+                    "item_id": item,
+                    "fused_score": score,
+                    "rank": rank,
+                    "contributions": contribs[item],
+                }
+            )
     return results
 
 

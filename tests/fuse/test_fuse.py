@@ -11,11 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from duckscore.cli import cli
-from duckscore.fuse.stages import STAGES as FUSE_STAGES
 from duckscore.core.connection import EngineSettings
 from duckscore.core.errors import DuckscoreError, InputError, PolicyError
 from duckscore.fuse.pipeline import fuse
 from duckscore.fuse.recipe import FUSIONS, NORMALIZERS
+from duckscore.fuse.stages import STAGES as FUSE_STAGES
 from duckscore.run.pipeline import run
 
 from ..helpers import SCIFACT
@@ -41,8 +41,13 @@ def small_log(log: pd.DataFrame) -> pd.DataFrame:
     return log[log["query_id"].isin(sorted(log["query_id"].unique())[:30])]
 
 
-def fused(log_input, tmp_path: Path, recipe: str = "canonical_rrf", sets: list[str] | None = None,
-          settings: EngineSettings | None = None) -> pd.DataFrame:
+def fused(
+    log_input,
+    tmp_path: Path,
+    recipe: str = "canonical_rrf",
+    sets: list[str] | None = None,
+    settings: EngineSettings | None = None,
+) -> pd.DataFrame:
     out = tmp_path / f"out{len(list(tmp_path.iterdir()))}"
     fuse(log_input, out, recipe, sets, settings)
     return pd.read_parquet(out / "fused.parquet")
@@ -50,8 +55,13 @@ def fused(log_input, tmp_path: Path, recipe: str = "canonical_rrf", sets: list[s
 
 def test_canonical_rrf_reproduces_the_scifact_reference(canonical: pd.DataFrame) -> None:
     reference = pd.read_parquet(SCIFACT / "reference_rrf_k60.parquet")
-    merged = reference.merge(canonical, left_on=["query_id", "parent_id"],
-                             right_on=["query_id", "item_id"], how="outer", indicator=True)
+    merged = reference.merge(
+        canonical,
+        left_on=["query_id", "parent_id"],
+        right_on=["query_id", "item_id"],
+        how="outer",
+        indicator=True,
+    )
     assert (merged["_merge"] == "both").all() and len(merged) == 40282
     assert (merged["rank_x"] == merged["rank_y"]).all()
     assert (merged["rrf_score"] - merged["fused_score"]).abs().max() < 1e-15
@@ -67,11 +77,14 @@ def test_contributions_explain_every_fused_score(canonical: pd.DataFrame) -> Non
             assert p["contribution"] == pytest.approx(1 / (60 + p["rank"]), abs=1e-18)
 
 
-def test_ranks_derived_from_scores_when_the_log_has_none(log: pd.DataFrame, canonical: pd.DataFrame,
-                                                          tmp_path: Path) -> None:
+def test_ranks_derived_from_scores_when_the_log_has_none(
+    log: pd.DataFrame, canonical: pd.DataFrame, tmp_path: Path
+) -> None:
     without_rank = fused(log.drop(columns=["rank"]), tmp_path)
-    pd.testing.assert_frame_equal(without_rank[["query_id", "item_id", "fused_score", "rank"]],
-                                  canonical[["query_id", "item_id", "fused_score", "rank"]])
+    pd.testing.assert_frame_equal(
+        without_rank[["query_id", "item_id", "fused_score", "rank"]],
+        canonical[["query_id", "item_id", "fused_score", "rank"]],
+    )
 
 
 def test_distance_sources_are_converted(log: pd.DataFrame, tmp_path: Path) -> None:
@@ -96,57 +109,101 @@ def test_independent_of_row_order_and_threads(small_log: pd.DataFrame, tmp_path:
     first = fused(small_log, tmp_path, "hybrid_v1", sets, EngineSettings(threads=1))
     shuffled = small_log.sample(frac=1.0, random_state=7).reset_index(drop=True)
     second = fused(shuffled, tmp_path, "hybrid_v1", sets, EngineSettings(threads=2))
-    pd.testing.assert_frame_equal(first.drop(columns=["contributions", "best_provenance"]),
-                                  second.drop(columns=["contributions", "best_provenance"]))
+    pd.testing.assert_frame_equal(
+        first.drop(columns=["contributions", "best_provenance"]),
+        second.drop(columns=["contributions", "best_provenance"]),
+    )
 
 
 @pytest.mark.parametrize("normalizer", [n for n in NORMALIZERS if n != "bounds"])
-def test_every_normaliser_runs_on_scifact(normalizer: str, small_log: pd.DataFrame, tmp_path: Path) -> None:
-    out = fused(small_log, tmp_path, "hybrid_v1", [f"source_defaults.normalize={normalizer}",
-                                             "fusion.method=weighted_sum"])
+def test_every_normaliser_runs_on_scifact(
+    normalizer: str, small_log: pd.DataFrame, tmp_path: Path
+) -> None:
+    out = fused(
+        small_log,
+        tmp_path,
+        "hybrid_v1",
+        [f"source_defaults.normalize={normalizer}", "fusion.method=weighted_sum"],
+    )
     assert out["fused_score"].notna().all()
-    assert out.groupby("query_id")["rank"].apply(lambda r: sorted(r) == list(range(1, len(r) + 1))).all()
+    assert (
+        out.groupby("query_id")["rank"]
+        .apply(lambda r: sorted(r) == list(range(1, len(r) + 1)))
+        .all()
+    )
 
 
 @pytest.mark.parametrize("method", FUSIONS)
 @pytest.mark.parametrize("order", ["before_fusion", "after_fusion"])
-def test_every_fusion_method_runs_on_scifact(method: str, order: str, small_log: pd.DataFrame,
-                                             tmp_path: Path) -> None:
-    out = fused(small_log, tmp_path, "hybrid_v1", [f"fusion.method={method}", f"aligner.order={order}",
-                                                   "source_defaults.normalize=minmax"])
+def test_every_fusion_method_runs_on_scifact(
+    method: str, order: str, small_log: pd.DataFrame, tmp_path: Path
+) -> None:
+    out = fused(
+        small_log,
+        tmp_path,
+        "hybrid_v1",
+        [f"fusion.method={method}", f"aligner.order={order}", "source_defaults.normalize=minmax"],
+    )
     assert out["query_id"].nunique() == 30
-    assert out.groupby("query_id")["rank"].apply(lambda r: sorted(r) == list(range(1, len(r) + 1))).all()
+    assert (
+        out.groupby("query_id")["rank"]
+        .apply(lambda r: sorted(r) == list(range(1, len(r) + 1)))
+        .all()
+    )
 
 
 def test_block_target_fuses_items(log: pd.DataFrame, tmp_path: Path) -> None:
-    out = fused(log[log["query_id"] == "1"], tmp_path, "canonical_rrf", ["target_granularity=block"])
+    out = fused(
+        log[log["query_id"] == "1"], tmp_path, "canonical_rrf", ["target_granularity=block"]
+    )
     assert out["item_id"].str.contains(":").any()
 
 
 def test_query_analyzer_boosts_matching_queries(log: pd.DataFrame, tmp_path: Path) -> None:
     rules = '[{match: "(?i)cancer", boost: {sparse: 2.0}}]'
-    out = fused(log, tmp_path, "canonical_rrf", ["query_analyzer.enabled=true", f"query_analyzer.rules={rules}"])
+    out = fused(
+        log,
+        tmp_path,
+        "canonical_rrf",
+        ["query_analyzer.enabled=true", f"query_analyzer.rules={rules}"],
+    )
     texts = log.groupby("query_id")["query_text"].first()
     for row in out.head(2000).itertuples():
         for p in row.contributions:
-            expected = 2.0 if p["source"] == "sparse" and "cancer" in texts[row.query_id].lower() else 1.0
+            expected = (
+                2.0 if p["source"] == "sparse" and "cancer" in texts[row.query_id].lower() else 1.0
+            )
             assert p["weight"] == expected
 
 
-@pytest.mark.parametrize(("sets", "message"), [
-    (["sources.nosuch.weight=1"], "sources.nosuch is not in the log"),
-    (["fusion.method=borda_count"], "'borda_count' is not one of"),
-    (["source_defaults.normalize=minmaxx"], "'minmaxx' is not one of"),
-    (["sources.dense.weight=-1"], "sources.dense.weight: -1 is outside [0, 1e+09]"),
-    (["sources.dense.weight=1000", "query_analyzer.enabled=true",
-      "query_analyzer.rules=[{match: x, boost: {dense: 1e6}}, {match: y, boost: {dense: 2}}]"],
-     "sources.dense.weight times its query_analyzer boosts can reach 2e+09, above 1e+09"),
-    (["fusion.k=0"], "fusion.k: 0 is outside (0, inf]"),
-    (["fusion.kk=1"], "unknown key 'fusion.kk' (did you mean 'fusion.k'?)"),
-    (["source_defaults.normalize=bounds"], "normalizer_params.bounds must be [lo, hi]"),
-    (["query_analyzer.enabled=true", "query_analyzer.rules=[{match: x, boost: {nope: 2}}]"],
-     "query_analyzer boosts unknown source 'nope'"),
-])
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        (["sources.nosuch.weight=1"], "sources.nosuch is not in the log"),
+        (["fusion.method=borda_count"], "'borda_count' is not one of"),
+        (["source_defaults.normalize=minmaxx"], "'minmaxx' is not one of"),
+        (["sources.dense.weight=-1"], "sources.dense.weight: -1 is outside [0, 1e+09]"),
+        (
+            [
+                "sources.dense.weight=1000",
+                "query_analyzer.enabled=true",
+                "query_analyzer.rules=[{match: x, boost: {dense: 1e6}}, {match: y, boost: {dense: 2}}]",
+            ],
+            "sources.dense.weight times its query_analyzer boosts can reach 2e+09, above 1e+09",
+        ),
+        (["fusion.k=0"], "fusion.k: 0 is outside (0, inf]"),
+        (
+            ["fusion.kk=1"],
+            "--set-recipe fusion.kk: unknown key 'fusion.kk' (did you mean 'fusion.k'?)",
+        ),
+        (["fusion"], "--set-recipe 'fusion': expected key=value"),
+        (["source_defaults.normalize=bounds"], "normalizer_params.bounds must be [lo, hi]"),
+        (
+            ["query_analyzer.enabled=true", "query_analyzer.rules=[{match: x, boost: {nope: 2}}]"],
+            "query_analyzer boosts unknown source 'nope'",
+        ),
+    ],
+)
 def test_bad_recipes_name_the_key(sets: list[str], message: str, tmp_path: Path) -> None:
     with pytest.raises(PolicyError) as raised:
         fuse(LOG, tmp_path / "out", "canonical_rrf", sets)
@@ -155,19 +212,29 @@ def test_bad_recipes_name_the_key(sets: list[str], message: str, tmp_path: Path)
 
 
 def _small_log() -> pd.DataFrame:
-    return pd.DataFrame({"query_id": ["q"] * 4, "source": ["a", "a", "b", "b"],
-                         "item_id": ["x", "y", "x", "z"], "parent_id": ["x", "y", "x", "z"],
-                         "score": [2.0, 1.0, 0.9, 0.8], "rank": [1, 2, 1, 2]})
+    return pd.DataFrame(
+        {
+            "query_id": ["q"] * 4,
+            "source": ["a", "a", "b", "b"],
+            "item_id": ["x", "y", "x", "z"],
+            "parent_id": ["x", "y", "x", "z"],
+            "score": [2.0, 1.0, 0.9, 0.8],
+            "rank": [1, 2, 1, 2],
+        }
+    )
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    (lambda d: d.drop(columns=["score", "rank"]), "needs a score or a rank column"),
-    (lambda d: d.assign(score=[2.0, float("nan"), 0.9, 0.8]), "column 'score' is"),
-    (lambda d: pd.concat([d, d.iloc[[0]]]), "duplicate (query_id, source, item_id)"),
-    (lambda d: d.assign(rank=[2, 3, 1, 2]), "smallest rank is 2, not 1"),
-    (lambda d: d.assign(rank=[1, 1, 1, 2]), "rank values repeat"),
-    (lambda d: d.assign(rank=[0, 1, 1, 2]), "column 'rank' is below 1"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d.drop(columns=["score", "rank"]), "needs a score or a rank column"),
+        (lambda d: d.assign(score=[2.0, float("nan"), 0.9, 0.8]), "column 'score' is"),
+        (lambda d: pd.concat([d, d.iloc[[0]]]), "duplicate (query_id, source, item_id)"),
+        (lambda d: d.assign(rank=[2, 3, 1, 2]), "smallest rank is 2, not 1"),
+        (lambda d: d.assign(rank=[1, 1, 1, 2]), "rank values repeat"),
+        (lambda d: d.assign(rank=[0, 1, 1, 2]), "column 'rank' is below 1"),
+    ],
+)
 def test_bad_logs_name_the_column(change, message: str, tmp_path: Path) -> None:
     with pytest.raises(InputError) as raised:
         fuse(change(_small_log()), tmp_path / "out", "canonical_rrf")
@@ -177,18 +244,31 @@ def test_bad_logs_name_the_column(change, message: str, tmp_path: Path) -> None:
 
 def _long_list(ranks: list[int]) -> pd.DataFrame:
     """One (query, source) list with the given ranks: long lists pass the >64 branch of the check."""
-    return pd.DataFrame({"query_id": "q", "source": "a", "item_id": [f"i{n}" for n in range(len(ranks))],
-                         "parent_id": "p", "score": 1.0, "rank": ranks})
+    return pd.DataFrame(
+        {
+            "query_id": "q",
+            "source": "a",
+            "item_id": [f"i{n}" for n in range(len(ranks))],
+            "parent_id": "p",
+            "score": 1.0,
+            "rank": ranks,
+        }
+    )
 
 
-@pytest.mark.parametrize(("ranks", "message"), [
-    (list(range(1, 101)), None),
-    ([1, 3, 70, 200], None),
-    (list(range(1, 100)) + [99], "1 rank values repeat"),
-    (list(range(1, 65)) + [64], "1 rank values repeat"),
-    ([1, 66, 66, 66], "2 rank values repeat"),
-])
-def test_rank_check_is_exact_on_long_lists(ranks: list[int], message: str | None, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("ranks", "message"),
+    [
+        (list(range(1, 101)), None),
+        ([1, 3, 70, 200], None),
+        (list(range(1, 100)) + [99], "1 rank values repeat"),
+        (list(range(1, 65)) + [64], "1 rank values repeat"),
+        ([1, 66, 66, 66], "2 rank values repeat"),
+    ],
+)
+def test_rank_check_is_exact_on_long_lists(
+    ranks: list[int], message: str | None, tmp_path: Path
+) -> None:
     if message is None:
         assert len(fused(_long_list(ranks), tmp_path)) == 1
         return
@@ -199,14 +279,28 @@ def test_rank_check_is_exact_on_long_lists(ranks: list[int], message: str | None
 def test_rank_only_log_fuses_by_rank(tmp_path: Path) -> None:
     out = fused(_small_log().drop(columns=["score"]), tmp_path)
     assert out.set_index("item_id")["fused_score"].to_dict() == pytest.approx(
-        {"x": 2 / 61, "y": 1 / 62, "z": 1 / 62})
+        {"x": 2 / 61, "y": 1 / 62, "z": 1 / 62}
+    )
     assert out["item_id"].tolist() == ["x", "y", "z"]
 
 
 def test_cli_fuse_and_run(tmp_path: Path) -> None:
     runner = CliRunner()
-    result = runner.invoke(cli, ["-q", "fuse", "--log", str(LOG), "--out", str(tmp_path / "f"),
-                                 "--recipe", "canonical_rrf", "--set-recipe", "fusion.k=20"])
+    result = runner.invoke(
+        cli,
+        [
+            "-q",
+            "fuse",
+            "--log",
+            str(LOG),
+            "--out",
+            str(tmp_path / "f"),
+            "--recipe",
+            "canonical_rrf",
+            "--set-recipe",
+            "fusion.k=20",
+        ],
+    )
     assert result.exit_code == 0, result.output
     manifest = json.loads((tmp_path / "f" / "manifest.json").read_text())
     assert manifest["recipe_id"].startswith("canonical_rrf+") and manifest["fusion"]["k"] == 20
@@ -215,10 +309,28 @@ def test_cli_fuse_and_run(tmp_path: Path) -> None:
     result = runner.invoke(cli, ["-q", "run", "--log", str(LOG), "--out", str(tmp_path / "r")])
     assert result.exit_code == 0, result.output
     names = {p.name for p in (tmp_path / "r").iterdir()}
-    assert {"fused.parquet", "parent_features.parquet", "parents.parquet", "queries.parquet",
-            "contract.jsonl", "manifest.json", "sql"} <= names
-    bad = runner.invoke(cli, ["-q", "fuse", "--log", str(LOG), "--out", str(tmp_path / "b"),
-                              "--set-recipe", "fusion.method=nope"])
+    assert {
+        "fused.parquet",
+        "parent_features.parquet",
+        "parents.parquet",
+        "queries.parquet",
+        "contract.jsonl",
+        "manifest.json",
+        "sql",
+    } <= names
+    bad = runner.invoke(
+        cli,
+        [
+            "-q",
+            "fuse",
+            "--log",
+            str(LOG),
+            "--out",
+            str(tmp_path / "b"),
+            "--set-recipe",
+            "fusion.method=nope",
+        ],
+    )
     assert bad.exit_code == 2 and bad.stderr.count("\n") == 1 and not (tmp_path / "b").exists()
 
 
@@ -226,7 +338,9 @@ def test_printed_fuse_sql_matches_the_runner(canonical: pd.DataFrame) -> None:
     result = CliRunner().invoke(cli, ["sql", "fuse", "--recipe", "canonical_rrf"])
     assert result.exit_code == 0, result.output
     con = duckdb.connect()
-    con.execute(f"CREATE VIEW retrieval_log AS SELECT *, NULL::VARCHAR AS snippet FROM read_parquet('{LOG}')")
+    con.execute(
+        f"CREATE VIEW retrieval_log AS SELECT *, NULL::VARCHAR AS snippet FROM read_parquet('{LOG}')"
+    )
     printed = con.execute(result.output).df()
     assert printed["item_id"].tolist() == canonical["item_id"].tolist()
     assert printed["fused_score"].tolist() == canonical["fused_score"].tolist()
@@ -243,7 +357,9 @@ def test_run_outputs_score_the_fused_parents(tmp_path: Path) -> None:
 def test_fuse_then_eval_reproduces_the_reference_metrics(canonical: pd.DataFrame) -> None:
     from duckscore.metrics.retrieval import evaluate
 
-    reference = json.loads((SCIFACT / "reference_metrics.json").read_text())["metrics_canonical"]["rrf_k60"]
+    reference = json.loads((SCIFACT / "reference_metrics.json").read_text())["metrics_canonical"][
+        "rrf_k60"
+    ]
     means, _ = evaluate(canonical, SCIFACT / "qrels.parquet", "ndcg@10,recall@100")
     assert means["ndcg@10"] == pytest.approx(reference["ndcg@10"], abs=1e-15)
     assert means["recall@100"] == pytest.approx(reference["recall@100"], abs=1e-15)
@@ -254,8 +370,10 @@ def test_each_fuse_stage_runs_on_its_own(stage: str) -> None:
     result = CliRunner().invoke(cli, ["sql", "fuse", "--recipe", "canonical_rrf", "--stage", stage])
     assert result.exit_code == 0, result.output
     con = duckdb.connect()
-    con.execute(f"CREATE VIEW retrieval_log AS SELECT *, NULL::VARCHAR AS snippet "
-                f"FROM read_parquet('{LOG}') WHERE query_id IN ('1', '3')")
+    con.execute(
+        f"CREATE VIEW retrieval_log AS SELECT *, NULL::VARCHAR AS snippet "
+        f"FROM read_parquet('{LOG}') WHERE query_id IN ('1', '3')"
+    )
     assert con.execute(f"SELECT count(*) FROM ({result.output})").fetchall()[0][0] > 0
 
 

@@ -21,9 +21,13 @@ from duckscore.fuse.recipe import FUSIONS, NORMALIZERS
 
 from .fusion_reference import fuse_reference, recipe_with
 
-PEERS = yaml.safe_load((Path(__file__).parent / "peer_vectors.yaml").read_text(encoding="utf-8"))["cases"]
-EXTRA_KEYS = {"parent_features": {"max_score": "minmax"},
-              "query_analyzer": {"enabled": False, "rules": []}}
+PEERS = yaml.safe_load((Path(__file__).parent / "peer_vectors.yaml").read_text(encoding="utf-8"))[
+    "cases"
+]
+EXTRA_KEYS = {
+    "parent_features": {"max_score": "minmax"},
+    "query_analyzer": {"enabled": False, "rules": []},
+}
 
 
 def recipe_file(recipe: dict[str, Any], folder: Path) -> Path:
@@ -75,23 +79,45 @@ def random_log(rng: random.Random) -> list[dict]:
         parents = [f"p{i}" for i in range(rng.randint(1, 6))]
         blocks = {p: [f"{p}:{j}" for j in range(rng.randint(1, 3))] for p in parents}
         for source in ("bm25", "dense"):
-            items = rng.sample([b for p in parents for b in blocks[p]], rng.randint(1, sum(map(len, blocks.values()))))
+            items = rng.sample(
+                [b for p in parents for b in blocks[p]],
+                rng.randint(1, sum(map(len, blocks.values()))),
+            )
             scores = rng.sample(range(1, 5000), len(items))
             for item, score in zip(items, scores):
-                rows.append({"query_id": f"q{q}", "source": source, "item_id": item,
-                             "parent_id": item.split(":")[0], "score": score / 100,
-                             "granularity": "block", "block_type": "body"})
+                rows.append(
+                    {
+                        "query_id": f"q{q}",
+                        "source": source,
+                        "item_id": item,
+                        "parent_id": item.split(":")[0],
+                        "score": score / 100,
+                        "granularity": "block",
+                        "block_type": "body",
+                    }
+                )
         chosen = rng.sample(parents, rng.randint(1, len(parents)))
         scores = rng.sample(range(1, 5000), len(chosen))
         for parent, score in zip(chosen, scores):
-            rows.append({"query_id": f"q{q}", "source": "summary", "item_id": parent,
-                         "parent_id": parent, "score": score / 1000, "granularity": "doc",
-                         "block_type": "summary"})
+            rows.append(
+                {
+                    "query_id": f"q{q}",
+                    "source": "summary",
+                    "item_id": parent,
+                    "parent_id": parent,
+                    "score": score / 1000,
+                    "granularity": "doc",
+                    "block_type": "summary",
+                }
+            )
     return rows
 
 
-SCENARIOS = [(n, m) for n in NORMALIZERS if n != "bounds" for m in ("weighted_sum", "combmnz")] + \
-            [("minmax", m) for m in FUSIONS] + [("rank", "rrf"), ("none", "isr")]
+SCENARIOS = (
+    [(n, m) for n in NORMALIZERS if n != "bounds" for m in ("weighted_sum", "combmnz")]
+    + [("minmax", m) for m in FUSIONS]
+    + [("rank", "rrf"), ("none", "isr")]
+)
 
 
 @pytest.mark.parametrize(("normalizer", "method"), SCENARIOS)
@@ -99,19 +125,25 @@ def test_sql_matches_oracle_on_random_logs(normalizer: str, method: str, tmp_pat
     rng = random.Random(f"{normalizer}-{method}")
     for trial in range(3):
         rows = random_log(rng)
-        recipe = recipe_with({
-            "sources": {}, "source_defaults.normalize": normalizer, "fusion.method": method,
-            "aligner.method": rng.choice(["max", "sum", "mean", "sum_top_n", "max_decay"]),
-            "aligner.order": rng.choice(["before_fusion", "after_fusion"]),
-            "target_granularity": rng.choice(["doc", "doc", "block"]),
-            "fusion.missing": rng.choice(["default", "zero", "skip", "list_min"]),
-            "sources.dense.weight": rng.choice([0.5, 1.0, 2.0]),
-        })
+        recipe = recipe_with(
+            {
+                "sources": {},
+                "source_defaults.normalize": normalizer,
+                "fusion.method": method,
+                "aligner.method": rng.choice(["max", "sum", "mean", "sum_top_n", "max_decay"]),
+                "aligner.order": rng.choice(["before_fusion", "after_fusion"]),
+                "target_granularity": rng.choice(["doc", "doc", "block"]),
+                "fusion.missing": rng.choice(["default", "zero", "skip", "list_min"]),
+                "sources.dense.weight": rng.choice([0.5, 1.0, 2.0]),
+            }
+        )
         expected = fuse_reference(rows, recipe)
         actual = run_sql(rows, recipe, tmp_path)
         got = {(r.query_id, r.item_id): (r.fused_score, r.rank) for r in actual.itertuples()}
         want = {(r["query_id"], r["item_id"]): (r["fused_score"], r["rank"]) for r in expected}
-        context = f"trial {trial}: {recipe['aligner']} {recipe['fusion']} {recipe['target_granularity']}"
+        context = (
+            f"trial {trial}: {recipe['aligner']} {recipe['fusion']} {recipe['target_granularity']}"
+        )
         assert set(got) == set(want), context
         for key, (score, rank) in want.items():
             if score is None:

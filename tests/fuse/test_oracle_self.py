@@ -36,24 +36,43 @@ PEER_VECTORS = Path(__file__).resolve().parent / "peer_vectors.yaml"
 # ---------------------------------------------------------------------------------------------
 
 
-def doc_rows(runs: dict[str, dict[str, dict[str, float]]],
-             ranks: dict[str, dict[str, dict[str, int]]] | None = None) -> list[dict]:
+def doc_rows(
+    runs: dict[str, dict[str, dict[str, float]]],
+    ranks: dict[str, dict[str, dict[str, int]]] | None = None,
+) -> list[dict]:
     """{source: {query: {doc: score}}} -> doc-granularity log rows (rank None = derived)."""
     rows = []
     for src, run in runs.items():
         for q, docs in run.items():
             for d, s in docs.items():
-                rows.append({"query_id": q, "source": src, "item_id": d, "parent_id": d,
-                             "score": float(s),
-                             "rank": None if ranks is None else ranks[src][q][d],
-                             "granularity": "doc", "block_type": None})
+                rows.append(
+                    {
+                        "query_id": q,
+                        "source": src,
+                        "item_id": d,
+                        "parent_id": d,
+                        "score": float(s),
+                        "rank": None if ranks is None else ranks[src][q][d],
+                        "granularity": "doc",
+                        "block_type": None,
+                    }
+                )
     return rows
 
 
-def block_row(q: str, src: str, item: str, parent: str, score: float,
-              rank: int | None = None) -> dict:
-    return {"query_id": q, "source": src, "item_id": item, "parent_id": parent,
-            "score": float(score), "rank": rank, "granularity": "block", "block_type": "text"}
+def block_row(
+    q: str, src: str, item: str, parent: str, score: float, rank: int | None = None
+) -> dict:
+    return {
+        "query_id": q,
+        "source": src,
+        "item_id": item,
+        "parent_id": parent,
+        "score": float(score),
+        "rank": rank,
+        "granularity": "block",
+        "block_type": "text",
+    }
 
 
 def srcs(**spec: Any) -> dict[str, dict]:
@@ -106,8 +125,10 @@ C1_NONE = srcs(run_1=("none", 1), run_2=("none", 1), run_3=("none", 1))
 
 C1_TABLE: dict[str, dict[str, dict[str, float]]] = {
     # ranks: q1 run_1 d3,d2,d1; run_2 d1,d2; run_3 d3 -- q2 run_1 d2,d1; run_2 d3,d1; run_3 d3,d2
-    "rrf": {"q1": {"d1": 1 / 63 + 1 / 61, "d2": 1 / 62 + 1 / 62, "d3": 1 / 61 + 1 / 61},
-            "q2": {"d1": 1 / 62 + 1 / 62, "d2": 1 / 61 + 1 / 62, "d3": 1 / 61 + 1 / 61}},
+    "rrf": {
+        "q1": {"d1": 1 / 63 + 1 / 61, "d2": 1 / 62 + 1 / 62, "d3": 1 / 61 + 1 / 61},
+        "q2": {"d1": 1 / 62 + 1 / 62, "d2": 1 / 61 + 1 / 62, "d3": 1 / 61 + 1 / 61},
+    },
     "combsum": {"q1": {"d1": 4, "d2": 4, "d3": 4}, "q2": {"d1": 2, "d2": 4, "d3": 6}},
     "combmnz": {"q1": {"d1": 8, "d2": 8, "d3": 8}, "q2": {"d1": 4, "d2": 8, "d3": 12}},
     "combanz": {"q1": {"d1": 2, "d2": 2, "d3": 2}, "q2": {"d1": 1, "d2": 2, "d3": 3}},
@@ -129,31 +150,43 @@ def test_ranx_c1_table(method: str) -> None:
 def test_ranx_c1_wsum() -> None:
     # wsum [.3,.2,.5]: q1 d1 .3*1 + .2*3 = .9; d2 .3*2 + .2*2 = 1.0; d3 .3*3 + .5*1 = 1.4
     #                  q2 d1 .3 + .2 = .5; d2 .6 + .5*2 = 1.6; d3 .2*3 + .5*3 = 2.1
-    rec = recipe(srcs(run_1=("none", .3), run_2=("none", .2), run_3=("none", .5)), "weighted_sum")
+    rec = recipe(
+        srcs(run_1=("none", 0.3), run_2=("none", 0.2), run_3=("none", 0.5)), "weighted_sum"
+    )
     got = scores_by_query(fuse_reference(doc_rows(C1), rec))
-    assert_scores(got["q1"], {"d1": .9, "d2": 1.0, "d3": 1.4})
-    assert_scores(got["q2"], {"d1": .5, "d2": 1.6, "d3": 2.1})
+    assert_scores(got["q1"], {"d1": 0.9, "d2": 1.0, "d3": 1.4})
+    assert_scores(got["q2"], {"d1": 0.5, "d2": 1.6, "d3": 2.1})
 
 
 NF = {"run": {"q1": {"d1": 1, "d2": 2, "d3": 3}, "q2": {"d1": 1, "d2": 2}}}
 NF_TABLE = [
-    ("minmax", False, {"q1": {"d1": 0, "d2": .5, "d3": 1}, "q2": {"d1": 0, "d2": 1}}),
-    ("minmax", True, {"q1": {"d1": 1, "d2": .5, "d3": 0}, "q2": {"d1": 1, "d2": 0}}),  # inverted
-    ("max", False, {"q1": {"d1": 1 / 3, "d2": 2 / 3, "d3": 1}, "q2": {"d1": .5, "d2": 1}}),
+    ("minmax", False, {"q1": {"d1": 0, "d2": 0.5, "d3": 1}, "q2": {"d1": 0, "d2": 1}}),
+    ("minmax", True, {"q1": {"d1": 1, "d2": 0.5, "d3": 0}, "q2": {"d1": 1, "d2": 0}}),  # inverted
+    ("max", False, {"q1": {"d1": 1 / 3, "d2": 2 / 3, "d3": 1}, "q2": {"d1": 0.5, "d2": 1}}),
     ("sum", False, {"q1": {"d1": 0, "d2": 1 / 3, "d3": 2 / 3}, "q2": {"d1": 0, "d2": 1}}),
-    ("rank", False, {"q1": {"d1": 1 / 3, "d2": 2 / 3, "d3": 1}, "q2": {"d1": .5, "d2": 1}}),
-    ("zscore", False, {"q1": {d: (x - 2) / 0.816496580927726 for d, x in
-                              (("d1", 1), ("d2", 2), ("d3", 3))},
-                       "q2": {"d1": (1 - 1.5) / .5, "d2": (2 - 1.5) / .5}}),
+    ("rank", False, {"q1": {"d1": 1 / 3, "d2": 2 / 3, "d3": 1}, "q2": {"d1": 0.5, "d2": 1}}),
+    (
+        "zscore",
+        False,
+        {
+            "q1": {d: (x - 2) / 0.816496580927726 for d, x in (("d1", 1), ("d2", 2), ("d3", 3))},
+            "q2": {"d1": (1 - 1.5) / 0.5, "d2": (2 - 1.5) / 0.5},
+        },
+    ),
 ]
 
 
-@pytest.mark.parametrize("norm,distance,expected", NF_TABLE,
-                         ids=[f"{n}{'-inverted' if d else ''}" for n, d, _ in NF_TABLE])
+@pytest.mark.parametrize(
+    "norm,distance,expected",
+    NF_TABLE,
+    ids=[f"{n}{'-inverted' if d else ''}" for n, d, _ in NF_TABLE],
+)
 def test_ranx_normalisation_fixture(norm: str, distance: bool, expected: dict) -> None:
     # a single list fused by weighted_sum w=1 returns its normalised scores
-    rec = recipe({"run": {"top_k": None, "normalize": norm, "weight": 1.0, "distance": distance}},
-                 "weighted_sum")
+    rec = recipe(
+        {"run": {"top_k": None, "normalize": norm, "weight": 1.0, "distance": distance}},
+        "weighted_sum",
+    )
     got = scores_by_query(fuse_reference(doc_rows(NF), rec))
     for q in ("q1", "q2"):
         assert_scores(got[q], expected[q], 1e-12)
@@ -164,7 +197,7 @@ def test_ranx_borda_norm_fixture() -> None:
     # d3 = 1 - 0/3 = 1; d1 = d2 = 0.5 - (1 - 1)/(2*3) = 1.5/3
     rec = recipe(srcs(run_1=("borda", 0), run_2=("borda", 0), run_3=("borda", 1)), "weighted_sum")
     got = scores_by_query(fuse_reference(doc_rows(C1), rec))
-    assert_scores(got["q1"], {"d1": .5, "d2": .5, "d3": 1.0})
+    assert_scores(got["q1"], {"d1": 0.5, "d2": 0.5, "d3": 1.0})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,8 +217,12 @@ def test_peer_vectors(case: dict) -> None:
         if not case.get("partial"):
             assert set(got[q]) == set(exp), (q, got[q], exp)
         for item, value in exp.items():
-            assert got[q][item] is not None and abs(got[q][item] - value) <= tol, \
-                (q, item, got[q][item], value)
+            assert got[q][item] is not None and abs(got[q][item] - value) <= tol, (
+                q,
+                item,
+                got[q][item],
+                value,
+            )
     for q, prefix in (case.get("expected_order") or {}).items():
         ranked = [r["item_id"] for r in result if r["query_id"] == q]
         assert ranked[: len(prefix)] == prefix
@@ -198,27 +235,27 @@ def test_peer_vectors_file_shape() -> None:
         assert "oracle" not in c["peer"].lower()
 
 
-HY = {"bm25": {"q": {"a": 12, "b": 9, "c": 3}}, "dense": {"q": {"b": .91, "d": .85, "a": .40}}}
+HY = {"bm25": {"q": {"a": 12, "b": 9, "c": 3}}, "dense": {"q": {"b": 0.91, "d": 0.85, "a": 0.40}}}
 
 
 def test_opensearch_min_max_floor_differs() -> None:
     """OpenSearch maps a min-max 0 to 0.001 (MIN_SCORE); the contract keeps 0. Where a
     normalised 0 is involved, the c2 table and the contract differ (re-impl values)."""
     hy_rows = doc_rows(HY)
-    minmax = srcs(bm25=("minmax", .3), dense=("minmax", .7))
+    minmax = srcs(bm25=("minmax", 0.3), dense=("minmax", 0.7))
     # arithmetic (zero policy): a = .3*1 + .7*0 = .3 (OpenSearch .3*1 + .7*.001 = .3007);
     #                           c = .3*0 + .7*0 (missing) = 0 (OpenSearch .3*.001 = .0003)
     got = fused(hy_rows, recipe(minmax, "arithmetic_mean"))
-    assert approx(got["a"], .3) and approx(got["c"], 0.0)
+    assert approx(got["a"], 0.3) and approx(got["c"], 0.0)
     # geometric: a's dense 0 is not counted -> exp(.3 ln 1 / .3) = 1.0 (OpenSearch
     # exp((.3 ln 1 + .7 ln .001)/1) = .001^.7 = .007943); c has only bm25 0 -> NULL (OS .001)
     got = fused(hy_rows, recipe(minmax, "geometric_mean"))
     assert approx(got["a"], 1.0) and got["c"] is None
-    assert approx(.001 ** .7, .007943, 1e-4)
+    assert approx(0.001**0.7, 0.007943, 1e-4)
     # harmonic: a -> .3/(.3/1) = 1.0 (OpenSearch 1/(.3 + .7/.001) = .001428); c NULL
     got = fused(hy_rows, recipe(minmax, "harmonic_mean"))
     assert approx(got["a"], 1.0) and got["c"] is None
-    assert approx(1 / (.3 + .7 / .001), .001428, 1e-3)
+    assert approx(1 / (0.3 + 0.7 / 0.001), 0.001428, 1e-3)
     # and NULL ranks last: b .869565, d .882353 ... order d, b, a? a = 1.0 first.
     assert order(hy_rows, recipe(minmax, "harmonic_mean")) == ["a", "d", "b", "c"]
 
@@ -246,8 +283,15 @@ RANX_NORMS = {  # ranx name -> (contract normaliser, distance)
     "borda": ("borda", False),
 }
 RANX_METHODS = {  # ranx name -> contract method
-    "rrf": "rrf", "isr": "isr", "wsum": "weighted_sum", "sum": "combsum", "mnz": "combmnz",
-    "anz": "combanz", "max": "combmax", "min": "combmin", "med": "combmed",
+    "rrf": "rrf",
+    "isr": "isr",
+    "wsum": "weighted_sum",
+    "sum": "combsum",
+    "mnz": "combmnz",
+    "anz": "combanz",
+    "max": "combmax",
+    "min": "combmin",
+    "med": "combmed",
 }
 
 
@@ -256,10 +300,10 @@ def random_runs(rng: random.Random, n_sources: int) -> dict[str, dict[str, dict[
     so ranx's arbitrary tie order and its max-norm of constant lists never matter)."""
     runs: dict[str, dict[str, dict[str, float]]] = {f"s{i}": {} for i in range(n_sources)}
     for qi in range(rng.randint(2, 3)):
-        for src in runs:
+        for per_query in runs.values():
             docs = rng.sample([f"d{j}" for j in range(8)], rng.randint(2, 6))
             scores = rng.sample(range(1, 10_000), len(docs))
-            runs[src][f"q{qi}"] = {d: s / 1000.0 for d, s in zip(docs, scores)}
+            per_query[f"q{qi}"] = {d: s / 1000.0 for d, s in zip(docs, scores)}
     return runs
 
 
@@ -309,21 +353,37 @@ def test_ranx_random_agreement(ranx_mod) -> None:
                 sources = {}
                 for (name, _), w in zip(runs.items(), weights):
                     wi = w if ranx_m == "wsum" else 1.0
-                    sources[name] = {"top_k": None, "normalize": norm, "weight": wi,
-                                     "distance": distance}
+                    sources[name] = {
+                        "top_k": None,
+                        "normalize": norm,
+                        "weight": wi,
+                        "distance": distance,
+                    }
                 if ranx_m == "wsum":
                     params = {"weights": weights}
                 if ranx_m == "rrf":
                     params = {"k": k}
                 expected = _ranx_case(ranx_mod, runs, ranx_norm, ranx_m, params)
-                rec = recipe(sources, method, fusion__k=k, fusion__rank_base=1,
-                             normalizer_params__zscore_ddof=0)
+                rec = recipe(
+                    sources,
+                    method,
+                    fusion__k=k,
+                    fusion__rank_base=1,
+                    normalizer_params__zscore_ddof=0,
+                )
                 got = scores_by_query(fuse_reference(doc_rows(runs), rec))
                 for q, exp in expected.items():
                     assert set(got[q]) == set(exp), (ranx_norm, ranx_m, q)
                     for d, v in exp.items():
-                        assert math.isclose(got[q][d], v, rel_tol=1e-9, abs_tol=1e-9), \
-                            (case, ranx_norm, ranx_m, q, d, got[q][d], v)
+                        assert math.isclose(got[q][d], v, rel_tol=1e-9, abs_tol=1e-9), (
+                            case,
+                            ranx_norm,
+                            ranx_m,
+                            q,
+                            d,
+                            got[q][d],
+                            v,
+                        )
                         checked += 1
     assert checked > 1000
 
@@ -347,35 +407,44 @@ def test_ranx_max_norm_constant_list_agreement(ranx_mod) -> None:
 # one block source; derived ranks: A#1 .9 r1, B#1 .8 r2, A#2 .6 r3, C#1 .5 r4, C#2 .5 r5,
 # A#3 .3 r6 (C#1 before C#2 by item id)
 BLOCKS = [
-    block_row("q", "dense", "A#1", "A", .9), block_row("q", "dense", "A#2", "A", .6),
-    block_row("q", "dense", "A#3", "A", .3), block_row("q", "dense", "B#1", "B", .8),
-    block_row("q", "dense", "C#1", "C", .5), block_row("q", "dense", "C#2", "C", .5),
+    block_row("q", "dense", "A#1", "A", 0.9),
+    block_row("q", "dense", "A#2", "A", 0.6),
+    block_row("q", "dense", "A#3", "A", 0.3),
+    block_row("q", "dense", "B#1", "B", 0.8),
+    block_row("q", "dense", "C#1", "C", 0.5),
+    block_row("q", "dense", "C#2", "C", 0.5),
 ]
 DENSE_NONE = srcs(dense=("none", 1))
 
 ALIGNER_CASES = [
     # max: A .9, B .8, C .5
-    ({"aligner.method": "max"}, {"A": .9, "B": .8, "C": .5}),
+    ({"aligner.method": "max"}, {"A": 0.9, "B": 0.8, "C": 0.5}),
     # sum: A .9+.6+.3 = 1.8, B .8, C 1.0
-    ({"aligner.method": "sum"}, {"A": 1.8, "B": .8, "C": 1.0}),
+    ({"aligner.method": "sum"}, {"A": 1.8, "B": 0.8, "C": 1.0}),
     # mean: A 1.8/3 = .6, B .8, C .5
-    ({"aligner.method": "mean"}, {"A": .6, "B": .8, "C": .5}),
+    ({"aligner.method": "mean"}, {"A": 0.6, "B": 0.8, "C": 0.5}),
     # sum_top_n n=2: A .9+.6 = 1.5, B .8, C 1.0
-    ({"aligner.method": "sum_top_n", "aligner.top_n": 2}, {"A": 1.5, "B": .8, "C": 1.0}),
+    ({"aligner.method": "sum_top_n", "aligner.top_n": 2}, {"A": 1.5, "B": 0.8, "C": 1.0}),
     # sum_top_n n=null: all = sum
-    ({"aligner.method": "sum_top_n", "aligner.top_n": None}, {"A": 1.8, "B": .8, "C": 1.0}),
+    ({"aligner.method": "sum_top_n", "aligner.top_n": None}, {"A": 1.8, "B": 0.8, "C": 1.0}),
     # max_decay d=.5 n=3: A .9 + .5*.6 + .25*.3 = 1.275, B .8, C .5 + .5*.5 = .75
-    ({"aligner.method": "max_decay", "aligner.decay": .5, "aligner.top_n": 3},
-     {"A": 1.275, "B": .8, "C": .75}),
+    (
+        {"aligner.method": "max_decay", "aligner.decay": 0.5, "aligner.top_n": 3},
+        {"A": 1.275, "B": 0.8, "C": 0.75},
+    ),
     # max_decay d=.5 n=2: A .9 + .3 = 1.2
-    ({"aligner.method": "max_decay", "aligner.decay": .5, "aligner.top_n": 2},
-     {"A": 1.2, "B": .8, "C": .75}),
+    (
+        {"aligner.method": "max_decay", "aligner.decay": 0.5, "aligner.top_n": 2},
+        {"A": 1.2, "B": 0.8, "C": 0.75},
+    ),
 ]
 
 
-@pytest.mark.parametrize("over,expected", ALIGNER_CASES,
-                         ids=[f"{o['aligner.method']}-{o.get('aligner.top_n', '')}"
-                              for o, _ in ALIGNER_CASES])
+@pytest.mark.parametrize(
+    "over,expected",
+    ALIGNER_CASES,
+    ids=[f"{o['aligner.method']}-{o.get('aligner.top_n', '')}" for o, _ in ALIGNER_CASES],
+)
 def test_aligners(over: dict, expected: dict) -> None:
     rec = recipe(DENSE_NONE, "weighted_sum", **{k.replace(".", "__"): v for k, v in over.items()})
     result = fuse_reference(BLOCKS, rec)
@@ -390,9 +459,13 @@ def test_aligners(over: dict, expected: dict) -> None:
 
 def test_aligned_rerank_ties_by_best_original_rank_then_parent() -> None:
     # explicit ranks: A#1 r1 .9, D#1 r2 .8, B#1 r3 .8, E#1 r4 .7, F#1 r5 .7
-    rows = [block_row("q", "s", "A#1", "A", .9, 1), block_row("q", "s", "D#1", "D", .8, 2),
-            block_row("q", "s", "B#1", "B", .8, 3), block_row("q", "s", "F#1", "F", .7, 4),
-            block_row("q", "s", "E#1", "E", .7, 4)]
+    rows = [
+        block_row("q", "s", "A#1", "A", 0.9, 1),
+        block_row("q", "s", "D#1", "D", 0.8, 2),
+        block_row("q", "s", "B#1", "B", 0.8, 3),
+        block_row("q", "s", "F#1", "F", 0.7, 4),
+        block_row("q", "s", "E#1", "E", 0.7, 4),
+    ]
     # aligned (max): A .9; B = D = .8 -> best rank D 2 < B 3 -> D r2, B r3;
     # E = F = .7 with equal best rank 4 -> parent id: E r4, F r5
     # rrf k=60: A 1/61, D 1/62, B 1/63, E 1/64, F 1/65
@@ -403,9 +476,10 @@ def test_aligned_rerank_ties_by_best_original_rank_then_parent() -> None:
 # delayed alignment: dense blocks A#1 .9 r1, B#1 .7 r2, A#2 .4 r3; summary docs B .8 r1,
 # A .6 r2, C .5 r3 (C has no block in the log -> pseudo-block "C")
 DELAYED_ROWS = [
-    block_row("q", "dense", "A#1", "A", .9), block_row("q", "dense", "B#1", "B", .7),
-    block_row("q", "dense", "A#2", "A", .4),
-] + doc_rows({"summary": {"q": {"B": .8, "A": .6, "C": .5}}})
+    block_row("q", "dense", "A#1", "A", 0.9),
+    block_row("q", "dense", "B#1", "B", 0.7),
+    block_row("q", "dense", "A#2", "A", 0.4),
+] + doc_rows({"summary": {"q": {"B": 0.8, "A": 0.6, "C": 0.5}}})
 RRF2 = srcs(dense=("none", 1), summary=("none", 1))
 
 
@@ -416,24 +490,31 @@ def test_delayed_alignment_max() -> None:
     # max per parent: A = 1/61 + 1/62 = B -> tie, A before B by id; C = 1/63
     rec = recipe(RRF2, "rrf", aligner__order="after_fusion", aligner__method="max")
     result = fuse_reference(DELAYED_ROWS, rec)
-    assert_scores(scores_by_query(result)["q"],
-                  {"A": 1 / 61 + 1 / 62, "B": 1 / 62 + 1 / 61, "C": 1 / 63})
+    assert_scores(
+        scores_by_query(result)["q"], {"A": 1 / 61 + 1 / 62, "B": 1 / 62 + 1 / 61, "C": 1 / 63}
+    )
     assert [r["item_id"] for r in result] == ["A", "B", "C"]
     a = result[0]["contributions"]
     assert [(c["source"], c["block_id"], c["rank"]) for c in a] == [
-        ("dense", "A#1", 1), ("dense", "A#2", 3), ("summary", "A#1", 2), ("summary", "A#2", 2)]
+        ("dense", "A#1", 1),
+        ("dense", "A#2", 3),
+        ("summary", "A#1", 2),
+        ("summary", "A#2", 2),
+    ]
 
 
 def test_delayed_alignment_sum_differs_from_before_fusion() -> None:
     # after_fusion, sum: A = (1/61 + 1/62) + (1/63 + 1/62); B = 1/62 + 1/61; C = 1/63
     rec = recipe(RRF2, "rrf", aligner__order="after_fusion", aligner__method="sum")
-    assert_scores(fused(DELAYED_ROWS, rec), {"A": 1 / 61 + 2 / 62 + 1 / 63,
-                                             "B": 1 / 62 + 1 / 61, "C": 1 / 63})
+    assert_scores(
+        fused(DELAYED_ROWS, rec), {"A": 1 / 61 + 2 / 62 + 1 / 63, "B": 1 / 62 + 1 / 61, "C": 1 / 63}
+    )
     # before_fusion, sum: dense aligned A 1.3 r1, B .7 r2; summary B r1, A r2, C r3
     # -> A = 1/61 + 1/62, B = 1/62 + 1/61, C = 1/63
     rec = recipe(RRF2, "rrf", aligner__order="before_fusion", aligner__method="sum")
-    assert_scores(fused(DELAYED_ROWS, rec), {"A": 1 / 61 + 1 / 62, "B": 1 / 62 + 1 / 61,
-                                             "C": 1 / 63})
+    assert_scores(
+        fused(DELAYED_ROWS, rec), {"A": 1 / 61 + 1 / 62, "B": 1 / 62 + 1 / 61, "C": 1 / 63}
+    )
 
 
 def test_delayed_alignment_normalises_the_expanded_list() -> None:
@@ -442,8 +523,12 @@ def test_delayed_alignment_normalises_the_expanded_list() -> None:
     # summary expanded: B#1 .8, A#1 .6, A#2 .6, C .5 -> (s - .5)/.3: B#1 1, A#1 A#2 1/3, C 0
     # blocks: A#1 1 + 1/3, A#2 0 + 1/3, B#1 .6 + 1, C 0 + 0
     # mean per parent: A = (4/3 + 1/3)/2 = 5/6, B = 1.6, C = 0
-    rec = recipe(srcs(dense=("minmax", 1), summary=("minmax", 1)), "weighted_sum",
-                 aligner__order="after_fusion", aligner__method="mean")
+    rec = recipe(
+        srcs(dense=("minmax", 1), summary=("minmax", 1)),
+        "weighted_sum",
+        aligner__order="after_fusion",
+        aligner__method="mean",
+    )
     assert_scores(fused(DELAYED_ROWS, rec), {"A": 5 / 6, "B": 1.6, "C": 0.0})
 
 
@@ -467,23 +552,30 @@ MISSING_CASES = [
     # combanz zero == skip (n_d unchanged): a 8/2, b 2, c 1, d 4/1 -> a, d tie at 4
     ("combanz", "zero", {"a": 4, "b": 2, "c": 1, "d": 4}, ["a", "d", "b", "c"]),
     # combmed zero: a med(3,5) = 4, b med(2,0) = 1, c .5, d med(0,4) = 2
-    ("combmed", "zero", {"a": 4, "b": 1, "c": .5, "d": 2}, None),
+    ("combmed", "zero", {"a": 4, "b": 1, "c": 0.5, "d": 2}, None),
     # combmax zero = skip for positive scores
     ("combmax", "zero", {"a": 5, "b": 2, "c": 1, "d": 4}, None),
     # rrf list_min: last ranks s1 3, s2 2: a 2/61, b 1/62 + 1/62, c 1/63 + 1/62, d 1/62 + 1/63
-    ("rrf", "list_min", {"a": 2 / 61, "b": 2 / 62, "c": 1 / 63 + 1 / 62, "d": 1 / 62 + 1 / 63},
-     ["a", "b", "c", "d"]),
+    (
+        "rrf",
+        "list_min",
+        {"a": 2 / 61, "b": 2 / 62, "c": 1 / 63 + 1 / 62, "d": 1 / 62 + 1 / 63},
+        ["a", "b", "c", "d"],
+    ),
     # rrf skip = zero: b 1/62, c 1/63, d 1/62
     ("rrf", "skip", {"a": 2 / 61, "b": 1 / 62, "c": 1 / 63, "d": 1 / 62}, ["a", "b", "d", "c"]),
     # isr zero: a (1 + 1)*2 = 4, b 1/4, c 1/9, d 1/4 -> b, d tie
-    ("isr", "default", {"a": 4, "b": .25, "c": 1 / 9, "d": .25}, ["a", "b", "d", "c"]),
+    ("isr", "default", {"a": 4, "b": 0.25, "c": 1 / 9, "d": 0.25}, ["a", "b", "d", "c"]),
     # isr list_min: b (1/4 + 1/2^2)*1 = .5, c (1/9 + 1/4)*1, d (1/4 + 1/9)*1
-    ("isr", "list_min", {"a": 4, "b": .5, "c": 1 / 9 + 1 / 4, "d": 1 / 4 + 1 / 9}, None),
+    ("isr", "list_min", {"a": 4, "b": 0.5, "c": 1 / 9 + 1 / 4, "d": 1 / 4 + 1 / 9}, None),
 ]
 
 
-@pytest.mark.parametrize("method,missing,expected,ranked", MISSING_CASES,
-                         ids=[f"{m}-{p}" for m, p, _, _ in MISSING_CASES])
+@pytest.mark.parametrize(
+    "method,missing,expected,ranked",
+    MISSING_CASES,
+    ids=[f"{m}-{p}" for m, p, _, _ in MISSING_CASES],
+)
 def test_missing_policies(method: str, missing: str, expected: dict, ranked: list | None) -> None:
     rec = recipe(MP_NONE, method, fusion__missing=missing)
     assert_scores(fused(MP_ROWS, rec), expected)
@@ -495,29 +587,34 @@ def test_arithmetic_mean_zero_and_skip() -> None:
     # weights s1 1, s2 3. zero: a (3 + 3*5)/4 = 4.5, b 2/4, c 1/4, d 3*4/4 = 3
     # skip: a 4.5, b 2/1, c 1/1, d 12/3 = 4
     ws = srcs(s1=("none", 1), s2=("none", 3))
-    assert_scores(fused(MP_ROWS, recipe(ws, "arithmetic_mean")),
-                  {"a": 4.5, "b": .5, "c": .25, "d": 3})
-    assert_scores(fused(MP_ROWS, recipe(ws, "arithmetic_mean", fusion__missing="skip")),
-                  {"a": 4.5, "b": 2, "c": 1, "d": 4})
+    assert_scores(
+        fused(MP_ROWS, recipe(ws, "arithmetic_mean")), {"a": 4.5, "b": 0.5, "c": 0.25, "d": 3}
+    )
+    assert_scores(
+        fused(MP_ROWS, recipe(ws, "arithmetic_mean", fusion__missing="skip")),
+        {"a": 4.5, "b": 2, "c": 1, "d": 4},
+    )
     # list_min: b (2 + 3*4)/4 = 3.5, c (1 + 12)/4 = 3.25, d (1 + 12)/4 = 3.25
-    assert_scores(fused(MP_ROWS, recipe(ws, "arithmetic_mean", fusion__missing="list_min")),
-                  {"a": 4.5, "b": 3.5, "c": 3.25, "d": 3.25})
+    assert_scores(
+        fused(MP_ROWS, recipe(ws, "arithmetic_mean", fusion__missing="list_min")),
+        {"a": 4.5, "b": 3.5, "c": 3.25, "d": 3.25},
+    )
 
 
 def test_geometric_harmonic_null_ranks_last() -> None:
     # s1 {a: 2, b: 0}, s2 {a: 8, c: .5}, w = 1: geometric a = sqrt(2*8) = 4, c = .5,
     # b: its only value is 0 -> not counted -> NULL, ranked last
-    rows = doc_rows({"s1": {"q": {"a": 2, "b": 0}}, "s2": {"q": {"a": 8, "c": .5}}})
+    rows = doc_rows({"s1": {"q": {"a": 2, "b": 0}}, "s2": {"q": {"a": 8, "c": 0.5}}})
     rec = recipe(srcs(s1=("none", 1), s2=("none", 1)), "geometric_mean")
-    assert_scores(fused(rows, rec), {"a": 4.0, "b": None, "c": .5})
+    assert_scores(fused(rows, rec), {"a": 4.0, "b": None, "c": 0.5})
     assert order(rows, rec) == ["a", "c", "b"]
     # harmonic a = 2/(1/2 + 1/8) = 3.2
     rec = recipe(srcs(s1=("none", 1), s2=("none", 1)), "harmonic_mean")
-    assert_scores(fused(rows, rec), {"a": 3.2, "b": None, "c": .5})
+    assert_scores(fused(rows, rec), {"a": 3.2, "b": None, "c": 0.5})
     # list_min (s2 min .5) gives b a value: geometric sqrt(.5) (0 still not counted)
     rec = recipe(srcs(s1=("none", 1), s2=("none", 1)), "geometric_mean", fusion__missing="list_min")
     got = fused(rows, rec)
-    assert approx(got["b"], .5) and approx(got["c"], .5)  # c: s1 min is 0 -> not counted
+    assert approx(got["b"], 0.5) and approx(got["c"], 0.5)  # c: s1 min is 0 -> not counted
 
 
 # single list {a: 1, b: 2, c: 3} unless given
@@ -531,56 +628,61 @@ def test_softmax() -> None:
     # T = 1: exp(-2), exp(-1), exp(0) over Z = 1 + e^-1 + e^-2 = 1.5032147244
     z = 1 + math.exp(-1) + math.exp(-2)
     assert_scores(_single("softmax"), {"a": math.exp(-2) / z, "b": math.exp(-1) / z, "c": 1 / z})
-    assert approx(1 / z, .665240955775, 1e-11)
+    assert approx(1 / z, 0.665240955775, 1e-11)
     # T = 2: exp(-1), exp(-.5), 1
-    z2 = math.exp(-1) + math.exp(-.5) + 1
-    assert_scores(_single("softmax", softmax_temperature=2.0),
-                  {"a": math.exp(-1) / z2, "b": math.exp(-.5) / z2, "c": 1 / z2})
+    z2 = math.exp(-1) + math.exp(-0.5) + 1
+    assert_scores(
+        _single("softmax", softmax_temperature=2.0),
+        {"a": math.exp(-1) / z2, "b": math.exp(-0.5) / z2, "c": 1 / z2},
+    )
 
 
 def test_sigmoid() -> None:
     # center 0, scale 1: 1/(1 + e^-1) = .731059, 1/(1 + e^-2) = .880797, 1/(1 + e^-3) = .952574
     got = _single("sigmoid")
-    assert approx(got["a"], .7310585786300049) and approx(got["b"], .8807970779778823)
+    assert approx(got["a"], 0.7310585786300049) and approx(got["b"], 0.8807970779778823)
     # center 2, scale 2: a 1/(1 + e^.5) = .377541, b .5, c 1/(1 + e^-.5) = .622459
     got = _single("sigmoid", sigmoid_center=2.0, sigmoid_scale=2.0)
-    assert_scores(got, {"a": 1 / (1 + math.exp(.5)), "b": .5, "c": 1 / (1 + math.exp(-.5))})
+    assert_scores(got, {"a": 1 / (1 + math.exp(0.5)), "b": 0.5, "c": 1 / (1 + math.exp(-0.5))})
 
 
 def test_quantile() -> None:
     # [0, 10, 20, 30, 40]: P10 at h = .4 -> 4; P90 at h = 3.6 -> 30 + .6*10 = 36; range 32
     # 0 -> clamp(-4/32) = 0; 10 -> 6/32; 20 -> 16/32; 30 -> 26/32; 40 -> clamp(36/32) = 1
     got = _single("quantile", {"a": 0, "b": 10, "c": 20, "d": 30, "e": 40})
-    assert_scores(got, {"a": 0, "b": 6 / 32, "c": .5, "d": 26 / 32, "e": 1.0}, 1e-9)
+    assert_scores(got, {"a": 0, "b": 6 / 32, "c": 0.5, "d": 26 / 32, "e": 1.0}, 1e-9)
     # P25/P75 on [1, 2, 3, 4]: h .75 -> 1.75; h 2.25 -> 3.25; 2 -> .25/1.5; 3 -> 1.25/1.5
-    got = _single("quantile", {"a": 1, "b": 2, "c": 3, "d": 4}, quantile_p_lo=.25,
-                  quantile_p_hi=.75)
-    assert_scores(got, {"a": 0, "b": .25 / 1.5, "c": 1.25 / 1.5, "d": 1.0}, 1e-9)
+    got = _single(
+        "quantile", {"a": 1, "b": 2, "c": 3, "d": 4}, quantile_p_lo=0.25, quantile_p_hi=0.75
+    )
+    assert_scores(got, {"a": 0, "b": 0.25 / 1.5, "c": 1.25 / 1.5, "d": 1.0}, 1e-9)
 
 
 def test_quantile_zero_spread_of_the_quantile_range() -> None:
     # [1, 5 x 9, 9] (n = 11): P10 at h = 1 -> 5, P90 at h = 9 -> 5: P_hi - P_lo = 0
     # s = 5 -> degenerate_value (.25); 1 -> (1 - 5)/eps -> clamp 0; 9 -> 4/eps -> clamp 1
     docs = {"lo": 1, "hi": 9, **{f"m{i}": 5 for i in range(9)}}
-    got = _single("quantile", docs, degenerate_value=.25)
+    got = _single("quantile", docs, degenerate_value=0.25)
     assert got["lo"] == 0.0 and got["hi"] == 1.0
-    assert all(got[f"m{i}"] == .25 for i in range(9))
+    assert all(got[f"m{i}"] == 0.25 for i in range(9))
 
 
 def test_l2() -> None:
     # {3, 4}: sqrt(9 + 16) = 5 -> .6, .8
-    assert_scores(_single("l2", {"a": 3, "b": 4}), {"a": .6, "b": .8})
+    assert_scores(_single("l2", {"a": 3, "b": 4}), {"a": 0.6, "b": 0.8})
     # all zero: sqrt(0) < eps -> degenerate_value
-    assert_scores(_single("l2", {"a": 0, "b": 0}, degenerate_value=.3), {"a": .3, "b": .3})
+    assert_scores(_single("l2", {"a": 0, "b": 0}, degenerate_value=0.3), {"a": 0.3, "b": 0.3})
 
 
 def test_bounds_clip_and_no_clip() -> None:
     # [0, 10]: 12 -> 1.2, 5 -> .5, -1 -> -.1 ; clipped -> 1, .5, 0
     docs = {"a": 12, "b": 5, "c": -1}
-    assert_scores(_single("bounds", docs, bounds=[0, 10], bounds_clip=True),
-                  {"a": 1.0, "b": .5, "c": 0.0})
-    assert_scores(_single("bounds", docs, bounds=[0, 10], bounds_clip=False),
-                  {"a": 1.2, "b": .5, "c": -.1})
+    assert_scores(
+        _single("bounds", docs, bounds=[0, 10], bounds_clip=True), {"a": 1.0, "b": 0.5, "c": 0.0}
+    )
+    assert_scores(
+        _single("bounds", docs, bounds=[0, 10], bounds_clip=False), {"a": 1.2, "b": 0.5, "c": -0.1}
+    )
     with pytest.raises(ValueError):
         _single("bounds", docs)  # bounds: null
 
@@ -591,48 +693,53 @@ def test_zscore_ddof_and_dbsf() -> None:
     sd = math.sqrt(2 / 3)
     assert_scores(_single("zscore", zscore_ddof=0), {"a": -1 / sd, "b": 0, "c": 1 / sd})
     # dbsf ddof 1: (s - (2 - 3))/6 -> 2/6, 3/6, 4/6
-    assert_scores(_single("dbsf"), {"a": 1 / 3, "b": .5, "c": 2 / 3})
+    assert_scores(_single("dbsf"), {"a": 1 / 3, "b": 0.5, "c": 2 / 3})
     # dbsf constant list -> dbsf_degenerate_value
-    assert_scores(_single("dbsf", {"a": 2, "b": 2}), {"a": .5, "b": .5})
+    assert_scores(_single("dbsf", {"a": 2, "b": 2}), {"a": 0.5, "b": 0.5})
 
 
 ONE_ITEM = [  # single list {a: 4.0}; degenerate_value .25, dbsf_degenerate_value .75
     ("none", {}, 4.0),
-    ("rank", {}, 1.0),                       # 1 - 0/1
-    ("minmax", {}, .25),
-    ("max", {}, 1.0),                        # ranx: 4/4, no zero-spread rule (contract revised)
-    ("sum", {}, .25),
-    ("zscore", {"zscore_ddof": 0}, .25),     # sigma = 0
-    ("zscore", {"zscore_ddof": 1}, .25),     # n - ddof = 0
-    ("l2", {}, 1.0),                         # READING R5: 4/sqrt(16), not degenerate
-    ("softmax", {}, 1.0),                    # exp(0)/exp(0)
+    ("rank", {}, 1.0),  # 1 - 0/1
+    ("minmax", {}, 0.25),
+    ("max", {}, 1.0),  # ranx: 4/4, no zero-spread rule (contract revised)
+    ("sum", {}, 0.25),
+    ("zscore", {"zscore_ddof": 0}, 0.25),  # sigma = 0
+    ("zscore", {"zscore_ddof": 1}, 0.25),  # n - ddof = 0
+    ("l2", {}, 1.0),  # READING R5: 4/sqrt(16), not degenerate
+    ("softmax", {}, 1.0),  # exp(0)/exp(0)
     ("sigmoid", {}, 1 / (1 + math.exp(-4))),  # no list statistic: .982014
-    ("quantile", {}, .25),                   # P_lo = P_hi = s
-    ("dbsf", {}, .75),
-    ("bounds", {"bounds": [0, 8]}, .5),      # fixed bounds: (4 - 0)/8
-    ("borda", {}, 1.0),                      # 1 - 0/|C|, |C| = 1
+    ("quantile", {}, 0.25),  # P_lo = P_hi = s
+    ("dbsf", {}, 0.75),
+    ("bounds", {"bounds": [0, 8]}, 0.5),  # fixed bounds: (4 - 0)/8
+    ("borda", {}, 1.0),  # 1 - 0/|C|, |C| = 1
 ]
 
 
-@pytest.mark.parametrize("norm,params,expected", ONE_ITEM,
-                         ids=[f"{n}{'-' + str(p) if p else ''}" for n, p, _ in ONE_ITEM])
+@pytest.mark.parametrize(
+    "norm,params,expected",
+    ONE_ITEM,
+    ids=[f"{n}{'-' + str(p) if p else ''}" for n, p, _ in ONE_ITEM],
+)
 def test_degenerate_one_item_list(norm: str, params: dict, expected: float) -> None:
-    got = _single(norm, {"a": 4.0}, degenerate_value=.25, dbsf_degenerate_value=.75, **params)
+    got = _single(norm, {"a": 4.0}, degenerate_value=0.25, dbsf_degenerate_value=0.75, **params)
     assert approx(got["a"], expected)
 
 
 def test_distance_source() -> None:
     # distances a .2, b .5, c .9 -> scores -.2, -.5, -.9; derived ranks a1 b2 c3
     # minmax (-s - (-.9))/.7: a 1, b .4/.7, c 0 (= ranx min-max-inverted)
-    rows = doc_rows({"v": {"q": {"a": .2, "b": .5, "c": .9}}})
+    rows = doc_rows({"v": {"q": {"a": 0.2, "b": 0.5, "c": 0.9}}})
     rec = recipe(srcs(v=("minmax", 1, True)), "weighted_sum")
     result = fuse_reference(rows, rec)
-    assert_scores(scores_by_query(result)["q"], {"a": 1.0, "b": .4 / .7, "c": 0.0})
+    assert_scores(scores_by_query(result)["q"], {"a": 1.0, "b": 0.4 / 0.7, "c": 0.0})
     c = {r["item_id"]: r["contributions"][0] for r in result}
-    assert approx(c["a"]["raw_score"], -.2) and c["a"]["rank"] == 1 and c["c"]["rank"] == 3
+    assert approx(c["a"]["raw_score"], -0.2) and c["a"]["rank"] == 1 and c["c"]["rank"] == 3
     # rrf: the smallest distance is rank 1
-    assert_scores(fused(rows, recipe(srcs(v=("none", 1, True)), "rrf")),
-                  {"a": 1 / 61, "b": 1 / 62, "c": 1 / 63})
+    assert_scores(
+        fused(rows, recipe(srcs(v=("none", 1, True)), "rrf")),
+        {"a": 1 / 61, "b": 1 / 62, "c": 1 / 63},
+    )
 
 
 def test_top_k() -> None:
@@ -653,8 +760,11 @@ def test_rank_derived_from_score_when_none() -> None:
     # {b: 1.0, a: 1.0, c: 2.0}: score desc, ties by item id -> c r1, a r2, b r3
     rows = doc_rows({"s": {"q": {"b": 1.0, "a": 1.0, "c": 2.0}}})
     result = fuse_reference(rows, recipe(srcs(s=("none", 1)), "rrf"))
-    assert [(r["item_id"], r["contributions"][0]["rank"]) for r in result] == \
-        [("c", 1), ("a", 2), ("b", 3)]
+    assert [(r["item_id"], r["contributions"][0]["rank"]) for r in result] == [
+        ("c", 1),
+        ("a", 2),
+        ("b", 3),
+    ]
     assert_scores(scores_by_query(result)["q"], {"c": 1 / 61, "a": 1 / 62, "b": 1 / 63})
     # target block keeps the log ranks (no re-ranking); the same rows as blocks
     brows = [block_row("q", "s", i, "P", s) for i, s in (("b", 1.0), ("a", 1.0), ("c", 2.0))]
@@ -666,7 +776,7 @@ def test_rank_derived_from_score_when_none() -> None:
 def test_tie_broken_by_item_id_after_rounding() -> None:
     # weighted_sum: z = .1 + .2 = 0.30000000000000004, m = .3 -> unrounded z > m, but
     # round(., 12) ties them -> item id order: m before z
-    rows = doc_rows({"s1": {"q": {"z": .1, "m": .3}}, "s2": {"q": {"z": .2}}})
+    rows = doc_rows({"s1": {"q": {"z": 0.1, "m": 0.3}}, "s2": {"q": {"z": 0.2}}})
     rec = recipe(srcs(s1=("none", 1), s2=("none", 1)), "weighted_sum")
     got = fused(rows, rec)
     assert got["z"] > got["m"]
@@ -683,7 +793,7 @@ def test_contributions_shape() -> None:
     b = next(r for r in result if r["item_id"] == "b")
     assert b["contributions"] == [
         {"source": "bm25", "raw_score": 9.0, "norm_score": 9.0, "rank": 2, "weight": 2.0},
-        {"source": "dense", "raw_score": .91, "norm_score": .91, "rank": 1, "weight": 1.0},
+        {"source": "dense", "raw_score": 0.91, "norm_score": 0.91, "rank": 1, "weight": 1.0},
     ]
     assert approx(b["fused_score"], 2 / 62 + 1 / 61)
     assert [r["rank"] for r in result] == [1, 2, 3, 4]
@@ -692,17 +802,31 @@ def test_contributions_shape() -> None:
 
 
 def test_recipe_helpers() -> None:
-    rec = recipe_with({"fusion.k": 2, "sources.dense.weight": .7})
+    rec = recipe_with({"fusion.k": 2, "sources.dense.weight": 0.7})
     assert rec["fusion"]["k"] == 2 and rec["fusion"]["method"] == DEFAULT_RECIPE["fusion"]["method"]
-    assert rec["sources"]["dense"] == {"top_k": None, "normalize": "none", "weight": .7,
-                                       "distance": False}
+    assert rec["sources"]["dense"] == {
+        "top_k": None,
+        "normalize": "none",
+        "weight": 0.7,
+        "distance": False,
+    }
     assert rec["sources"]["sparse"]["normalize"] == "rank"
     assert DEFAULT_RECIPE["fusion"]["k"] == 60  # not mutated
     # sources as a list with name:, undeclared sources dropped when discover_sources is false
     rows = doc_rows({"bm25": {"q": {"a": 1.0}}, "other": {"q": {"b": 5.0}}})
-    rec = recipe_with({"sources": [{"name": "bm25", "normalize": "none"}],
-                       "discover_sources": False, "fusion.method": "combsum"})
+    rec = recipe_with(
+        {
+            "sources": [{"name": "bm25", "normalize": "none"}],
+            "discover_sources": False,
+            "fusion.method": "combsum",
+        }
+    )
     assert fused(rows, rec) == {"a": 1.0}
-    rec = recipe_with({"sources": [{"name": "bm25", "normalize": "none"}],
-                       "discover_sources": True, "fusion.method": "combsum"})
+    rec = recipe_with(
+        {
+            "sources": [{"name": "bm25", "normalize": "none"}],
+            "discover_sources": True,
+            "fusion.method": "combsum",
+        }
+    )
     assert fused(rows, rec) == {"a": 1.0, "b": 5.0}  # "other" uses source_defaults (none, w 1)

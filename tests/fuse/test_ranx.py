@@ -16,12 +16,25 @@ from duckscore.fuse.pipeline import fuse  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-NORMS = {"min-max": "minmax", "max": "max", "sum": "sum", "zmuv": "zscore", "rank": "rank",
-         "borda": "borda"}
-METHODS = {"rrf": ("rrf", {}), "wsum": ("weighted_sum", {"weights": [0.2, 0.5, 0.3]}),
-           "sum": ("combsum", {}), "mnz": ("combmnz", {}), "anz": ("combanz", {}),
-           "max": ("combmax", {}), "min": ("combmin", {}), "med": ("combmed", {}),
-           "isr": ("isr", {})}
+NORMS = {
+    "min-max": "minmax",
+    "max": "max",
+    "sum": "sum",
+    "zmuv": "zscore",
+    "rank": "rank",
+    "borda": "borda",
+}
+METHODS = {
+    "rrf": ("rrf", {}),
+    "wsum": ("weighted_sum", {"weights": [0.2, 0.5, 0.3]}),
+    "sum": ("combsum", {}),
+    "mnz": ("combmnz", {}),
+    "anz": ("combanz", {}),
+    "max": ("combmax", {}),
+    "min": ("combmin", {}),
+    "med": ("combmed", {}),
+    "isr": ("isr", {}),
+}
 SOURCES = ["a", "b", "c"]
 
 
@@ -38,9 +51,19 @@ def random_runs(seed: int) -> dict[str, dict[str, dict[str, float]]]:
 
 
 def as_log(runs: dict[str, dict[str, dict[str, float]]]) -> pd.DataFrame:
-    rows = [{"query_id": q, "source": source, "item_id": d, "parent_id": d, "score": s,
-             "granularity": "doc"}
-            for source, by_query in runs.items() for q, docs in by_query.items() for d, s in docs.items()]
+    rows = [
+        {
+            "query_id": q,
+            "source": source,
+            "item_id": d,
+            "parent_id": d,
+            "score": s,
+            "granularity": "doc",
+        }
+        for source, by_query in runs.items()
+        for q, docs in by_query.items()
+        for d, s in docs.items()
+    ]
     return pd.DataFrame(rows)
 
 
@@ -71,7 +94,7 @@ def weights_sets(params: dict) -> list[str]:
 @pytest.mark.parametrize("ranx_method", sorted(METHODS))
 def test_fusion_methods_match_ranx(ranx_method: str, seed: int, tmp_path: Path) -> None:
     # Compared on min-max-normalised runs: ranx 0.3.21's comb_* and wsum drop documents when
-    # fed un-normalised runs (norm=None), e.g. every document of a query; see the README.
+    # fed un-normalised runs (norm=None), e.g. every document of a query; see docs/testing.md.
     runs = random_runs(seed)
     method, params = METHODS[ranx_method]
     sets = [f"fusion.method={method}", "source_defaults.normalize=minmax"] + weights_sets(params)
@@ -83,22 +106,50 @@ def test_fusion_methods_match_ranx(ranx_method: str, seed: int, tmp_path: Path) 
 def test_normalisers_match_ranx(ranx_norm: str, seed: int, tmp_path: Path) -> None:
     runs = random_runs(seed)
     params = {"weights": [0.2, 0.5, 0.3]}
-    sets = [f"source_defaults.normalize={NORMS[ranx_norm]}", "fusion.method=weighted_sum"] + weights_sets(params)
+    sets = [
+        f"source_defaults.normalize={NORMS[ranx_norm]}",
+        "fusion.method=weighted_sum",
+    ] + weights_sets(params)
     assert_same(sql_scores(runs, tmp_path, sets), ranx_scores(runs, ranx_norm, "wsum", params))
 
 
 def test_ranx_published_vectors(tmp_path: Path) -> None:
     """ranx's own unit-test fixture (tests/unit/ranx/fusion): rrf, comb_sum, comb_mnz, isr."""
-    runs = {"a": {"q1": {"d1": 1, "d2": 2, "d3": 3}, "q2": {"d1": 1, "d2": 2}},
-            "b": {"q1": {"d1": 3, "d2": 2}, "q2": {"d1": 1, "d3": 3}},
-            "c": {"q1": {"d3": 1}, "q2": {"d2": 2, "d3": 3}}}
+    runs = {
+        "a": {"q1": {"d1": 1, "d2": 2, "d3": 3}, "q2": {"d1": 1, "d2": 2}},
+        "b": {"q1": {"d1": 3, "d2": 2}, "q2": {"d1": 1, "d3": 3}},
+        "c": {"q1": {"d3": 1}, "q2": {"d2": 2, "d3": 3}},
+    }
     expected = {
-        "combsum": {("q1", "d1"): 4, ("q1", "d2"): 4, ("q1", "d3"): 4, ("q2", "d1"): 2, ("q2", "d2"): 4, ("q2", "d3"): 6},
-        "combmnz": {("q1", "d1"): 8, ("q1", "d2"): 8, ("q1", "d3"): 8, ("q2", "d1"): 4, ("q2", "d2"): 8, ("q2", "d3"): 12},
-        "combmax": {("q1", "d1"): 3, ("q1", "d2"): 2, ("q1", "d3"): 3, ("q2", "d1"): 1, ("q2", "d2"): 2, ("q2", "d3"): 3},
+        "combsum": {
+            ("q1", "d1"): 4,
+            ("q1", "d2"): 4,
+            ("q1", "d3"): 4,
+            ("q2", "d1"): 2,
+            ("q2", "d2"): 4,
+            ("q2", "d3"): 6,
+        },
+        "combmnz": {
+            ("q1", "d1"): 8,
+            ("q1", "d2"): 8,
+            ("q1", "d3"): 8,
+            ("q2", "d1"): 4,
+            ("q2", "d2"): 8,
+            ("q2", "d3"): 12,
+        },
+        "combmax": {
+            ("q1", "d1"): 3,
+            ("q1", "d2"): 2,
+            ("q1", "d3"): 3,
+            ("q2", "d1"): 1,
+            ("q2", "d2"): 2,
+            ("q2", "d3"): 3,
+        },
     }
     for method, want in expected.items():
-        got = sql_scores(runs, tmp_path, [f"fusion.method={method}", "source_defaults.normalize=none"])
+        got = sql_scores(
+            runs, tmp_path, [f"fusion.method={method}", "source_defaults.normalize=none"]
+        )
         assert_same(got, {k: float(v) for k, v in want.items()})
 
 

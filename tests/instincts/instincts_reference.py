@@ -66,7 +66,7 @@ def load_policy(policy: str = "instinct_v1") -> dict[str, Any]:
     if not path.suffix:
         path = POLICY_DIR / f"{policy}.yaml"
     with open(path, encoding="utf-8") as fh:
-        doc = yaml.load(fh, Loader=_DecimalLoader)  # noqa: S506 - SafeLoader subclass
+        doc = yaml.load(fh, Loader=_DecimalLoader)
     return doc["parameters"]
 
 
@@ -97,8 +97,9 @@ def frequency_score(observations: int, contradictions: int, params: Mapping[str,
 # --------------------------------------------------------------------------------------------
 
 
-def effectiveness_score(positive: int, negative: int, neutral: int,
-                        params: Mapping[str, Any]) -> float:
+def effectiveness_score(
+    positive: int, negative: int, neutral: int, params: Mapping[str, Any]
+) -> float:
     """``calculateEffectivenessScore`` of ``positive + negative + neutral`` records: 0.5 when there
     are none, else the Wilson lower bound of ``positive / total`` (neutral records count in the
     total; ``negativeCount`` is computed by the seed but not used), clamped to [0, 1]."""
@@ -120,8 +121,9 @@ def effectiveness_score(positive: int, negative: int, neutral: int,
 # --------------------------------------------------------------------------------------------
 
 
-def human_score(approvals: int, rejections: int, reflect_approved: bool,
-                params: Mapping[str, Any]) -> float:
+def human_score(
+    approvals: int, rejections: int, reflect_approved: bool, params: Mapping[str, Any]
+) -> float:
     """``calculateHumanScore``: 0.95 when approved by /reflect; 0.5 without reviews; else from the
     prior 0.5, ``score += 0.15 * (1 - score)`` per approval, then ``score -= 0.15 * score`` per
     rejection (the loops as written, not a closed form)."""
@@ -144,14 +146,17 @@ def human_score(approvals: int, rejections: int, reflect_approved: bool,
 # --------------------------------------------------------------------------------------------
 
 
-def composite_confidence(frequency: float, effectiveness: float, human: float,
-                         params: Mapping[str, Any]) -> float:
+def composite_confidence(
+    frequency: float, effectiveness: float, human: float, params: Mapping[str, Any]
+) -> float:
     """``calculateCompositeConfidence``: ``f*0.35 + e*0.40 + h*0.25`` (left to right); if
     ``Math.min(f, e, h) < 0.2`` return ``composite * 0.7`` (not clamped), else clamp to [0, 1]."""
     w = params["weights"]
-    composite = (frequency * _f(w["frequency"])
-                 + effectiveness * _f(w["effectiveness"])
-                 + human * _f(w["human"]))
+    composite = (
+        frequency * _f(w["frequency"])
+        + effectiveness * _f(w["effectiveness"])
+        + human * _f(w["human"])
+    )
     min_score = min(frequency, effectiveness, human)
     c = params["composite"]
     if min_score < _f(c["low_dimension_below"]):
@@ -179,12 +184,20 @@ def score_row(row: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, An
     f = frequency_score(int(row["observation_count"]), int(row["contradiction_count"]), params)
     pos = int(row["positive_count"])
     e = effectiveness_score(pos, int(row["application_count"]) - pos, 0, params)
-    h = human_score(int(row["approvals"]), int(row["rejections"]), bool(row["reflect_approved"]),
-                    params)
+    h = human_score(
+        int(row["approvals"]), int(row["rejections"]), bool(row["reflect_approved"]), params
+    )
     c = composite_confidence(f, e, h, params)
     tier, method = tier_of(c, params)
-    return {"instinct_id": row["instinct_id"], "frequency_score": f, "effectiveness_score": e,
-            "human_score": h, "composite": c, "tier": tier, "injection_method": method}
+    return {
+        "instinct_id": row["instinct_id"],
+        "frequency_score": f,
+        "effectiveness_score": e,
+        "human_score": h,
+        "composite": c,
+        "tier": tier,
+        "injection_method": method,
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -220,8 +233,11 @@ def replay(start: Scores, event_types: Sequence[str], rules: Mapping[str, Any]) 
     return out
 
 
-def replay_rows(events: Iterable[Mapping[str, Any]], params: Mapping[str, Any],
-                start: Mapping[str, Scores] | None = None) -> list[dict[str, Any]]:
+def replay_rows(
+    events: Iterable[Mapping[str, Any]],
+    params: Mapping[str, Any],
+    start: Mapping[str, Scores] | None = None,
+) -> list[dict[str, Any]]:
     """``replay_events`` in plain Python: events (instinct_id, event_id, event_type, occurred_at)
     sorted by (instinct_id, occurred_at, event_id), each instinct replayed from its ``start``
     (default the policy's initial scores); one row per event with the scores after it."""
@@ -235,6 +251,14 @@ def replay_rows(events: Iterable[Mapping[str, Any]], params: Mapping[str, Any],
             current[iid] = start.get(iid, initial_scores(params))
         [current[iid]] = replay(current[iid], [ev["event_type"]], params)
         f, e, h = current[iid]
-        out.append({"instinct_id": iid, "event_id": ev["event_id"], "event_type": ev["event_type"],
-                    "freq_score": f, "eff_score": e, "human_score": h})
+        out.append(
+            {
+                "instinct_id": iid,
+                "event_id": ev["event_id"],
+                "event_type": ev["event_type"],
+                "freq_score": f,
+                "eff_score": e,
+                "human_score": h,
+            }
+        )
     return out

@@ -28,15 +28,23 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from duckscore.instincts.scores import replay_events, score_counts
 from scipy.stats import binomtest
+
+from duckscore.instincts.scores import replay_events, score_counts
 
 from . import instincts_reference as ref
 
 P = ref.load_policy("instinct_v1")
 
-OUTPUT_COLUMNS = ["instinct_id", "frequency_score", "effectiveness_score", "human_score",
-                  "composite", "tier", "injection_method"]
+OUTPUT_COLUMNS = [
+    "instinct_id",
+    "frequency_score",
+    "effectiveness_score",
+    "human_score",
+    "composite",
+    "tier",
+    "injection_method",
+]
 FLOATS = ["frequency_score", "effectiveness_score", "human_score", "composite"]
 REPLAY_COLUMNS = ["instinct_id", "event_id", "event_type", "freq_score", "eff_score", "human_score"]
 SCORES = ["freq_score", "eff_score", "human_score"]
@@ -53,19 +61,41 @@ def close(a: float, b: float) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
-def row(iid: str, obs: int = 3, contr: int = 0, pos: int = 0, apps: int = 0, appr: int = 0,
-        rej: int = 0, reflect: bool = False) -> dict[str, Any]:
-    return {"instinct_id": iid, "observation_count": obs, "contradiction_count": contr,
-            "positive_count": pos, "application_count": apps, "approvals": appr,
-            "rejections": rej, "reflect_approved": reflect}
+def row(
+    iid: str,
+    obs: int = 3,
+    contr: int = 0,
+    pos: int = 0,
+    apps: int = 0,
+    appr: int = 0,
+    rej: int = 0,
+    reflect: bool = False,
+) -> dict[str, Any]:
+    return {
+        "instinct_id": iid,
+        "observation_count": obs,
+        "contradiction_count": contr,
+        "positive_count": pos,
+        "application_count": apps,
+        "approvals": appr,
+        "rejections": rej,
+        "reflect_approved": reflect,
+    }
 
 
 def counts_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     frame = pd.DataFrame(list(rows), columns=list(row("x")))
-    ints = ["observation_count", "contradiction_count", "positive_count", "application_count",
-            "approvals", "rejections"]
-    return frame.astype({**{c: "int64" for c in ints}, "reflect_approved": "bool",
-                         "instinct_id": "str"})
+    ints = [
+        "observation_count",
+        "contradiction_count",
+        "positive_count",
+        "application_count",
+        "approvals",
+        "rejections",
+    ]
+    return frame.astype(
+        {**dict.fromkeys(ints, "int64"), "reflect_approved": "bool", "instinct_id": "str"}
+    )
 
 
 def run_counts(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -84,8 +114,11 @@ def check_against_reference(rows: list[dict[str, Any]], exact_frequency: bool = 
         want = ref.score_row(r, P)
         g = got[r["instinct_id"]]
         for col in FLOATS:
-            same = (g[col] == want[col]) if (col == "frequency_score" and exact_frequency) \
+            same = (
+                (g[col] == want[col])
+                if (col == "frequency_score" and exact_frequency)
                 else close(g[col], want[col])
+            )
             if not same:
                 bad.append((r, col, want[col], g[col]))
         for col in ("tier", "injection_method"):
@@ -111,8 +144,19 @@ def test_output_is_one_row_per_instinct_in_order() -> None:
 # --------------------------------------------------------------------------------------------
 
 OBSERVATIONS = [0, 1, 2, 3, 5, 6, 10, 11, 20, 21, 100]
-BASE = {0: 0.3, 1: 0.3, 2: 0.3, 3: 0.5, 5: 0.5, 6: 0.7, 10: 0.7, 11: 0.85, 20: 0.85, 21: 0.95,
-        100: 0.95}  # the seed's ternary chain, by hand (observations 0 falls in the first bin)
+BASE = {
+    0: 0.3,
+    1: 0.3,
+    2: 0.3,
+    3: 0.5,
+    5: 0.5,
+    6: 0.7,
+    10: 0.7,
+    11: 0.85,
+    20: 0.85,
+    21: 0.95,
+    100: 0.95,
+}  # the seed's ternary chain, by hand (observations 0 falls in the first bin)
 
 
 def test_frequency_reference_matches_the_seed_table() -> None:
@@ -125,8 +169,9 @@ def test_frequency_reference_matches_the_seed_table() -> None:
 
 
 def test_frequency_bins_at_every_edge_with_contradictions() -> None:
-    rows = [row(f"o{obs:03d}c{c:02d}", obs=obs, contr=c)
-            for obs in OBSERVATIONS for c in (0, 1, 3, 10)]
+    rows = [
+        row(f"o{obs:03d}c{c:02d}", obs=obs, contr=c) for obs in OBSERVATIONS for c in (0, 1, 3, 10)
+    ]
     got = check_against_reference(rows)
     for obs in OBSERVATIONS:
         assert got[f"o{obs:03d}c00"]["frequency_score"] == BASE[obs]
@@ -144,7 +189,7 @@ def test_frequency_bins_at_every_edge_with_contradictions() -> None:
 # at 1e-4; with scipy's z put in the reference's parameters the two agree at 1e-12, which shows
 # the only difference is z.
 SCIPY_Z = 1.959963984540054
-WILSON_N = list(range(0, 41)) + [57, 100, 333, 999, 1000]
+WILSON_N = list(range(41)) + [57, 100, 333, 999, 1000]
 
 
 def wilson_cases() -> list[tuple[int, int]]:
@@ -164,8 +209,9 @@ def test_wilson_reference_against_scipy() -> None:
             continue
         s = scipy_low(k, n)
         assert abs(ref.effectiveness_score(k, n - k, 0, P) - s) < 1e-4, (k, n)
-        assert math.isclose(ref.effectiveness_score(k, n - k, 0, scipy_params), s,
-                            rel_tol=1e-12, abs_tol=1e-12), (k, n)
+        assert math.isclose(
+            ref.effectiveness_score(k, n - k, 0, scipy_params), s, rel_tol=1e-12, abs_tol=1e-12
+        ), (k, n)
 
 
 def test_wilson_reference_special_cases() -> None:
@@ -174,8 +220,7 @@ def test_wilson_reference_special_cases() -> None:
         assert ref.effectiveness_score(0, n, 0, P) == ref.effectiveness_score(0, 0, n, P)
         assert ref.effectiveness_score(0, 0, n, P) < 1e-12  # neutral-only: like all negative
         # all positive: n / (n + z^2)
-        assert math.isclose(ref.effectiveness_score(n, 0, 0, P), n / (n + 1.96 ** 2),
-                            rel_tol=1e-12)
+        assert math.isclose(ref.effectiveness_score(n, 0, 0, P), n / (n + 1.96**2), rel_tol=1e-12)
     # neutral and negative records are the same to the seed (only positiveCount and total are used)
     assert ref.effectiveness_score(3, 2, 5, P) == ref.effectiveness_score(3, 7, 0, P)
 
@@ -192,8 +237,9 @@ def test_effectiveness_against_reference_and_scipy() -> None:
         assert abs(g - scipy_low(k, n)) < 1e-4, (k, n, g, scipy_low(k, n))
     for n in (1, 10, 1000):
         assert got[f"k0000n{n:04d}"]["effectiveness_score"] < 1e-12  # all negative / neutral
-        assert math.isclose(got[f"k{n:04d}n{n:04d}"]["effectiveness_score"],
-                            n / (n + 1.96 ** 2), rel_tol=1e-12)  # all positive
+        assert math.isclose(
+            got[f"k{n:04d}n{n:04d}"]["effectiveness_score"], n / (n + 1.96**2), rel_tol=1e-12
+        )  # all positive
 
 
 # --------------------------------------------------------------------------------------------
@@ -210,13 +256,17 @@ def test_human_reference_by_hand() -> None:
     assert math.isclose(ref.human_score(1, 1, False, P), 0.575 * 0.85)  # approvals first
     for a in range(31):
         for r in range(31):
-            closed = (1 - 0.5 * 0.85 ** a) * 0.85 ** r  # the spec's closed form
+            closed = (1 - 0.5 * 0.85**a) * 0.85**r  # the spec's closed form
             assert math.isclose(ref.human_score(a, r, False, P), closed, rel_tol=1e-12)
 
 
 def test_human_score_against_the_seed_loop() -> None:
-    rows = [row(f"a{a:02d}r{r:02d}{'R' if flag else '-'}", appr=a, rej=r, reflect=flag)
-            for a in range(31) for r in range(31) for flag in (False, True)]
+    rows = [
+        row(f"a{a:02d}r{r:02d}{'R' if flag else '-'}", appr=a, rej=r, reflect=flag)
+        for a in range(31)
+        for r in range(31)
+        for flag in (False, True)
+    ]
     got = check_against_reference(rows)
     assert got["a00r00-"]["human_score"] == 0.5
     for a in range(31):
@@ -278,8 +328,13 @@ def test_composite_penalty_around_0_2_through_counts() -> None:
 # 应用阈值策略: tiers
 # --------------------------------------------------------------------------------------------
 
-TIERS = [(0.8, "core", "system_prompt_prepend"), (0.6, "strong", "context_suggestion"),
-         (0.4, "moderate", "on_demand"), (0.2, "tentative", "none"), (0.0, "deprecated", "none")]
+TIERS = [
+    (0.8, "core", "system_prompt_prepend"),
+    (0.6, "strong", "context_suggestion"),
+    (0.4, "moderate", "on_demand"),
+    (0.2, "tentative", "none"),
+    (0.0, "deprecated", "none"),
+]
 
 
 def test_tier_reference_at_and_below_every_edge() -> None:
@@ -307,8 +362,10 @@ EDGE_CASES = {
 
 
 def edge_rows() -> list[dict[str, Any]]:
-    return [row(name, obs=o, contr=c, pos=k, apps=n, appr=a, rej=r)
-            for name, ((o, c), (k, n), (a, r), _) in EDGE_CASES.items()]
+    return [
+        row(name, obs=o, contr=c, pos=k, apps=n, appr=a, rej=r)
+        for name, ((o, c), (k, n), (a, r), _) in EDGE_CASES.items()
+    ]
 
 
 def test_edge_cases_are_what_they_claim() -> None:
@@ -334,10 +391,18 @@ def test_random_counts_against_reference() -> None:
     rows = []
     for i in range(3000):
         apps = rng.choice([0, rng.randint(0, 12), rng.randint(0, 400)])
-        rows.append(row(f"r{i:05d}", obs=rng.choice([rng.randint(0, 25), rng.randint(0, 300)]),
-                        contr=rng.choice([0, 0, rng.randint(0, 12)]), pos=rng.randint(0, apps),
-                        apps=apps, appr=rng.randint(0, 40), rej=rng.choice([0, rng.randint(0, 40)]),
-                        reflect=rng.random() < 0.15))
+        rows.append(
+            row(
+                f"r{i:05d}",
+                obs=rng.choice([rng.randint(0, 25), rng.randint(0, 300)]),
+                contr=rng.choice([0, 0, rng.randint(0, 12)]),
+                pos=rng.randint(0, apps),
+                apps=apps,
+                appr=rng.randint(0, 40),
+                rej=rng.choice([0, rng.randint(0, 40)]),
+                reflect=rng.random() < 0.15,
+            )
+        )
     got = check_against_reference(rows)
     assert {g["tier"] for g in got.values()} == {t for _, t, _ in TIERS}
 
@@ -348,12 +413,17 @@ def test_random_counts_against_reference() -> None:
 
 
 def ev(iid: str, eid: str, etype: str, minutes: int) -> dict[str, Any]:
-    return {"instinct_id": iid, "event_id": eid, "event_type": etype,
-            "occurred_at": T0 + pd.Timedelta(minutes=minutes)}
+    return {
+        "instinct_id": iid,
+        "event_id": eid,
+        "event_type": etype,
+        "occurred_at": T0 + pd.Timedelta(minutes=minutes),
+    }
 
 
-def run_replay(events: list[dict[str, Any]],
-               start: dict[str, ref.Scores] | None = None) -> list[dict[str, Any]]:
+def run_replay(
+    events: list[dict[str, Any]], start: dict[str, ref.Scores] | None = None
+) -> list[dict[str, Any]]:
     """replay_events on the events (and start scores); checks columns; the rows, in order."""
     frame = pd.DataFrame(events, columns=["instinct_id", "event_id", "event_type", "occurred_at"])
     frame["occurred_at"] = pd.to_datetime(frame["occurred_at"])
@@ -361,21 +431,27 @@ def run_replay(events: list[dict[str, Any]],
     if start is not None:
         start_frame = pd.DataFrame(
             [(iid, *(float(s) for s in scores)) for iid, scores in start.items()],
-            columns=["instinct_id", *SCORES])
+            columns=["instinct_id", *SCORES],
+        )
     out = replay_events(frame, start=start_frame)
     assert list(out.columns) == REPLAY_COLUMNS
     return out.to_dict("records")
 
 
-def check_replay(events: list[dict[str, Any]],
-                 start: dict[str, ref.Scores] | None = None) -> list[dict[str, Any]]:
+def check_replay(
+    events: list[dict[str, Any]], start: dict[str, ref.Scores] | None = None
+) -> list[dict[str, Any]]:
     got = run_replay(events, start)
     want = ref.replay_rows(events, P, start)
     order = [(w["instinct_id"], w["event_id"]) for w in want]
-    assert [(g["instinct_id"], g["event_id"]) for g in got] == order, \
+    assert [(g["instinct_id"], g["event_id"]) for g in got] == order, (
         "order: instinct_id, occurred_at, event_id"
-    bad = [(w, {c: g[c] for c in SCORES}) for g, w in zip(got, want, strict=True)
-           if g["event_type"] != w["event_type"] or any(g[c] != float(w[c]) for c in SCORES)]
+    )
+    bad = [
+        (w, {c: g[c] for c in SCORES})
+        for g, w in zip(got, want, strict=True)
+        if g["event_type"] != w["event_type"] or any(g[c] != float(w[c]) for c in SCORES)
+    ]
     assert not bad, "expected (exact decimals), got:\n" + "\n".join(map(repr, bad[:20]))
     return got
 
@@ -387,26 +463,45 @@ def D(*xs: str) -> ref.Scores:
 def test_replay_reference_clamps_after_every_event() -> None:
     out = ref.replay(D("0.95", "0.5", "0.5"), ["causal_link_confirmed", "pattern_contradicted"], P)
     assert out == [D("1", "0.5", "0.5"), D("0.9", "0.5", "0.5")]
-    out = ref.replay(D("0.3", "0.05", "0.1"), ["applied_failed", "applied_successfully",
-                                               "user_corrected", "reflect_approved"], P)
-    assert out == [D("0.3", "0", "0.1"), D("0.3", "0.08", "0.1"), D("0.3", "0", "0"),
-                   D("0.3", "0", "0.3")]
+    out = ref.replay(
+        D("0.3", "0.05", "0.1"),
+        ["applied_failed", "applied_successfully", "user_corrected", "reflect_approved"],
+        P,
+    )
+    assert out == [
+        D("0.3", "0", "0.1"),
+        D("0.3", "0.08", "0.1"),
+        D("0.3", "0", "0"),
+        D("0.3", "0", "0.3"),
+    ]
     assert ref.initial_scores(P) == D("0.30", "0.50", "0.50")
 
 
 def test_replay_clamps_at_1_and_0_mid_sequence() -> None:
-    events = [ev("a", "a-e1", "causal_link_confirmed", 1),
-              ev("a", "a-e2", "pattern_contradicted", 2),
-              ev("b", "b-e1", "applied_failed", 1), ev("b", "b-e2", "applied_successfully", 2),
-              ev("b", "b-e3", "user_corrected", 3), ev("b", "b-e4", "user_accepted", 4),
-              ev("c", "c-e1", "reflect_approved", 1), ev("c", "c-e2", "reflect_approved", 2),
-              ev("c", "c-e3", "reflect_rejected", 3)]
-    start = {"a": D("0.95", "0.5", "0.5"), "b": D("0.3", "0.05", "0.1"),
-             "c": D("0.3", "0.5", "0.5")}
+    events = [
+        ev("a", "a-e1", "causal_link_confirmed", 1),
+        ev("a", "a-e2", "pattern_contradicted", 2),
+        ev("b", "b-e1", "applied_failed", 1),
+        ev("b", "b-e2", "applied_successfully", 2),
+        ev("b", "b-e3", "user_corrected", 3),
+        ev("b", "b-e4", "user_accepted", 4),
+        ev("c", "c-e1", "reflect_approved", 1),
+        ev("c", "c-e2", "reflect_approved", 2),
+        ev("c", "c-e3", "reflect_rejected", 3),
+    ]
+    start = {
+        "a": D("0.95", "0.5", "0.5"),
+        "b": D("0.3", "0.05", "0.1"),
+        "c": D("0.3", "0.5", "0.5"),
+    }
     got = check_replay(events, start)
     assert [g["freq_score"] for g in got[:2]] == [1.0, 0.9]  # not 0.95
-    assert [(g["eff_score"], g["human_score"]) for g in got[2:6]] == \
-        [(0.0, 0.1), (0.08, 0.1), (0.0, 0.0), (0.05, 0.1)]
+    assert [(g["eff_score"], g["human_score"]) for g in got[2:6]] == [
+        (0.0, 0.1),
+        (0.08, 0.1),
+        (0.0, 0.0),
+        (0.05, 0.1),
+    ]
     assert [g["human_score"] for g in got[6:]] == [0.8, 1.0, 0.7]
 
 
@@ -418,18 +513,26 @@ def test_replay_default_start_is_the_policy_initial() -> None:
 def test_replay_order_by_occurred_at_then_event_id() -> None:
     # given shuffled; ties on occurred_at are broken by event_id as text ("b-e10" < "b-e9");
     # event_id is unique across instincts
-    events = [ev("b", "b-e9", "pattern_contradicted", 5),
-              ev("a", "a-e2", "causal_link_confirmed", 7),
-              ev("b", "b-e10", "causal_link_confirmed", 5),
-              ev("a", "a-e1", "pattern_contradicted", 9),
-              ev("b", "b-e1", "pattern_observed_again", 6),
-              ev("a", "a-e3", "pattern_contradicted", 7),
-              ev("b", "b-e0", "weekly_decay", 1)]
+    events = [
+        ev("b", "b-e9", "pattern_contradicted", 5),
+        ev("a", "a-e2", "causal_link_confirmed", 7),
+        ev("b", "b-e10", "causal_link_confirmed", 5),
+        ev("a", "a-e1", "pattern_contradicted", 9),
+        ev("b", "b-e1", "pattern_observed_again", 6),
+        ev("a", "a-e3", "pattern_contradicted", 7),
+        ev("b", "b-e0", "weekly_decay", 1),
+    ]
     start = {"a": D("0.95", "0.5", "0.5"), "b": D("0.95", "0.5", "0.5")}
     got = check_replay(events, start)
     assert [(g["instinct_id"], g["event_id"]) for g in got] == [
-        ("a", "a-e2"), ("a", "a-e3"), ("a", "a-e1"),
-        ("b", "b-e0"), ("b", "b-e10"), ("b", "b-e9"), ("b", "b-e1")]
+        ("a", "a-e2"),
+        ("a", "a-e3"),
+        ("a", "a-e1"),
+        ("b", "b-e0"),
+        ("b", "b-e10"),
+        ("b", "b-e9"),
+        ("b", "b-e1"),
+    ]
     # a: 0.95 +0.10 -> 1 (clamped), -0.10 -> 0.9, -0.10 -> 0.8 (order matters through the clamp)
     assert [g["freq_score"] for g in got[:3]] == [1.0, 0.9, 0.8]
     assert [g["freq_score"] for g in got[3:]] == [0.93, 1.0, 0.9, 0.95]
@@ -449,11 +552,20 @@ def test_weekly_decay_200_times_floors_at_zero() -> None:
 def test_random_sequences_equal_the_reference(seed: int) -> None:
     rng = random.Random(seed)
     iids = [f"inst{n:02d}" for n in range(20)]
-    start = {iid: D(*(str(rng.choice([rng.randint(0, 1000), 0, 1000, 950, 50])
-                          / Decimal(1000)) for _ in range(3)))
-             for iid in iids if rng.random() < 0.6}
-    events = [ev(rng.choice(iids), f"e{i}", rng.choice(EVENT_TYPES), rng.randint(0, 120))
-              for i in range(500)]  # ~4 events a minute per instinct: many ties on occurred_at
+    start = {
+        iid: D(
+            *(
+                str(rng.choice([rng.randint(0, 1000), 0, 1000, 950, 50]) / Decimal(1000))
+                for _ in range(3)
+            )
+        )
+        for iid in iids
+        if rng.random() < 0.6
+    }
+    events = [
+        ev(rng.choice(iids), f"e{i}", rng.choice(EVENT_TYPES), rng.randint(0, 120))
+        for i in range(500)
+    ]  # ~4 events a minute per instinct: many ties on occurred_at
     rng.shuffle(events)
     # instincts absent from `start` start at the policy's initial scores
     full = {i: start.get(i, ref.initial_scores(P)) for i in iids}

@@ -15,7 +15,6 @@ import uuid
 from decimal import Decimal
 from pathlib import Path
 
-import duckdb
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -25,7 +24,7 @@ from duckscore.core.errors import DuckscoreError, InputError
 from duckscore.instincts.store import decay, ingest, init_store, open_store, recompute, top
 
 USER = str(uuid.UUID(int=10**6))
-START = dt.datetime(2026, 1, 5, tzinfo=dt.timezone.utc)  # a Monday
+START = dt.datetime(2026, 1, 5, tzinfo=dt.UTC)  # a Monday
 
 
 def ids(n: int) -> list[str]:
@@ -33,14 +32,23 @@ def ids(n: int) -> list[str]:
 
 
 def new_instincts(names: list[str]) -> pd.DataFrame:
-    return pd.DataFrame({"id": names, "trigger_text": [f"when {n[-4:]}" for n in names],
-                         "action_text": ["act"] * len(names), "domain": ["code"] * len(names),
-                         "user_id": [USER] * len(names)})
+    return pd.DataFrame(
+        {
+            "id": names,
+            "trigger_text": [f"when {n[-4:]}" for n in names],
+            "action_text": ["act"] * len(names),
+            "domain": ["code"] * len(names),
+            "user_id": [USER] * len(names),
+        }
+    )
 
 
 def events(rows: list[tuple[str, str, str, dt.datetime]]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=["event_id", "instinct_id", "event_type", "occurred_at"]).assign(
-        occurred_at=lambda f: pd.to_datetime(f["occurred_at"].map(lambda t: t.replace(tzinfo=None))))
+    return pd.DataFrame(
+        rows, columns=["event_id", "instinct_id", "event_type", "occurred_at"]
+    ).assign(
+        occurred_at=lambda f: pd.to_datetime(f["occurred_at"].map(lambda t: t.replace(tzinfo=None)))
+    )
 
 
 def store(tmp_path: Path) -> Path:
@@ -52,9 +60,17 @@ def store(tmp_path: Path) -> Path:
 def snapshot(db: Path) -> dict[str, list[tuple]]:
     with open_store(db) as con:
         # every column as text (TIMESTAMPTZ values would need pytz in Python); random ids aside
-        return {table: con.execute(f"SELECT COLUMNS(* EXCLUDE ({skip}))::VARCHAR FROM {table} ORDER BY ALL").fetchall()
-                for table, skip in (("instincts", "created_at"), ("confidence_history", "id"),
-                                    ("decay_runs", "ran_at"), ("instinct_evidence", "id"))}
+        return {
+            table: con.execute(
+                f"SELECT COLUMNS(* EXCLUDE ({skip}))::VARCHAR FROM {table} ORDER BY ALL"
+            ).fetchall()
+            for table, skip in (
+                ("instincts", "created_at"),
+                ("confidence_history", "id"),
+                ("decay_runs", "ran_at"),
+                ("instinct_evidence", "id"),
+            )
+        }
 
 
 def test_init_is_idempotent_and_bound_to_its_policy(tmp_path: Path) -> None:
@@ -62,8 +78,11 @@ def test_init_is_idempotent_and_bound_to_its_policy(tmp_path: Path) -> None:
     assert init_store(db) == "up to date"
     other = tmp_path / "other.yaml"
     text = (Path(__file__).parents[2] / "sql/instincts/policies/instinct_v1.yaml").read_text()
-    other.write_text(text.replace("instinct_v1", "instinct_x").replace("frequency: 0.35, effectiveness: 0.40",
-                                                                       "frequency: 0.40, effectiveness: 0.35"))
+    other.write_text(
+        text.replace("instinct_v1", "instinct_x").replace(
+            "frequency: 0.35, effectiveness: 0.40", "frequency: 0.40, effectiveness: 0.35"
+        )
+    )
     with pytest.raises(DuckscoreError, match="created with another policy"):
         init_store(db, str(other))
 
@@ -72,31 +91,53 @@ def test_ingest_applies_rules_in_event_order_and_skips_what_it_has_seen(tmp_path
     db = store(tmp_path)
     [a] = ids(1)
     day = dt.timedelta(days=1)
-    rows = [("e2", a, "pattern_contradicted", START + 2 * day), ("e1", a, "causal_link_confirmed", START + day),
-            ("e3", a, "applied_successfully", START + 3 * day), ("e4", a, "user_corrected", START + 4 * day)]
+    rows = [
+        ("e2", a, "pattern_contradicted", START + 2 * day),
+        ("e1", a, "causal_link_confirmed", START + day),
+        ("e3", a, "applied_successfully", START + 3 * day),
+        ("e4", a, "user_corrected", START + 4 * day),
+    ]
     assert ingest(db, events(rows), new_instincts([a]), now=START) == {
-        "instincts_added": 1, "events_applied": 4, "events_skipped": 0}
+        "instincts_added": 1,
+        "events_applied": 4,
+        "events_skipped": 0,
+    }
     with open_store(db) as con:
-        history = con.execute("SELECT reason, CAST(freq_score AS VARCHAR), CAST(eff_score AS VARCHAR), "
-                              "CAST(human_score AS VARCHAR) FROM confidence_history ORDER BY recorded_at").fetchall()
-        counts = con.execute("SELECT observation_count, contradiction_count, application_count, success_count "
-                             "FROM instincts").fetchone()
+        history = con.execute(
+            "SELECT reason, CAST(freq_score AS VARCHAR), CAST(eff_score AS VARCHAR), "
+            "CAST(human_score AS VARCHAR) FROM confidence_history ORDER BY recorded_at"
+        ).fetchall()
+        counts = con.execute(
+            "SELECT observation_count, contradiction_count, application_count, success_count "
+            "FROM instincts"
+        ).fetchone()
     # 0.30 +0.10 -> 0.40, -0.10 -> 0.30; eff 0.50 +0.08 -> 0.58, -0.10 -> 0.48; human 0.50 -0.15 -> 0.35
-    assert history == [("causal_link_confirmed", "0.400", "0.500", "0.500"),
-                       ("pattern_contradicted", "0.300", "0.500", "0.500"),
-                       ("applied_successfully", "0.300", "0.580", "0.500"),
-                       ("user_corrected", "0.300", "0.480", "0.350")]
+    assert history == [
+        ("causal_link_confirmed", "0.400", "0.500", "0.500"),
+        ("pattern_contradicted", "0.300", "0.500", "0.500"),
+        ("applied_successfully", "0.300", "0.580", "0.500"),
+        ("user_corrected", "0.300", "0.480", "0.350"),
+    ]
     assert counts == (1, 1, 1, 1)
     before = snapshot(db)
     assert ingest(db, events(rows))["events_skipped"] == 4
     assert snapshot(db) == before
 
 
-@pytest.mark.parametrize(("frame", "message"), [
-    (lambda a: events([("e1", str(uuid.UUID(int=777)), "user_accepted", START)]), r"instinct_id .* is not in the store"),
-    (lambda a: events([("e1", a, "user_liked", START)]), r"column 'event_type' is not one of"),
-    (lambda a: events([("e1", "not-a-uuid", "user_accepted", START)]), r"'not-a-uuid', not a UUID"),
-])
+@pytest.mark.parametrize(
+    ("frame", "message"),
+    [
+        (
+            lambda a: events([("e1", str(uuid.UUID(int=777)), "user_accepted", START)]),
+            r"instinct_id .* is not in the store",
+        ),
+        (lambda a: events([("e1", a, "user_liked", START)]), r"column 'event_type' is not one of"),
+        (
+            lambda a: events([("e1", "not-a-uuid", "user_accepted", START)]),
+            r"'not-a-uuid', not a UUID",
+        ),
+    ],
+)
 def test_bad_events_change_nothing(tmp_path: Path, frame, message: str) -> None:
     db = store(tmp_path)
     [a] = ids(1)
@@ -111,14 +152,20 @@ def test_recompute_uses_the_counts(tmp_path: Path) -> None:
     db = store(tmp_path)
     [a] = ids(1)
     rows = [(f"o{i}", a, "pattern_observed_again", START) for i in range(5)]
-    rows += [(f"s{i}", a, "applied_successfully", START) for i in range(3)] + [("f", a, "applied_failed", START)]
+    rows += [(f"s{i}", a, "applied_successfully", START) for i in range(3)] + [
+        ("f", a, "applied_failed", START)
+    ]
     rows += [("r", a, "reflect_approved", START)]
     ingest(db, events(rows), new_instincts([a]), now=START)
     assert recompute(db, now=START) == {"instincts": 1, "changed": 1}
     assert recompute(db, now=START) == {"instincts": 1, "changed": 0}
     [row] = top(db).to_dict("records")
     # observations 1 + 5 = 6 -> 0.70; Wilson(3 of 4, z 1.96) = 0.3006...; reflect approved -> 0.95
-    assert (row["frequency_score"], row["effectiveness_score"], row["human_score"]) == (0.7, 0.301, 0.95)
+    assert (row["frequency_score"], row["effectiveness_score"], row["human_score"]) == (
+        0.7,
+        0.301,
+        0.95,
+    )
     assert row["tier"] == "strong" and row["injection_method"] == "context_suggestion"
 
 
@@ -130,21 +177,45 @@ class SeedDecayModel:
 
     def add(self, instinct: str, last_seen: dt.datetime, scores: tuple[str, str, str]) -> None:
         f, e, h = (Decimal(s) for s in scores)
-        self.rows[instinct] = {"f": f, "e": e, "h": h, "status": "active", "last_seen": last_seen, "updated": last_seen}
+        self.rows[instinct] = {
+            "f": f,
+            "e": e,
+            "h": h,
+            "status": "active",
+            "last_seen": last_seen,
+            "updated": last_seen,
+        }
 
     def run(self, now: dt.datetime) -> tuple[int, int, int]:
-        decayed = [k for k, r in self.rows.items()
-                   if r["status"] == "active" and r["last_seen"] < now - dt.timedelta(days=7)]
+        decayed = [
+            k
+            for k, r in self.rows.items()
+            if r["status"] == "active" and r["last_seen"] < now - dt.timedelta(days=7)
+        ]
         for k in decayed:
             r = self.rows[k]
-            r["f"], r["e"], r["h"] = (max(Decimal(0), r["f"] - Decimal("0.02")), max(Decimal(0), r["e"] - Decimal("0.01")),
-                                      max(Decimal(0), r["h"] - Decimal("0.005")))
+            r["f"], r["e"], r["h"] = (
+                max(Decimal(0), r["f"] - Decimal("0.02")),
+                max(Decimal(0), r["e"] - Decimal("0.01")),
+                max(Decimal(0), r["h"] - Decimal("0.005")),
+            )
             r["updated"] = now
-        weak = [k for k, r in self.rows.items() if r["status"] == "active"
-                and (r["f"] * Decimal("0.35") + r["e"] * Decimal("0.40") + r["h"] * Decimal("0.25")).quantize(Decimal("0.001")) < Decimal("0.2")]
+        weak = [
+            k
+            for k, r in self.rows.items()
+            if r["status"] == "active"
+            and (
+                r["f"] * Decimal("0.35") + r["e"] * Decimal("0.40") + r["h"] * Decimal("0.25")
+            ).quantize(Decimal("0.001"))
+            < Decimal("0.2")
+        ]
         for k in weak:
             self.rows[k].update(status="deprecated", updated=now)
-        gone = [k for k, r in self.rows.items() if r["status"] == "deprecated" and r["updated"] < now - dt.timedelta(days=30)]
+        gone = [
+            k
+            for k, r in self.rows.items()
+            if r["status"] == "deprecated" and r["updated"] < now - dt.timedelta(days=30)
+        ]
         for k in gone:
             del self.rows[k]
         return len(decayed), len(weak), len(gone)
@@ -155,14 +226,20 @@ def test_decay_over_months_matches_the_seeds_job(tmp_path: Path) -> None:
     names = ids(4)
     ingest(db, new_instincts=new_instincts(names), now=START)
     # lower the scores so that deprecation comes within months: user_corrected x n per instinct
-    rows = [(f"c{i}-{j}", name, "user_corrected", START) for i, name in enumerate(names) for j in range(i + 1)]
+    rows = [
+        (f"c{i}-{j}", name, "user_corrected", START)
+        for i, name in enumerate(names)
+        for j in range(i + 1)
+    ]
     ingest(db, events(rows), now=START)
     # the last instinct is observed every week (it is deprecated all the same once its composite
     # falls below 0.2: nothing in the seed revives an instinct, but its updates defer deletion)
     model = SeedDecayModel()
     with open_store(db) as con:
-        for name, f, e, h in con.execute("SELECT CAST(id AS VARCHAR), CAST(freq_score AS VARCHAR), "
-                                         "CAST(eff_score AS VARCHAR), CAST(human_score AS VARCHAR) FROM instincts").fetchall():
+        for name, f, e, h in con.execute(
+            "SELECT CAST(id AS VARCHAR), CAST(freq_score AS VARCHAR), "
+            "CAST(eff_score AS VARCHAR), CAST(human_score AS VARCHAR) FROM instincts"
+        ).fetchall():
             model.add(name, START, (f, e, h))
     for week in range(1, 40):
         now = START + dt.timedelta(weeks=week, hours=3)
@@ -175,20 +252,37 @@ def test_decay_over_months_matches_the_seeds_job(tmp_path: Path) -> None:
         assert (result.decayed, result.deprecated, result.deleted) == expected, week
         assert decay(db, now + dt.timedelta(hours=1)).already_ran  # same week: nothing
         with open_store(db) as con:
-            stored = {r[0]: r[1:] for r in con.execute(
-                "SELECT CAST(id AS VARCHAR), freq_score, eff_score, human_score, status FROM instincts").fetchall()}
-            written = dict(con.execute(
-                "SELECT reason, count(*) FROM confidence_history WHERE recorded_at = ? GROUP BY reason",
-                [now.replace(tzinfo=None)]).fetchall())
+            stored = {
+                r[0]: r[1:]
+                for r in con.execute(
+                    "SELECT CAST(id AS VARCHAR), freq_score, eff_score, human_score, status FROM instincts"
+                ).fetchall()
+            }
+            written = dict(
+                con.execute(
+                    "SELECT reason, count(*) FROM confidence_history WHERE recorded_at = ? GROUP BY reason",
+                    [now.replace(tzinfo=None)],
+                ).fetchall()
+            )
         # every change of the run is in the history (a deleted instinct's rows go with it)
         assert (written.get("weekly_decay", 0), written.get("deprecated", 0)) == expected[:2], week
-        assert stored == {k: (r["f"], r["e"], r["h"], r["status"]) for k, r in model.rows.items()}, week
+        assert stored == {
+            k: (r["f"], r["e"], r["h"], r["status"]) for k, r in model.rows.items()
+        }, week
     assert len(model.rows) == 1  # the three neglected instincts were deprecated, then deleted
     with open_store(db) as con:
-        reasons = dict(con.execute("SELECT reason, count(*) FROM confidence_history GROUP BY reason").fetchall())
+        reasons = dict(
+            con.execute(
+                "SELECT reason, count(*) FROM confidence_history GROUP BY reason"
+            ).fetchall()
+        )
         runs = con.execute("SELECT count(*) FROM decay_runs").fetchone()[0]
     # the survivor's history: its 4 corrections, 39 observations, its deprecation
-    assert runs == 39 and reasons == {"user_corrected": 4, "pattern_observed_again": 39, "deprecated": 1}
+    assert runs == 39 and reasons == {
+        "user_corrected": 4,
+        "pattern_observed_again": 39,
+        "deprecated": 1,
+    }
 
 
 INTERRUPTED_JOB = textwrap.dedent("""
@@ -215,12 +309,14 @@ def _stale_store(tmp_path: Path) -> Path:
 def test_a_killed_decay_job_leaves_the_store_as_it_was(tmp_path: Path) -> None:
     db = _stale_store(tmp_path)
     before = snapshot(db)
-    job = subprocess.Popen([sys.executable, "-c", INTERRUPTED_JOB, str(db)], stdout=subprocess.PIPE, text=True)
+    job = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED_JOB, str(db)], stdout=subprocess.PIPE, text=True
+    )
     assert job.stdout is not None and job.stdout.readline().strip() == "inside"
     job.kill()
     job.wait()
     assert snapshot(db) == before
-    result = decay(db, dt.datetime(2026, 3, 2, tzinfo=dt.timezone.utc))
+    result = decay(db, dt.datetime(2026, 3, 2, tzinfo=dt.UTC))
     assert (result.already_ran, result.decayed) == (False, 3)
 
 
@@ -239,7 +335,7 @@ def test_a_failing_decay_job_rolls_back(tmp_path: Path, monkeypatch: pytest.Monk
 
     monkeypatch.setattr(instincts, "_history", fail_on_deprecation)
     with pytest.raises(RuntimeError, match="disk full"):
-        decay(db, dt.datetime(2026, 3, 2, tzinfo=dt.timezone.utc))
+        decay(db, dt.datetime(2026, 3, 2, tzinfo=dt.UTC))
     assert snapshot(db) == before
 
 
@@ -253,16 +349,22 @@ HOLDER = textwrap.dedent("""
 
 def test_a_second_process_gets_a_clear_error_or_waits(tmp_path: Path) -> None:
     db = _stale_store(tmp_path)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(db), "30"], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(db), "30"], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
-        with pytest.raises(DuckscoreError, match=r"in use by another process \(PID \d+\)"):
-            with open_store(db, wait_seconds=0.5):
-                pass
+        with (
+            pytest.raises(DuckscoreError, match=r"in use by another process \(PID \d+\)"),
+            open_store(db, wait_seconds=0.5),
+        ):
+            pass
     finally:
         holder.kill()
         holder.wait()
-    brief = subprocess.Popen([sys.executable, "-c", HOLDER, str(db), "1.5"], stdout=subprocess.PIPE, text=True)
+    brief = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(db), "1.5"], stdout=subprocess.PIPE, text=True
+    )
     assert brief.stdout is not None and brief.stdout.readline().strip() == "holding"
     with open_store(db, wait_seconds=20) as con:  # waits for the holder to finish
         assert con.execute("SELECT count(*) FROM instincts").fetchone()[0] == 3
@@ -275,18 +377,24 @@ def test_cli_runs_the_lifecycle(tmp_path: Path) -> None:
     new_instincts(ids(2)).to_csv(new, index=False)
     runner = CliRunner()
     assert runner.invoke(cli, ["-q", "instincts", "init", "--db", db]).exit_code == 0
-    done = runner.invoke(cli, ["-q", "instincts", "ingest", "--db", db, "--instincts", str(new), "--now", "2026-01-05"])
+    done = runner.invoke(
+        cli,
+        ["-q", "instincts", "ingest", "--db", db, "--instincts", str(new), "--now", "2026-01-05"],
+    )
     assert done.exit_code == 0 and "2 instincts added" in done.output
     decayed = runner.invoke(cli, ["-q", "instincts", "decay", "--db", db, "--now", "2026-02-02"])
     assert decayed.output.strip() == "Decay job complete: 2 decayed, 0 deprecated, 0 deleted"
     again = runner.invoke(cli, ["-q", "instincts", "decay", "--db", db, "--now", "2026-02-03"])
     assert "already ran for the week of 2026-02-02" in again.output
     jsonl = tmp_path / "events.jsonl"  # DuckDB's JSON reader types the ids as UUID
-    events([("j1", ids(1)[0], "user_accepted", START)]).to_json(jsonl, orient="records", lines=True,
-                                                                 date_format="iso")
+    events([("j1", ids(1)[0], "user_accepted", START)]).to_json(
+        jsonl, orient="records", lines=True, date_format="iso"
+    )
     loaded = runner.invoke(cli, ["-q", "instincts", "ingest", "--db", db, "--events", str(jsonl)])
     assert loaded.exit_code == 0 and "1 events applied" in loaded.output
     listed = runner.invoke(cli, ["-q", "instincts", "top", "--db", db, "--format", "jsonl"])
     assert len(listed.output.splitlines()) == 2
-    missing = runner.invoke(cli, ["-q", "instincts", "decay", "--db", str(tmp_path / "none.duckdb")])
+    missing = runner.invoke(
+        cli, ["-q", "instincts", "decay", "--db", str(tmp_path / "none.duckdb")]
+    )
     assert missing.exit_code == 2 and "no such store" in missing.stderr

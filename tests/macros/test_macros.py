@@ -25,7 +25,9 @@ def _cases() -> list[tuple[str, dict]]:
     for path in MACRO_FIXTURES:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
         for case in document["cases"]:
-            cases.append(pytest.param(document["macro"], case, id=f"{path.stem}: {case['title'][:40]}"))
+            cases.append(
+                pytest.param(document["macro"], case, id=f"{path.stem}: {case['title'][:40]}")
+            )
     return cases
 
 
@@ -35,8 +37,10 @@ def run_case(case: dict) -> list[tuple[object, object]]:
     definition = ", ".join(f'"{name}" {dtype}' for name, dtype in columns.items())
     con.execute(f"CREATE TABLE t (__row INTEGER, {definition})")
     placeholders = ", ".join("?" for _ in range(len(columns) + 1))
-    con.executemany(f"INSERT INTO t VALUES ({placeholders})",
-                    [[i, *(row[c] for c in columns)] for i, row in enumerate(case["rows"])])
+    con.executemany(
+        f"INSERT INTO t VALUES ({placeholders})",
+        [[i, *(row[c] for c in columns)] for i, row in enumerate(case["rows"])],
+    )
     expression = render_expression(case["expression"])
     actual = con.execute(f"SELECT {expression} AS actual FROM t ORDER BY __row").fetchall()
     return [(a[0], row["expected"]) for a, row in zip(actual, case["rows"])]
@@ -60,8 +64,11 @@ def test_every_macro_has_a_fixture_and_a_doc() -> None:
 
 
 def test_fixture_runner_detects_a_wrong_expectation() -> None:
-    case = {"expression": "{{ clamp('x') }}", "columns": {"x": "DOUBLE"},
-            "rows": [{"x": 2.0, "expected": 2.0}]}
+    case = {
+        "expression": "{{ clamp('x') }}",
+        "columns": {"x": "DOUBLE"},
+        "rows": [{"x": 2.0, "expected": 2.0}],
+    }
     [(actual, expected)] = run_case(case)
     assert not same_value(actual, expected)
 

@@ -26,12 +26,19 @@ import pytest
 from click.testing import CliRunner, Result
 
 from duckscore.cli import DuckscoreGroup, cli
-from duckscore.core.errors import DuckscoreError, InputError
-from duckscore.metrics.tables import QRELS_DOC_COLUMNS, RUN_DOC_COLUMNS
-from duckscore.metrics.retrieval import evaluate
 from duckscore.cli.metrics import labels_command
-from duckscore.metrics.labels import COLUMNS, STAGES, CutoffError, make_labels, render_labels, run_labels
 from duckscore.core.check import check_sql
+from duckscore.core.errors import DuckscoreError, InputError
+from duckscore.metrics.labels import (
+    COLUMNS,
+    STAGES,
+    CutoffError,
+    make_labels,
+    render_labels,
+    run_labels,
+)
+from duckscore.metrics.retrieval import evaluate
+from duckscore.metrics.tables import QRELS_DOC_COLUMNS, RUN_DOC_COLUMNS
 
 from ..helpers import SCIFACT
 
@@ -52,8 +59,9 @@ def oracle_labels(run: pd.DataFrame, qrels: pd.DataFrame, k: int) -> pd.DataFram
         ordered = run.sort_values(["query_id", "rank", "doc_id"], ascending=[True, True, True])
     else:
         ordered = run.sort_values(["query_id", "score", "doc_id"], ascending=[True, False, True])
-    relevant = {(q, d) for q, d, r in zip(qrels["query_id"], qrels["doc_id"], qrels["relevance"])
-                if r > 0}
+    relevant = {
+        (q, d) for q, d, r in zip(qrels["query_id"], qrels["doc_id"], qrels["relevance"]) if r > 0
+    }
     docs_of: dict[str, list[str]] = {}
     for query, doc in zip(ordered["query_id"], ordered["doc_id"]):
         docs_of.setdefault(query, []).append(doc)
@@ -62,9 +70,15 @@ def oracle_labels(run: pd.DataFrame, qrels: pd.DataFrame, k: int) -> pd.DataFram
         docs = docs_of.get(query, [])
         first = next((i + 1 for i, d in enumerate(docs) if (query, d) in relevant), None)
         label = "good" if first == 1 else ("bad" if first is None or first > k else "ambiguous")
-        rows.append({"query_id": query, "label": label, "top1_doc_id": docs[0] if docs else None,
-                     "first_relevant_rank": first,
-                     "n_relevant": sum(1 for q, _ in relevant if q == query)})
+        rows.append(
+            {
+                "query_id": query,
+                "label": label,
+                "top1_doc_id": docs[0] if docs else None,
+                "first_relevant_rank": first,
+                "n_relevant": sum(1 for q, _ in relevant if q == query),
+            }
+        )
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
@@ -72,9 +86,14 @@ def as_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """Rows with None for every null, ints as int: a comparison blind to pandas dtypes."""
     records = []
     for row in frame.to_dict("records"):
-        records.append({c: (None if pd.isna(v) else (int(v) if c.endswith(("rank", "relevant"))
-                                                      else str(v)))
-                        for c, v in row.items()})
+        records.append(
+            {
+                c: (
+                    None if pd.isna(v) else (int(v) if c.endswith(("rank", "relevant")) else str(v))
+                )
+                for c, v in row.items()
+            }
+        )
     return records
 
 
@@ -102,12 +121,20 @@ def random_case(seed: int) -> tuple[pd.DataFrame, pd.DataFrame, int]:
                 run_rows.append(row)
         if kind < 0.85:  # judged (else run only)
             for doc in rng.sample(pool, rng.randint(1, len(pool))):
-                qrels_rows.append({"query_id": query, qrels_column: doc,
-                                   "relevance": rng.choice([0, 0, 1, 2, 3])})
+                qrels_rows.append(
+                    {"query_id": query, qrels_column: doc, "relevance": rng.choice([0, 0, 1, 2, 3])}
+                )
     if not run_rows:
         row = {"query_id": "only_run", doc_column: "d0", "score": 1.0, "rank": 1}
-        run_rows.append({c: v for c, v in row.items() if c in ("query_id", doc_column)
-                         or (c == "score" and order != "rank") or (c == "rank" and order != "score")})
+        run_rows.append(
+            {
+                c: v
+                for c, v in row.items()
+                if c in ("query_id", doc_column)
+                or (c == "score" and order != "rank")
+                or (c == "rank" and order != "score")
+            }
+        )
     if not qrels_rows:
         qrels_rows.append({"query_id": queries[0], qrels_column: pool[0], "relevance": 1})
     return pd.DataFrame(run_rows), pd.DataFrame(qrels_rows), rng.randint(1, 6)
@@ -126,24 +153,47 @@ def test_random_runs_match_the_pandas_oracle(seed: int) -> None:
 
 
 def edge_inputs() -> tuple[pd.DataFrame, pd.DataFrame]:
-    run = pd.DataFrame([
-        # (query, doc, score)
-        ("at1", "a", 3.0), ("at1", "b", 2.0), ("at1", "c", 1.0), ("at1", "d", 0.5),
-        ("atk", "a", 3.0), ("atk", "b", 2.0), ("atk", "c", 1.0), ("atk", "d", 0.5),
-        ("atk1", "a", 3.0), ("atk1", "b", 2.0), ("atk1", "c", 1.0), ("atk1", "d", 0.5),
-        ("unjudged", "a", 1.0),
-        ("graded", "a", 3.0), ("graded", "b", 2.0),
-        ("tie_good", "d2", 1.0), ("tie_good", "d10", 1.0),   # 'd10' < 'd2' as text: d10 first
-        ("tie_amb", "x", 1.0), ("tie_amb", "y", 1.0),
-        ("no_rel", "a", 1.0),
-    ], columns=["query_id", "doc_id", "score"])
-    qrels = pd.DataFrame([
-        ("at1", "a", 1), ("atk", "c", 1), ("atk1", "d", 1),
-        ("absent", "a", 2),
-        ("graded", "a", 0), ("graded", "b", 2), ("graded", "z", 3),
-        ("tie_good", "d10", 1), ("tie_amb", "y", 1),
-        ("no_rel", "a", 0),
-    ], columns=["query_id", "doc_id", "relevance"])
+    run = pd.DataFrame(
+        [
+            # (query, doc, score)
+            ("at1", "a", 3.0),
+            ("at1", "b", 2.0),
+            ("at1", "c", 1.0),
+            ("at1", "d", 0.5),
+            ("atk", "a", 3.0),
+            ("atk", "b", 2.0),
+            ("atk", "c", 1.0),
+            ("atk", "d", 0.5),
+            ("atk1", "a", 3.0),
+            ("atk1", "b", 2.0),
+            ("atk1", "c", 1.0),
+            ("atk1", "d", 0.5),
+            ("unjudged", "a", 1.0),
+            ("graded", "a", 3.0),
+            ("graded", "b", 2.0),
+            ("tie_good", "d2", 1.0),
+            ("tie_good", "d10", 1.0),  # 'd10' < 'd2' as text: d10 first
+            ("tie_amb", "x", 1.0),
+            ("tie_amb", "y", 1.0),
+            ("no_rel", "a", 1.0),
+        ],
+        columns=["query_id", "doc_id", "score"],
+    )
+    qrels = pd.DataFrame(
+        [
+            ("at1", "a", 1),
+            ("atk", "c", 1),
+            ("atk1", "d", 1),
+            ("absent", "a", 2),
+            ("graded", "a", 0),
+            ("graded", "b", 2),
+            ("graded", "z", 3),
+            ("tie_good", "d10", 1),
+            ("tie_amb", "y", 1),
+            ("no_rel", "a", 0),
+        ],
+        columns=["query_id", "doc_id", "relevance"],
+    )
     return run, qrels
 
 
@@ -162,8 +212,10 @@ EDGE_EXPECTED = {  # k = 3: query -> (label, top1_doc_id, first_relevant_rank, n
 def test_edge_cases_at_k_3() -> None:
     run, qrels = edge_inputs()
     labels = make_labels(run, qrels, k=3)
-    got = {r["query_id"]: (r["label"], r["top1_doc_id"], r["first_relevant_rank"], r["n_relevant"])
-           for r in as_records(labels)}
+    got = {
+        r["query_id"]: (r["label"], r["top1_doc_id"], r["first_relevant_rank"], r["n_relevant"])
+        for r in as_records(labels)
+    }
     assert got == EDGE_EXPECTED
     assert list(labels["query_id"]) == sorted(EDGE_EXPECTED)  # ordered; 'unjudged' has no label
     assert as_records(labels) == as_records(oracle_labels(run, qrels, 3))
@@ -172,20 +224,35 @@ def test_edge_cases_at_k_3() -> None:
 
 def test_k_moves_the_bad_ambiguous_boundary() -> None:
     run, qrels = edge_inputs()
-    at = {k: dict(zip(make_labels(run, qrels, k=k)["query_id"], make_labels(run, qrels, k=k)["label"]))
-          for k in (1, 2, 4)}
+    at = {
+        k: dict(
+            zip(make_labels(run, qrels, k=k)["query_id"], make_labels(run, qrels, k=k)["label"])
+        )
+        for k in (1, 2, 4)
+    }
     assert at[4]["atk1"] == "ambiguous" and at[2]["atk"] == "bad" and at[2]["graded"] == "ambiguous"
     assert "ambiguous" not in at[1].values()  # k = 1: the top-1 document decides
     assert at[1]["at1"] == "good" and at[1]["tie_good"] == "good"
 
 
 def test_rank_column_orders_before_score() -> None:
-    run = pd.DataFrame({"query_id": ["q", "q", "q"], "parent_id": ["a", "b", "c"],
-                        "score": [9.0, 1.0, 5.0], "rank": [3, 1, 1]})  # b and c tie at rank 1
+    run = pd.DataFrame(
+        {
+            "query_id": ["q", "q", "q"],
+            "parent_id": ["a", "b", "c"],
+            "score": [9.0, 1.0, 5.0],
+            "rank": [3, 1, 1],
+        }
+    )  # b and c tie at rank 1
     qrels = pd.DataFrame({"query_id": ["q"], "parent_id": ["b"], "relevance": [1]})
     [row] = as_records(make_labels(run, qrels, k=2))
-    assert row == {"query_id": "q", "label": "good", "top1_doc_id": "b", "first_relevant_rank": 1,
-                   "n_relevant": 1}
+    assert row == {
+        "query_id": "q",
+        "label": "good",
+        "top1_doc_id": "b",
+        "first_relevant_rank": 1,
+        "n_relevant": 1,
+    }
 
 
 def test_integer_ids_and_files(tmp_path: Path) -> None:
@@ -195,10 +262,20 @@ def test_integer_ids_and_files(tmp_path: Path) -> None:
     qrels.to_csv(tmp_path / "qrels.csv", index=False)
     labels = make_labels(tmp_path / "run.parquet", str(tmp_path / "qrels.csv"), k=2)
     assert as_records(labels) == [
-        {"query_id": "1", "label": "ambiguous", "top1_doc_id": "10", "first_relevant_rank": 2,
-         "n_relevant": 1},  # tied scores: '10' < '9' as text
-        {"query_id": "2", "label": "bad", "top1_doc_id": "10", "first_relevant_rank": None,
-         "n_relevant": 1},
+        {
+            "query_id": "1",
+            "label": "ambiguous",
+            "top1_doc_id": "10",
+            "first_relevant_rank": 2,
+            "n_relevant": 1,
+        },  # tied scores: '10' < '9' as text
+        {
+            "query_id": "2",
+            "label": "bad",
+            "top1_doc_id": "10",
+            "first_relevant_rank": None,
+            "n_relevant": 1,
+        },
     ]
 
 
@@ -220,7 +297,10 @@ def test_every_stage_passes_the_sql_check() -> None:
         open_run(session, run)
         open_qrels(session, qrels)
         con = session.con
-        schema = {"eval_run": schema_of(con, "eval_run"), "eval_qrels": schema_of(con, "eval_qrels")}
+        schema = {
+            "eval_run": schema_of(con, "eval_run"),
+            "eval_qrels": schema_of(con, "eval_qrels"),
+        }
         for order_by in ("rank", "score"):
             for stage in STAGES:
                 rendered = render_labels(3, order_by, final=stage)
@@ -243,9 +323,11 @@ def test_scifact_counts_match_an_independent_count() -> None:
     first = hits.groupby("query_id")["rank"].min()
     judged = qrels["query_id"].unique()
     first = first.reindex(judged)
-    expected = {"good": int((first == 1).sum()),
-                "ambiguous": int(((first > 1) & (first <= 10)).sum()),
-                "bad": int((first.isna() | (first > 10)).sum())}
+    expected = {
+        "good": int((first == 1).sum()),
+        "ambiguous": int(((first > 1) & (first <= 10)).sum()),
+        "bad": int((first.isna() | (first > 10)).sum()),
+    }
     assert result.counts == expected == SCIFACT_COUNTS
     assert result.queries == 300 and result.run_queries_unlabelled == 0
     assert as_records(result.labels) == as_records(oracle_labels(run, qrels, 10))
@@ -289,15 +371,27 @@ def test_cli_writes_csv_and_k(tmp_path: Path) -> None:
     run.to_parquet(tmp_path / "run.parquet")
     qrels.to_parquet(tmp_path / "qrels.parquet")
     out = tmp_path / "labels.CSV"
-    result = invoke("--run", str(tmp_path / "run.parquet"), "--qrels", str(tmp_path / "qrels.parquet"),
-                    "--out", str(out), "--k", "3")
+    result = invoke(
+        "--run",
+        str(tmp_path / "run.parquet"),
+        "--qrels",
+        str(tmp_path / "qrels.parquet"),
+        "--out",
+        str(out),
+        "--k",
+        "3",
+    )
     assert result.exit_code == 0, result.stderr
-    assert result.stdout.startswith("8 queries labelled at k=3: good 2, ambiguous 3, bad 3 "
-                                    "(1 without run rows); 1 run queries without judgments")
+    assert result.stdout.startswith(
+        "8 queries labelled at k=3: good 2, ambiguous 3, bad 3 "
+        "(1 without run rows); 1 run queries without judgments"
+    )
     written = pd.read_csv(out, dtype={"query_id": str, "top1_doc_id": str})
     assert list(written.columns) == list(COLUMNS)
-    got = {r["query_id"]: (r["label"], r["top1_doc_id"], r["first_relevant_rank"], r["n_relevant"])
-           for r in as_records(written)}
+    got = {
+        r["query_id"]: (r["label"], r["top1_doc_id"], r["first_relevant_rank"], r["n_relevant"])
+        for r in as_records(written)
+    }
     assert got == EDGE_EXPECTED
 
 
@@ -311,16 +405,26 @@ def bad_qrels(tmp_path: Path) -> str:
     return str(tmp_path / "bad_qrels.parquet")
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda tmp: {"--k": "0"}, "Invalid value for '--k': 0 is not in the range 1<=x<=1000000000"),
-    (lambda tmp: {"--k": "-3"}, "Invalid value for '--k'"),
-    (lambda tmp: {"--k": "ten"}, "Invalid value for '--k': 'ten' is not a valid integer"),
-    (lambda tmp: {"--run": bad_run(tmp)}, "missing column 'doc_id' (or 'parent_id', 'item_id')"),
-    (lambda tmp: {"--qrels": bad_qrels(tmp)}, "missing column 'relevance'"),
-    (lambda tmp: {"--qrels": "missing.parquet"}, "--qrels: no such file: missing.parquet"),
-])
-def test_cli_errors_are_one_line_and_write_nothing(change: Any, message: str,
-                                                   tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            lambda tmp: {"--k": "0"},
+            "Invalid value for '--k': 0 is not in the range 1<=x<=1000000000",
+        ),
+        (lambda tmp: {"--k": "-3"}, "Invalid value for '--k'"),
+        (lambda tmp: {"--k": "ten"}, "Invalid value for '--k': 'ten' is not a valid integer"),
+        (
+            lambda tmp: {"--run": bad_run(tmp)},
+            "missing column 'doc_id' (or 'parent_id', 'item_id')",
+        ),
+        (lambda tmp: {"--qrels": bad_qrels(tmp)}, "missing column 'relevance'"),
+        (lambda tmp: {"--qrels": "missing.parquet"}, "--qrels: no such file: missing.parquet"),
+    ],
+)
+def test_cli_errors_are_one_line_and_write_nothing(
+    change: Any, message: str, tmp_path: Path
+) -> None:
     out = tmp_path / "out" / "labels.parquet"
     options = {"--run": RRF, "--qrels": QRELS, "--out": str(out), **change(tmp_path)}
     result = invoke(*[x for pair in options.items() for x in pair])
@@ -347,8 +451,19 @@ def test_cli_failed_run_keeps_the_previous_output(tmp_path: Path) -> None:
 def test_cli_help_documents_the_rules() -> None:
     result = invoke("--help")
     assert result.exit_code == 0
-    for phrase in ("good", "ambiguous", "bad", "top k", "rank ascending", "ties by document id",
-                   "get no label", "first_relevant_rank", "--k", ".csv", "--threads"):
+    for phrase in (
+        "good",
+        "ambiguous",
+        "bad",
+        "top k",
+        "rank ascending",
+        "ties by document id",
+        "get no label",
+        "first_relevant_rank",
+        "--k",
+        ".csv",
+        "--threads",
+    ):
         assert phrase in result.stdout, phrase
 
 

@@ -34,8 +34,19 @@ DEPENDS_ON: dict[str, set[str]] = {
     "calibrate": BASE | {"fuse", "score", "metrics"},
     "demo": BASE | {"run", "metrics", "bids"},
     "engines": BASE | {"run", "fuse", "score"},
-    "cli": BASE | {"fuse", "score", "run", "answers", "metrics", "calibrate", "bids", "instincts",
-                   "engines", "demo"},
+    "cli": BASE
+    | {
+        "fuse",
+        "score",
+        "run",
+        "answers",
+        "metrics",
+        "calibrate",
+        "bids",
+        "instincts",
+        "engines",
+        "demo",
+    },
 }
 OUTSIDE = "<outside>."
 
@@ -60,8 +71,12 @@ def imports(path: Path, root: Path = PACKAGE) -> list[tuple[str, list[str], bool
     here = dotted(path, root).split(".") if dotted(path, root) else []
     base = here if path.name == "__init__.py" else here[:-1]
     on_load = {id(node) for node in tree.body}
-    type_only = {id(n) for node in tree.body if isinstance(node, ast.If)
-                 and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
+    type_only = {
+        id(n)
+        for node in tree.body
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for n in ast.walk(node)
+    }
     found = []
     for node in ast.walk(tree):
         loads = id(node) in on_load and id(node) not in type_only
@@ -86,7 +101,9 @@ def layer_violations(path: Path, root: Path = PACKAGE) -> list[str]:
         if target.startswith(OUTSIDE):
             first = target.removeprefix(OUTSIDE).split(".")[0]
             if first == "duckscore":
-                problems.append(f"{where}: imports duckscore absolutely; import within the package relatively")
+                problems.append(
+                    f"{where}: imports duckscore absolutely; import within the package relatively"
+                )
             if first == "click" and package != "cli":
                 problems.append(f"{where}: only cli/ imports click")
             continue
@@ -111,8 +128,9 @@ def module_circle(root: Path = PACKAGE) -> list[str] | None:
         for target, names, loads, _ in imports(path, root):
             if loads and not target.startswith(OUTSIDE):
                 # `from . import x` names the module x; `from .m import x` the module m
-                edges |= {f"{target}.{n}" for n in names if f"{target}.{n}" in known} or \
-                         ({target} & known)
+                edges |= {f"{target}.{n}" for n in names if f"{target}.{n}" in known} or (
+                    {target} & known
+                )
         graph[dotted(path, root)] = edges - {dotted(path, root)}
     state: dict[str, int] = {}
 
@@ -120,7 +138,7 @@ def module_circle(root: Path = PACKAGE) -> list[str] | None:
         state[node] = 1
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return trail[trail.index(nxt):] + [nxt]
+                return trail[trail.index(nxt) :] + [nxt]
             if nxt not in state and (circle := visit(nxt, trail + [nxt])):
                 return circle
         state[node] = 2
@@ -162,18 +180,24 @@ def test_modules_stay_small(path: Path) -> None:
 
 def test_the_checks_find_what_they_look_for(tmp_path: Path) -> None:
     files = {
-        "core/__init__.py": "", "core/a.py": "import click\nfrom ..fuse.b import x\n",
-        "fuse/__init__.py": "", "fuse/b.py": "from ..score._private import y\nfrom .c import z\n",
+        "core/__init__.py": "",
+        "core/a.py": "import click\nfrom ..fuse.b import x\n",
+        "fuse/__init__.py": "",
+        "fuse/b.py": "from ..score._private import y\nfrom .c import z\n",
         "fuse/c.py": "from .b import x\nfrom ..core.a import _hidden\n",
-        "score/__init__.py": "", "score/_private.py": "y = 1\n",
-        "cli/__init__.py": "", "cli/d.py": "import click\nfrom duckscore.core import a\n",
+        "score/__init__.py": "",
+        "score/_private.py": "y = 1\n",
+        "cli/__init__.py": "",
+        "cli/d.py": "import click\nfrom duckscore.core import a\n",
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     found = {name: layer_violations(tmp_path / name, tmp_path) for name in files}
     assert [p.split(": ", 1)[1] for p in found["core/a.py"]] == [
-        "only cli/ imports click", "core may not import fuse (fuse.b)"]
+        "only cli/ imports click",
+        "core may not import fuse (fuse.b)",
+    ]
     assert any("fuse may not import score" in p for p in found["fuse/b.py"])
     assert any("score._private is private" in p for p in found["fuse/b.py"])
     assert any("['_hidden'] are private" in p for p in found["fuse/c.py"])

@@ -18,31 +18,65 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                    "--no-build-isolation", "-w", str(out), str(ROOT)],
-                   check=True, capture_output=True, cwd=out)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(out),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=out,
+    )
     [built] = out.glob("duckscore-*.whl")
     return built
 
 
 def test_wheel_contains_the_sql_and_data(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
-    for needed in ("duckscore/cli/__init__.py", "duckscore/core/session.py",
-                   "duckscore/sql/score/parents.sql", "duckscore/sql/score/_parent_stages.sql",
-                   "duckscore/sql/score/policies/overall_v1.yaml", "duckscore/macros/clamp.sql",
-                   "duckscore/sql/bids/policies/bid_v1.yaml",
-                   "duckscore/score/contract.schema.json", "duckscore/answers/contract.schema.json",
-                   "duckscore/bids/contract.schema.json",
-                   "duckscore/fixtures/scifact/retrieval_log.parquet",
-                   "duckscore/fixtures/scifact/README.md", "duckscore/fixtures/bids/tender/rules.yaml"):
+    for needed in (
+        "duckscore/cli/__init__.py",
+        "duckscore/core/session.py",
+        "duckscore/sql/score/parents.sql",
+        "duckscore/sql/score/_parent_stages.sql",
+        "duckscore/sql/score/policies/overall_v1.yaml",
+        "duckscore/macros/clamp.sql",
+        "duckscore/sql/bids/policies/bid_v1.yaml",
+        "duckscore/score/contract.schema.json",
+        "duckscore/answers/contract.schema.json",
+        "duckscore/bids/contract.schema.json",
+        "duckscore/fixtures/scifact/retrieval_log.parquet",
+        "duckscore/fixtures/scifact/README.md",
+        "duckscore/fixtures/bids/tender/rules.yaml",
+    ):
         assert needed in names, needed
     assert not any(n.startswith(("tests/", "duckscore/tests")) for n in names)
 
 
 def test_installed_wheel_scores_from_another_directory(wheel: Path, tmp_path: Path) -> None:
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-                    "--target", str(target), str(wheel)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+    )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     script = (
@@ -56,8 +90,9 @@ def test_installed_wheel_scores_from_another_directory(wheel: Path, tmp_path: Pa
         "print(result.queries, result.policy.version)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(target)}
-    done = subprocess.run([sys.executable, "-c", script], cwd=elsewhere, env=env,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=elsewhere, env=env, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1", "overall_v1"]
     assert (elsewhere / "out" / "contract.jsonl").is_file()

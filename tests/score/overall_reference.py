@@ -332,9 +332,7 @@ def row_flags_of(
         flags.append("single_candidate")
     flags.extend(f"zero_spread:{f}" for f in zero_spread_features)
     flags.extend(f"zero_subscore:{name}" for name in names if subscores[name] == 0)
-    flags.extend(
-        f"floored:{name}" for name in names if 0 < subscores[name] < subscore_floor
-    )
+    flags.extend(f"floored:{name}" for name in names if 0 < subscores[name] < subscore_floor)
     return flags
 
 
@@ -383,10 +381,18 @@ def _score_query(
         bounds[feature] = feature_bounds(feature, [r[feature] for r in candidates], norm_params)
     zero_spread = [f for f, (lo, hi) in bounds.items() if per_query and hi - lo == 0]
 
-    weight_of = {"strength": params["w1"], "coverage": params["w2"], "stability": params["w3"],
-                 "agreement": params["w_agreement"], "separation": params["w_separation"]}
-    names = [n for n in ("strength", "coverage", "stability", "agreement", "separation")
-             if n in SUBSCORES or weight_of[n] != 0]
+    weight_of = {
+        "strength": params["w1"],
+        "coverage": params["w2"],
+        "stability": params["w3"],
+        "agreement": params["w_agreement"],
+        "separation": params["w_separation"],
+    }
+    names = [
+        n
+        for n in ("strength", "coverage", "stability", "agreement", "separation")
+        if n in SUBSCORES or weight_of[n] != 0
+    ]
     floor = params["subscore_floor"]
     for row in candidates:
         for feature, (lo, hi) in bounds.items():
@@ -406,8 +412,9 @@ def _score_query(
             base = params["separation_base"]
             row["s_separation"] = base + (1 - base) * row["score_lead"]
         kept = [n for n in names if weight_of[n] != 0]  # s^0 = 1: a zero weight leaves it out
-        row["overall_score"] = overall_score([row[f"s_{n}"] for n in kept],
-                                             [weight_of[n] for n in kept], floor)
+        row["overall_score"] = overall_score(
+            [row[f"s_{n}"] for n in kept], [weight_of[n] for n in kept], floor
+        )
 
     # Rank: overall_score descending, ties by parent_id ascending (code-point order).
     ranked = sorted(candidates, key=lambda r: (-r["overall_score"], r["parent_id"]))

@@ -30,9 +30,9 @@ loader below rejects string values where numbers are expected.
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import random
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -199,7 +199,7 @@ _floats = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infini
 def test_quantile_matches_numpy_linear(values: list[float], p: float) -> None:
     ours = quantile_linear(values, p)
     theirs = float(np.quantile(np.asarray(values, dtype=np.float64), p, method="linear"))
-    scale = max(1.0, max(abs(v) for v in values))
+    scale = max(1.0, *(abs(v) for v in values))
     assert math.isclose(ours, theirs, rel_tol=1e-12, abs_tol=1e-12 * scale), (ours, theirs)
 
 
@@ -265,7 +265,7 @@ def test_invariants(groups: list[list[dict[str, Any]]], seed: int) -> None:
         mine = [r for r in parents if r["query_id"] == f"q{qi}"]
         assert sorted(r["rank"] for r in mine) == list(range(1, len(group) + 1))
         ordered = sorted(mine, key=lambda r: r["rank"])
-        assert all(a["overall_score"] >= b["overall_score"] for a, b in zip(ordered, ordered[1:]))
+        assert all(a["overall_score"] >= b["overall_score"] for a, b in itertools.pairwise(ordered))
         assert all(r["n_candidates"] == len(group) for r in mine)
         query = next(q for q in queries if q["query_id"] == f"q{qi}")
         assert query["best_parent_id"] == ordered[0]["parent_id"]

@@ -30,8 +30,12 @@ from duckscore.core.connection import EngineSettings
 from duckscore.core.render import render_expression
 from duckscore.score.pipeline import score
 
-PROPERTY_SETTINGS = dict(deadline=None, database=None, print_blob=True,
-                         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROPERTY_SETTINGS = dict(
+    deadline=None,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 UNIT_COLUMNS_EXACT = ("overall_score", "s_strength", "s_coverage", "s_stability")
 
@@ -39,7 +43,22 @@ UNIT_COLUMNS_EXACT = ("overall_score", "s_strength", "s_coverage", "s_stability"
 # strategies: small parent_features tables with ties, zeros, equal values and large magnitudes
 
 # A few shared values make ties and equal columns common; the rest spans many magnitudes.
-SPECIAL_SCORES = [0.0, 0.0, 1.0, 0.5, 0.016, 1e-12, 5e-324, -1.0, 1e6, 1e15, -1e15, 1e300, -1e300, 1e308]
+SPECIAL_SCORES = [
+    0.0,
+    0.0,
+    1.0,
+    0.5,
+    0.016,
+    1e-12,
+    5e-324,
+    -1.0,
+    1e6,
+    1e15,
+    -1e15,
+    1e300,
+    -1e300,
+    1e308,
+]
 score_values = st.one_of(
     st.sampled_from(SPECIAL_SCORES),
     st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False),
@@ -50,15 +69,23 @@ coverage_values = st.one_of(
     st.floats(min_value=0.0, max_value=1e6, allow_nan=False, allow_infinity=False),
     st.integers(min_value=0, max_value=50).map(float),
 )
-ratio_values = st.one_of(st.sampled_from([0.0, 0.0, 1.0, 0.5, 0.1, 1e-300]), st.floats(min_value=0.0, max_value=1.0))
-chunk_values = st.one_of(st.sampled_from([0, 0, 1, 50, 10**9, 2**53]), st.integers(min_value=0, max_value=1000))
+ratio_values = st.one_of(
+    st.sampled_from([0.0, 0.0, 1.0, 0.5, 0.1, 1e-300]), st.floats(min_value=0.0, max_value=1.0)
+)
+chunk_values = st.one_of(
+    st.sampled_from([0, 0, 1, 50, 10**9, 2**53]), st.integers(min_value=0, max_value=1000)
+)
 # (built from sampled characters: st.text would make hypothesis write a charmap cache to .hypothesis/)
 parent_ids = st.lists(st.sampled_from(list("abpP0_é")), min_size=1, max_size=3).map("".join)
 
 
 @st.composite
 def parent_rows(draw: st.DrawFn) -> list[dict[str, Any]]:
-    query_ids = draw(st.lists(st.sampled_from(["q1", "q2", "q10", "Q", "é"]), min_size=1, max_size=3, unique=True))
+    query_ids = draw(
+        st.lists(
+            st.sampled_from(["q1", "q2", "q10", "Q", "é"]), min_size=1, max_size=3, unique=True
+        )
+    )
     rows: list[dict[str, Any]] = []
     for query_id in query_ids:
         parents = draw(st.lists(parent_ids, min_size=1, max_size=8, unique=True))
@@ -66,23 +93,42 @@ def parent_rows(draw: st.DrawFn) -> list[dict[str, Any]]:
         pool = draw(st.lists(score_values, min_size=1, max_size=3))
         shared = st.one_of(st.sampled_from(pool), score_values)
         for parent_id in parents:
-            rows.append({
-                "query_id": query_id,
-                "parent_id": parent_id,
-                "rrf_sum": draw(shared),
-                "max_score": draw(shared),
-                "coverage": draw(coverage_values),
-                "total_chunks": draw(chunk_values),
-                "coverage_ratio": draw(ratio_values),
-            })
+            rows.append(
+                {
+                    "query_id": query_id,
+                    "parent_id": parent_id,
+                    "rrf_sum": draw(shared),
+                    "max_score": draw(shared),
+                    "coverage": draw(coverage_values),
+                    "total_chunks": draw(chunk_values),
+                    "coverage_ratio": draw(ratio_values),
+                }
+            )
     return rows
 
 
 def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    df = pd.DataFrame(rows, columns=["query_id", "parent_id", "rrf_sum", "max_score", "coverage",
-                                     "total_chunks", "coverage_ratio"])
-    return df.astype({"rrf_sum": "float64", "max_score": "float64", "coverage": "float64",
-                      "total_chunks": "int64", "coverage_ratio": "float64"})
+    df = pd.DataFrame(
+        rows,
+        columns=[
+            "query_id",
+            "parent_id",
+            "rrf_sum",
+            "max_score",
+            "coverage",
+            "total_chunks",
+            "coverage_ratio",
+        ],
+    )
+    return df.astype(
+        {
+            "rrf_sum": "float64",
+            "max_score": "float64",
+            "coverage": "float64",
+            "total_chunks": "int64",
+            "coverage_ratio": "float64",
+        }
+    )
 
 
 def run(features: pd.DataFrame, out_dir: Path, threads: int | None = None) -> Path:
@@ -105,13 +151,17 @@ def parents_frame(out_dir: Path) -> pd.DataFrame:
 
 @settings(max_examples=50, **PROPERTY_SETTINGS)
 @given(rows=parent_rows())
-def test_scores_bounded_ranks_permuted_one_contract_line_per_query(rows: list[dict[str, Any]]) -> None:
+def test_scores_bounded_ranks_permuted_one_contract_line_per_query(
+    rows: list[dict[str, Any]],
+) -> None:
     features = frame(rows)
     with tempfile.TemporaryDirectory() as tmp:
         out_dir = run(features, Path(tmp) / "out")
         parents = pq.read_table(out_dir / "parents.parquet").to_pandas()
-        contract = [json.loads(line) for line in
-                    (out_dir / "contract.jsonl").read_text(encoding="utf-8").splitlines()]
+        contract = [
+            json.loads(line)
+            for line in (out_dir / "contract.jsonl").read_text(encoding="utf-8").splitlines()
+        ]
 
     assert len(parents) == len(features)
     bounded = [c for c in parents.columns if c.endswith("_norm")] + list(UNIT_COLUMNS_EXACT)
@@ -120,11 +170,15 @@ def test_scores_bounded_ranks_permuted_one_contract_line_per_query(rows: list[di
         values = parents[column]
         assert values.notna().all(), f"{column} has NULL/NaN:\n{parents[values.isna()]}"
         outside = parents[(values < 0) | (values > 1)]
-        assert outside.empty, f"{column} outside [0, 1]:\n{outside[['query_id', 'parent_id', column]]}"
+        assert outside.empty, (
+            f"{column} outside [0, 1]:\n{outside[['query_id', 'parent_id', column]]}"
+        )
 
     for query_id, group in parents.groupby("query_id"):
         n = len(features[features.query_id == query_id])
-        assert sorted(group["rank"]) == list(range(1, n + 1)), f"ranks of {query_id}: {list(group['rank'])}"
+        assert sorted(group["rank"]) == list(range(1, n + 1)), (
+            f"ranks of {query_id}: {list(group['rank'])}"
+        )
         # rank follows overall_score (descending) within the query
         ordered = group.sort_values("rank")["overall_score"].tolist()
         assert ordered == sorted(ordered, reverse=True)
@@ -145,14 +199,23 @@ def test_scores_bounded_ranks_permuted_one_contract_line_per_query(rows: list[di
 _CON = duckdb.connect()
 GEOMEAN = "{{ weighted_geomean([('a', w1), ('b', w2), ('c', w3)], floor) }}"
 
-unit = st.one_of(st.sampled_from([0.0, 1.0, 0.01, 0.0099999, 1e-300, 5e-324, 0.5]), st.floats(min_value=0.0, max_value=1.0))
-weights = st.one_of(st.sampled_from([0.5, 0.3, 0.2, 1.0, 1e-6]), st.floats(min_value=1e-6, max_value=10.0))
+unit = st.one_of(
+    st.sampled_from([0.0, 1.0, 0.01, 0.0099999, 1e-300, 5e-324, 0.5]),
+    st.floats(min_value=0.0, max_value=1.0),
+)
+weights = st.one_of(
+    st.sampled_from([0.5, 0.3, 0.2, 1.0, 1e-6]), st.floats(min_value=1e-6, max_value=10.0)
+)
 floors = st.one_of(st.just(0.01), st.floats(min_value=1e-9, max_value=1.0))
 
 
-def geomean(terms: list[tuple[float, float, float]], w: tuple[float, float, float], floor: float) -> list[float | None]:
+def geomean(
+    terms: list[tuple[float, float, float]], w: tuple[float, float, float], floor: float
+) -> list[float | None]:
     expression = render_expression(GEOMEAN, w1=w[0], w2=w[1], w3=w[2], floor=floor)
-    values = ", ".join("(?, CAST(? AS DOUBLE), CAST(? AS DOUBLE), CAST(? AS DOUBLE))" for _ in terms)
+    values = ", ".join(
+        "(?, CAST(? AS DOUBLE), CAST(? AS DOUBLE), CAST(? AS DOUBLE))" for _ in terms
+    )
     sql = f"SELECT {expression} AS r FROM (VALUES {values}) AS t(i, a, b, c) ORDER BY i"
     params = [x for i, term in enumerate(terms) for x in (i, *term)]
     return [row[0] for row in _CON.execute(sql, params).fetchall()]
@@ -166,10 +229,20 @@ def test_geomean_renders_with_the_documented_signature() -> None:
 
 
 @settings(max_examples=60, **PROPERTY_SETTINGS)
-@given(scores=st.tuples(unit, unit, unit), w=st.tuples(weights, weights, weights), floor=floors,
-       which=st.integers(min_value=0, max_value=2), raised=unit)
-def test_geomean_monotone_and_bounded(scores: tuple[float, float, float], w: tuple[float, float, float],
-                                      floor: float, which: int, raised: float) -> None:
+@given(
+    scores=st.tuples(unit, unit, unit),
+    w=st.tuples(weights, weights, weights),
+    floor=floors,
+    which=st.integers(min_value=0, max_value=2),
+    raised=unit,
+)
+def test_geomean_monotone_and_bounded(
+    scores: tuple[float, float, float],
+    w: tuple[float, float, float],
+    floor: float,
+    which: int,
+    raised: float,
+) -> None:
     low = list(scores)
     high = list(scores)
     high[which] = max(scores[which], raised)  # one sub-score increased (or unchanged)
@@ -177,14 +250,26 @@ def test_geomean_monotone_and_bounded(scores: tuple[float, float, float], w: tup
     for value in (before, after):
         assert value is not None and not math.isnan(value)
         assert 0.0 <= value <= 1.0, (value, scores, w, floor)
-    assert after >= before, f"raising term {which} {scores[which]} -> {high[which]} lowered {before} -> {after}"
+    assert after >= before, (
+        f"raising term {which} {scores[which]} -> {high[which]} lowered {before} -> {after}"
+    )
 
 
 @settings(max_examples=40, **PROPERTY_SETTINGS)
-@given(scores=st.tuples(*[st.floats(min_value=-1.0, max_value=2.0)] * 3), w=st.tuples(weights, weights, weights),
-       floor=floors, which=st.integers(min_value=0, max_value=2), delta=st.floats(min_value=0.0, max_value=3.0))
-def test_geomean_monotone_beyond_the_unit_interval(scores: tuple[float, float, float], w: tuple[float, float, float],
-                                                   floor: float, which: int, delta: float) -> None:
+@given(
+    scores=st.tuples(*[st.floats(min_value=-1.0, max_value=2.0)] * 3),
+    w=st.tuples(weights, weights, weights),
+    floor=floors,
+    which=st.integers(min_value=0, max_value=2),
+    delta=st.floats(min_value=0.0, max_value=3.0),
+)
+def test_geomean_monotone_beyond_the_unit_interval(
+    scores: tuple[float, float, float],
+    w: tuple[float, float, float],
+    floor: float,
+    which: int,
+    delta: float,
+) -> None:
     high = list(scores)
     high[which] = scores[which] + delta
     before, after = geomean([scores, tuple(high)], w, floor)
@@ -201,7 +286,9 @@ def contract_lines(out_dir: Path) -> list[str]:
 
 @settings(max_examples=30, **PROPERTY_SETTINGS)
 @given(data=st.data(), rows=parent_rows())
-def test_row_order_and_thread_count_do_not_matter(data: st.DataObject, rows: list[dict[str, Any]]) -> None:
+def test_row_order_and_thread_count_do_not_matter(
+    data: st.DataObject, rows: list[dict[str, Any]]
+) -> None:
     features = frame(rows)
     order = data.draw(st.permutations(range(len(features))), label="row order")
     shuffled = features.iloc[list(order)]

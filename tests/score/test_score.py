@@ -12,11 +12,11 @@ import pytest
 from click.testing import CliRunner
 
 from duckscore.cli import cli
-from duckscore.score.stages import STAGES as SCORE_STAGES
-from duckscore.fuse.pipeline import fuse
 from duckscore.core.connection import EngineSettings
 from duckscore.core.resources import contract_schema
+from duckscore.fuse.pipeline import fuse
 from duckscore.score.pipeline import score
+from duckscore.score.stages import STAGES as SCORE_STAGES
 
 from ..helpers import SCIFACT
 
@@ -53,8 +53,11 @@ def test_every_contract_line_matches_the_schema(scored: Path) -> None:
 
 def test_schema_rejects_a_malformed_line(scored: Path) -> None:
     line = read_contract(scored)[0]
-    for broken in ({**line, "confidence_level": "certain"}, {**line, "extra": 1},
-                   {k: v for k, v in line.items() if k != "need_hitl"}):
+    for broken in (
+        {**line, "confidence_level": "certain"},
+        {**line, "extra": 1},
+        {k: v for k, v in line.items() if k != "need_hitl"},
+    ):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(broken, SCHEMA)
 
@@ -70,8 +73,9 @@ def test_outputs_agree_with_each_other(scored: Path, features: Path) -> None:
         assert line["best_parent_id"] == best.loc[q, "parent_id"]
         assert line["best_overall_score"] == best.loc[q, "overall_score"]
         assert 1 <= len(line["top_parents"]) <= 5
-        assert [t["parent_id"] for t in line["top_parents"]] == \
-            parents[parents["query_id"] == q].sort_values("rank")["parent_id"].head(5).tolist()
+        assert [t["parent_id"] for t in line["top_parents"]] == parents[
+            parents["query_id"] == q
+        ].sort_values("rank")["parent_id"].head(5).tolist()
     assert queries["query_id"].tolist() == [line["query_id"] for line in contract]
     assert queries["need_hitl"].tolist() == [line["need_hitl"] for line in contract]
 
@@ -127,21 +131,39 @@ def test_queries_without_candidates_fall_back_to_the_web(features: Path, tmp_pat
 
 def test_threads_and_memory_settings_are_applied(features: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    score(features, out, settings=EngineSettings(threads=1, memory_limit="500MB", temp_dir=tmp_path / "spill"))
+    score(
+        features,
+        out,
+        settings=EngineSettings(threads=1, memory_limit="500MB", temp_dir=tmp_path / "spill"),
+    )
     assert json.loads((out / "manifest.json").read_text())["options"]["threads"] == 1
 
 
 def test_overrides_reach_the_contract(features: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    result = CliRunner().invoke(cli, ["-q", "score", "--features", str(features), "--out", str(out),
-                                      "--set", "T_high=0.99", "--set", "T_low=0.98"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "-q",
+            "score",
+            "--features",
+            str(features),
+            "--out",
+            str(out),
+            "--set",
+            "T_high=0.99",
+            "--set",
+            "T_low=0.98",
+        ],
+    )
     assert result.exit_code == 0, result.output
     lines = read_contract(out)
     assert all(line["thresholds_used"]["T_high"] == 0.99 for line in lines)
     assert lines[0]["score_policy_version"].startswith("overall_v1+")
     levels = {line["confidence_level"] for line in lines}
-    assert "high" not in levels or all(line["best_overall_score"] >= 0.99
-                                       for line in lines if line["confidence_level"] == "high")
+    assert "high" not in levels or all(
+        line["best_overall_score"] >= 0.99 for line in lines if line["confidence_level"] == "high"
+    )
 
 
 def test_demo_derivation_matches_a_pandas_reimplementation(features: Path) -> None:
@@ -152,18 +174,28 @@ def test_demo_derivation_matches_a_pandas_reimplementation(features: Path) -> No
     spread = high - low
     log["minmax"] = ((log["score"] - low) / spread.where(spread != 0)).fillna(1.0)
     log["rrf"] = 1.0 / (60 + log["rank"])
-    blocks = log[log["granularity"] == "block"].drop_duplicates(["query_id", "parent_id", "item_id"])
+    blocks = log[log["granularity"] == "block"].drop_duplicates(
+        ["query_id", "parent_id", "item_id"]
+    )
     expected = log.groupby(["query_id", "parent_id"]).agg(
-        rrf_sum=("rrf", "sum"), max_score=("minmax", "max"),
-        coverage=("block_type", "nunique"), total_chunks=("total_chunks", "max"))
+        rrf_sum=("rrf", "sum"),
+        max_score=("minmax", "max"),
+        coverage=("block_type", "nunique"),
+        total_chunks=("total_chunks", "max"),
+    )
     hit = blocks.groupby(["query_id", "parent_id"]).size().reindex(expected.index, fill_value=0)
     expected["coverage_ratio"] = (hit / expected["total_chunks"]).clip(upper=1.0)
     actual = pd.read_parquet(features).set_index(["query_id", "parent_id"]).sort_index()
     expected = expected.sort_index()
     assert actual.index.equals(expected.index)
     for column in ("rrf_sum", "max_score", "coverage", "total_chunks", "coverage_ratio"):
-        pd.testing.assert_series_equal(actual[column].astype(float), expected[column].astype(float),
-                                       rtol=1e-12, atol=1e-12, check_names=False)
+        pd.testing.assert_series_equal(
+            actual[column].astype(float),
+            expected[column].astype(float),
+            rtol=1e-12,
+            atol=1e-12,
+            check_names=False,
+        )
 
 
 def test_policy_list_and_show() -> None:

@@ -1,0 +1,290 @@
+"""The checks of an input against its table contract: columns present and of their kind, and
+every row's values (NULL, empty ids, NaN/inf, whole numbers, ranges, allowed values, unique keys),
+each failure one InputError naming the input, file, row, key and column. Rows are labelled only
+when a check fails: one pass of counts first, since a label costs a string per row."""
+
+from __future__ import annotations
+
+import duckdb
+
+from .connection import first_line, first_row
+from .errors import InputError
+from .render import ident, lit
+from .tables import Kind, OpenedInput, TableContract
+
+FILE_COLUMN = "__duckscore_file"  # the raw views' file name and row number, for error messages
+ROW_COLUMN = "__duckscore_row"
+_NUMERIC_TYPES = (
+    "TINYINT",
+    "SMALLINT",
+    "INTEGER",
+    "BIGINT",
+    "HUGEINT",
+    "UTINYINT",
+    "USMALLINT",
+    "UINTEGER",
+    "UBIGINT",
+    "UHUGEINT",
+    "FLOAT",
+    "DOUBLE",
+    "DECIMAL",
+)
+_INTEGER_TYPES = _NUMERIC_TYPES[:10]
+
+
+def check_columns(
+    contract: TableContract,
+    actual: dict[str, str],
+    label: str,
+    given: str,
+    check_types: bool = True,
+) -> dict[str, str]:
+    """Map contract column -> actual column name, checking presence and type."""
+    by_lower = {name.lower(): name for name in actual}
+    names: dict[str, str] = {}
+    for column in contract.columns:
+        found = by_lower.get(column.name.lower())
+        if found is None:
+            if column.required:
+                have = ", ".join(actual) or "none"
+                raise InputError(
+                    f"{label} ({given}): missing column {column.name!r} (columns: {have})"
+                )
+            continue
+        dtype = actual[found]
+        if check_types and not _type_fits(column.kind, dtype):
+            want = {
+                "id": "text or an integer",
+                "text": "text",
+                "number": "a number",
+                "count": "a whole number",
+                "time": "a timestamp or text",
+            }[column.kind]
+            raise InputError(
+                f"{label} ({given}): column {column.name!r} has type {dtype}; expected {want}"
+            )
+        names[column.name] = found
+    return names
+
+
+def _type_fits(kind: Kind, dtype: str) -> bool:
+    base = dtype.split("(", maxsplit=1)[0].upper().strip('"')
+    if base == "NULL":  # an all-NULL column (e.g. written by pandas): the value checks decide
+        return True
+    if kind == "id":
+        return base in ("VARCHAR", "UUID") or base in _INTEGER_TYPES
+    if kind == "text":
+        return base == "VARCHAR"
+    if kind == "time":
+        return base == "VARCHAR" or base.startswith(("TIMESTAMP", "DATE"))
+    return base in _NUMERIC_TYPES
+
+
+def check_values(
+    con: duckdb.DuckDBPyConnection,
+    contract: TableContract,
+    raw: str,
+    names: dict[str, str],
+    label: str,
+    given: str,
+) -> int:
+    # One pass of counts; rows are labelled only when a check fails (labels cost a string per row).
+    checks = _value_checks(contract, names)
+    counts = ", ".join(
+        ["count(*)"] + [f"count(*) FILTER (WHERE {condition})" for _, condition, _ in checks]
+    )
+    try:
+        result = first_row(con, f"SELECT {counts} FROM {ident(raw)}")
+    except duckdb.Error as exc:
+        raise InputError(f"{label}: cannot read {given}: {first_line(exc)}") from None
+    assert result is not None
+    total = int(result[0])
+    if total == 0 and not contract.allow_empty:
+        raise InputError(f"{label} ({given}): no rows")
+    row_label = _row_label_sql(contract, names)
+    for (problem, condition, shown_value), failing in zip(checks, result[1:]):
+        if failing:
+            shown = (
+                row_label
+                if shown_value is None
+                else f"{row_label} || ', value ' || CAST({shown_value} AS VARCHAR)"
+            )
+            where = first_row(
+                con,
+                f"SELECT {shown} FROM {ident(raw)} WHERE {condition} "
+                f"ORDER BY {FILE_COLUMN}, {ROW_COLUMN} LIMIT 1",
+            )
+            assert where is not None
+            also = f" ({failing} rows in all)" if failing > 1 else ""
+            raise InputError(f"{label} ({where[0]}): {problem}{also}")
+    if contract.key:
+        _check_unique_key(con, contract, raw, names, row_label, label)
+    return total
+
+
+def _value_checks(
+    contract: TableContract, names: dict[str, str]
+) -> list[tuple[str, str, str | None]]:
+    """(problem, failing condition, value to show) for every column rule of the contract."""
+    checks: list[tuple[str, str, str | None]] = []
+    for column in contract.columns:
+        if column.name not in names:
+            continue
+        col = ident(names[column.name])
+        number = f"CAST({col} AS DOUBLE)"
+        if not column.nullable:
+            checks.append((f"column {column.name!r} is null", f"{col} IS NULL", None))
+        if column.kind == "id":
+            checks.append(
+                (f"column {column.name!r} is empty", f"CAST({col} AS VARCHAR) = ''", None)
+            )
+            continue
+        if column.kind == "time":
+            checks.append(
+                (
+                    f"column {column.name!r} is not a timestamp",
+                    f"TRY_CAST({col} AS TIMESTAMP) IS NULL",
+                    col,
+                )
+            )
+            continue
+        if column.kind == "text":
+            if column.choices:
+                checks.append(
+                    (
+                        f"column {column.name!r} is not one of {', '.join(column.choices)}",
+                        f"{col} NOT IN ({', '.join(lit(c) for c in column.choices)})",
+                        col,
+                    )
+                )
+            continue
+        checks.append(
+            (f"column {column.name!r} is NaN or infinite", f"NOT isfinite({number})", col)
+        )
+        if column.kind == "count":
+            checks.append(
+                (
+                    f"column {column.name!r} is not a whole number",
+                    f"{number} <> round({number})",
+                    col,
+                )
+            )
+            checks.append(
+                (
+                    f"column {column.name!r} is too large (above 2^53)",
+                    f"abs({number}) > {lit(float(2**53))}",
+                    col,
+                )
+            )
+        if column.min is not None:
+            checks.append(
+                (
+                    f"column {column.name!r} is below {column.min:g}",
+                    f"{number} < {lit(float(column.min))}",
+                    col,
+                )
+            )
+        if column.max is not None:
+            checks.append(
+                (
+                    f"column {column.name!r} is above {column.max:g}",
+                    f"{number} > {lit(float(column.max))}",
+                    col,
+                )
+            )
+    return checks
+
+
+def _row_label_sql(contract: TableContract, names: dict[str, str]) -> str:
+    """SQL for 'file, row N, key=value…' naming one row."""
+    parts = [f"{FILE_COLUMN}", f"', row ' || {ROW_COLUMN}"]
+    for key in contract.key:
+        if key in names:
+            parts.append(
+                f"', {key}=' || coalesce('''' || CAST({ident(names[key])} AS VARCHAR) || '''', 'NULL')"
+            )
+    return " || ".join(parts)
+
+
+def _check_unique_key(
+    con: duckdb.DuckDBPyConnection,
+    contract: TableContract,
+    raw: str,
+    names: dict[str, str],
+    row_label: str,
+    label: str,
+) -> None:
+    keys = ", ".join(ident(names[k]) for k in contract.key)
+    # Grouping by one 64-bit hash of the key is twice as fast as grouping by the key's strings;
+    # a repeated hash (a duplicate, or rarely a collision) is then confirmed on the key itself.
+    repeated_hash = first_row(
+        con,
+        f"SELECT key_hash FROM (SELECT hash({keys}) AS key_hash FROM {ident(raw)}) "
+        "GROUP BY key_hash HAVING count(*) > 1 LIMIT 1",
+    )
+    if repeated_hash is None:
+        return
+    duplicate = first_row(
+        con,
+        f"SELECT list({row_label} ORDER BY {FILE_COLUMN}, {ROW_COLUMN})[1:2], count(*) AS n "
+        f"FROM {ident(raw)} GROUP BY {keys} HAVING count(*) > 1 "
+        f"ORDER BY {keys} LIMIT 1",
+    )
+    if duplicate is not None:
+        first, second = duplicate[0]
+        raise InputError(
+            f"{label} ({second}): duplicate ({', '.join(contract.key)}), first seen at {first}"
+        )
+
+
+def check_references(
+    con: duckdb.DuckDBPyConnection,
+    child: OpenedInput,
+    column: str,
+    parent: OpenedInput,
+    parent_column: str,
+) -> None:
+    """Every value of `column` in `child` is a `parent_column` of `parent`: else one error
+    naming the child's file, row and key."""
+    value = typed_column(child, column)
+    check_rows(
+        con,
+        child,
+        f"{value} NOT IN (SELECT {ident(parent_column)} FROM {ident(parent.contract.name)})",
+        f"{column} {{value}} is not in {parent.label}",
+        shown=value,
+    )
+
+
+def typed_column(opened: OpenedInput, name: str) -> str:
+    """SQL for contract column `name` of `opened`'s raw rows (alias `child`), cast to the contract type."""
+    column = opened.contract.column(name)
+    if name not in opened.columns:
+        return f"CAST(NULL AS {column.sql_type})"
+    return f"CAST(child.{ident(opened.columns[name])} AS {column.sql_type})"
+
+
+def check_rows(
+    con: duckdb.DuckDBPyConnection,
+    opened: OpenedInput,
+    failing: str,
+    problem: str,
+    shown: str | None = None,
+) -> None:
+    """Raise one error naming the first row (file, row, key) of `opened` where the SQL condition
+    `failing` (over its raw columns, see typed_column) holds; `{value}` in `problem` becomes the
+    value of `shown` in that row."""
+    raw = f"{ident('__raw_' + opened.contract.name)} AS child"
+    row = first_row(con, f"SELECT count(*) FROM {raw} WHERE {failing}")
+    if not row or not row[0]:
+        return
+    value = f"CAST({shown} AS VARCHAR)" if shown else "NULL"
+    where = first_row(
+        con,
+        f"SELECT {_row_label_sql(opened.contract, opened.columns)}, {value} FROM {raw} "
+        f"WHERE {failing} ORDER BY {FILE_COLUMN}, {ROW_COLUMN} LIMIT 1",
+    )
+    assert where is not None
+    also = f" ({row[0]:,} rows in all)" if row[0] > 1 else ""
+    message = problem.replace("{value}", repr(where[1]))
+    raise InputError(f"{opened.label} ({where[0]}): {message}{also}")
