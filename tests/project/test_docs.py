@@ -70,8 +70,9 @@ def blocks(text: str) -> list[Block]:
 
 
 def slug(heading: str) -> str:
-    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
-    text = re.sub(r"[`*_]|<[^>]+>", "", heading.strip().lower())
+    """GitHub's anchor for a heading: lower case, punctuation but `-` and `_` dropped, spaces
+    to hyphens."""
+    text = re.sub(r"[`*]|<[^>]+>", "", heading.lstrip("#").strip().lower())
     return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 
 
@@ -83,7 +84,7 @@ def anchors(text: str) -> set[str]:
         if FENCE.match(line):
             in_fence = not in_fence
         elif not in_fence and line.startswith("#"):
-            base = slug(line.lstrip("#"))
+            base = slug(line)
             n = seen.get(base, 0)
             seen[base] = n + 1
             out.add(base if n == 0 else f"{base}-{n}")
@@ -109,15 +110,22 @@ def scratch_folder(tmp_path: Path) -> Path:
     work = tmp_path / "work"
     work.mkdir()
     (work / "fixtures").symlink_to(ROOT / "fixtures", target_is_directory=True)
-    shutil.copytree(ROOT / "benchmarks", work / "benchmarks",
-                    ignore=shutil.ignore_patterns("data", "results", "__pycache__"))
+    shutil.copytree(
+        ROOT / "benchmarks",
+        work / "benchmarks",
+        ignore=shutil.ignore_patterns("data", "results", "__pycache__"),
+    )
     return work
 
 
 def environment() -> dict[str, str]:
     scripts = sysconfig.get_path("scripts")
-    return {**os.environ, "PATH": f"{scripts}{os.pathsep}{os.environ.get('PATH', '')}",
-            "COLUMNS": "100", "PYTHON": sys.executable}
+    return {
+        **os.environ,
+        "PATH": f"{scripts}{os.pathsep}{os.environ.get('PATH', '')}",
+        "COLUMNS": "100",
+        "PYTHON": sys.executable,
+    }
 
 
 def run_sql(con: duckdb.DuckDBPyConnection, text: str, work: Path) -> None:
@@ -144,13 +152,23 @@ def test_every_example_runs(page: Path, tmp_path: Path) -> None:
             if block.kind == "sh" and "setup" in block.tags:
                 continue
             if block.kind in ("sh", "bash"):
-                done = subprocess.run(["bash", "-euo", "pipefail", "-c", block.text], cwd=work, env=env,
-                                      capture_output=True, text=True, timeout=600)
-                assert done.returncode == 0, f"{where} failed ({done.returncode}):\n{block.text}\n{done.stderr}"
+                done = subprocess.run(
+                    ["bash", "-euo", "pipefail", "-c", block.text],
+                    cwd=work,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
+                )
+                assert done.returncode == 0, (
+                    f"{where} failed ({done.returncode}):\n{block.text}\n{done.stderr}"
+                )
                 last_output = done.stdout
             elif block.kind == "text" and "output" in block.tags:
                 assert last_output is not None, f"{where}: an output block follows no sh block"
-                assert matches(block.text, last_output), f"{where}: the shown output is not what runs:\n{last_output}"
+                assert matches(block.text, last_output), (
+                    f"{where}: the shown output is not what runs:\n{last_output}"
+                )
                 last_output = None
             elif block.kind == "sql":
                 os.chdir(work)
@@ -161,8 +179,14 @@ def test_every_example_runs(page: Path, tmp_path: Path) -> None:
                 except duckdb.Error as exc:
                     raise AssertionError(f"{where}: {exc}\n{block.text}") from None
             elif block.kind == "python":
-                done = subprocess.run([sys.executable, "-c", block.text], cwd=work, env=env,
-                                      capture_output=True, text=True, timeout=600)
+                done = subprocess.run(
+                    [sys.executable, "-c", block.text],
+                    cwd=work,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
+                )
                 assert done.returncode == 0, f"{where} failed:\n{block.text}\n{done.stderr}"
                 last_output = done.stdout
     finally:
@@ -171,8 +195,9 @@ def test_every_example_runs(page: Path, tmp_path: Path) -> None:
             con.close()
 
 
-@pytest.mark.parametrize("page", pages() + [ROOT / "docs/specs/README.md"],
-                         ids=lambda p: p.relative_to(ROOT).as_posix())
+@pytest.mark.parametrize(
+    "page", pages() + [ROOT / "docs/specs/README.md"], ids=lambda p: p.relative_to(ROOT).as_posix()
+)
 def test_links_resolve(page: Path) -> None:
     text = page.read_text(encoding="utf-8")
     for match in LINK.finditer(re.sub(r"```.*?```", "", text, flags=re.S)):
@@ -182,10 +207,13 @@ def test_links_resolve(page: Path) -> None:
         path, _, anchor = target.partition("#")
         file = (page.parent / path).resolve() if path else page
         assert file.exists(), f"{page.relative_to(ROOT)}: link to a missing file {target}"
-        assert file.is_relative_to(ROOT), f"{page.relative_to(ROOT)}: link out of the repository {target}"
+        assert file.is_relative_to(ROOT), (
+            f"{page.relative_to(ROOT)}: link out of the repository {target}"
+        )
         if anchor and file.suffix == ".md":
-            assert anchor in anchors(file.read_text(encoding="utf-8")), \
+            assert anchor in anchors(file.read_text(encoding="utf-8")), (
                 f"{page.relative_to(ROOT)}: no heading for #{anchor} in {file.relative_to(ROOT)}"
+            )
 
 
 def test_the_readme_is_a_front_door() -> None:
@@ -194,8 +222,11 @@ def test_the_readme_is_a_front_door() -> None:
 
 
 def test_the_two_commands_are_the_ci_and_makefile_ones() -> None:
-    setup = [b for b in blocks((ROOT / "README.md").read_text(encoding="utf-8"))
-             if b.kind == "sh" and "setup" in b.tags]
+    setup = [
+        b
+        for b in blocks((ROOT / "README.md").read_text(encoding="utf-8"))
+        if b.kind == "sh" and "setup" in b.tags
+    ]
     assert len(setup) == 1
     commands = [line.split("#")[0].strip() for line in setup[0].text.splitlines() if line.strip()]
     assert commands == ["make demo", "make test"]
@@ -207,10 +238,16 @@ def test_the_two_commands_are_the_ci_and_makefile_ones() -> None:
 def test_every_command_has_a_page() -> None:
     from duckscore.cli import cli
 
-    headings = "\n".join(line for p in pages() for line in p.read_text(encoding="utf-8").splitlines()
-                         if line.startswith("#"))
+    headings = "\n".join(
+        line
+        for p in pages()
+        for line in p.read_text(encoding="utf-8").splitlines()
+        if line.startswith("#")
+    )
     for name in cli.commands:
-        assert re.search(rf"`duckscore {name}\b", headings), f"no page has a heading on `duckscore {name}`"
+        assert re.search(rf"`duckscore {name}\b", headings), (
+            f"no page has a heading on `duckscore {name}`"
+        )
 
 
 def test_the_checks_see_rot(tmp_path: Path) -> None:
@@ -218,4 +255,8 @@ def test_the_checks_see_rot(tmp_path: Path) -> None:
     assert slug("## `duckscore fuse` and `duckscore run`") == "duckscore-fuse-and-duckscore-run"
     assert anchors("# A\n## A\n```\n# not a heading\n```\n") == {"a", "a-1"}
     shown = blocks("text\n```sh\necho hi\n```\n```text output\nhi\n```\n```sql\nSELECT 1;\n```\n")
-    assert [(b.kind, b.tags, b.line) for b in shown] == [("sh", (), 2), ("text", ("output",), 5), ("sql", (), 8)]
+    assert [(b.kind, b.tags, b.line) for b in shown] == [
+        ("sh", (), 2),
+        ("text", ("output",), 5),
+        ("sql", (), 8),
+    ]
