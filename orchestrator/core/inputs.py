@@ -143,9 +143,7 @@ def _format_of(files: list[str], label: str) -> str:
     formats = {FORMATS.get(Path(f).suffix.lower()) for f in files}
     if None in formats:
         odd = next(f for f in files if Path(f).suffix.lower() not in FORMATS)
-        raise InputError(
-            f"{label}: {odd}: unknown file type (use {', '.join(FORMATS)})"
-        )
+        raise InputError(f"{label}: {odd}: unknown file type (use {', '.join(FORMATS)})")
     if len(formats) > 1:
         raise InputError(
             f"{label}: mixes file types ({', '.join(sorted(f for f in formats if f))})"
