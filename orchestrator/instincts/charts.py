@@ -114,8 +114,10 @@ def _radar(
         ax.fill(angles + angles[:1], values + values[:1], color=colour, alpha=0.25)
         for angle, value in zip(angles, values):
             ax.annotate(
-                f"{value:.3f}".rstrip("0").rstrip("."),
-                (angle, value),  # 0.195 is not 0.2 textcoords="offset points", xytext=(0, 5),
+                f"{value:.3f}".rstrip("0").rstrip("."),  # three decimals: 0.195 is not 0.2
+                (angle, value),
+                textcoords="offset points",
+                xytext=(0, 5),
                 ha="center",
                 fontsize=7,
             )
@@ -128,8 +130,10 @@ def _radar(
         ax.set_xlabel(caption(inst), fontsize=8, labelpad=8)
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
-    fig.suptitle(
-        "Three scores per instinct (radar) with composite, tier and injection method", fontsize=11
+    fig.suptitle(  # wrapped to the figure: one instinct makes a narrow figure
+        "Three scores per instinct (radar) with composite, tier and injection method",
+        fontsize=11,
+        wrap=True,
     )
     return figure_png(fig, plt, dpi=100)
 
