@@ -12,29 +12,17 @@ import pytest
 
 from ..helpers import ROOT
 
-pytestmark = pytest.mark.slow
+# One worker builds the wheel once: two builds in the same source tree share build/ and race.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(out),
-            str(ROOT),
-        ],
-        check=True,
-        capture_output=True,
-        cwd=out,
-    )
+    command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+               "--no-build-isolation", "-w", str(out), str(ROOT)]  # fmt: skip
+    built = subprocess.run(command, capture_output=True, text=True, cwd=out, check=False)
+    assert built.returncode == 0, built.stderr
     [built] = out.glob("duckscore-*.whl")
     return built
 
