@@ -2,9 +2,10 @@
 quantile_norm(x, lo, hi, eps=1e-9, zero_spread_value=0.0) — seed 000 §4.2:
   norm(x) = clamp((x - lo) / (hi - lo + eps), 0, 1)
 
-`lo` and `hi` are SQL expressions for the bounds: per-query quantiles computed grouped and joined
-back (columns; a windowed quantile_cont does not transpile to PostgreSQL), or reference quantiles
-stored in a policy (rendered literals). When the spread is zero
+`lo` and `hi` are SQL expressions for the bounds: per-query quantiles as columns computed by
+window functions (`quantile_cont(x, 0.1) OVER (PARTITION BY query_id)`: DuckDB spills a window
+under a memory limit, not a large grouped quantile), or reference quantiles stored in a policy
+(rendered literals). When the spread is zero
 (hi = lo: one candidate, or all equal) a value equal to the bound gets `zero_spread_value`; the
 formula itself would give 0 there, values below give 0 and values above give 1.
 

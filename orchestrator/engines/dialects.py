@@ -6,9 +6,11 @@ construct. Spark and PostgreSQL are executed against DuckDB by the tests; BigQue
 and Trino are sqlglot's output plus the refusals below, not executed.
 
 - `quantile_cont(x, p)`: Spark `percentile(x, p)` (sqlglot writes a two-argument
-  percentile_cont Spark rejects); PostgreSQL and Snowflake `percentile_cont(p) WITHIN GROUP`, as
-  a grouped aggregate only (the templates never window it); Trino has no exact quantile and
-  BigQuery's is a window function only: refused.
+  percentile_cont Spark rejects), windowed as the templates write it (per-query bounds are
+  windows, so DuckDB can spill them); PostgreSQL `percentile_cont(p) WITHIN GROUP`, which it has
+  as an aggregate only, so a SELECT of windowed quantiles reads them from a grouped subquery
+  joined back on the partition keys; Trino has no exact quantile and BigQuery's is a window
+  function only: refused.
 - `list(v ORDER BY k…)`: Spark's collect_list drops the ORDER BY, so it becomes
   `transform(array_sort(collect_list(struct(k…, v)), comparator), e -> e.v)`, the comparator
   keeping DuckDB's ASC/DESC and NULLS LAST.
@@ -36,12 +38,10 @@ from sqlglot.errors import ErrorLevel, SqlglotError
 from ..core.errors import TemplateError
 from ..core.render import RenderedSQL
 from . import DIALECTS
+from .quantiles import regroup_windowed_quantiles
+from .refusal import Refusal
 
 LIST_FUNCTIONS = (exp.ArrayFilter, exp.Transform, exp.ArraySort)
-
-
-class _Refusal(Exception):
-    """A construct the dialect cannot express exactly (message without the location)."""
 
 
 def to_dialect(rendered: RenderedSQL, dialect: str) -> str:
@@ -59,7 +59,7 @@ def to_dialect(rendered: RenderedSQL, dialect: str) -> str:
         _refuse_everywhere(tree)
         tree = _post_order(tree, rewrite)
         return tree.sql(dialect=dialect, pretty=True, unsupported_level=ErrorLevel.RAISE) + "\n"
-    except _Refusal as exc:
+    except Refusal as exc:
         raise TemplateError(f"{where}: {exc}") from None
     except SqlglotError as exc:
         first = str(exc).strip().splitlines()[0]
@@ -81,9 +81,9 @@ def _post_order(tree: exp.Expr, rewrite: Callable[[exp.Expr], exp.Expr]) -> exp.
 def _refuse_everywhere(tree: exp.Expr) -> None:
     for node in tree.walk():
         if isinstance(node, exp.Log) and node.expression is None:
-            raise _Refusal("one-argument log is base 10 in DuckDB; write log10 or ln")
+            raise Refusal("one-argument log is base 10 in DuckDB; write log10 or ln")
         if isinstance(node, exp.Anonymous) and node.name.lower() == "printf":
-            raise _Refusal(
+            raise Refusal(
                 "printf formats numbers by C's rules, which this dialect does not share "
                 "(select a stage before the formatted text)"
             )
@@ -92,7 +92,7 @@ def _refuse_everywhere(tree: exp.Expr) -> None:
             and node.to.is_type(*exp.DataType.INTEGER_TYPES)
             and not isinstance(node.this, (exp.Literal, exp.Null, exp.Floor, exp.Ceil, exp.Round))
         ):
-            raise _Refusal(
+            raise Refusal(
                 f"{node.sql('duckdb')}: DuckDB rounds a number cast to an integer, other "
                 "engines truncate; cast round(), floor() or ceil() of it"
             )
@@ -102,14 +102,12 @@ def _refuse_everywhere(tree: exp.Expr) -> None:
             and "." in node.this
             and isinstance(node.parent, exp.Div)
         ):
-            raise _Refusal(
+            raise Refusal(
                 f"the decimal literal {node.this} in a division is DECIMAL in Spark (6 digits); "
                 "write CAST(… AS DOUBLE)"
             )
-        if isinstance(node, exp.Window) and isinstance(node.this, exp.PercentileCont):
-            raise _Refusal("a windowed quantile_cont; compute it grouped and join it back")
         if isinstance(node, exp.Flatten):
-            raise _Refusal("flatten of a list of structs (the delayed aligner) is not translated")
+            raise Refusal("flatten of a list of structs (the delayed aligner) is not translated")
 
 
 def _refuse_elsewhere(dialect: str) -> Callable[[exp.Expr], exp.Expr]:
@@ -117,12 +115,12 @@ def _refuse_elsewhere(dialect: str) -> Callable[[exp.Expr], exp.Expr]:
         if isinstance(node, LIST_FUNCTIONS + (exp.Lambda,)) or _anonymous(node, "list_sum"):
             shown_node = node.parent if isinstance(node, exp.Lambda) and node.parent else node
             shown = " ".join(shown_node.sql("duckdb").split())
-            raise _Refusal(
+            raise Refusal(
                 f"{dialect} is not supported for DuckDB list functions and lambdas "
                 f"({shown[:70]}); use spark or postgres"
             )
         if isinstance(node, exp.PercentileCont) and dialect in ("trino", "bigquery"):
-            raise _Refusal(f"{dialect} has no exact grouped quantile (quantile_cont)")
+            raise Refusal(f"{dialect} has no exact grouped quantile (quantile_cont)")
         return node
 
     return refuse
@@ -262,6 +260,8 @@ class _PostgresRewrite:
 
     def __call__(self, node: exp.Expr) -> exp.Expr:
         n = next(self._aliases)
+        if isinstance(node, exp.Select):
+            return regroup_windowed_quantiles(node)
         if isinstance(node, exp.ArrayFilter):
             (item,) = node.expression.expressions
             return _shape(
@@ -356,7 +356,7 @@ def _literal_pattern(node: exp.Expr, dialect: str) -> tuple[exp.Expr, str]:
         node.expressions if isinstance(node, exp.Anonymous) else [node.this, node.expression]
     )[:2]
     if not (isinstance(pattern, exp.Literal) and pattern.is_string):
-        raise _Refusal(
+        raise Refusal(
             f"a regular expression that is not a literal cannot be translated for {dialect}"
         )
     return text, portable_pattern(pattern.this, dialect)
@@ -403,7 +403,7 @@ def portable_pattern(re2: str, dialect: str) -> str:
             if escape == "b" and not in_class:
                 out.append(_ASCII_BOUNDARY)
             elif escape in ("B", "C", "Q", "E", "z", "p", "P"):
-                raise _Refusal(f"the RE2 escape \\{escape} is not translated for {dialect}")
+                raise Refusal(f"the RE2 escape \\{escape} is not translated for {dialect}")
             elif escape == "x" and re2[i + 2 : i + 3] == "{" and dialect == "postgres":
                 end = re2.index("}", i)
                 code = int(re2[i + 3 : end], 16)

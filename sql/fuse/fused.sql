@@ -155,22 +155,11 @@ stats AS (
         {{ 'stddev_pop' if np.zscore_ddof == 0 else 'stddev_samp' }}(l.raw_score) OVER per_list AS s_sd_z,
         {{ 'stddev_pop' if np.dbsf_ddof == 0 else 'stddev_samp' }}(l.raw_score) OVER per_list AS s_sd_dbsf{{ ',' if quantile_sources }}
 {% if quantile_sources %}
-        q.s_q_lo,
-        q.s_q_hi
+        {# windowed over the whole list, not grouped and joined back: DuckDB spills a window #}
+        quantile_cont(l.raw_score, {{ np.quantile_p_lo | lit }}) OVER (PARTITION BY l.query_id, l.source) AS s_q_lo,
+        quantile_cont(l.raw_score, {{ np.quantile_p_hi | lit }}) OVER (PARTITION BY l.query_id, l.source) AS s_q_hi
 {% endif %}
     FROM lists AS l
-{% if quantile_sources %}
-    -- grouped, not windowed: PostgreSQL has no windowed percentile_cont
-    JOIN (
-        SELECT
-            query_id,
-            source,
-            quantile_cont(raw_score, {{ np.quantile_p_lo | lit }}) AS s_q_lo,
-            quantile_cont(raw_score, {{ np.quantile_p_hi | lit }}) AS s_q_hi
-        FROM lists
-        GROUP BY query_id, source
-    ) AS q ON q.query_id = l.query_id AND q.source = l.source
-{% endif %}
     WINDOW per_list AS (PARTITION BY l.query_id, l.source ORDER BY l.list_rank ASC NULLS LAST, l.target_id ASC NULLS LAST ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
 ),
 list_stats AS (

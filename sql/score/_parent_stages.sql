@@ -45,38 +45,23 @@ features AS (
         count(*) OVER (PARTITION BY query_id) AS n_candidates
     FROM {{ inputs.parent_features | ident }}
 ),
-{% if nz.mode == 'per_query' %}
-query_bounds AS (
-    SELECT
-        query_id,
-{% for f in by_quantile %}
-        quantile_cont({{ f }}, {{ nz.p_lo | lit }}) AS {{ f }}_p_lo,
-        quantile_cont({{ f }}, {{ nz.p_hi | lit }}) AS {{ f }}_p_hi{{ ',' if not loop.last }}
-{% endfor %}
-    FROM features
-    GROUP BY query_id
-),
-bounds AS (
-    SELECT
-        features.*,
-{% for f in by_quantile %}
-        query_bounds.{{ f }}_p_lo,
-        query_bounds.{{ f }}_p_hi{{ ',' if not loop.last }}
-{% endfor %}
-    FROM features
-    JOIN query_bounds ON query_bounds.query_id = features.query_id
-),
-{% else %}
+{# Per-query bounds as window functions, never grouped and joined back: DuckDB spills a window
+    under a memory limit where a large grouped quantile runs out of memory (30M log rows at 1 GB).
+    `duckscore sql --dialect postgres` regroups them (PostgreSQL has no windowed percentile). #}
 bounds AS (
     SELECT
         *,
 {% for f in by_quantile %}
+{% if nz.mode == 'per_query' %}
+        quantile_cont({{ f }}, {{ nz.p_lo | lit }}) OVER (PARTITION BY query_id) AS {{ f }}_p_lo,
+        quantile_cont({{ f }}, {{ nz.p_hi | lit }}) OVER (PARTITION BY query_id) AS {{ f }}_p_hi{{ ',' if not loop.last }}
+{% else %}
         {{ nz.reference[f][0] | lit }} AS {{ f }}_p_lo,
         {{ nz.reference[f][1] | lit }} AS {{ f }}_p_hi{{ ',' if not loop.last }}
+{% endif %}
 {% endfor %}
     FROM features
 ),
-{% endif %}
 normalized AS (
     SELECT
         *,

@@ -344,9 +344,19 @@ def test_answer_contract_text_is_refused(dialect: str) -> None:
             "bigquery has no exact grouped quantile",
         ),
         (
-            "SELECT quantile_cont(x, 0.5) OVER (PARTITION BY q) FROM t",
+            "SELECT 1 + quantile_cont(x, 0.5) OVER (PARTITION BY q) FROM t",
             "postgres",
-            "a windowed quantile_cont",
+            "a windowed quantile_cont that is not a named column",
+        ),
+        (
+            "SELECT quantile_cont(x, 0.5) OVER (PARTITION BY q ORDER BY x NULLS LAST) AS m FROM t",
+            "postgres",
+            "a windowed quantile_cont other than over whole, identical partitions",
+        ),
+        (
+            "SELECT quantile_cont(x, 0.5) OVER (PARTITION BY q) AS m FROM t JOIN u ON u.q = t.q",
+            "postgres",
+            "a windowed quantile_cont other than over whole, identical partitions of one table",
         ),
         ("SELECT log(x) FROM t", "spark", "one-argument log is base 10"),
         (
@@ -378,6 +388,18 @@ def test_refusals_name_the_construct(text: str, dialect: str, reason: str) -> No
             "ARRAY_SORT(COLLECT_LIST(STRUCT(k AS k0, v AS v))",
         ),
         ("SELECT quantile_cont(x, 0.9) FROM t GROUP BY q", "spark", "PERCENTILE(x, 0.9)"),
+        (
+            "SELECT *, quantile_cont(x, 0.9) OVER (PARTITION BY q) AS x_hi FROM t",
+            "spark",
+            "PERCENTILE(x, 0.9) OVER (PARTITION BY q) AS x_hi",
+        ),
+        (
+            "SELECT *, quantile_cont(x, 0.9) OVER (PARTITION BY q) AS x_hi, y + 1 AS z FROM t",
+            "postgres",
+            "SELECT t.*, _quantiles.x_hi AS x_hi, t.y + 1 AS z FROM t JOIN (SELECT q AS _key0, "
+            "PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY x) AS x_hi FROM t GROUP BY q) AS _quantiles "
+            "ON _quantiles._key0 = t.q",
+        ),
         (
             "SELECT quantile_cont(x, 0.9) FROM t GROUP BY q",
             "postgres",
