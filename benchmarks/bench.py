@@ -14,6 +14,9 @@ a fresh worker process runs the config once and reports its wall seconds and pea
   e fuse       `duckscore fuse --recipe canonical_rrf`: the same document-level RRF as d (checked
                equal by --check), with duckscore's validation and parquet outputs: the
                like-for-like fusion comparison (d/e) beside d/b
+  f lean       b with --no-explain (fused.parquet without per-source contributions and
+               provenance; every score, rank and the contract unchanged)
+  g fuse_lean  e with --no-explain: what ranx computes, scores and ranks only (d/g)
 
 Imports happen before the clock in a, c and d. Peak RSS is the worker's VmHWM (a, c, d) or the
 duckscore child's ru_maxrss (b). The DuckDB configs (a, b) get --threads,
@@ -56,15 +59,19 @@ REPO_ROOT = BENCH_DIR.parent
 if str(REPO_ROOT) not in sys.path:  # `python benchmarks/bench.py` from any folder
     sys.path.insert(0, str(REPO_ROOT))
 
-CONFIGS = ("floor", "duckscore", "pandas", "ranx", "fuse")
-LETTER = {"floor": "a", "duckscore": "b", "pandas": "c", "ranx": "d", "fuse": "e"}
+CONFIGS = ("floor", "duckscore", "pandas", "ranx", "fuse", "lean", "fuse_lean")
+LETTER = dict(zip(CONFIGS, "abcdefg"))
 RATIO_BASES = {
     "duckscore": ("floor",),
-    "pandas": ("duckscore",),
-    "ranx": ("duckscore", "fuse"),
+    "pandas": ("duckscore", "lean"),
+    "ranx": ("duckscore", "fuse", "fuse_lean"),
     "fuse": ("floor",),
+    "lean": ("floor",),
+    "fuse_lean": ("floor",),
 }
-DUCKDB_CONFIGS = ("floor", "duckscore", "fuse")  # the ones given --memory-limit and --temp-dir
+CLI_CONFIGS = ("duckscore", "fuse", "lean", "fuse_lean")  # run as a `duckscore` child process
+# the ones given --memory-limit and --temp-dir
+DUCKDB_CONFIGS = ("floor", "duckscore", "fuse", "lean", "fuse_lean")
 FLOOR_SQL = (
     "CREATE TEMP TABLE floor AS SELECT query_id, parent_id, count(*) AS hits, "
     "max(score) AS max_score, min(rank) AS best_rank "
@@ -170,29 +177,29 @@ def timed_cli(arguments: list[str], out: Path) -> TimedRun:
     return run
 
 
+def run_arguments(log: Path, engine: Engine) -> list[str]:
+    recipe = ["--recipe", "hybrid_v1", "--policy", "overall_v1", "--top-n", "5"]
+    return ["run", "--log", str(log), *recipe, *engine.cli_flags()]
+
+
+def fuse_arguments(log: Path, engine: Engine) -> list[str]:
+    return ["fuse", "--log", str(log), "--recipe", "canonical_rrf", *engine.cli_flags()]
+
+
 def load_duckscore(log: Path, workdir: Path, engine: Engine) -> TimedRun:
-    return timed_cli(
-        [
-            "run",
-            "--log",
-            str(log),
-            "--recipe",
-            "hybrid_v1",
-            "--policy",
-            "overall_v1",
-            "--top-n",
-            "5",
-            *engine.cli_flags(),
-        ],
-        workdir / "duckscore",
-    )
+    return timed_cli(run_arguments(log, engine), workdir / "duckscore")
 
 
 def load_fuse(log: Path, workdir: Path, engine: Engine) -> TimedRun:
-    return timed_cli(
-        ["fuse", "--log", str(log), "--recipe", "canonical_rrf", *engine.cli_flags()],
-        workdir / "fuse",
-    )
+    return timed_cli(fuse_arguments(log, engine), workdir / "fuse")
+
+
+def load_lean(log: Path, workdir: Path, engine: Engine) -> TimedRun:
+    return timed_cli([*run_arguments(log, engine), "--no-explain"], workdir / "lean")
+
+
+def load_fuse_lean(log: Path, workdir: Path, engine: Engine) -> TimedRun:
+    return timed_cli([*fuse_arguments(log, engine), "--no-explain"], workdir / "fuse_lean")
 
 
 def load_pandas(log: Path, workdir: Path, engine: Engine) -> TimedRun:
@@ -246,6 +253,8 @@ LOADERS: dict[str, Callable[[Path, Path, Engine], TimedRun]] = {
     "pandas": load_pandas,
     "ranx": load_ranx,
     "fuse": load_fuse,
+    "lean": load_lean,
+    "fuse_lean": load_fuse_lean,
 }
 
 
@@ -278,7 +287,7 @@ def run_worker(config: str, log: Path, workdir: Path, engine: Engine) -> dict[st
     start = time.perf_counter()
     outputs = timed_run()
     seconds = time.perf_counter() - start
-    peak = children_peak_rss_bytes() if config in ("duckscore", "fuse") else own_peak_rss_bytes()
+    peak = children_peak_rss_bytes() if config in CLI_CONFIGS else own_peak_rss_bytes()
     return {
         "seconds": seconds,
         "setup_seconds": start - setup_start,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from .app import cli
-from .options import engine_options, log_option, out_dir_option, recipe_options
+from .options import engine_options, explain_option, log_option, out_dir_option, recipe_options
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 @log_option
 @out_dir_option()
 @recipe_options()
+@explain_option
 @engine_options
 @click.pass_obj
 def fuse(
@@ -27,6 +28,7 @@ def fuse(
     out_dir: Path,
     recipe: str,
     recipe_overrides: tuple[str, ...],
+    explain: bool,
     settings: EngineSettings,
 ) -> None:
     """Fuse a multi-source retrieval log (seed 003): align, normalise, fuse, rank.
@@ -42,5 +44,5 @@ def fuse(
     """
     from ..fuse.pipeline import fuse as run_fuse
 
-    result = run_fuse(log, out_dir, recipe, list(recipe_overrides), settings, progress)
+    result = run_fuse(log, out_dir, recipe, list(recipe_overrides), settings, progress, explain)
     progress.step(f"done: {result.fused_rows:,} fused items -> {out_dir}")

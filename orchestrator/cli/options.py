@@ -159,6 +159,17 @@ def queries_option(command: F) -> F:
     )(command)
 
 
+def explain_option(command: F) -> F:
+    return click.option(
+        "--explain/--no-explain",
+        default=True,
+        show_default=True,
+        help="Per-source contributions and the best provenance of every fused item in "
+        "fused.parquet. --no-explain leaves both NULL: the same scores and ranks, with "
+        "fusion about 3x faster on large logs.",
+    )(command)
+
+
 def top_n_option(command: F) -> F:
     return click.option(
         "--top-n",

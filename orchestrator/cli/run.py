@@ -10,6 +10,7 @@ import click
 from .app import cli
 from .options import (
     engine_options,
+    explain_option,
     log_option,
     out_dir_option,
     policy_options,
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     help="Query_id shards (Spark tasks) for --engine spark.",
 )
 @recipe_options()
+@explain_option
 @policy_options("overall_v1", "risk_flags.single_spike.max_score_norm_at_least=0.9")
 @engine_options
 @click.pass_obj
@@ -64,6 +66,7 @@ def run(
     shards: int,
     recipe: str,
     recipe_overrides: tuple[str, ...],
+    explain: bool,
     policy: str,
     overrides: tuple[str, ...],
     settings: EngineSettings,
@@ -72,6 +75,8 @@ def run(
     if engine == "spark":
         if queries is not None:
             raise click.UsageError("--queries is not supported with --engine spark yet")
+        if not explain:
+            raise click.UsageError("--no-explain is not supported with --engine spark yet")
         from ..engines.spark import run_on_spark
 
         spark_result = run_on_spark(
@@ -104,5 +109,6 @@ def run(
         top_n,
         settings,
         progress,
+        explain,
     )
     progress.step(f"done: {result.queries:,} queries, {result.parents:,} parents -> {out_dir}")

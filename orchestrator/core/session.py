@@ -23,10 +23,9 @@ from contextlib import contextmanager, nullcontext
 from decimal import Decimal
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pandas as pd
 
 from .check import check_sql, tables_read
 from .connection import EngineSettings, connect, first_line, first_row
@@ -37,6 +36,9 @@ from .outputs import atomic_output_dir, write_json
 from .progress import SILENT, Progress
 from .render import RenderedSQL, ident, lit
 from .tables import OpenedInput, TableContract
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 Params = Mapping[str, Any] | Sequence[Any] | None  # named ($name) or positional (?) values
 

@@ -32,20 +32,22 @@ def fuse(
     overrides: list[str] | None = None,
     settings: EngineSettings | None = None,
     progress: Progress = SILENT,
+    explain: bool = True,
 ) -> FuseResult:
-    """Fuse a retrieval log into out_dir: fused.parquet, parent_features.parquet, manifest.json."""
+    """Fuse a retrieval log into out_dir: fused.parquet, parent_features.parquet, manifest.json.
+    `explain=False`: fused.parquet's contributions and best_provenance are NULL (faster)."""
     loaded = load_policy(FUSE_RECIPE, recipe, overrides)
     with Session(settings, progress) as session:
         progress.step(f"checking the log (recipe {loaded.version})")
         opened, fuse_plan = open_log(session, log, loaded)
         progress.step(f"{opened.rows:,} hits from {len(fuse_plan.sources)} sources")
         with session.publish(out_dir) as out:
-            write_fuse_outputs(session, fuse_plan, out)
+            write_fuse_outputs(session, fuse_plan, out, explain)
             manifest = out.manifest(
                 "fuse",
                 fuse_plan.recipe.as_record(),
                 {"settings": session.settings.record()},
-                **manifest_fields(fuse_plan),
+                **manifest_fields(fuse_plan, explain),
             )
     return FuseResult(
         Path(out_dir),

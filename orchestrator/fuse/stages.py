@@ -27,8 +27,10 @@ STAGES = (
 )
 
 
-def render_fused(fuse_plan: FusePlan, final: str = "fused_items") -> RenderedSQL:
-    return render("fuse/fused.sql", final=final, **fuse_plan.context)
+def render_fused(
+    fuse_plan: FusePlan, final: str = "fused_items", explain: bool = True
+) -> RenderedSQL:
+    return render("fuse/fused.sql", final=final, explain=explain, **fuse_plan.context)
 
 
 def render_parent_features(fuse_plan: FusePlan, ordered: bool = True) -> RenderedSQL:
@@ -62,13 +64,16 @@ def create_parent_features(session: Session, fuse_plan: FusePlan) -> None:
     )
 
 
-def write_fuse_outputs(session: Session, fuse_plan: FusePlan, out: Output) -> None:
-    """fused.parquet and parent_features.parquet, leaving the view `parent_features` for scoring."""
+def write_fuse_outputs(
+    session: Session, fuse_plan: FusePlan, out: Output, explain: bool = True
+) -> None:
+    """fused.parquet and parent_features.parquet, leaving the view `parent_features` for scoring.
+    `explain=False` leaves fused.parquet's contributions and best_provenance NULL."""
     create_fuse_hits(session, fuse_plan)
     session.progress.step("fusing into fused.parquet")
     # Straight from the query to the file: a table of the fused items (nested contributions)
     # would hold memory the parent features need, which ran out of it under --memory-limit.
-    fused_sql = render_fused(fuse_plan)
+    fused_sql = render_fused(fuse_plan, explain=explain)
     session.check(fused_sql)
     out.copy("fused.parquet", fused_sql.text, fused_sql)
     session.progress.step("deriving parent features")
@@ -79,8 +84,9 @@ def write_fuse_outputs(session: Session, fuse_plan: FusePlan, out: Output) -> No
     )
 
 
-def manifest_fields(fuse_plan: FusePlan) -> dict[str, Any]:
-    """§6.5: recipe_id, sources (top_k, weight, normaliser), fusion, target granularity."""
+def manifest_fields(fuse_plan: FusePlan, explain: bool = True) -> dict[str, Any]:
+    """§6.5: recipe_id, sources (top_k, weight, normaliser), fusion, target granularity; and
+    whether fused.parquet holds the explanations."""
     p = fuse_plan.recipe.parameters
     return {
         "recipe_id": fuse_plan.recipe.version,
@@ -90,4 +96,5 @@ def manifest_fields(fuse_plan: FusePlan) -> dict[str, Any]:
         "aligner": p["aligner"],
         "target_granularity": p["target_granularity"],
         "query_analyzer": p["query_analyzer"],
+        "explanations": explain,
     }

@@ -41,9 +41,11 @@ def run(
     top_n: int = 5,
     settings: EngineSettings | None = None,
     progress: Progress = SILENT,
+    explain: bool = True,
 ) -> RunResult:
     """Fuse then score into out_dir: fused.parquet, parent_features.parquet, parents.parquet,
-    queries.parquet, contract.jsonl, manifest.json (recipe and policy) and the rendered SQL."""
+    queries.parquet, contract.jsonl, manifest.json (recipe and policy) and the rendered SQL.
+    `explain=False`: fused.parquet's contributions and best_provenance are NULL (faster)."""
     if top_n < 1:
         raise DuckscoreError(f"--top-n must be at least 1, got {top_n}")
     loaded_recipe = load_policy(FUSE_RECIPE, recipe, recipe_overrides)
@@ -57,7 +59,7 @@ def run(
             session.open("queries", QUERY_IDS, queries, "--queries")
         progress.step(f"{opened.rows:,} hits from {len(fuse_plan.sources)} sources")
         with session.publish(out_dir) as out:
-            write_fuse_outputs(session, fuse_plan, out)
+            write_fuse_outputs(session, fuse_plan, out, explain)
             progress.step("scoring parents")
             create_score_tables(session, loaded_policy, top_n, with_query_ids=queries is not None)
             progress.step("writing scores and the contract")
@@ -66,7 +68,7 @@ def run(
                 "run",
                 fuse_plan.recipe.as_record(),
                 {"settings": session.settings.record()},
-                **manifest_fields(fuse_plan),
+                **manifest_fields(fuse_plan, explain),
                 score_policy=loaded_policy.as_record(),
                 top_n=top_n,
             )

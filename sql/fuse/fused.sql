@@ -2,7 +2,8 @@
 Seed 003: multi-source fusion of a retrieval log (docs/fusion-semantics.md is the contract).
 Context: recipe (validated), sources (names used, sorted), has_rank, missing (effective policy:
 zero | skip | list_min), needs_grid, inputs.retrieval_log, final (the CTE to select;
-fused_items comes sorted by query_id, rank).
+fused_items comes sorted by query_id, rank), explain (false: fused_items has NULL contributions
+and best_provenance, of the same types, and DuckDB prunes the aggregates that build them).
 Stages: source_settings, log_rows, cut, [block_items, expanded], entries, lists, stats,
 list_stats, normalized, [candidates], [grid], per_source, source_pivot, fused, ranked, [parents_fused],
 fused_items.
@@ -358,8 +359,13 @@ fused_items AS (
         fused_score,
         rank,
         n_sources,
+{% if explain %}
         contributions,
         best_provenance
+{% else %}
+        CASE WHEN FALSE THEN contributions END AS contributions,
+        CASE WHEN FALSE THEN best_provenance END AS best_provenance
+{% endif %}
     FROM ranked
 )
 SELECT * FROM {{ final | ident }}

@@ -45,7 +45,7 @@ def run_bench(data_dir: Path, out: Path, configs: list[str]) -> dict:
 def test_runs_every_config_once_and_reports(
     data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    configs = ["floor", "duckscore", "ranx", "fuse"] + (
+    configs = ["floor", "duckscore", "ranx", "fuse", "lean", "fuse_lean"] + (
         ["pandas"] if pandas_pipeline_importable() else []
     )
     report = run_bench(data_dir, tmp_path / "bench.json", configs)
@@ -65,11 +65,17 @@ def test_runs_every_config_once_and_reports(
     assert by_config["ranx"]["ratios"] == {
         "d/b": pytest.approx(seconds["ranx"] / seconds["duckscore"]),
         "d/e": pytest.approx(seconds["ranx"] / seconds["fuse"]),
+        "d/g": pytest.approx(seconds["ranx"] / seconds["fuse_lean"]),
     }
     assert by_config["fuse"]["ratios"] == {"e/a": pytest.approx(seconds["fuse"] / seconds["floor"])}
+    assert by_config["lean"]["ratios"] == {"f/a": pytest.approx(seconds["lean"] / seconds["floor"])}
+    assert by_config["fuse_lean"]["ratios"] == {
+        "g/a": pytest.approx(seconds["fuse_lean"] / seconds["floor"])
+    }
     if "pandas" in by_config:
         assert by_config["pandas"]["ratios"] == {
-            "c/b": pytest.approx(seconds["pandas"] / seconds["duckscore"])
+            "c/b": pytest.approx(seconds["pandas"] / seconds["duckscore"]),
+            "c/f": pytest.approx(seconds["pandas"] / seconds["lean"]),
         }
 
     printed = capsys.readouterr().out
