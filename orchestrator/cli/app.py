@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+from types import FrameType
 from typing import Any
 
 import click
@@ -18,11 +20,21 @@ class DuckscoreGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            _interrupted()
         except DuckscoreError as exc:
             _fail(str(exc))
+        except RuntimeError as exc:
+            # DuckDB stops a query on a pending signal and raises this instead of the signal's
+            # own exception (the Ctrl-C of the user, or the Terminated of SIGTERM below)
+            if str(exc).strip() != "Query interrupted":
+                raise
+            _interrupted()
         except Exception as exc:  # duckdb is imported lazily (a fast --help), so match its module
             if not type(exc).__module__.lstrip("_").startswith("duckdb"):
                 raise
+            if type(exc).__name__ == "InterruptException":
+                _interrupted()
             _fail(
                 f"DuckDB failed: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
             )
@@ -32,7 +44,7 @@ class DuckscoreGroup(click.Group):
         try:
             code = super().main(*args, **kwargs)
         except click.exceptions.Abort:
-            _fail("aborted", status=130)
+            _interrupted()
         except click.exceptions.NoArgsIsHelpError as exc:
             click.echo(exc.format_message(), err=True)
             sys.exit(exc.exit_code)
@@ -44,6 +56,12 @@ class DuckscoreGroup(click.Group):
             )
             _fail(f"{exc.format_message()} (see `{command} --help`)", status=exc.exit_code)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _interrupted() -> None:
+    if _SIGNALS_RECEIVED and _SIGNALS_RECEIVED[-1] == signal.SIGTERM:
+        _fail("terminated (SIGTERM); the output was left as it was", status=143)
+    _fail("interrupted; the output was left as it was", status=130)
 
 
 def _fail(message: str, status: int = 2) -> None:
@@ -71,5 +89,15 @@ def cli(ctx: click.Context, progress: bool | None, quiet: bool) -> None:
     ctx.obj = Progress(enabled=progress and not quiet)
 
 
+_SIGNALS_RECEIVED: list[int] = []
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM is raised where the program is, as Ctrl-C is, so that every cleanup runs."""
+    _SIGNALS_RECEIVED.append(signum)
+    raise KeyboardInterrupt
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _terminate)
     cli(prog_name="duckscore")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from .app import cli
-from .options import engine_options, out_file_option, recipe_options
+from .options import OutputPath, engine_options, out_file_option, recipe_options
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 @click.option(
     "--report",
     "report_dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=OutputPath(file_okay=False, path_type=Path),
     help="Also write report.html, report.json and the plots to this folder.",
 )
 @click.option(

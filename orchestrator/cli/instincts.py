@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from .app import DuckscoreGroup, cli
-from .options import db_option, now_option
+from .options import OutputPath, db_option, now_option
 
 
 def _utc(moment: dt.datetime | None) -> dt.datetime | None:
@@ -116,7 +116,7 @@ def instincts_top(db: Path, tier: str | None, limit: int, fmt: str) -> None:
 
 @instincts.command("report")
 @db_option
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--out", "out_dir", required=True, type=OutputPath(file_okay=False, path_type=Path))
 @click.option("--limit", default=12, show_default=True, type=click.IntRange(min=1))
 def instincts_report(db: Path, out_dir: Path, limit: int) -> None:
     """The dashboard: radar charts of the three scores and confidence trends, in report.html."""

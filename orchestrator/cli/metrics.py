@@ -10,7 +10,7 @@ import click
 
 from ..metrics.catalog import DEFAULT_LABEL_K, DEFAULT_METRICS, MAX_K
 from .app import cli
-from .options import engine_options, out_file_option, run_and_qrels_options
+from .options import OutputPath, engine_options, out_file_option, run_and_qrels_options
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 @click.option(
     "--per-query",
     "per_query_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputPath(dir_okay=False, path_type=Path),
     metavar="FILE",
     help="Also write the per-query values to this Parquet file.",
 )

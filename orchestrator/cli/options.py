@@ -114,6 +114,15 @@ def recipe_options(default: str = "hybrid_v1") -> Callable[[F], F]:
     return decorate
 
 
+class OutputPath(click.Path):
+    """A click.Path that refuses an empty value (Path("") would be the current folder)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail("is empty: give the output a name", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def out_dir_option(default: str | None = None) -> Callable[[F], F]:
     """--out: the output folder (`out_dir`), replaced as a whole only when everything succeeds."""
     return click.option(
@@ -122,8 +131,8 @@ def out_dir_option(default: str | None = None) -> Callable[[F], F]:
         required=default is None,
         default=default,
         show_default=default is not None,
-        type=click.Path(path_type=Path),
-        help="Output folder (created; files in it are replaced atomically).",
+        type=OutputPath(path_type=Path),
+        help="Output folder (created, or replaced as a whole when everything succeeded).",
     )
 
 
@@ -134,7 +143,7 @@ def out_file_option(what: str) -> Callable[[F], F]:
         "out_path",
         required=True,
         metavar="FILE",
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=OutputPath(dir_okay=False, path_type=Path),
         help=f"Where to write {what} (replaced atomically).",
     )
 

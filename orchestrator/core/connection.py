@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import secrets
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,6 +15,8 @@ import duckdb
 
 from .errors import DuckscoreError
 
+SPILL_PREFIX = "duckscore-spill-"
+DEFAULT_SPILL_BASE = ".tmp"  # DuckDB's own default for an in-memory database
 _MEMORY = re.compile(r"\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*", re.IGNORECASE)
 
 
@@ -47,13 +53,57 @@ class EngineSettings:
         }
 
 
-def connect(settings: EngineSettings | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection configured from `settings` (no SQL is spliced)."""
+def connect(
+    settings: EngineSettings | None = None, spill: Path | None = None
+) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection configured from `settings` (no SQL is spliced), spilling
+    into `spill` when given."""
     settings = settings or EngineSettings()
+    config = settings.config()
+    if spill is not None:
+        config["temp_directory"] = str(spill)
+        with contextlib.suppress(OSError):  # DuckDB creates the spill folder, not its parents
+            spill.parent.mkdir(parents=True, exist_ok=True)
     try:
-        return duckdb.connect(":memory:", config=settings.config())
+        return duckdb.connect(":memory:", config=config)
     except duckdb.Error as exc:
         raise DuckscoreError(f"cannot start DuckDB with these settings: {exc}") from None
+
+
+def spill_folder(settings: EngineSettings) -> Path:
+    """This run's own folder under --temp-dir (default: DuckDB's `.tmp`), so that what a killed
+    run spilled can be told apart and removed: folders of runs no longer alive are removed now."""
+    base = Path(settings.temp_dir) if settings.temp_dir else Path(DEFAULT_SPILL_BASE)
+    for folder in base.glob(f"{SPILL_PREFIX}*"):
+        owner = folder.name[len(SPILL_PREFIX) :].split("-", 1)[0]
+        if owner.isdigit() and not _alive(int(owner)):
+            shutil.rmtree(folder, ignore_errors=True)
+    return base / f"{SPILL_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def remove_spill(folder: Path) -> None:
+    """Remove a run's spill folder, and DuckDB's default `.tmp` when that leaves it empty."""
+    shutil.rmtree(folder, ignore_errors=True)
+    if folder.parent == Path(DEFAULT_SPILL_BASE):
+        with contextlib.suppress(OSError):
+            folder.parent.rmdir()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reraise_interrupt(exc: BaseException) -> None:
+    """DuckDB reports Ctrl-C (and SIGTERM, see cli/app.py) as its own error: make it the
+    interrupt it is again."""
+    if isinstance(exc, duckdb.InterruptException):
+        raise KeyboardInterrupt from None
 
 
 def first_row(

@@ -101,6 +101,19 @@ def resolve_files(given: str, label: str) -> tuple[list[str], bool]:
     return files, hive
 
 
+def input_paths(opened: OpenedInput) -> list[str]:
+    """What an output must stay out of: the input's files, and the folder it reads everything
+    (or, for a `**` glob, every match) under."""
+    if opened.format == "dataframe":
+        return []
+    given = opened.given
+    if os.path.isdir(given):
+        return [given]
+    if glob.has_magic(given) and "**" in given:
+        return [_glob_root(given)]
+    return [f.path for f in opened.files]
+
+
 def _glob_root(pattern: str) -> str:
     """The folder part of a glob before its first wildcard."""
     parts = Path(pattern).parts

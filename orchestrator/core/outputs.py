@@ -1,6 +1,18 @@
-"""Atomic output folders: everything is written to a sibling temporary folder, then moved in.
+"""The write protocol of every output: a run's whole output appears at once, or not at all.
 
-A failed run leaves the destination exactly as it was: no partial file, no half-written folder.
+- **Where**: a staging folder (or file) beside the output, `.<name>.tmp-<random>`, on the same
+  file system; inside the output (`.duckscore.tmp-<random>`) when the output is a mount point or
+  its parent is read-only.
+- **One writer**: a lock `.<name>.lock` (core/locks.py) is held from before the staging exists
+  until it is gone; a second run on the same output fails in one line naming the holder. Under
+  the lock, staging left by a dead run (`kill -9`) is removed.
+- **Publish**: core/swap.py: one rename for a new output, an atomic exchange for an existing one
+  (its other files kept), an undoable move per entry where no rename can reach.
+- **Permissions** follow the umask, as any file the user creates.
+- **Never inside an input**: an output that is, holds or lies inside an input is refused, and so
+  is the current folder (or one holding it) and an empty name.
+
+A failure at any point, an interrupt included, leaves the old output exactly as it was.
 """
 
 from __future__ import annotations
@@ -9,7 +21,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -17,67 +29,116 @@ from typing import TYPE_CHECKING, Any, Literal
 import duckdb
 
 from .errors import OutputError
+from .locks import output_lock, remove_stale, umask
 from .render import lit
+from .swap import publish_folder, publish_in_place
 
 if TYPE_CHECKING:
     import pandas as pd
 
+IN_PLACE_PREFIX = ".duckscore."
+
 
 @contextmanager
-def atomic_output_dir(destination: Path) -> Iterator[Path]:
-    """Yield a staging folder; on success move its files into `destination` (created if needed)."""
-    destination = Path(destination)
+def atomic_output_dir(
+    destination: Path | str, option: str = "--out", inputs: Sequence[Path | str] = ()
+) -> Iterator[Path]:
+    """Yield a staging folder; on success it becomes `destination` (see the module doc)."""
+    given = destination
+    destination = _checked_destination(destination, option)
+    shown = f"{option} {given}"
     if destination.exists() and not destination.is_dir():
-        raise OutputError(f"--out {destination}: exists and is not a folder")
-    parent = destination.resolve().parent
+        raise OutputError(f"{shown}: exists and is not a folder")
+    refuse_overlap(destination, inputs, shown)
+    place, prefix, in_place = _staging_place(destination, shown)
+    with output_lock(place / f"{prefix}lock", shown):
+        remove_stale(place, f"{prefix}tmp-")
+        remove_stale(place, f"{prefix}old-")
+        try:
+            staging = Path(tempfile.mkdtemp(prefix=f"{prefix}tmp-", dir=place))
+            staging.chmod(0o777 & ~umask())
+        except OSError as exc:
+            raise OutputError(f"{shown}: cannot create ({exc.strerror})") from None
+        aside = place / f"{prefix}old-{staging.name.rsplit('-', 1)[-1]}"
+        try:
+            yield staging
+            try:
+                (publish_in_place if in_place else publish_folder)(staging, destination, aside)
+            except OSError as exc:
+                raise OutputError(f"{shown}: cannot move the output in ({exc.strerror})") from None
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+            shutil.rmtree(aside, ignore_errors=True)
+
+
+def _checked_destination(destination: Path | str, option: str) -> Path:
+    if not str(destination).strip():
+        raise OutputError(f"{option} is empty: give the output a name")
+    resolved = Path(destination).expanduser().resolve()
+    here = Path.cwd().resolve()
+    if resolved == here or resolved in here.parents:
+        raise OutputError(
+            f"{option} {destination}: is the current folder or holds it; give the output a "
+            "folder of its own"
+        )
+    return resolved
+
+
+def refuse_overlap(destination: Path, inputs: Sequence[Path | str], shown: str) -> None:
+    """An output must not be an input, hold one, or lie inside an input folder."""
+    for given in inputs:
+        source = Path(given).expanduser().resolve()
+        if source == destination or destination in source.parents:
+            raise OutputError(f"{shown}: holds the input {given}; write the output elsewhere")
+        if source in destination.parents:
+            raise OutputError(f"{shown}: is inside the input {given}; write the output elsewhere")
+
+
+def _staging_place(destination: Path, shown: str) -> tuple[Path, str, bool]:
+    """Where the staging goes, its name prefix, and whether the output is replaced in place."""
+    parent = destination.parent
+    if destination.is_dir() and (
+        os.path.ismount(destination) or not os.access(parent, os.W_OK | os.X_OK)
+    ):
+        return destination, IN_PLACE_PREFIX, True
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.tmp-", dir=parent))
     except OSError as exc:
-        raise OutputError(f"--out {destination}: cannot create ({exc.strerror})") from None
-    try:
-        yield staging
-        _publish(staging, destination)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def _publish(staging: Path, destination: Path) -> None:
-    if not destination.exists():
-        os.replace(staging, destination)
-        return
-    for item in sorted(staging.iterdir()):
-        target = destination / item.name
-        if target.is_dir() and not item.is_dir():
-            raise OutputError(f"{target}: is a folder, cannot replace it with a file")
-        if target.is_dir():
-            shutil.rmtree(target)
-        os.replace(item, target)
+        raise OutputError(f"{shown}: cannot create ({exc.strerror})") from None
+    return parent, f".{destination.name}.", False
 
 
 @contextmanager
-def atomic_output_file(destination: Path, option: str = "--out") -> Iterator[Path]:
+def atomic_output_file(destination: Path | str, option: str = "--out") -> Iterator[Path]:
     """Yield a temporary sibling path; on success rename it to `destination`. A failure (also an
     OSError or DuckDB error inside the block) leaves the destination as it was."""
-    destination = Path(destination)
+    given = destination
+    destination = _checked_destination(destination, option)
+    shown = f"{option} {given}"
     if destination.is_dir():
-        raise OutputError(f"{option} {destination}: is a folder")
+        raise OutputError(f"{shown}: is a folder")
+    parent, prefix = destination.parent, f".{destination.name}."
     try:
-        parent = destination.resolve().parent
         parent.mkdir(parents=True, exist_ok=True)
-        handle, name = tempfile.mkstemp(prefix=f".{destination.name}.tmp-", dir=parent)
-        os.close(handle)
     except OSError as exc:
-        raise OutputError(f"{option} {destination}: cannot write ({exc.strerror})") from None
-    staging = Path(name)
-    try:
-        yield staging
-        os.replace(staging, destination)
-    except (OSError, duckdb.Error) as exc:
-        detail = exc.strerror if isinstance(exc, OSError) else str(exc).strip().splitlines()[0]
-        raise OutputError(f"{option} {destination}: cannot write ({detail})") from None
-    finally:
-        staging.unlink(missing_ok=True)
+        raise OutputError(f"{shown}: cannot write ({exc.strerror})") from None
+    with output_lock(parent / f"{prefix}lock", shown):
+        remove_stale(parent, f"{prefix}tmp-")
+        try:
+            handle, name = tempfile.mkstemp(prefix=f"{prefix}tmp-", dir=parent)
+            os.close(handle)
+        except OSError as exc:
+            raise OutputError(f"{shown}: cannot write ({exc.strerror})") from None
+        staging = Path(name)
+        try:
+            yield staging
+            staging.chmod(0o666 & ~umask())
+            os.replace(staging, destination)
+        except (OSError, duckdb.Error) as exc:
+            detail = exc.strerror if isinstance(exc, OSError) else str(exc).strip().splitlines()[0]
+            raise OutputError(f"{shown}: cannot write ({detail})") from None
+        finally:
+            staging.unlink(missing_ok=True)
 
 
 def write_json(path: Path, document: Any) -> None:

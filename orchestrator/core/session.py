@@ -28,9 +28,17 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from .check import check_sql, tables_read
-from .connection import EngineSettings, connect, first_line, first_row
+from .connection import (
+    EngineSettings,
+    connect,
+    first_line,
+    first_row,
+    remove_spill,
+    reraise_interrupt,
+    spill_folder,
+)
 from .errors import QueryError, TemplateError
-from .inputs import Table, open_input, schema_of
+from .inputs import Table, input_paths, open_input, schema_of
 from .manifest import build_manifest
 from .outputs import atomic_output_dir, write_json
 from .progress import SILENT, Progress
@@ -56,7 +64,8 @@ class Session:
         self.settings = settings or EngineSettings()
         self.progress = progress
         self._owns_connection = connection is None
-        self.con = connect(self.settings) if connection is None else connection
+        self._spill = spill_folder(self.settings) if connection is None else None
+        self.con = connect(self.settings, self._spill) if connection is None else connection
         self.inputs: dict[str, OpenedInput] = {}
         self.sql: dict[str, RenderedSQL] = {}
 
@@ -74,6 +83,8 @@ class Session:
     def close(self) -> None:
         if self._owns_connection:
             self.con.close()
+        if self._spill is not None:
+            remove_spill(self._spill)
 
     # -- read ---------------------------------------------------------------------------------
     def open(
@@ -160,6 +171,7 @@ class Session:
         try:
             cursor = self.con.execute(statement, params or None)
         except duckdb.Error as exc:
+            reraise_interrupt(exc)
             where = f"sql/{rendered.template}: " if rendered else ""
             raise QueryError(f"{where}DuckDB failed: {first_line(exc)}") from None
         if rendered is not None:
@@ -170,7 +182,8 @@ class Session:
     @contextmanager
     def publish(self, out_dir: str | Path) -> Iterator[Output]:
         """An Output staged beside `out_dir`, moved into it when the block succeeds."""
-        with atomic_output_dir(Path(out_dir)) as stage:
+        inputs = [path for opened in self.inputs.values() for path in input_paths(opened)]
+        with atomic_output_dir(out_dir, inputs=inputs) as stage:
             yield Output(self, stage)
 
 
@@ -221,6 +234,7 @@ def copy_to(
         with _one_thread(con) if fmt == "json" else nullcontext():
             row = first_row(con, f"COPY ({query}) TO {lit(str(path))} (FORMAT {fmt})")
     except duckdb.Error as exc:
+        reraise_interrupt(exc)
         source = f" from sql/{rendered.template}" if rendered else ""
         raise QueryError(f"writing {path.name}{source}: DuckDB failed: {first_line(exc)}") from None
     return int(row[0]) if row else 0

@@ -1,0 +1,77 @@
+"""One writer per output: an advisory lock file beside the output, held for the whole run.
+
+`flock` locks die with their process, so a run killed outright never leaves a lock that blocks the
+next one; the lock file itself is removed by the holder (and re-created by the next run if a kill
+left it behind). Holding the lock also proves that staging folders of the same output are litter
+from a dead run, which is what lets `remove_stale` delete them.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .errors import OutputError
+
+
+@contextmanager
+def output_lock(lock_path: Path, shown: str) -> Iterator[None]:
+    """Hold the lock `lock_path` or fail in one line naming the process that holds it."""
+    while True:
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise OutputError(f"{shown}: cannot lock ({exc.strerror})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise OutputError(
+                f"{shown}: another duckscore run (pid {holder}) is writing it; wait for it to "
+                "finish or choose another output"
+            ) from None
+        if _same_file(fd, lock_path):
+            break
+        os.close(fd)  # the holder removed the file between our open and our lock: start again
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode("ascii"))
+        yield
+    finally:
+        Path(lock_path).unlink(missing_ok=True)
+        os.close(fd)
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        on_disk = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (held.st_dev, held.st_ino) == (on_disk.st_dev, on_disk.st_ino)
+
+
+def remove_stale(folder: Path, prefix: str) -> None:
+    """Delete the entries of `folder` whose names start with `prefix`: staging left by dead runs
+    (call only while holding the output's lock)."""
+    for entry in folder.glob(f"{glob_escape(prefix)}*"):
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+def glob_escape(text: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
+
+
+def umask() -> int:
+    """The process's umask (read by setting it and putting it back)."""
+    current = os.umask(0o022)
+    os.umask(current)
+    return current

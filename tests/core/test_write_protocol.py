@@ -1,0 +1,278 @@
+"""Faults are inputs too: every way a run can be stopped or crowded ends with the old output or
+one complete new one, never a mix, no litter, and a one-line message (docs/outputs.md).
+
+The runs are real `duckscore` processes; what a test cannot do without privileges (mount a
+file system) is simulated at the one call that differs (a mount point is found by
+`os.path.ismount`).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import random
+import signal
+import stat
+import subprocess
+import sys
+import sysconfig
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from benchmarks.synthetic_log import generate
+from duckscore.core import swap
+from duckscore.core.errors import OutputError
+from duckscore.core.outputs import atomic_output_dir
+
+from ..helpers import FIXTURES
+
+pytestmark = pytest.mark.slow
+
+DUCKSCORE = str(Path(sysconfig.get_path("scripts")) / "duckscore")
+SCIFACT_LOG = str(FIXTURES / "scifact" / "retrieval_log.parquet")
+
+
+# The child restores Ctrl-C (a background job inherits SIGINT ignored), sets the umask and
+# becomes `duckscore` (exec: the same process, so a signal sent to it reaches duckscore).
+LAUNCH = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "mask = int(sys.argv[1]); mask >= 0 and os.umask(mask); os.execv(sys.argv[2], sys.argv[2:])"
+)
+
+
+def duckscore(*args: str, cwd: Path, umask: int = -1) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", LAUNCH, str(umask), DUCKSCORE, "-q", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finished(process: subprocess.Popen[str]) -> tuple[int, str]:
+    _, err = process.communicate(timeout=300)
+    return process.returncode, err
+
+
+def litter(folder: Path) -> list[str]:
+    """Anything a run leaves beside or inside its output that is not output."""
+    found = [p.name for p in folder.iterdir() if p.name.startswith(".")]
+    found += [p.name for p in folder.glob("*/.duckscore.*")]
+    return sorted(found)
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+
+
+def assert_complete(out: Path) -> dict:
+    """A whole output of one run: the manifest's row counts are the files' row counts."""
+    manifest = json.loads((out / "manifest.json").read_text())
+    con = duckdb.connect()
+    for name, output in manifest["outputs"].items():
+        path, rows = str(out / name), output["rows"]
+        if name.endswith(".parquet"):
+            assert con.execute("SELECT count(*) FROM read_parquet(?)", [path]).fetchone() == (rows,)
+        elif name.endswith(".jsonl"):
+            assert len((out / name).read_text().splitlines()) == rows
+    return manifest
+
+
+@pytest.fixture(scope="module")
+def big_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    log = tmp_path_factory.mktemp("log") / "log.parquet"
+    generate(str(log), 300_000)
+    return log
+
+
+def test_concurrent_runs_on_one_output_leave_one_whole_output(tmp_path: Path) -> None:
+    runs = [
+        duckscore("run", "--log", SCIFACT_LOG, "--out", "out", "--top-n", str(n), cwd=tmp_path)
+        for n in range(1, 9)
+    ]
+    results = [finished(run) for run in runs]
+    assert any(code == 0 for code, _ in results)
+    for code, err in results:
+        assert code == 0 or (code == 2 and "another duckscore run (pid" in err), err
+        assert len(err.strip().splitlines()) <= 1
+    manifest = assert_complete(tmp_path / "out")
+    contract = [json.loads(line) for line in (tmp_path / "out" / "contract.jsonl").open()]
+    assert {len(c["top_parents"]) for c in contract} <= set(range(manifest["top_n"] + 1))
+    assert max(len(c["top_parents"]) for c in contract) == manifest["top_n"]
+    assert litter(tmp_path) == []
+
+
+@pytest.mark.parametrize("how", ["INT", "TERM", "KILL"])
+def test_a_stopped_run_leaves_the_old_output_and_no_litter(
+    how: str, big_log: Path, tmp_path: Path
+) -> None:
+    first = duckscore("run", "--log", str(big_log), "--out", "out", cwd=tmp_path)
+    assert finished(first)[0] == 0
+    before = snapshot(tmp_path / "out")
+    rng = random.Random(how)
+    for delay in (rng.uniform(0.2, 0.8), rng.uniform(0.8, 2.0)):
+        run = duckscore(
+            "run", "--log", str(big_log), "--out", "out", "--top-n", "3",
+            "--memory-limit", "60MB", "--temp-dir", "spill", cwd=tmp_path,
+        )  # fmt: skip
+        time.sleep(delay)
+        run.send_signal(getattr(signal, f"SIG{how}"))
+        code, err = finished(run)
+        if code == 0:
+            continue  # it finished first: the new output is whole (checked below)
+        if how == "KILL":
+            assert code == -signal.SIGKILL
+        else:
+            assert (code, err.strip().count("\n")) == ({"INT": 130, "TERM": 143}[how], 0), err
+            assert "the output was left as it was" in err
+            assert litter(tmp_path) == [] and not list((tmp_path / "spill").glob("*"))
+        assert snapshot(tmp_path / "out") == before
+    # the next run on that output and spill folder removes what a killed one left, and completes
+    rerun = duckscore(
+        "run", "--log", str(big_log), "--out", "out", "--temp-dir", "spill", cwd=tmp_path
+    )
+    assert finished(rerun)[0] == 0
+    assert_complete(tmp_path / "out")
+    assert litter(tmp_path) == [] and not list((tmp_path / "spill").glob("*"))
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o077])
+def test_permissions_follow_the_umask(mask: int, tmp_path: Path) -> None:
+    run = duckscore("fuse", "--log", SCIFACT_LOG, "--out", "out", cwd=tmp_path, umask=mask)
+    assert finished(run)[0] == 0
+    out = tmp_path / "out"
+    assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~mask
+    assert stat.S_IMODE((out / "sql").stat().st_mode) == 0o777 & ~mask
+    assert stat.S_IMODE((out / "manifest.json").stat().st_mode) == 0o666 & ~mask
+    labels = duckscore(
+        "labels", "--run", str(FIXTURES / "scifact" / "reference_rrf_k60.parquet"),
+        "--qrels", str(FIXTURES / "scifact" / "qrels.parquet"), "--out", "labels.parquet",
+        cwd=tmp_path, umask=mask,
+    )  # fmt: skip
+    assert finished(labels)[0] == 0
+    assert stat.S_IMODE((tmp_path / "labels.parquet").stat().st_mode) == 0o666 & ~mask
+
+
+def test_entries_of_another_kind_and_other_files_in_the_output(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    (out / "queries.parquet").mkdir(parents=True)  # as Spark writes a dataset
+    (out / "queries.parquet" / "part-0.parquet").write_bytes(b"old")
+    (out / "sql").write_text("a file where the run writes a folder")
+    (out / "notes.txt").write_text("mine")
+    run = duckscore("run", "--log", SCIFACT_LOG, "--out", "out", cwd=tmp_path)
+    assert finished(run)[0] == 0
+    assert_complete(out)
+    assert (out / "queries.parquet").is_file() and (out / "sql").is_dir()
+    assert (out / "notes.txt").read_text() == "mine"
+    assert litter(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("log", "out", "message"),
+    [
+        ("data", "data/out", "is inside the input data"),
+        ("data/log.parquet", "data", "holds the input "),
+        ("data/log.parquet", "", "is empty: give the output a name"),
+        ("data/log.parquet", ".", "is the current folder or holds it"),
+    ],
+)
+def test_an_output_that_overlaps_an_input_is_refused(
+    log: str, out: str, message: str, tmp_path: Path
+) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "log.parquet").write_bytes(Path(SCIFACT_LOG).read_bytes())
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    code, err = finished(duckscore("run", "--log", log, "--out", out, cwd=tmp_path))
+    assert code == 2 and err.count("\n") == 1 and message in err, err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+def mounted(out: Path, files: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`out`, holding `files`, seen as a mount point."""
+    out.mkdir()
+    for name, text in files.items():
+        (out / name).write_text(text)
+    monkeypatch.setattr(os.path, "ismount", lambda p: Path(p) == out)
+
+
+def failing_rename(
+    monkeypatch: pytest.MonkeyPatch, fails: Callable[[Path, Path], OSError | None]
+) -> None:
+    real_rename = os.rename
+
+    def rename(src: str | Path, dst: str | Path) -> None:
+        error = fails(Path(src), Path(dst))
+        if error is not None:
+            raise error
+        real_rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", rename)
+
+
+def test_a_mount_point_output_is_replaced_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "volume"
+    mounted(out, {"old.parquet": "old", "keep.txt": "mine"}, monkeypatch)
+    cross = OSError(errno.EXDEV, "Invalid cross-device link")  # nothing may cross the mount point
+    failing_rename(
+        monkeypatch, lambda src, dst: cross if tmp_path in (src.parent, dst.parent) else None
+    )
+    with atomic_output_dir(out) as stage:
+        assert stage.parent == out
+        (stage / "old.parquet").write_text("new")
+        (stage / "sql").mkdir()
+    assert (out / "old.parquet").read_text() == "new" and (out / "keep.txt").read_text() == "mine"
+    assert sorted(p.name for p in out.iterdir()) == ["keep.txt", "old.parquet", "sql"]
+
+
+def test_a_move_that_fails_half_way_is_undone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "volume"
+    old = {name: f"old {name}" for name in ("a", "b", "c")}
+    mounted(out, old, monkeypatch)
+    full = OSError(errno.ENOSPC, "No space left on device")
+    failing_rename(
+        monkeypatch,
+        lambda src, dst: (
+            full if dst == out / "c" and src.parent.name.startswith(".duckscore.tmp-") else None
+        ),
+    )
+    with (
+        pytest.raises(OutputError, match="cannot move the output in"),
+        atomic_output_dir(out) as stage,
+    ):
+        for name in old:
+            (stage / name).write_text(f"new {name}")
+    assert {p.name: p.read_text() for p in out.iterdir()} == old
+
+
+def test_without_an_atomic_exchange_the_old_folder_is_renamed_aside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "x").write_text("old")
+    monkeypatch.setattr(swap, "exchange", lambda first, second: False)
+    with atomic_output_dir(out) as stage:
+        (stage / "x").write_text("new")
+    assert (out / "x").read_text() == "new" and litter(tmp_path) == []
+
+
+def test_an_exchange_swaps_two_folders(tmp_path: Path) -> None:
+    if not sys.platform.startswith("linux"):
+        pytest.skip("renameat2 is Linux's")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "from_a").touch()
+    assert swap.exchange(tmp_path / "a", tmp_path / "b")
+    assert [p.name for p in (tmp_path / "b").iterdir()] == ["from_a"]
