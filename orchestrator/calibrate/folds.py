@@ -33,6 +33,13 @@ def check_label_counts(counts: dict[str, int], settings: CalibrationSettings) ->
                 f"--labels: {counts.get(label, 0)} `{label}` labels; estimating their quantile needs "
                 f"at least {needed} (the sample's extreme must bound it with 95% confidence)"
             )
+    fewest, label = min((counts.get(label, 0), label) for label in CLASSES)
+    if settings.folds > fewest:
+        # 1000 folds of 300 labels ran for minutes, to 19 GB of memory and 12 GB of spill
+        raise CalibrationError(
+            f"--folds {settings.folds}: more folds than the {fewest} `{label}` labels; at most "
+            f"{fewest} (every fold tests at least one query of each label)"
+        )
 
 
 def label_set_sha256(labels: pd.DataFrame) -> str:

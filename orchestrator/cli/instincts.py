@@ -12,7 +12,10 @@ from .options import OutputPath, db_option, now_option
 
 
 def _utc(moment: dt.datetime | None) -> dt.datetime | None:
-    return None if moment is None else moment.replace(tzinfo=dt.UTC)
+    """--now as an aware UTC time (the option converts it; a Python caller may pass a naive one)."""
+    if moment is None:
+        return None
+    return moment.astimezone(dt.UTC) if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
 
 
 @cli.group(cls=DuckscoreGroup)

@@ -6,6 +6,7 @@ capability owns (stage names) are read through LazyChoice only when a command ne
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -241,10 +242,35 @@ def db_option(command: F) -> F:
     )(command)
 
 
+class Moment(click.ParamType):  # type: ignore[type-arg]
+    """An ISO 8601 date or time, as `date -I`/`date -Is` print it: with an offset or `Z` it is
+    converted to UTC, without one it is taken as UTC."""
+
+    name = "ISO 8601 time"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, dt.datetime):
+            moment = value
+        else:
+            try:
+                moment = dt.datetime.fromisoformat(str(value).strip())
+            except ValueError:
+                self.fail(
+                    f"{value!r} is not an ISO 8601 date or time (e.g. 2026-11-22, "
+                    "2026-11-22T08:00:00+01:00, 2026-11-22T07:00:00Z)",
+                    param,
+                    ctx,
+                )
+        if moment.tzinfo is None:
+            return moment.replace(tzinfo=dt.UTC)
+        return moment.astimezone(dt.UTC)
+
+
 def now_option(command: F) -> F:
     """--now: the moment a store job runs at (UTC), for reproducible runs."""
     return click.option(
         "--now",
-        type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"]),
-        help="The time the job runs at, UTC (default: now). Makes runs reproducible.",
+        type=Moment(),
+        help="The time the job runs at: ISO 8601, converted to UTC; without an offset it is "
+        "UTC (default: now). Makes runs reproducible.",
     )(command)

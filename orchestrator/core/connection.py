@@ -16,6 +16,8 @@ import duckdb
 from .errors import DuckscoreError
 
 SPILL_PREFIX = "duckscore-spill-"
+# DuckDB starts every thread at once; 100,000 of them aborted the process (exit 134)
+MAX_THREADS = 1024
 DEFAULT_SPILL_BASE = ".tmp"  # DuckDB's own default for an in-memory database
 _MEMORY = re.compile(r"\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*", re.IGNORECASE)
 
@@ -31,8 +33,10 @@ class EngineSettings:
     def config(self) -> dict[str, str | bool | int | float | list[str]]:
         config: dict[str, str | bool | int | float | list[str]] = {}
         if self.threads is not None:
-            if self.threads < 1:
-                raise DuckscoreError(f"--threads must be at least 1, got {self.threads}")
+            if not 1 <= self.threads <= MAX_THREADS:
+                raise DuckscoreError(
+                    f"--threads must be between 1 and {MAX_THREADS}, got {self.threads}"
+                )
             config["threads"] = self.threads
         if self.memory_limit is not None:
             if not _MEMORY.fullmatch(self.memory_limit):

@@ -193,6 +193,8 @@ def _create_raw_view(
     if fmt == "parquet":
         options.append("file_row_number = true")
     scan = f"{reader}({lit(files)}, {', '.join(options)})"
+    if fmt == "csv":
+        _refuse_repeated_headers(con, files, label)
     try:
         if fmt == "parquet":
             view = f"SELECT * EXCLUDE (file_row_number), file_row_number + 1 AS {ROW_COLUMN} FROM {scan}"
@@ -209,6 +211,25 @@ def _create_raw_view(
         con.execute(f"SELECT * FROM {ident(raw)} LIMIT 0")
     except duckdb.Error as exc:
         raise InputError(f"{label}: cannot read {given}: {first_line(exc)}") from None
+
+
+def _refuse_repeated_headers(con: duckdb.DuckDBPyConnection, files: list[str], label: str) -> None:
+    """A CSV header naming a column twice: DuckDB would rename the second (`a_1`) and the first
+    would be read silently."""
+    for path in files:
+        try:
+            header = first_row(
+                con,
+                f"SELECT * FROM read_csv({lit(path)}, header = false, all_varchar = true) LIMIT 1",
+            )
+        except duckdb.Error:
+            continue  # unreadable: the full read reports it
+        seen: set[str] = set()
+        for name in header or ():
+            key = (name or "").strip().lower()
+            if key and key in seen:
+                raise InputError(f"{label} ({path}): column {name!r} appears twice in the header")
+            seen.add(key)
 
 
 def _row_count(con: duckdb.DuckDBPyConnection, raw: str) -> int:

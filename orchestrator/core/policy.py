@@ -39,6 +39,22 @@ _Loader.add_implicit_resolver(
 )
 
 
+def _mapping_without_repeats(loader: _Loader, node: yaml.MappingNode) -> dict[Any, Any]:
+    """A mapping whose keys are unique: PyYAML keeps the last of a repeated key silently."""
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} is given twice", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=True)
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_repeats)
+
+
 def load_yaml(text: str) -> Any:
     return yaml.load(text, Loader=_Loader)
 

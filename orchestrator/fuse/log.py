@@ -19,7 +19,7 @@ RETRIEVAL_LOG = TableContract(
         Column("parent_id", "id"),
         Column("score", "number", required=False),
         Column("rank", "count", min=1, required=False),
-        Column("granularity", "text", required=False),
+        Column("granularity", "text", required=False, choices=("doc", "block")),
         Column("block_type", "text", required=False),
         Column("total_chunks", "count", min=0, required=False),
         Column("snippet", "text", required=False),

@@ -65,6 +65,10 @@ DEFAULT_MISSING = {
     "harmonic_mean": "skip",
 }
 SUM_TYPE = ("rrf", "isr", "weighted_sum", "combsum")
+# the methods that read the source weights (the comb* family reads the normalised scores only)
+WEIGHTED = (
+    "rrf", "isr", "weighted_sum", "arithmetic_mean", "geometric_mean", "harmonic_mean",
+)  # fmt: skip
 MAX_WEIGHT = (
     1e9  # a hit's weight, boosts included: parent features sum RRF terms as DECIMAL(38, 24)
 )
@@ -213,8 +217,13 @@ def plan(
                 f"{recipe.source}: sources.{name}.weight times its query_analyzer boosts "
                 f"can reach {boosted:g}, above {MAX_WEIGHT:g}"
             )
-    resolved = recipe.parameters | {"sources": declared}
     method = p["fusion"]["method"]
+    if method in WEIGHTED and all(declared[name]["weight"] == 0 for name in sources):
+        raise PolicyError(
+            f"{recipe.source}: every source's weight is 0, so {method} gives no item a score "
+            "that ranks it: give at least one source a positive weight"
+        )
+    resolved = recipe.parameters | {"sources": declared}
     missing = (
         p["fusion"]["missing"] if p["fusion"]["missing"] != "default" else DEFAULT_MISSING[method]
     )

@@ -30,6 +30,8 @@ from .scores import render_confidence, render_replay, render_scores
 from .tables import EVENTS, NEW_INSTINCTS
 
 SCHEMA_VERSION = "1"
+# a store named like a data file would be read as one by every other tool (and by `--db` users)
+DATA_FILE_SUFFIXES = {".parquet", ".pq", ".csv", ".tsv", ".json", ".jsonl", ".ndjson"}
 NIL_SESSION = "00000000-0000-0000-0000-000000000000"  # the seed's applications need a session id
 
 
@@ -82,6 +84,11 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
 
 def init_store(db: Path, policy: str = "instinct_v1") -> str:
     """Create (or migrate) the store; records the schema version and the policy it uses."""
+    if db.suffix.lower() in DATA_FILE_SUFFIXES:
+        raise InputError(
+            f"--db {db}: the store is a DuckDB database, not a {db.suffix} data file; give it a "
+            "name such as instincts.duckdb"
+        )
     loaded = load_policy(INSTINCT_POLICY, policy)
     ddl = render("instincts/schema.sql", policy=loaded.parameters)
     db.parent.mkdir(parents=True, exist_ok=True)

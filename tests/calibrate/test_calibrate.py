@@ -284,6 +284,17 @@ def test_too_few_labels_refuse_with_the_count(tmp_path: Path) -> None:
         calibrate(labels, tmp_path / "p.yaml", features=features)
 
 
+def test_more_folds_than_labels_of_a_class_refuse_at_once(tmp_path: Path) -> None:
+    features, labels = _overlapping()  # 30 good, 30 bad, 10 ambiguous
+    with pytest.raises(
+        CalibrationError, match="--folds 11: more folds than the 10 `ambiguous` labels; at most 10"
+    ):
+        calibrate(
+            labels, tmp_path / "p.yaml", features=features, settings=CalibrationSettings(folds=11)
+        )
+    assert not (tmp_path / "p.yaml").exists()
+
+
 def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     features, labels = _overlapping()
     labels.loc[3, "label"] = "great"

@@ -588,6 +588,20 @@ def test_nan_text_in_csv(tmp_path: Path, out: OutFolder) -> None:
     assert "nan" in wording(line).lower()
 
 
+def test_a_column_named_twice_in_a_csv_header(tmp_path: Path, out: OutFolder) -> None:
+    # DuckDB renamed the second `max_score` to max_score_1 and the first was read silently
+    path = write(tmp_path, valid_columns(), "csv")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = [f"{line},{line.split(',')[3]}" for line in lines]  # max_score again, other values
+    lines[0] = (
+        lines[0].replace(",max_score", ",MAX_SCORE", 2).replace(",MAX_SCORE", ",max_score", 1)
+    )
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    line = assert_one_line_error(score_cli(path, out), path.name)
+    assert "column 'MAX_SCORE' appears twice in the header" in line, line
+    out.assert_untouched()
+
+
 def test_out_is_an_existing_file(tmp_path: Path) -> None:
     features = write(tmp_path, valid_columns())
     target = tmp_path / "out"
@@ -810,6 +824,8 @@ def test_policy_errors_through_sql_score() -> None:
 
 BAD_OPTIONS = {
     "threads_0": (["--threads", "0"], "--threads"),
+    # 100,000 threads aborted DuckDB (exit 134) before the bound
+    "threads_100000": (["--threads", "100000"], "--threads must be between 1 and 1024"),
     "memory_limit_nonsense": (["--memory-limit", "nonsense"], "--memory-limit"),
     "top_n_0": (["--top-n", "0"], "--top-n"),
 }

@@ -139,6 +139,19 @@ def test_invalid_yaml_names_the_line(tmp_path: Path) -> None:
         load_policy(SCORE_POLICY, str(path))
 
 
+def test_a_key_given_twice_is_refused_not_last_wins(tmp_path: Path) -> None:
+    path = tmp_path / "twice.yaml"
+    packaged = (Path(__file__).parents[2] / "sql/score/policies/overall_v1.yaml").read_text()
+    path.write_text(packaged.replace("parameters:\n", "parameters:\n  alpha: 0.1\n", 1))
+    assert packaged.count("\n  alpha:") == 1
+    with pytest.raises(
+        PolicyError, match=r"twice.yaml:\d+: not valid YAML \(key 'alpha' is given twice\)"
+    ):
+        load_policy(SCORE_POLICY, str(path))
+    with pytest.raises(PolicyError, match="the value is not valid YAML"):
+        load_policy(SCORE_POLICY, "overall_v1", ["weights={a: 1, a: 2}"])
+
+
 def test_unknown_policy_lists_the_packaged_ones() -> None:
     with pytest.raises(
         PolicyError, match=r"unknown score policy 'overall_v9' \(packaged: overall_v1"

@@ -202,6 +202,12 @@ def test_query_analyzer_boosts_matching_queries(log: pd.DataFrame, tmp_path: Pat
             ["query_analyzer.enabled=true", "query_analyzer.rules=[{match: x, boost: {nope: 2}}]"],
             "query_analyzer boosts unknown source 'nope'",
         ),
+        # every fused score used to be NULL, exit 0
+        (
+            ["fusion.method=arithmetic_mean", "source_defaults.weight=0"],
+            "every source's weight is 0, so arithmetic_mean gives no item a score",
+        ),
+        (["source_defaults.weight=0"], "every source's weight is 0, so rrf"),
     ],
 )
 def test_bad_recipes_name_the_key(sets: list[str], message: str, tmp_path: Path) -> None:
@@ -233,6 +239,11 @@ def _small_log() -> pd.DataFrame:
         (lambda d: d.assign(rank=[2, 3, 1, 2]), "smallest rank is 2, not 1"),
         (lambda d: d.assign(rank=[1, 1, 1, 2]), "rank values repeat"),
         (lambda d: d.assign(rank=[0, 1, 1, 2]), "column 'rank' is below 1"),
+        # an unknown granularity used to count as no chunk: coverage_ratio silently 0
+        (
+            lambda d: d.assign(granularity=["doc", "chapter", "doc", "block"]),
+            "column 'granularity' is not one of doc, block",
+        ),
     ],
 )
 def test_bad_logs_name_the_column(change, message: str, tmp_path: Path) -> None:

@@ -87,6 +87,14 @@ def test_init_is_idempotent_and_bound_to_its_policy(tmp_path: Path) -> None:
         init_store(db, str(other))
 
 
+@pytest.mark.parametrize("name", ["store.parquet", "store.CSV", "store.jsonl"])
+def test_a_store_named_like_a_data_file_is_refused(name: str, tmp_path: Path) -> None:
+    # `instincts init --db x.parquet` used to say "created" for a file other tools read as Parquet
+    with pytest.raises(InputError, match=r"not a \.\w+ data file; give it a name such as"):
+        init_store(tmp_path / name)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_ingest_applies_rules_in_event_order_and_skips_what_it_has_seen(tmp_path: Path) -> None:
     db = store(tmp_path)
     [a] = ids(1)
@@ -386,6 +394,13 @@ def test_cli_runs_the_lifecycle(tmp_path: Path) -> None:
     assert decayed.output.strip() == "Decay job complete: 2 decayed, 0 deprecated, 0 deleted"
     again = runner.invoke(cli, ["-q", "instincts", "decay", "--db", db, "--now", "2026-02-03"])
     assert "already ran for the week of 2026-02-02" in again.output
+    # ISO 8601 with an offset, as `date -Is` prints it: 2026-02-04 01:30 at +02:00 is
+    # 2026-02-03 23:30 UTC, still the week of 2026-02-02
+    for moment in ("2026-02-04T01:30:00+02:00", "2026-02-03T23:30:00Z"):
+        offset = runner.invoke(cli, ["-q", "instincts", "decay", "--db", db, "--now", moment])
+        assert "already ran for the week of 2026-02-02" in offset.output, offset.output
+    bad = runner.invoke(cli, ["-q", "instincts", "decay", "--db", db, "--now", "22/11/2026"])
+    assert bad.exit_code == 2 and "is not an ISO 8601 date or time" in bad.output
     jsonl = tmp_path / "events.jsonl"  # DuckDB's JSON reader types the ids as UUID
     events([("j1", ids(1)[0], "user_accepted", START)]).to_json(
         jsonl, orient="records", lines=True, date_format="iso"
