@@ -37,8 +37,11 @@ def _types_known(p: dict[str, Any]) -> None:
     pk = p["packing"]
     if pk["min_items"] > pk["max_items"]:
         raise PolicyError("parameters.packing.min_items must not exceed max_items")
-    if sum(p["confidence"]["weights"].values()) <= 0:
-        raise PolicyError("parameters.confidence.weights must not all be 0")
+    total = sum(p["confidence"]["weights"].values())
+    if abs(total - 1.0) > 1e-9:
+        # confidence is the weighted sum itself (§8.3), compared with hitl.min_confidence: weights
+        # of 0.9 each gave confidences of 2.47
+        raise PolicyError(f"parameters.confidence.weights must sum to 1, got {total:.12g}")
 
 
 BID_POLICY = PolicyKind(

@@ -4,6 +4,7 @@ checked against chunks: they may name another tenant's chunk, which the filters 
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 from ..core.errors import InputError
@@ -201,6 +202,7 @@ TABLES: dict[str, tuple[TableContract, bool]] = {
 def open_bid_inputs(session: Session, input_dir: Path) -> dict[str, OpenedInput]:
     """The typed views of every table of the folder (optional ones empty when absent), checked
     against their contracts and each other."""
+    refuse_unknown_tables(input_dir)
     opened: dict[str, OpenedInput] = {}
     for name, (contract, required) in TABLES.items():
         found = find_table(input_dir, name)
@@ -215,6 +217,22 @@ def open_bid_inputs(session: Session, input_dir: Path) -> dict[str, OpenedInput]
         opened[name] = session.open(name, contract, found, f"{name} table")
     check_bid_references(session, opened)
     return opened
+
+
+def refuse_unknown_tables(input_dir: Path) -> None:
+    """A data file whose name is no table's: a misspelt optional table (`reranks.csv`) would
+    otherwise be ignored and change every total without a word."""
+    for entry in sorted(input_dir.iterdir()):
+        if entry.name.startswith((".", "_")) or not entry.is_file():
+            continue
+        suffix = entry.suffix.lower()
+        if suffix in FORMATS and entry.stem not in TABLES:
+            close = difflib.get_close_matches(entry.stem, TABLES, n=1)
+            hint = f"did you mean {close[0]}{suffix}? " if close else ""
+            raise InputError(
+                f"--input {input_dir}: {entry.name} is no table of the folder ({hint}tables: "
+                f"{', '.join(TABLES)})"
+            )
 
 
 def find_table(input_dir: Path, name: str) -> str | None:

@@ -367,6 +367,11 @@ BAD = [
         {"chunks__csv": SMALL["chunks.csv"] + "t1,k1,p1,sa,d1,tech,1,0,0,1,1,1,dup,1,\n"},
         r"duplicate \(tenant_id, chunk_id\)",
     ),
+    # a misspelt optional table was ignored: totals changed and everyone went to review, exit 0
+    (
+        {"rerank__csv": None, "reranks__csv": SMALL["rerank.csv"]},
+        r"reranks.csv is no table of the folder \(did you mean rerank.csv\? tables: ",
+    ),
 ]
 
 
@@ -433,6 +438,16 @@ def test_a_policy_override_moves_a_trigger(tmp_path: Path) -> None:
     assert code == 0, err
     evaluations = table(tmp_path / "out", "evaluations").set_index("supplier_id")
     assert "low_confidence" not in list(evaluations.at["sx", "hitl_reasons"])  # 0.25 >= 0.2
+
+
+def test_confidence_weights_must_sum_to_one(tmp_path: Path) -> None:
+    # 0.9 each was accepted and the contract showed confidences of 2.47
+    folder = small_input(tmp_path / "in")
+    weights = [f"confidence.weights.{w}=0.9" for w in ("evidence_quality", "retrieval_agreement")]
+    sets = [arg for w in weights for arg in ("--set", w)]
+    code, _, err = evaluate("--input", str(folder), "--out", str(tmp_path / "out"), *sets)
+    assert code == 2 and "confidence.weights must sum to 1, got 2.1" in err, err
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_missing_field_is_missing_material_even_inside_greatest(tmp_path: Path) -> None:
