@@ -43,6 +43,12 @@ _SCALAR_FUNCTIONS = {
     exp.Abs: "abs",
     exp.Round: "round",
 }
+_FUNCTION_ARGUMENTS = {  # the arguments sqlglot may fill for each, and what to tell the user
+    "least": ({"this", "expressions", "ignore_nulls"}, "numbers"),
+    "greatest": ({"this", "expressions", "ignore_nulls"}, "numbers"),
+    "abs": ({"this"}, "one number"),
+    "round": ({"this", "decimals"}, "a number and a whole number of decimals"),
+}
 Type = Literal["text", "number", "boolean"]
 
 
@@ -289,8 +295,15 @@ class _Compiler:
         value = _number(node.this, self._error)
         return self._bind(value), _show(value), "number"
 
+    def _only_arguments(self, node: exp.Expr, name: str, keys: set[str], takes: str) -> None:
+        """sqlglot keeps an argument a function does not take under another key (`min(x, 1)`
+        as a count, `round(x, 2, 3)` as truncate): an expression is compiled exactly or refused."""
+        if any(v not in (None, [], False) and k not in keys for k, v in node.args.items()):
+            raise self._error(f"{name} takes {takes}, and nothing more")
+
     def _function(self, node: exp.Func, depth: int) -> tuple[str, str, Type]:
         name = _SCALAR_FUNCTIONS[type(node)]
+        self._only_arguments(node, name, *_FUNCTION_ARGUMENTS[name])
         arguments = [node.this, *node.expressions] if name in ("least", "greatest") else [node.this]
         if name == "round" and node.args.get("decimals") is not None:
             decimals = node.args["decimals"]
@@ -319,6 +332,7 @@ class _Compiler:
 
     def _aggregate(self, node: exp.AggFunc, depth: int) -> tuple[str, str, Type]:
         name = AGGREGATES[type(node)]
+        self._only_arguments(node, name, {"this"}, "one whitelisted field")
         argument = node.this
         if (
             node.expressions

@@ -140,6 +140,23 @@ def test_injections_are_refused_in_one_line_without_a_database(
     assert message.startswith("condition ")
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # sqlglot kept the extra argument elsewhere and the compiled SQL dropped it silently
+        ("min(bid_price, 1)", "min takes one whitelisted field, and nothing more"),
+        ("100 - round(bid_price, 2, 3)", "round takes a number and a whole number of decimals"),
+        ("round(bid_price, 2) + max(bid_price, 0)", "max takes one whitelisted field"),
+    ],
+)
+def test_a_formula_is_compiled_exactly_or_refused(
+    no_database: None, text: str, message: str
+) -> None:
+    with pytest.raises(WhitelistError, match=message):
+        parse_formula(text)
+    assert "round(bid_price, 2)" in parse_formula("round(bid_price, 2)").describe()
+
+
 @pytest.mark.parametrize("text", list(FORMULA_INJECTIONS.values()), ids=list(FORMULA_INJECTIONS))
 def test_formula_injections_are_refused(no_database: None, text: str) -> None:
     with pytest.raises(WhitelistError):
