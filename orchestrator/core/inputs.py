@@ -9,6 +9,7 @@ row and the column.
 
 from __future__ import annotations
 
+import codecs
 import glob
 import hashlib
 import os
@@ -210,7 +211,29 @@ def _create_raw_view(
         con.execute(f"CREATE OR REPLACE TEMP VIEW {ident(raw)} AS {view}")
         con.execute(f"SELECT * FROM {ident(raw)} LIMIT 0")
     except duckdb.Error as exc:
+        if fmt != "parquet":
+            _refuse_other_encodings(files, label)
         raise InputError(f"{label}: cannot read {given}: {first_line(exc)}") from None
+
+
+def _refuse_other_encodings(files: list[str], label: str) -> None:
+    """A text file DuckDB could not read because it is not UTF-8 (Latin-1, say): DuckDB says
+    only "CSV Error on Line: 2", so name the encoding problem and where it is."""
+    for path in files:
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        lines_before = 0
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                try:
+                    decoder.decode(block)
+                except UnicodeDecodeError as exc:
+                    # exc.object is a partial character left from the last block + this block
+                    line = lines_before + exc.object.count(b"\n", 0, exc.start) + 1
+                    raise InputError(
+                        f"{label} ({path}, line {line}): not UTF-8 text (byte "
+                        f"0x{exc.object[exc.start]:02x}); save the file as UTF-8"
+                    ) from None
+                lines_before += block.count(b"\n")
 
 
 def _refuse_repeated_headers(con: duckdb.DuckDBPyConnection, files: list[str], label: str) -> None:

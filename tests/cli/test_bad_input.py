@@ -602,6 +602,15 @@ def test_a_column_named_twice_in_a_csv_header(tmp_path: Path, out: OutFolder) ->
     out.assert_untouched()
 
 
+def test_a_latin1_csv_names_the_encoding_and_the_line(tmp_path: Path, out: OutFolder) -> None:
+    # DuckDB says only "CSV Error on Line: 3"
+    path = write(tmp_path, with_value("parent_id", "pé", index=1), "csv")
+    path.write_bytes(path.read_text(encoding="utf-8").encode("latin-1"))
+    line = assert_one_line_error(score_cli(path, out), path.name)
+    assert "line 3): not UTF-8 text (byte 0xe9); save the file as UTF-8" in line, line
+    out.assert_untouched()
+
+
 def test_out_is_an_existing_file(tmp_path: Path) -> None:
     features = write(tmp_path, valid_columns())
     target = tmp_path / "out"
