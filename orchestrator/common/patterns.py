@@ -2,6 +2,8 @@
 
 import string
 
+import duckdb
+
 WORD_CHARACTERS = frozenset(string.ascii_letters + string.digits + "_")
 
 
@@ -14,3 +16,17 @@ def term_regex(term: str) -> str:
     before = r"\b" if term[0] in WORD_CHARACTERS else ""
     after = r"\b" if term[-1] in WORD_CHARACTERS else ""
     return before + escaped + after
+
+
+def re2_problem(pattern: str) -> str | None:
+    """Why DuckDB's RE2 refuses `pattern`, or None when it compiles (asked of DuckDB itself, so
+    the answer is the engine's, not Python's `re`)."""
+    con = duckdb.connect()
+    try:
+        con.execute("SELECT regexp_matches('', ?)", [pattern]).fetchall()
+    except duckdb.Error as exc:
+        message = str(exc).strip().splitlines()[0]
+        return message.removeprefix("Invalid Input Error: ")
+    finally:
+        con.close()
+    return None

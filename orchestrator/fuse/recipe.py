@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..common.patterns import re2_problem
 from ..core.errors import PolicyError
 from ..core.policy import (
     Bounds,
@@ -204,10 +205,17 @@ def plan(
         raise PolicyError(
             f"{recipe.source}: no source to fuse (declare sources or set discover_sources)"
         )
-    for rule in p["query_analyzer"]["rules"]:
+    for index, rule in enumerate(p["query_analyzer"]["rules"]):
         for name in rule["boost"]:
             if name not in declared:
                 raise PolicyError(f"{recipe.source}: query_analyzer boosts unknown source {name!r}")
+        problem = re2_problem(rule["match"])
+        if problem is not None:
+            # DuckDB would fail on it mid-run, naming only the template
+            raise PolicyError(
+                f"{recipe.source}: query_analyzer.rules[{index}].match {rule['match']!r} is not "
+                f"a valid RE2 pattern ({problem})"
+            )
     for name in sources:
         boosted = declared[name]["weight"] * math.prod(
             max(1.0, rule["boost"].get(name, 1.0)) for rule in p["query_analyzer"]["rules"]

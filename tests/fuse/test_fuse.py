@@ -208,6 +208,14 @@ def test_query_analyzer_boosts_matching_queries(log: pd.DataFrame, tmp_path: Pat
             "every source's weight is 0, so arithmetic_mean gives no item a score",
         ),
         (["source_defaults.weight=0"], "every source's weight is 0, so rrf"),
+        # DuckDB failed mid-run, naming sql/fuse/fused.sql instead of the rule
+        (
+            [
+                "query_analyzer.enabled=true",
+                'query_analyzer.rules=[{match: ok, boost: {}}, {match: "(unclosed", boost: {dense: 2}}]',
+            ],
+            "query_analyzer.rules[1].match '(unclosed' is not a valid RE2 pattern (missing ):",
+        ),
     ],
 )
 def test_bad_recipes_name_the_key(sets: list[str], message: str, tmp_path: Path) -> None:
