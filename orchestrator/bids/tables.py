@@ -83,7 +83,7 @@ BID_CHUNKS = TableContract(
         *(Column(b, "number") for b in _BBOX),
         Column("tokens", "count", min=0),
         Column("text", "text"),
-        Column("confidence", "number", min=0, max=1, required=False),
+        Column("confidence", "number", min=0, max=1, required=False, nullable=True),
         Column("rule_scope", "text", required=False, nullable=True),
     ),
     key=("tenant_id", "chunk_id"),

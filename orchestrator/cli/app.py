@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import signal
 import sys
-from types import FrameType
 from typing import Any
 
 import click
 
 from ..core.errors import DuckscoreError
+from ..core.interrupts import catch_sigterm, interrupt_message
 from ..core.progress import Progress
 
 
@@ -33,8 +32,6 @@ class DuckscoreGroup(click.Group):
         except Exception as exc:  # duckdb is imported lazily (a fast --help), so match its module
             if not type(exc).__module__.lstrip("_").startswith("duckdb"):
                 raise
-            if type(exc).__name__ == "InterruptException":
-                _interrupted()
             _fail(
                 f"DuckDB failed: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
             )
@@ -59,9 +56,8 @@ class DuckscoreGroup(click.Group):
 
 
 def _interrupted() -> None:
-    if _SIGNALS_RECEIVED and _SIGNALS_RECEIVED[-1] == signal.SIGTERM:
-        _fail("terminated (SIGTERM); the output was left as it was", status=143)
-    _fail("interrupted; the output was left as it was", status=130)
+    message, status = interrupt_message()
+    _fail(message, status=status)
 
 
 def _fail(message: str, status: int = 2) -> None:
@@ -89,15 +85,6 @@ def cli(ctx: click.Context, progress: bool | None, quiet: bool) -> None:
     ctx.obj = Progress(enabled=progress and not quiet)
 
 
-_SIGNALS_RECEIVED: list[int] = []
-
-
-def _terminate(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM is raised where the program is, as Ctrl-C is, so that every cleanup runs."""
-    _SIGNALS_RECEIVED.append(signum)
-    raise KeyboardInterrupt
-
-
 def main() -> None:
-    signal.signal(signal.SIGTERM, _terminate)
+    catch_sigterm()
     cli(prog_name="duckscore")

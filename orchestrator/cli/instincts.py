@@ -11,13 +11,6 @@ from .app import DuckscoreGroup, cli
 from .options import OutputPath, db_option, now_option
 
 
-def _utc(moment: dt.datetime | None) -> dt.datetime | None:
-    """--now as an aware UTC time (the option converts it; a Python caller may pass a naive one)."""
-    if moment is None:
-        return None
-    return moment.astimezone(dt.UTC) if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
-
-
 @cli.group(cls=DuckscoreGroup)
 def instincts() -> None:
     """Seed 004: composite confidence of learned behaviours in a DuckDB store — update rules,
@@ -64,7 +57,7 @@ def instincts_ingest(
 
     if new_instincts is None and events is None:
         raise click.UsageError("give --instincts and/or --events")
-    counts = ingest(db, events, new_instincts, _utc(now))
+    counts = ingest(db, events, new_instincts, now)
     click.echo(", ".join(f"{value:,} {name.replace('_', ' ')}" for name, value in counts.items()))
 
 
@@ -76,7 +69,7 @@ def instincts_recompute(db: Path, now: dt.datetime | None) -> None:
     bound, the human score's loop); a history row for each instinct that changes."""
     from ..instincts.store import recompute
 
-    counts = recompute(db, _utc(now))
+    counts = recompute(db, now)
     click.echo(f"{counts['changed']:,} of {counts['instincts']:,} instincts changed")
 
 
@@ -88,7 +81,7 @@ def instincts_decay(db: Path, now: dt.datetime | None) -> None:
     after 30 days. Once per ISO week of --now; transactional."""
     from ..instincts.store import decay
 
-    result = decay(db, _utc(now))
+    result = decay(db, now)
     if result.already_ran:
         click.echo(f"Decay job already ran for the week of {result.week_start}: nothing changed")
     else:

@@ -103,13 +103,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def reraise_interrupt(exc: BaseException) -> None:
-    """DuckDB reports Ctrl-C (and SIGTERM, see cli/app.py) as its own error: make it the
-    interrupt it is again."""
-    if isinstance(exc, duckdb.InterruptException):
-        raise KeyboardInterrupt from None
-
-
 def first_row(
     con: duckdb.DuckDBPyConnection, statement: str, params: Any = None
 ) -> tuple[Any, ...] | None:

@@ -23,7 +23,7 @@ from .connection import first_line, first_row
 from .errors import InputError
 from .render import ident, lit
 from .tables import InputFile, OpenedInput, TableContract
-from .validate import FILE_COLUMN, ROW_COLUMN, check_columns, check_values
+from .validate import FILE_COLUMN, ROW_COLUMN, check_columns, check_types, check_values
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -40,6 +40,7 @@ FORMATS = {
     ".jsonl": "json",
     ".ndjson": "json",
 }
+TEXT = "VARCHAR"
 
 
 def open_input(
@@ -50,7 +51,6 @@ def open_input(
     label = label or contract.name
     raw = f"__raw_{contract.name}"
     files: tuple[InputFile, ...]
-    frame = is_frame(given)
     if is_frame(given):
         shown, fmt, files = "<DataFrame>", "dataframe", (_frame_fingerprint(given),)
         _create_frame_view(con, raw, given)
@@ -58,20 +58,21 @@ def open_input(
         shown = str(given)
         paths, hive = resolve_files(shown, label)
         fmt = _format_of(paths, label)
-        _create_raw_view(con, raw, paths, fmt, hive, label, shown)
+        _create_raw_view(con, raw, paths, fmt, hive, label, shown, _text_columns(contract))
         files = tuple(fingerprint(f) for f in paths)
-    if not frame and all(f.bytes == 0 for f in files):
+    if fmt != "dataframe" and all(f.bytes == 0 for f in files):
         raise InputError(f"{label} ({shown}): empty file, no rows")
     actual = _actual_columns(con, raw)
     try:
         names = check_columns(contract, actual, label, shown)
+        check_types(con, contract, raw, names, actual, label, shown)
     except InputError:
         if _row_count(con, raw) != 0:
             raise
         if not contract.allow_empty:
             raise InputError(f"{label} ({shown}): no rows") from None
         # a header-only CSV types every column as text: with no rows, only presence matters
-        names = check_columns(contract, actual, label, shown, check_types=False)
+        names = check_columns(contract, actual, label, shown)
     rows = check_values(con, contract, raw, names, label, shown)
     _create_typed_view(con, contract, raw, names)
     return OpenedInput(contract, label, shown, fmt, files, rows, names)
@@ -176,6 +177,11 @@ def _format_of(files: list[str], label: str) -> str:
     return formats.pop()  # type: ignore[return-value]
 
 
+def _text_columns(contract: TableContract) -> set[str]:
+    """The contract's id and text columns (lower case): read as written, never typed by guess."""
+    return {c.name.lower() for c in contract.columns if c.kind in ("id", "text")}
+
+
 def _create_raw_view(
     con: duckdb.DuckDBPyConnection,
     raw: str,
@@ -184,19 +190,25 @@ def _create_raw_view(
     hive: bool,
     label: str,
     given: str,
+    text_columns: set[str],
 ) -> None:
+    """The raw view of the files: every column as the file types it, except that id and text
+    columns of a CSV or JSON file are read as text (DuckDB would guess "42" a number, "t" a
+    boolean, "2024-01-01" a date, and "007" would become 7)."""
     reader = {"parquet": "read_parquet", "csv": "read_csv", "json": "read_json"}[fmt]
     options = [
         f"filename = {lit(FILE_COLUMN)}",
         "union_by_name = true",
         f"hive_partitioning = {lit(hive)}",
     ]
-    if fmt == "parquet":
-        options.append("file_row_number = true")
-    scan = f"{reader}({lit(files)}, {', '.join(options)})"
-    if fmt == "csv":
-        _refuse_repeated_headers(con, files, label)
     try:
+        if fmt == "parquet":
+            options.append("file_row_number = true")
+        elif fmt == "csv":
+            options += _csv_text_types(con, files, label, text_columns)
+        else:
+            options += _json_text_types(con, files, text_columns)
+        scan = f"{reader}({lit(files)}, {', '.join(options)})"
         if fmt == "parquet":
             view = f"SELECT * EXCLUDE (file_row_number), file_row_number + 1 AS {ROW_COLUMN} FROM {scan}"
         else:
@@ -214,6 +226,36 @@ def _create_raw_view(
         if fmt != "parquet":
             _refuse_other_encodings(files, label)
         raise InputError(f"{label}: cannot read {given}: {first_line(exc)}") from None
+
+
+def _csv_text_types(
+    con: duckdb.DuckDBPyConnection, files: list[str], label: str, text_columns: set[str]
+) -> list[str]:
+    """read_csv's `types` for the text columns some file's header names (naming one that no
+    header has is an error to DuckDB)."""
+    headers = {name for path in files for name in _csv_header(con, path, label)}
+    chosen = sorted(
+        {name.lower(): name for name in headers if name.lower() in text_columns}.values()
+    )
+    if not chosen:
+        return []
+    return [f"types = {{{', '.join(f'{lit(name)}: {lit(TEXT)}' for name in chosen)}}}"]
+
+
+def _json_text_types(
+    con: duckdb.DuckDBPyConnection, files: list[str], text_columns: set[str]
+) -> list[str]:
+    """read_json's `columns` (every key, as detected) when a text column was detected as
+    something else; none when detection already reads them as text."""
+    detected = con.execute(f"DESCRIBE SELECT * FROM read_json({lit(files)}, union_by_name = true)")
+    types = {name: str(dtype) for name, dtype, *_ in detected.fetchall()}
+    if all(dtype == TEXT for name, dtype in types.items() if name.lower() in text_columns):
+        return []
+    columns = ", ".join(
+        f"{lit(name)}: {lit(TEXT if name.lower() in text_columns else dtype)}"
+        for name, dtype in types.items()
+    )
+    return [f"columns = {{{columns}}}"]
 
 
 def _refuse_other_encodings(files: list[str], label: str) -> None:
@@ -236,23 +278,23 @@ def _refuse_other_encodings(files: list[str], label: str) -> None:
                 lines_before += block.count(b"\n")
 
 
-def _refuse_repeated_headers(con: duckdb.DuckDBPyConnection, files: list[str], label: str) -> None:
-    """A CSV header naming a column twice: DuckDB would rename the second (`a_1`) and the first
-    would be read silently."""
-    for path in files:
-        try:
-            header = first_row(
-                con,
-                f"SELECT * FROM read_csv({lit(path)}, header = false, all_varchar = true) LIMIT 1",
-            )
-        except duckdb.Error:
-            continue  # unreadable: the full read reports it
-        seen: set[str] = set()
-        for name in header or ():
-            key = (name or "").strip().lower()
-            if key and key in seen:
-                raise InputError(f"{label} ({path}): column {name!r} appears twice in the header")
-            seen.add(key)
+def _csv_header(con: duckdb.DuckDBPyConnection, path: str, label: str) -> list[str]:
+    """The column names of a CSV file's header; one named twice is refused: DuckDB would rename
+    the second (`a_1`) and the first would be read silently."""
+    try:
+        header = first_row(
+            con, f"SELECT * FROM read_csv({lit(path)}, header = false, all_varchar = true) LIMIT 1"
+        )
+    except duckdb.Error:
+        return []  # unreadable: the full read reports it
+    names = [name for name in header or () if name]
+    seen: set[str] = set()
+    for name in names:
+        key = name.strip().lower()
+        if key in seen:
+            raise InputError(f"{label} ({path}): column {name!r} appears twice in the header")
+        seen.add(key)
+    return names
 
 
 def _row_count(con: duckdb.DuckDBPyConnection, raw: str) -> int:

@@ -9,6 +9,7 @@ from a dead run, which is what lets `remove_stale` delete them.
 from __future__ import annotations
 
 import fcntl
+import glob
 import os
 import shutil
 from collections.abc import Iterator
@@ -59,15 +60,11 @@ def _same_file(fd: int, path: Path) -> bool:
 def remove_stale(folder: Path, prefix: str) -> None:
     """Delete the entries of `folder` whose names start with `prefix`: staging left by dead runs
     (call only while holding the output's lock)."""
-    for entry in folder.glob(f"{glob_escape(prefix)}*"):
+    for entry in folder.glob(f"{glob.escape(prefix)}*"):
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)
         else:
             entry.unlink(missing_ok=True)
-
-
-def glob_escape(text: str) -> str:
-    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
 
 
 def umask() -> int:

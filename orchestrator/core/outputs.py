@@ -44,9 +44,7 @@ def atomic_output_dir(
     destination: Path | str, option: str = "--out", inputs: Sequence[Path | str] = ()
 ) -> Iterator[Path]:
     """Yield a staging folder; on success it becomes `destination` (see the module doc)."""
-    given = destination
-    destination = _checked_destination(destination, option)
-    shown = f"{option} {given}"
+    destination, shown = _checked_destination(destination, option)
     if destination.exists() and not destination.is_dir():
         raise OutputError(f"{shown}: exists and is not a folder")
     refuse_overlap(destination, inputs, shown)
@@ -71,7 +69,8 @@ def atomic_output_dir(
             shutil.rmtree(aside, ignore_errors=True)
 
 
-def _checked_destination(destination: Path | str, option: str) -> Path:
+def _checked_destination(destination: Path | str, option: str) -> tuple[Path, str]:
+    """The output resolved, and how messages name it (as given)."""
     if not str(destination).strip():
         raise OutputError(f"{option} is empty: give the output a name")
     resolved = Path(destination).expanduser().resolve()
@@ -81,7 +80,7 @@ def _checked_destination(destination: Path | str, option: str) -> Path:
             f"{option} {destination}: is the current folder or holds it; give the output a "
             "folder of its own"
         )
-    return resolved
+    return resolved, f"{option} {destination}"
 
 
 def refuse_overlap(destination: Path, inputs: Sequence[Path | str], shown: str) -> None:
@@ -112,9 +111,7 @@ def _staging_place(destination: Path, shown: str) -> tuple[Path, str, bool]:
 def atomic_output_file(destination: Path | str, option: str = "--out") -> Iterator[Path]:
     """Yield a temporary sibling path; on success rename it to `destination`. A failure (also an
     OSError or DuckDB error inside the block) leaves the destination as it was."""
-    given = destination
-    destination = _checked_destination(destination, option)
-    shown = f"{option} {given}"
+    destination, shown = _checked_destination(destination, option)
     if destination.is_dir():
         raise OutputError(f"{shown}: is a folder")
     parent, prefix = destination.parent, f".{destination.name}."

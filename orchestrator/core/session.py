@@ -34,7 +34,6 @@ from .connection import (
     first_line,
     first_row,
     remove_spill,
-    reraise_interrupt,
     spill_folder,
 )
 from .errors import QueryError, TemplateError
@@ -171,7 +170,6 @@ class Session:
         try:
             cursor = self.con.execute(statement, params or None)
         except duckdb.Error as exc:
-            reraise_interrupt(exc)
             where = f"sql/{rendered.template}: " if rendered else ""
             raise QueryError(f"{where}DuckDB failed: {first_line(exc)}") from None
         if rendered is not None:
@@ -234,7 +232,6 @@ def copy_to(
         with _one_thread(con) if fmt == "json" else nullcontext():
             row = first_row(con, f"COPY ({query}) TO {lit(str(path))} (FORMAT {fmt})")
     except duckdb.Error as exc:
-        reraise_interrupt(exc)
         source = f" from sql/{rendered.template}" if rendered else ""
         raise QueryError(f"writing {path.name}{source}: DuckDB failed: {first_line(exc)}") from None
     return int(row[0]) if row else 0

@@ -33,13 +33,10 @@ _INTEGER_TYPES = _NUMERIC_TYPES[:10]
 
 
 def check_columns(
-    contract: TableContract,
-    actual: dict[str, str],
-    label: str,
-    given: str,
-    check_types: bool = True,
+    contract: TableContract, actual: dict[str, str], label: str, given: str
 ) -> dict[str, str]:
-    """Map contract column -> actual column name, checking presence and type."""
+    """Map contract column -> actual column name (matched without regard to case), checking
+    that every required column is present."""
     by_lower = {name.lower(): name for name in actual}
     names: dict[str, str] = {}
     for column in contract.columns:
@@ -51,24 +48,59 @@ def check_columns(
                     f"{label} ({given}): missing column {column.name!r} (columns: {have})"
                 )
             continue
-        dtype = actual[found]
-        if check_types and not _type_fits(column.kind, dtype):
-            want = {
-                "id": "text or an integer",
-                "text": "text",
-                "number": "a number",
-                "count": "a whole number",
-                "time": "a timestamp or text",
-            }[column.kind]
-            raise InputError(
-                f"{label} ({given}): column {column.name!r} has type {dtype}; expected {want}"
-            )
         names[column.name] = found
     return names
 
 
+_WANTED = {
+    "id": "text or an integer",
+    "text": "text",
+    "number": "a number",
+    "count": "a whole number",
+    "time": "a timestamp or text",
+}
+
+
+def check_types(
+    con: duckdb.DuckDBPyConnection,
+    contract: TableContract,
+    raw: str,
+    names: dict[str, str],
+    actual: dict[str, str],
+    label: str,
+    given: str,
+) -> None:
+    """Every present column is of its kind. A number read as text names the first row whose
+    value is not a number (a CSV reader types a column as text for one such value)."""
+    for column in contract.columns:
+        if column.name not in names:
+            continue
+        dtype = actual[names[column.name]]
+        if _type_fits(column.kind, dtype):
+            continue
+        problem = f"column {column.name!r} has type {dtype}; expected {_WANTED[column.kind]}"
+        if column.kind in ("number", "count") and _base_type(dtype) == "VARCHAR":
+            col = ident(names[column.name])
+            where = first_row(
+                con,
+                f"SELECT {_row_label_sql(contract, names)} || ', value ' || {col} "
+                f"FROM {ident(raw)} WHERE {col} IS NOT NULL AND TRY_CAST({col} AS DOUBLE) IS NULL "
+                f"ORDER BY {FILE_COLUMN}, {ROW_COLUMN} LIMIT 1",
+            )
+            if where is not None:
+                raise InputError(
+                    f"{label} ({where[0]}): column {column.name!r} is text, not {_WANTED[column.kind]}"
+                )
+            problem += " (numbers written as text)"
+        raise InputError(f"{label} ({given}): {problem}")
+
+
+def _base_type(dtype: str) -> str:
+    return dtype.split("(", maxsplit=1)[0].upper().strip('"')
+
+
 def _type_fits(kind: Kind, dtype: str) -> bool:
-    base = dtype.split("(", maxsplit=1)[0].upper().strip('"')
+    base = _base_type(dtype)
     if base == "NULL":  # an all-NULL column (e.g. written by pandas): the value checks decide
         return True
     if kind == "id":
