@@ -1,9 +1,10 @@
 """Faults are inputs too: every way a run can be stopped or crowded ends with the old output or
 one complete new one, never a mix, no litter, and a one-line message (docs/outputs.md).
 
-The runs are real `duckscore` processes; what a test cannot do without privileges (mount a
-file system) is simulated at the one call that differs (a mount point is found by
-`os.path.ismount`).
+The runs are real `duckscore` processes. Where the tests may mount (as root, as in CI), real
+tmpfs mounts stand for a volume as `--out`, a full disk and a read-only parent; what needs
+privileges the tests lack is also simulated at the one call that differs (a mount point is found
+by `os.path.ismount`, a rename fails with EXDEV or ENOSPC).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import duckdb
@@ -286,3 +287,88 @@ def test_an_exchange_swaps_two_folders(tmp_path: Path) -> None:
     (tmp_path / "a" / "from_a").touch()
     assert swap.exchange(tmp_path / "a", tmp_path / "b")
     assert [p.name for p in (tmp_path / "b").iterdir()] == ["from_a"]
+
+
+# ---------------------------------------------------------------------------------------------
+# real mounts: a tmpfs where the tests may mount one (root, as in CI), else skipped
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Callable[..., Path]]:
+    """mount(name, size, *options): a fresh tmpfs at tmp_path/name, unmounted afterwards."""
+    mounts: list[Path] = []
+
+    def mount(name: str, size: str = "64m", *options: str) -> Path:
+        point = tmp_path / name
+        point.mkdir(exist_ok=True)
+        command = ["mount", "-t", "tmpfs", "-o", ",".join([f"size={size}", *options])]
+        done = subprocess.run([*command, "tmpfs", str(point)], capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+        mounts.append(point)
+        return point
+
+    yield mount
+    for point in reversed(mounts):
+        subprocess.run(["umount", "--lazy", str(point)], capture_output=True)
+
+
+def bind_over_itself(folder: Path) -> None:
+    """`folder` becomes a mount point of its own (so it stays writable when its parent is not)."""
+    subprocess.run(["mount", "--bind", str(folder), str(folder)], check=True)
+
+
+def test_a_mounted_volume_as_out_is_replaced_in_place(
+    tmp_path: Path, tmpfs: Callable[..., Path]
+) -> None:
+    volume = tmpfs("volume")
+    (volume / "keep.txt").write_text("mine")
+    for recipe in ("hybrid_v1", "canonical_rrf"):
+        run = duckscore(
+            "run", "--log", SCIFACT_LOG, "--recipe", recipe, "--out", "volume", cwd=tmp_path
+        )
+        assert finished(run) == (0, "")
+        manifest = assert_complete(volume)
+        assert manifest["recipe_id"] == recipe
+    assert (volume / "keep.txt").read_text() == "mine"
+    assert litter(volume) == [] and litter(tmp_path) == []
+
+
+def test_a_full_disk_leaves_the_old_output_and_no_litter(
+    tmp_path: Path, tmpfs: Callable[..., Path]
+) -> None:
+    disk = tmpfs("disk", "1m")
+    small = tmp_path / "small.parquet"
+    duckdb.sql(
+        f"COPY (FROM '{SCIFACT_LOG}' WHERE query_id IN (SELECT DISTINCT query_id FROM "
+        f"'{SCIFACT_LOG}' ORDER BY query_id LIMIT 2)) TO '{small}'"
+    )
+    assert (
+        finished(duckscore("fuse", "--log", str(small), "--out", "disk/out", cwd=tmp_path))[0] == 0
+    )
+    before = snapshot(disk / "out")
+    code, err = finished(duckscore("fuse", "--log", SCIFACT_LOG, "--out", "disk/out", cwd=tmp_path))
+    assert code == 2 and err.count("\n") == 1 and "No space left on device" in err, err
+    assert snapshot(disk / "out") == before
+    assert [p.name for p in disk.iterdir()] == ["out"] and litter(disk / "out") == []
+
+
+def test_a_read_only_parent(tmp_path: Path, tmpfs: Callable[..., Path]) -> None:
+    volume = tmpfs("volume")
+    (volume / "out").mkdir()
+    (volume / "out" / "keep.txt").write_text("mine")
+    bind_over_itself(volume / "out")
+    subprocess.run(["mount", "-o", "remount,bind,ro", str(volume)], check=True)
+    try:
+        run = duckscore("fuse", "--log", SCIFACT_LOG, "--out", "volume/out", cwd=tmp_path)
+        assert finished(run) == (0, "")
+        assert_complete(volume / "out")
+        assert (volume / "out" / "keep.txt").read_text() == "mine"
+        assert litter(volume / "out") == []
+        code, err = finished(
+            duckscore("fuse", "--log", SCIFACT_LOG, "--out", "volume/new", cwd=tmp_path)
+        )
+        assert code == 2 and err.count("\n") == 1 and "Read-only file system" in err, err
+        assert sorted(p.name for p in volume.iterdir()) == ["out"]
+    finally:
+        subprocess.run(["umount", str(volume / "out")], check=True)
