@@ -3,27 +3,60 @@
 A policy is a YAML file with a version key (e.g. `score_policy_version: overall_v1`), an optional
 `description`, `parent_version` and free-form `metadata`, and a `parameters` tree. Every
 parameter is declared in the capability's spec; unknown, missing and out-of-range keys are
-errors that name the key. Overrides (`--set alpha=0.7`, dotted for nested keys) are applied
-before validation, and give the effective version a suffix derived from them, so an output
-never claims a version whose parameters it did not use.
+errors that name the key. A file may name a base (`extends: overall_v1`, or a path) and give
+only its differences, merged over the base's parameters. Overrides (`--set alpha=0.7`, dotted
+for nested keys) are applied before validation. A file without a version of its own, and
+overrides, give the version a suffix derived from the differences, so an output never claims a
+version whose parameters it did not use.
 """
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
-import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import reduce
 from pathlib import Path
-from typing import Any, Protocol, TypeAlias
+from typing import Any
 
 import yaml
 
 from .errors import PolicyError
 from .resources import policies_dir
+from .rules import Bounds, Choice, Flag, ListOf, MapOf, Number, Omissible, Rule, Spec, Text, Words
+from .trees import (
+    apply_override,
+    complete,
+    deep_merge,
+    lists_to_maps,
+    reject_unknown,
+    validate_tree,
+)
+
+# the rules are part of this module's interface: a capability declares its spec with them
+__all__ = [
+    "Bounds",
+    "Choice",
+    "Flag",
+    "ListOf",
+    "MapOf",
+    "Number",
+    "Omissible",
+    "Policy",
+    "PolicyKind",
+    "Rule",
+    "Spec",
+    "Text",
+    "Words",
+    "available_policies",
+    "canonical_json",
+    "load_policy",
+    "load_yaml",
+    "parse_overrides",
+    "policy_from_parameters",
+]
 
 _VERSION_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 
@@ -60,120 +93,6 @@ def load_yaml(text: str) -> Any:
 
 
 @dataclass(frozen=True)
-class Number:
-    """A real number within [lo, hi] (either end open when `*_open`)."""
-
-    lo: float | None = None
-    hi: float | None = None
-    lo_open: bool = False
-    hi_open: bool = False
-    integer: bool = False
-    nullable: bool = False
-
-    def check(self, key: str, value: Any) -> Any:
-        if value is None:
-            if self.nullable:
-                return None
-            raise PolicyError(f"{key}: a number is required, got null")
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise PolicyError(f"{key}: expected a number, got {value!r}")
-        if not math.isfinite(value):
-            raise PolicyError(f"{key}: expected a finite number, got {value!r}")
-        if self.integer and value != int(value):
-            raise PolicyError(f"{key}: expected a whole number, got {value!r}")
-        too_low = self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo)
-        too_high = self.hi is not None and (value >= self.hi if self.hi_open else value > self.hi)
-        if too_low or too_high:
-            raise PolicyError(f"{key}: {value!r} is outside {self.describe_range()}")
-        return int(value) if self.integer else float(value)
-
-    def describe_range(self) -> str:
-        left = "(" if self.lo_open else "["
-        right = ")" if self.hi_open else "]"
-        lo = "-inf" if self.lo is None else f"{self.lo:g}"
-        hi = "inf" if self.hi is None else f"{self.hi:g}"
-        return f"{left}{lo}, {hi}{right}"
-
-
-@dataclass(frozen=True)
-class Choice:
-    options: tuple[str, ...]
-
-    def check(self, key: str, value: Any) -> Any:
-        if value not in self.options:
-            raise PolicyError(f"{key}: {value!r} is not one of {', '.join(self.options)}")
-        return value
-
-
-@dataclass(frozen=True)
-class Bounds:
-    """A pair [lo, hi] of finite numbers with lo <= hi, or null (lo = hi is a zero spread)."""
-
-    def check(self, key: str, value: Any) -> Any:
-        if value is None:
-            return None
-        if not isinstance(value, (list, tuple)) or len(value) != 2:
-            raise PolicyError(f"{key}: expected [lo, hi] or null, got {value!r}")
-        lo, hi = (Number().check(f"{key}[{i}]", v) for i, v in enumerate(value))
-        if lo > hi:
-            raise PolicyError(f"{key}: lo ({lo!r}) must not exceed hi ({hi!r})")
-        return [lo, hi]
-
-
-@dataclass(frozen=True)
-class Words:
-    """A list of non-empty strings (lexicons, phrase lists)."""
-
-    def check(self, key: str, value: Any) -> Any:
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise PolicyError(f"{key}: expected a list of non-empty strings")
-        return list(value)
-
-
-@dataclass(frozen=True)
-class Flag:
-    def check(self, key: str, value: Any) -> Any:
-        if not isinstance(value, bool):
-            raise PolicyError(f"{key}: expected true or false, got {value!r}")
-        return value
-
-
-@dataclass(frozen=True)
-class Text:
-    """A free string (a rule pattern, a label)."""
-
-    def check(self, key: str, value: Any) -> Any:
-        if not isinstance(value, str) or not value:
-            raise PolicyError(f"{key}: expected a non-empty string, got {value!r}")
-        return value
-
-
-@dataclass(frozen=True)
-class MapOf:
-    """A mapping from free names (e.g. source names) to entries of one rule."""
-
-    entry: Rule
-    name_pattern: str = r"[A-Za-z0-9_.\-]+"
-
-
-@dataclass(frozen=True)
-class ListOf:
-    """A list of entries of one spec (e.g. query-analyzer rules)."""
-
-    entry: Spec
-
-
-class Leaf(Protocol):
-    """A parameter's rule (Number, Choice, Bounds …, or a capability's own): the checked value."""
-
-    def check(self, key: str, value: Any) -> Any: ...
-
-
-Spec: TypeAlias = Mapping[str, "Rule"]
-Rule: TypeAlias = "Leaf | Spec | MapOf | ListOf"  # what a key of a policy may be
-
-
-@dataclass(frozen=True)
 class PolicyKind:
     """What one capability's policies look like."""
 
@@ -185,6 +104,10 @@ class PolicyKind:
     folder: str = "policies"  # where the packaged files live, under sql/<capability>/
     prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # before validation
     override_option: str = "--set"  # the command-line option that overrides these files
+    # one file's parameters in the spec's words (seed 003 §8's spellings), before bases merge
+    read_as: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # the base of a file that names none and leaves out keys or its version (recipes: hybrid_v1)
+    default_base: str | None = None
 
 
 @dataclass(frozen=True)
@@ -198,13 +121,14 @@ class Policy:
     overrides: dict[str, Any] = field(default_factory=dict)
     parent_version: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    bases: tuple[tuple[str, str], ...] = ()  # (version, source) of each base, the nearest first
 
     @property
     def parameters_sha256(self) -> str:
         return hashlib.sha256(canonical_json(self.parameters).encode()).hexdigest()
 
     def as_record(self) -> dict[str, Any]:
-        return {
+        record: dict[str, Any] = {
             "capability": self.kind.capability,
             self.kind.version_key: self.version,
             "base_version": self.base_version,
@@ -214,6 +138,9 @@ class Policy:
             "parameters": self.parameters,
             "parameters_sha256": self.parameters_sha256,
         }
+        if self.bases:
+            record["extends"] = [{"version": v, "source": s} for v, s in self.bases]
+        return record
 
 
 def canonical_json(value: Any) -> str:
@@ -226,57 +153,39 @@ def available_policies(kind: PolicyKind) -> list[str]:
 
 
 def load_policy(kind: PolicyKind, name_or_path: str, overrides: list[str] | None = None) -> Policy:
-    """Load a policy by packaged name (`overall_v1`) or by file path, apply overrides, validate."""
-    path = _locate(kind, name_or_path)
-    document = _read_yaml(path)
-    packaged = path.parent == policies_dir(kind.capability, kind.folder)
-    label = f"{kind.capability} policy {path.stem}" if packaged else str(path)
-    meta_keys = {kind.version_key, "description", "parent_version", "metadata"}
-    parameters: Any
-    if kind.flat:
-        parameters = {k: v for k, v in document.items() if k not in meta_keys}
-    else:
-        _reject_unknown(label, document, meta_keys | {"parameters"}, prefix="")
-        parameters = document.get("parameters")
-    version = document.get(kind.version_key)
-    metadata = document.get("metadata") or {}
-    if not isinstance(metadata, dict):
-        raise PolicyError(f"{label}: `metadata` must be a mapping")
-    parent_version = document.get("parent_version")
-    if parent_version is not None and not isinstance(parent_version, str):
-        raise PolicyError(f"{label}: parent_version must be a version name, got {parent_version!r}")
-    if not isinstance(version, str) or not _VERSION_PATTERN.fullmatch(version):
-        raise PolicyError(f"{label}: {kind.version_key} must be a version name, got {version!r}")
-    if not isinstance(parameters, dict):
-        raise PolicyError(f"{label}: `parameters` must be a mapping")
+    """Load a policy by packaged name (`overall_v1`) or by file path, over the bases it names,
+    apply overrides, validate."""
+    layers = _chain(kind, name_or_path)
+    top = layers[-1]
+    label = top.label
+    versions = _versions(kind, layers)
+    parameters = reduce(deep_merge, (layer.parameters for layer in layers))
     prefix = "" if kind.flat else "parameters."
-    parameters = _lists_to_maps(label, parameters, kind.spec)
     parsed_overrides = parse_overrides(
         overrides or [], strip_prefix=not kind.flat, option=kind.override_option
     )
     for dotted, value in parsed_overrides.items():
-        _apply_override(label, parameters, kind, dotted, value)
+        apply_override(label, parameters, kind.spec, kind.override_option, dotted, value)
     if kind.prepare is not None:
-        parameters = _prepared(kind, label, parameters)
-    validated = _validate_tree(label, parameters, kind.spec, prefix="", root=prefix)
+        parameters = _prepared(kind.prepare, label, parameters)
+    validated = validate_tree(label, parameters, kind.spec, prefix="", root=prefix)
     for check in kind.cross_checks:
         try:
             check(validated)
         except PolicyError as exc:
             raise PolicyError(f"{label}: {exc}") from None
-    effective = version
-    if parsed_overrides:
-        effective += "+" + hashlib.sha256(canonical_json(parsed_overrides).encode()).hexdigest()[:8]
+    version, base_version = versions[-1]
     return Policy(
         kind=kind,
-        base_version=version,
-        version=effective,
+        base_version=base_version,
+        version=version + _suffix(parsed_overrides),
         source=label,
-        description=str(document.get("description") or ""),
+        description=top.description,
         parameters=validated,
         overrides=parsed_overrides,
-        parent_version=parent_version,
-        metadata=dict(metadata),
+        parent_version=top.parent_version,
+        metadata=top.metadata,
+        bases=tuple((v, layer.label) for layer, (v, _) in zip(layers[-2::-1], versions[-2::-1])),
     )
 
 
@@ -288,7 +197,7 @@ def policy_from_parameters(
     parent_version: str | None = None,
 ) -> Policy:
     """A validated policy built in code (calibrate's candidates), checked like a file."""
-    validated = _validate_tree(source, parameters, kind.spec, prefix="", root="parameters.")
+    validated = validate_tree(source, parameters, kind.spec, prefix="", root="parameters.")
     for check in kind.cross_checks:
         try:
             check(validated)
@@ -305,30 +214,114 @@ def policy_from_parameters(
     )
 
 
-def _lists_to_maps(label: str, tree: dict[str, Any], spec: Spec) -> dict[str, Any]:
-    """Accept `- name: x` lists where the spec has a mapping of names (seed 003 §8 `sources:`)."""
-    converted = dict(tree)
-    for key, rule in spec.items():
-        value = converted.get(key)
-        if isinstance(rule, MapOf) and isinstance(value, list):
-            mapping: dict[str, Any] = {}
-            for entry in value:
-                if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-                    raise PolicyError(f"{label}: every entry of {key} needs a name")
-                name = entry["name"]
-                if name in mapping:
-                    raise PolicyError(f"{label}: {key}: {name!r} is declared twice")
-                mapping[name] = {k: v for k, v in entry.items() if k != "name"}
-            converted[key] = mapping
-        elif isinstance(rule, Mapping) and isinstance(value, dict):
-            converted[key] = _lists_to_maps(label, value, rule)
-    return converted
+@dataclass(frozen=True)
+class _Layer:
+    """One file of a policy and its bases: its own keys, its parameters in the spec's words."""
+
+    path: Path
+    label: str
+    version: str | None
+    base: str | None  # what it extends: named, or its kind's default
+    parameters: dict[str, Any]
+    description: str
+    parent_version: str | None
+    metadata: dict[str, Any]
 
 
-def _prepared(kind: PolicyKind, label: str, parameters: dict[str, Any]) -> dict[str, Any]:
-    assert kind.prepare is not None
+def _chain(kind: PolicyKind, name_or_path: str) -> list[_Layer]:
+    """The file and its bases, the root (the file without a base) first."""
+    layers = [_read_layer(kind, _locate(kind, name_or_path))]
+    while (base := layers[-1].base) is not None:
+        below = layers[-1]
+        try:
+            path = _locate(kind, base, beside=below.path.parent)
+        except PolicyError as exc:
+            raise PolicyError(f"{below.label}: extends: {exc}") from None
+        if any(path.resolve() == layer.path.resolve() for layer in layers):
+            trail = " -> ".join([layer.label for layer in layers] + [_label(kind, path)])
+            raise PolicyError(f"{below.label}: extends {base!r} makes a cycle: {trail}")
+        layers.append(_read_layer(kind, path))
+    return layers[::-1]
+
+
+def _label(kind: PolicyKind, path: Path) -> str:
+    packaged = path.parent == policies_dir(kind.capability, kind.folder)
+    return f"{kind.capability} policy {path.stem}" if packaged else str(path)
+
+
+def _read_layer(kind: PolicyKind, path: Path) -> _Layer:
+    document = _read_yaml(path)
+    label = _label(kind, path)
+    meta_keys = {kind.version_key, "description", "parent_version", "metadata", "extends"}
+    parameters: Any
+    if kind.flat:
+        parameters = {k: v for k, v in document.items() if k not in meta_keys}
+    else:
+        reject_unknown(label, document, meta_keys | {"parameters"}, prefix="")
+        parameters = document.get("parameters", {} if "extends" in document else None)
+    metadata = document.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise PolicyError(f"{label}: `metadata` must be a mapping")
+    parent_version = document.get("parent_version")
+    if parent_version is not None and not isinstance(parent_version, str):
+        raise PolicyError(f"{label}: parent_version must be a version name, got {parent_version!r}")
+    version = document.get(kind.version_key)
+    if version is not None and not (
+        isinstance(version, str) and _VERSION_PATTERN.fullmatch(version)
+    ):
+        raise PolicyError(f"{label}: {kind.version_key} must be a version name, got {version!r}")
+    named = document.get("extends")
+    if "extends" in document and not (isinstance(named, str) and named):
+        raise PolicyError(f"{label}: extends must be a policy name or a path, got {named!r}")
+    if not isinstance(parameters, dict):
+        raise PolicyError(f"{label}: `parameters` must be a mapping")
+    parameters = lists_to_maps(label, parameters, kind.spec)
+    if kind.read_as is not None:
+        parameters = _prepared(kind.read_as, label, parameters)
+    if named is None and (version is None or not complete(parameters, kind.spec)):
+        named = kind.default_base
+    return _Layer(
+        path,
+        label,
+        version,
+        named,
+        parameters,
+        str(document.get("description") or ""),
+        parent_version,
+        dict(metadata),
+    )
+
+
+def _versions(kind: PolicyKind, layers: list[_Layer]) -> list[tuple[str, str]]:
+    """Each layer's (version, base_version) before overrides, the root's first: the name it
+    gives, or its base's version + the suffix of its differences, never a base's name."""
+    found: list[tuple[str, str]] = []
+    for layer in layers:
+        if layer.version is None and not found:
+            raise PolicyError(f"{layer.label}: {kind.version_key} must be a version name, got None")
+        if layer.version is None:
+            version, base_version = found[-1]
+            found.append((version + _suffix(layer.parameters), base_version))
+        elif any(layer.version == version for version, _ in found):
+            raise PolicyError(
+                f"{layer.label}: {kind.version_key} {layer.version!r} is the version of a base it "
+                "extends; give the file a name of its own, or none"
+            )
+        else:
+            found.append((layer.version, layer.version))
+    return found
+
+
+def _suffix(changes: dict[str, Any]) -> str:
+    """`+` and 8 hex digits of the changes' sha256 as canonical JSON; nothing for no changes."""
+    return "+" + hashlib.sha256(canonical_json(changes).encode()).hexdigest()[:8] if changes else ""
+
+
+def _prepared(
+    step: Callable[[dict[str, Any]], dict[str, Any]], label: str, parameters: dict[str, Any]
+) -> dict[str, Any]:
     try:
-        return kind.prepare(parameters)
+        return step(parameters)
     except PolicyError as exc:
         raise PolicyError(f"{label}: {exc}") from None
 
@@ -353,13 +346,16 @@ def parse_overrides(
     return parsed
 
 
-def _locate(kind: PolicyKind, name_or_path: str) -> Path:
+def _locate(kind: PolicyKind, name_or_path: str, beside: Path | None = None) -> Path:
+    """A packaged name's file, or a path (relative to `beside`, the folder of the file naming it
+    as its base, when given)."""
     candidate = Path(name_or_path)
     looks_like_path = candidate.suffix in {".yaml", ".yml"} or len(candidate.parts) > 1
     if looks_like_path:
-        if not candidate.is_file():
-            raise PolicyError(f"policy file not found: {name_or_path}")
-        return candidate
+        path = candidate if beside is None else beside / candidate
+        if not path.is_file():
+            raise PolicyError(f"policy file not found: {name_or_path if beside is None else path}")
+        return path
     packaged = policies_dir(kind.capability, kind.folder) / f"{name_or_path}.yaml"
     if not packaged.is_file():
         known = ", ".join(available_policies(kind)) or "none"
@@ -381,85 +377,3 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise PolicyError(f"{path}: a policy must be a YAML mapping")
     return document
-
-
-def _reject_unknown(label: str, tree: Mapping[str, Any], allowed: set[str], prefix: str) -> None:
-    for key in tree:
-        if key not in allowed:
-            hint = difflib.get_close_matches(str(key), sorted(allowed), n=1)
-            suggestion = f" (did you mean '{prefix}{hint[0]}'?)" if hint else ""
-            raise PolicyError(f"{label}: unknown key '{prefix}{key}'{suggestion}")
-
-
-def _validate_tree(label: str, tree: Any, spec: Spec, prefix: str, root: str) -> dict[str, Any]:
-    if not isinstance(tree, dict):
-        raise PolicyError(f"{label}: {root}{prefix.rstrip('.')} must be a mapping")
-    _reject_unknown(label, tree, set(spec), prefix=f"{root}{prefix}")
-    validated: dict[str, Any] = {}
-    for key, rule in spec.items():
-        dotted = f"{prefix}{key}"
-        if key not in tree:
-            raise PolicyError(f"{label}: missing key {root}{dotted}")
-        validated[key] = _validate_node(label, tree[key], rule, dotted, root)
-    return validated
-
-
-def _validate_node(label: str, value: Any, rule: Any, dotted: str, root: str) -> Any:
-    if isinstance(rule, Mapping):
-        return _validate_tree(label, value, rule, prefix=f"{dotted}.", root=root)
-    if isinstance(rule, MapOf):
-        if not isinstance(value, dict):
-            raise PolicyError(f"{label}: {root}{dotted} must be a mapping of names")
-        for name in value:
-            if not isinstance(name, str) or not re.fullmatch(rule.name_pattern, name):
-                raise PolicyError(f"{label}: {root}{dotted}: invalid name {name!r}")
-        return {
-            name: _validate_node(label, entry, rule.entry, f"{dotted}.{name}", root)
-            for name, entry in value.items()
-        }
-    if isinstance(rule, ListOf):
-        if not isinstance(value, list):
-            raise PolicyError(f"{label}: {root}{dotted} must be a list")
-        return [
-            _validate_tree(label, entry, rule.entry, f"{dotted}[{i}].", root)
-            for i, entry in enumerate(value)
-        ]
-    try:
-        return rule.check(f"{root}{dotted}", value)
-    except PolicyError as exc:
-        raise PolicyError(f"{label}: {exc}") from None
-
-
-def _apply_override(
-    label: str, tree: dict[str, Any], kind: PolicyKind, dotted: str, value: Any
-) -> None:
-    parts = dotted.split(".")
-    node: Any = tree
-    rules: Any = kind.spec
-    option = kind.override_option
-    for depth, part in enumerate(parts):
-        if isinstance(rules, MapOf):
-            rules = {part: rules.entry}
-        if not isinstance(rules, Mapping) or part not in rules:
-            known = sorted(rules) if isinstance(rules, Mapping) else []
-            hint = difflib.get_close_matches(part, known, n=1)
-            where = ".".join(parts[: depth + 1])
-            suggestion = f" (did you mean {'.'.join(parts[:depth] + [hint[0]])!r}?)" if hint else ""
-            raise PolicyError(f"{option} {dotted}: unknown key {where!r}{suggestion}")
-        rules = rules[part]
-        if depth == len(parts) - 1:
-            if isinstance(rules, Mapping):
-                if not isinstance(value, dict):
-                    raise PolicyError(
-                        f"{option} {dotted}: is a group; give a mapping or set one of its keys"
-                    )
-                for key, item in value.items():
-                    _apply_override(label, tree, kind, f"{dotted}.{key}", item)
-                return
-            node[part] = value
-        else:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise PolicyError(
-                    f"{label}: parameters.{'.'.join(parts[: depth + 1])} must be a mapping"
-                )

@@ -1,5 +1,10 @@
 """What a fusion recipe (sql/fuse/recipes/*.yaml, seed 003 §8) may say, and `plan`: a recipe
-resolved against the sources of one log."""
+resolved against the sources of one log.
+
+Seed 003 §8's own example loads as written: a recipe that leaves out keys (or its `recipe_id`)
+reads over hybrid_v1 (§12.1's v1.0 configuration), `fusion: {type: …}` is `method`,
+`target_granularity: file` is `doc`, and a source's `type` and `index_dir` (the retriever and
+index that produced its hits, which duckscore does not run) are recorded, not used."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from ..core.policy import (
     ListOf,
     MapOf,
     Number,
+    Omissible,
     Policy,
     PolicyKind,
     Spec,
@@ -74,12 +80,42 @@ MAX_WEIGHT = (
     1e9  # a hit's weight, boosts included: parent features sum RRF terms as DECIMAL(38, 24)
 )
 UNIT = Number(0.0, 1.0)
+GRANULARITIES = ("doc", "block")
 SOURCE: Spec = {
     "top_k": Number(1.0, integer=True, nullable=True),
     "normalize": Choice(NORMALIZERS),
     "weight": Number(0.0, MAX_WEIGHT),
     "distance": Flag(),
+    "type": Omissible(Text()),
+    "index_dir": Omissible(Text()),
 }
+
+
+@dataclass(frozen=True)
+class Granularity:
+    """`doc` or `block`; seed 003's `file` (a parent of blocks) is `doc`. Its `module` and `entity`
+    group or split files by paths and line spans a retrieval log does not carry."""
+
+    def check(self, key: str, value: Any) -> Any:
+        if value == "file":
+            return "doc"
+        if value in ("module", "entity"):
+            raise PolicyError(
+                f"{key}: {value!r} is not a level of a retrieval log, which has doc (a parent; "
+                "seed 003's file) and block (an item)"
+            )
+        return Choice(GRANULARITIES).check(key, value)
+
+
+def _seed_spellings(parameters: dict[str, Any]) -> dict[str, Any]:
+    """Seed 003 §8 names the fusion method `fusion.type`."""
+    fusion = parameters.get("fusion")
+    if not isinstance(fusion, dict) or "type" not in fusion:
+        return parameters
+    if "method" in fusion:
+        raise PolicyError("fusion: give `method` or seed 003's `type`, not both")
+    renamed = {("method" if key == "type" else key): value for key, value in fusion.items()}
+    return {**parameters, "fusion": renamed}
 
 
 def _merge_source_defaults(parameters: dict[str, Any]) -> dict[str, Any]:
@@ -116,8 +152,10 @@ FUSE_RECIPE = PolicyKind(
     override_option="--set-recipe",
     flat=True,
     prepare=_merge_source_defaults,
+    read_as=_seed_spellings,
+    default_base="hybrid_v1",
     spec={
-        "target_granularity": Choice(("doc", "block")),
+        "target_granularity": Granularity(),
         "discover_sources": Flag(),
         "source_defaults": SOURCE,
         "sources": MapOf(SOURCE),

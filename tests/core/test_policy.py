@@ -1,16 +1,23 @@
-"""Policy loading, validation and overrides; the audited literal filter."""
+"""Policy loading, validation, overrides and bases (`extends`); the audited literal filter."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from pathlib import Path
 
 import pytest
 import yaml
+from click.testing import CliRunner
 
+from duckscore.answers.policy import ANSWER_POLICY
+from duckscore.bids.policy import BID_POLICY
+from duckscore.cli import cli
 from duckscore.core.errors import PolicyError, TemplateError
-from duckscore.core.policy import load_policy
+from duckscore.core.policy import canonical_json, load_policy
 from duckscore.core.render import ident, lit
+from duckscore.instincts.policy import INSTINCT_POLICY
 from duckscore.score.policy import SCORE_POLICY
 
 
@@ -203,3 +210,128 @@ def test_ident_quotes_anything_unusual() -> None:
     assert ident('we"ird name') == '"we""ird name"'
     with pytest.raises(TemplateError):
         ident("")
+
+
+# `extends`: a base and its differences, for every capability's policies
+
+EXTENDS_CASES = {
+    # capability: (its kind, a packaged base, a difference, the same difference as an override)
+    "score": (SCORE_POLICY, "overall_v1", {"normalization": {"p_lo": 0.2}}, "normalization.p_lo=0.2"),
+    "answers": (ANSWER_POLICY, "answer_v1", {"levels": {"high_at_least": 80.0}}, "levels.high_at_least=80.0"),
+    "bids": (BID_POLICY, "bid_v1", {"packing": {"max_items": 6}}, "packing.max_items=6"),
+    "instincts": (INSTINCT_POLICY, "instinct_v1", {"human": {"prior": 0.6}}, "human.prior=0.6"),
+}  # fmt: skip
+
+
+def _write(path: Path, document: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _digest(value: object) -> str:
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()[:8]
+
+
+@pytest.mark.parametrize("capability", sorted(EXTENDS_CASES))
+def test_a_policy_extends_a_base_with_its_differences(tmp_path: Path, capability: str) -> None:
+    kind, base, difference, override = EXTENDS_CASES[capability]
+    path = _write(
+        tmp_path / "mine.yaml",
+        {kind.version_key: "mine_v1", "extends": base, "parameters": difference},
+    )
+    policy = load_policy(kind, str(path))
+    assert policy.parameters == load_policy(kind, base, [override]).parameters
+    assert (policy.version, policy.base_version) == ("mine_v1", "mine_v1")
+    record = policy.as_record()
+    assert record["extends"] == [{"version": base, "source": f"{capability} policy {base}"}]
+    assert record["parent_version"] is None and record["source"] == str(path)
+
+
+@pytest.mark.parametrize("capability", sorted(EXTENDS_CASES))
+def test_a_policy_without_a_version_of_its_own_does_not_claim_its_base(
+    tmp_path: Path, capability: str
+) -> None:
+    kind, base, difference, _ = EXTENDS_CASES[capability]
+    path = _write(tmp_path / "diff.yaml", {"extends": base, "parameters": difference})
+    policy = load_policy(kind, str(path))
+    assert policy.version == f"{base}+{_digest(difference)}" != base
+    assert policy.base_version == base
+    assert load_policy(kind, str(path)).as_record() == policy.as_record()  # deterministic
+    same = _write(tmp_path / "same.yaml", {"extends": base})
+    assert load_policy(kind, str(same)).version == base
+    assert load_policy(kind, str(same)).parameters == load_policy(kind, base).parameters
+
+
+def test_bases_chain_merge_mappings_and_replace_lists(tmp_path: Path) -> None:
+    bands = [{"at_least": 2, "points": 0.5}, {"at_least": 0, "points": 0.1}]
+    middle = _write(
+        tmp_path / "bases" / "middle.yaml",
+        {
+            "answer_policy_version": "middle_v1",
+            "extends": "answer_v1",
+            "parameters": {"weights": {"retrieval": 1.0}, "citation_count": bands},
+        },
+    )
+    top = _write(
+        tmp_path / "bases" / "top.yaml",
+        {"extends": "middle.yaml", "parameters": {"weights": {"certainty": 1.5}}},
+    )
+    policy = load_policy(ANSWER_POLICY, str(top))
+    expected = load_policy(
+        ANSWER_POLICY,
+        "answer_v1",
+        [f"citation_count={json.dumps(bands)}", "weights.retrieval=1.0", "weights.certainty=1.5"],
+    )
+    assert policy.parameters == expected.parameters
+    assert policy.version == f"middle_v1+{_digest({'weights': {'certainty': 1.5}})}"
+    assert policy.as_record()["extends"] == [
+        {"version": "middle_v1", "source": str(middle)},
+        {"version": "answer_v1", "source": "answers policy answer_v1"},
+    ]
+    with_override = load_policy(ANSWER_POLICY, str(top), ["weights.retrieval=0.5"])
+    assert with_override.version == f"{policy.version}+{_digest({'weights.retrieval': 0.5})}"
+    assert with_override.base_version == "middle_v1"
+
+
+def test_a_policy_without_extends_is_read_as_before(tmp_path: Path) -> None:
+    from duckscore.core.resources import policies_dir
+
+    copy = tmp_path / "overall_v1.yaml"
+    copy.write_text((policies_dir("score") / "overall_v1.yaml").read_text(encoding="utf-8"))
+    record = load_policy(SCORE_POLICY, str(copy)).as_record()
+    assert "extends" not in record and "extends" not in v1().as_record()
+    assert record == v1().as_record() | {"source": str(copy)}
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ({"a.yaml": {"extends": "a.yaml"}}, "a.yaml: extends 'a.yaml' makes a cycle: a.yaml -> a.yaml"),
+        (
+            {"a.yaml": {"extends": "b.yaml"}, "b.yaml": {"extends": "a.yaml"}},
+            "b.yaml: extends 'a.yaml' makes a cycle: a.yaml -> b.yaml -> a.yaml",
+        ),
+        (
+            {"a.yaml": {"extends": "overall_v9"}},
+            "a.yaml: extends: unknown score policy 'overall_v9' (packaged: overall_v1, overall_v2)",
+        ),
+        ({"a.yaml": {"extends": "nowhere.yaml"}}, "a.yaml: extends: policy file not found: "),
+        ({"a.yaml": {"extends": ["overall_v1"]}}, "a.yaml: extends must be a policy name or a path, got ['overall_v1']"),
+        (
+            {"a.yaml": {"score_policy_version": "overall_v1", "extends": "overall_v1"}},
+            "a.yaml: score_policy_version 'overall_v1' is the version of a base it extends",
+        ),
+        ({"a.yaml": {"extends": "overall_v1", "parameters": {"alpah": 1}}}, "a.yaml: unknown key 'parameters.alpah'"),
+        ({"a.yaml": {"extends": "overall_v1", "parameters": [1]}}, "a.yaml: `parameters` must be a mapping"),
+    ],
+)  # fmt: skip
+def test_bad_bases_are_one_line_naming_the_file_and_key(
+    tmp_path: Path, files: dict, message: str
+) -> None:
+    for name, document in files.items():
+        _write(tmp_path / name, document)
+    result = CliRunner().invoke(cli, ["policy", "show", str(tmp_path / "a.yaml")])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.count("\n") == 1
+    assert message in result.stderr.replace(f"{tmp_path}/", ""), result.stderr
