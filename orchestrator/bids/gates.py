@@ -19,6 +19,20 @@ GATES = (  # name, comparison
 NOT_COMPUTED = ("ragas_precision", "ragas_recall", "faithfulness")
 
 
+def describe_failures(report: dict[str, Any]) -> str:
+    """The failed gates of a gates_report, each with its value against its threshold:
+    `retrieval_p95_ms 4200 (needs <= 4000)`."""
+    return ", ".join(
+        f"{g['name']} {_short(g['value'])} (needs {g['comparison']} {_short(g['threshold'])})"
+        for g in report["gates"]
+        if g["status"] == "fail"
+    )
+
+
+def _short(number: float) -> str:
+    return f"{round(number, 4):g}"
+
+
 def gates_report(session: Session, gates_sql: RenderedSQL, policy: Policy) -> dict[str, Any]:
     """§12: pass / fail / no_data per gate, with the value, threshold and comparison."""
     session.create("__gates", gates_sql)

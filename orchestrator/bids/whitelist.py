@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any, Literal
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import SqlglotError
-from sqlglot.tokenizer_core import TokenType
+from sqlglot.errors import ErrorLevel, ParseError, SqlglotError, TokenError
+from sqlglot.tokenizer_core import Token, TokenType
 
 from ..core.errors import WhitelistError
 from ..core.render import SqlFragment
@@ -49,6 +51,14 @@ _FUNCTION_ARGUMENTS = {  # the arguments sqlglot may fill for each, and what to 
     "abs": ({"this"}, "one number"),
     "round": ({"this", "decimals"}, "a number and a whole number of decimals"),
 }
+_OPERATORS = {**_COMPARISONS, **_ARITHMETIC, exp.Div: "/", exp.And: "AND", exp.Or: "OR"}
+_RADIXES = {"0x": ("hexadecimal", 16), "0b": ("binary", 2), "0o": ("octal", 8)}
+_WORDS = {  # what a refused construct is called where its SQL would not show it
+    exp.IgnoreNulls: "IGNORE NULLS",
+    exp.RespectNulls: "RESPECT NULLS",
+    exp.ByteString: "an E'…' string",
+}
+_MISSING = re.compile(r"Required keyword: '\w+' missing for <class '[\w.]*?(\w+)'>")
 Type = Literal["text", "number", "boolean"]
 
 
@@ -123,20 +133,48 @@ class _Compiler:
         if "\x00" in self.text:
             raise self._error("contains a NUL character")
         try:
-            tokens = sqlglot.Dialect.get_or_raise("duckdb").tokenize(self.text)
-            if any(t.comments for t in tokens):
-                raise self._error("comments are not allowed")
-            if any(t.token_type == TokenType.SEMICOLON for t in tokens):
-                raise self._error("only one expression is allowed (found ';')")
+            self._check_tokens(sqlglot.Dialect.get_or_raise("duckdb").tokenize(self.text))
             statements = sqlglot.parse(self.text, read="duckdb")
         except SqlglotError as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else "syntax error"
-            raise self._error(f"cannot be parsed: {first}") from None
+            raise self._error(self._unparsable(exc)) from None
         except RecursionError:
             raise self._error(f"is nested deeper than {MAX_DEPTH} levels") from None
         if len(statements) != 1 or statements[0] is None:
             raise self._error("only one expression is allowed")
         return statements[0]
+
+    def _check_tokens(self, tokens: list[Token]) -> None:
+        if any(t.comments for t in tokens):
+            raise self._error("comments are not allowed")
+        if any(t.token_type == TokenType.SEMICOLON for t in tokens):
+            raise self._error("only one expression is allowed (found ';')")
+        for number, word in pairwise(tokens):
+            # sqlglot reads `0x10` as the number 0 aliased x10: a number glued to a word
+            if (number.token_type, word.token_type) == (TokenType.NUMBER, TokenType.VAR) and (
+                word.start == number.end + 1
+            ):
+                raise self._error(_not_a_number(self.text[number.start : word.end + 1]))
+
+    def _unparsable(self, exc: SqlglotError) -> str:
+        """What is wrong, from sqlglot's error, in the words of the person who typed it."""
+        if isinstance(exc, TokenError):
+            for quote in "'\"":
+                if self.text.count(quote) % 2:
+                    return f"a {quote} quote is not closed"
+            return "cannot be read: a character is not part of the grammar"
+        problem = exc.errors[0] if isinstance(exc, ParseError) and exc.errors else {}
+        description = str(problem.get("description", ""))
+        near, before = str(problem.get("highlight", "")), str(problem.get("start_context", ""))
+        missing = _MISSING.match(description)
+        if missing:
+            return _incomplete(getattr(exp, missing[1], None), near)
+        if description == "Expecting )":
+            return "a '(' is not closed"
+        if description.startswith("Invalid expression"):
+            return f"unexpected {near!r}" + (f" after {before.strip()!r}" if before.strip() else "")
+        if description and "<" not in description:
+            return f"cannot be parsed near {near!r}: {description[0].lower()}{description[1:]}"
+        return f"cannot be parsed near {near!r}"
 
     def _bind(self, value: Any) -> str:
         name = f"{self.prefix}{len(self.params) + 1}"
@@ -149,7 +187,7 @@ class _Compiler:
             raise self._error(f"is nested deeper than {MAX_DEPTH} levels")
         handler = self._handler(node)
         if handler is None:
-            raise self._error(f"{_describe(node)} is not allowed")
+            raise self._error(f"{self._describe(node)} is not allowed")
         return handler(node, depth + 1)
 
     def _handler(self, node: exp.Expr) -> Callable[[Any, int], tuple[str, str, Type]] | None:
@@ -174,6 +212,8 @@ class _Compiler:
             return self._negative
         if kind is exp.Column:
             return self._column
+        if kind is exp.Alias:
+            return self._alias
         if kind in (exp.Literal, exp.Boolean):
             return self._literal
         if self.formula and kind in _SCALAR_FUNCTIONS:
@@ -219,7 +259,7 @@ class _Compiler:
         items = []
         for item in node.expressions:
             if not isinstance(item, (exp.Literal, exp.Neg)):
-                raise self._error(f"IN takes literals only, not {_describe(item)}")
+                raise self._error(f"IN takes literals only, not {self._describe(item)}")
             compiled = self._node(item, depth)
             self._same_type(value, compiled, "IN")
             items.append(compiled)
@@ -275,7 +315,7 @@ class _Compiler:
         if node.table or node.args.get("db") or node.args.get("catalog"):
             raise self._error(f"{node.sql()} is qualified; name the field alone")
         if not isinstance(node.this, exp.Identifier):
-            raise self._error(f"{_describe(node.this)} is not allowed")
+            raise self._error(f"{self._describe(node.this)} is not allowed")
         name = node.this.this.lower()
         if name not in FIELD_TYPES:
             raise self._error(
@@ -283,6 +323,11 @@ class _Compiler:
             )
         self.fields.add(name)
         return name, name, FIELD_TYPES[name]
+
+    def _alias(self, node: exp.Alias, depth: int) -> tuple[str, str, Type]:
+        # `bid_price > 1 x` and `bid_price IS` parse as aliases: a word where none may stand
+        after = _quoted(_sql(node.this))
+        raise self._error(f"unexpected {node.alias!r} after {after}")
 
     def _literal(self, node: exp.Literal | exp.Boolean, depth: int) -> tuple[str, str, Type]:
         if isinstance(node, exp.Boolean):
@@ -356,7 +401,23 @@ class _Compiler:
 
     def _references_a_field(self, node: exp.Expr) -> None:
         if not any(isinstance(n, exp.Column) for n in node.walk()):
-            raise self._error(f"{node.sql(dialect='duckdb')} compares no whitelisted field")
+            raise self._error(f"{_sql(node)} compares no whitelisted field")
+
+    def _describe(self, node: exp.Expr) -> str:
+        """A refused construct as the user wrote it: a function by the name typed, anything
+        else by its SQL — never by sqlglot's name for it."""
+        if isinstance(node, (exp.Select, exp.Subquery, exp.Union, exp.Exists)):
+            return "a subquery"
+        if node.__class__ in _WORDS:
+            return _WORDS[node.__class__]
+        start, end = node.meta.get("start"), node.meta.get("end")
+        if isinstance(node, exp.Func) and start is not None and end is not None:
+            return f"function {self.text[start : end + 1].lower()}()"
+        if isinstance(node, exp.Func):  # min(), cast(): parsed by sqlglot without a position
+            name = node.sql_name().lower()
+            if re.search(rf"(?<![\w.]){re.escape(name)}\s*\(", self.text, re.IGNORECASE):
+                return f"function {name}()"
+        return _quoted(_sql(node))
 
 
 def _number(text: str, error: Callable[[str], WhitelistError]) -> int | float:
@@ -375,12 +436,38 @@ def _show(value: int | float) -> str:
     return str(value) if isinstance(value, int) else repr(value)
 
 
-def _describe(node: exp.Expr) -> str:
-    kind = type(node).__name__
-    if isinstance(node, exp.Anonymous):
-        return f"function {node.name.lower()}()"
-    if isinstance(node, exp.Func):
-        return f"function {node.key}()"
-    if isinstance(node, (exp.Select, exp.Subquery, exp.Union, exp.Exists)):
-        return "a subquery"
-    return f"{kind} ({node.sql(dialect='duckdb')[:40]})"
+def _sql(node: exp.Expr) -> str:
+    """The node as DuckDB SQL, for a message: without sqlglot's warnings on stderr."""
+    return node.sql(dialect="duckdb", unsupported_level=ErrorLevel.IGNORE)
+
+
+def _quoted(sql: str) -> str:
+    return repr(sql if len(sql) <= 40 else sql[:37] + "...")
+
+
+def _not_a_number(word: str) -> str:
+    name, radix = _RADIXES.get(word[:2].lower(), ("", 0))
+    if not name:
+        return f"{word!r} is not a number"
+    try:
+        decimal = f" (write {int(word, radix)})"
+    except ValueError:
+        decimal = ""
+    return f"{word!r} is not a number: {name} is not accepted{decimal}"
+
+
+def _incomplete(kind: object, near: str) -> str:
+    """The message for sqlglot's "Required keyword … missing for <class …>"."""
+    if kind is exp.Between:
+        return "BETWEEN needs `low AND high`"
+    if kind in (exp.And, exp.Or):
+        return f"{_OPERATORS[kind]} needs a condition on each side"
+    if kind in _OPERATORS:
+        return f"{_OPERATORS[kind]} needs a value on each side"
+    if kind is exp.Not:
+        return "NOT needs a condition after it"
+    if kind is exp.Neg:
+        return "- needs a number after it"
+    if isinstance(kind, type) and issubclass(kind, exp.Func):
+        return f"{kind.sql_name().lower()}() needs an argument"
+    return f"is incomplete near {near!r}"

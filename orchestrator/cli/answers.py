@@ -9,6 +9,7 @@ import click
 
 from .app import cli
 from .options import engine_options, out_dir_option, policy_options
+from .summary import written
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
@@ -72,3 +73,4 @@ def answers(
         answers, citations, chunks, out_dir, policy, events, list(overrides), settings, progress
     )
     progress.step(f"done: {result.answers:,} answers -> {out_dir}")
+    written(f"scored {result.answers:,} answers", out_dir, result.manifest)

@@ -70,9 +70,15 @@ def _fail(message: str, status: int = 2) -> None:
 @click.option(
     "--progress/--no-progress",
     default=None,
-    help="Progress lines on stderr (default: only when stderr is a terminal).",
+    help="Progress lines on stderr (default: only when stderr is a terminal); --no-progress "
+    "also silences the line a command prints when it succeeds.",
 )
-@click.option("-q", "--quiet", is_flag=True, help="No progress lines (same as --no-progress).")
+@click.option(
+    "-q",
+    "--quiet",
+    is_flag=True,
+    help="No progress lines and no success line (same as --no-progress); errors still print.",
+)
 @click.pass_context
 def cli(ctx: click.Context, progress: bool | None, quiet: bool) -> None:
     """SQL-first confidence scoring for RAG retrieval logs, on DuckDB.

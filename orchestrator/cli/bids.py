@@ -10,10 +10,20 @@ import click
 
 from .app import DuckscoreGroup, cli
 from .options import engine_options, out_dir_option, policy_options
+from .summary import written
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
     from ..core.progress import Progress
+
+HEADLINE_OUTPUTS = (  # named first in the line a run prints
+    "contract.jsonl",
+    "evaluations.parquet",
+    "criteria.parquet",
+    "candidates.parquet",
+    "evidence.parquet",
+    "gates.json",
+)
 
 
 @cli.command()
@@ -64,19 +74,25 @@ def bids(
       evidence.parquet    packing order and budgets; rules.parquet; claims.parquet
       degradation_events.parquet, consistency.parquet, gates.json, manifest.json, sql/
     """
+    from ..bids.gates import describe_failures
     from ..bids.pipeline import score_bids
 
     result = score_bids(input_dir, out_dir, policy, rules, list(overrides), settings, progress)
-    failed = result.gates_failed
-    progress.step(
-        f"done: {result.evaluations:,} supplier evaluations -> {out_dir}"
-        + (f"; gates failed: {', '.join(failed)}" if failed else "")
+    progress.step(f"done: {result.evaluations:,} supplier evaluations -> {out_dir}")
+    written(
+        f"scored {result.evaluations:,} supplier evaluations",
+        out_dir,
+        result.manifest,
+        first=HEADLINE_OUTPUTS,
     )
-    if strict_gates and failed:
+    if result.gates_failed:  # with or without --strict-gates: exit 0 must not hide a failed gate
         click.echo(
-            f"duckscore: gates failed: {', '.join(failed)} (see {out_dir}/gates.json)", err=True
+            f"duckscore: gates failed: {describe_failures(result.gates)} "
+            f"(see {out_dir}/gates.json)",
+            err=True,
         )
-        sys.exit(1)
+        if strict_gates:
+            sys.exit(1)
 
 
 @cli.group("filter", cls=DuckscoreGroup)

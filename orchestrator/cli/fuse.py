@@ -9,6 +9,7 @@ import click
 
 from .app import cli
 from .options import engine_options, explain_option, log_option, out_dir_option, recipe_options
+from .summary import written
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
@@ -46,3 +47,9 @@ def fuse(
 
     result = run_fuse(log, out_dir, recipe, list(recipe_overrides), settings, progress, explain)
     progress.step(f"done: {result.fused_rows:,} fused items -> {out_dir}")
+    hits, sources = result.manifest["inputs"]["log"]["rows"], len(result.manifest["sources"])
+    written(
+        f"fused {result.fused_rows:,} items from {hits:,} hits of {sources} sources",
+        out_dir,
+        result.manifest,
+    )

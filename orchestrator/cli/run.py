@@ -18,6 +18,7 @@ from .options import (
     recipe_options,
     top_n_option,
 )
+from .summary import written
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
@@ -112,3 +113,8 @@ def run(
         explain,
     )
     progress.step(f"done: {result.queries:,} queries, {result.parents:,} parents -> {out_dir}")
+    written(
+        f"fused and scored {result.parents:,} parents of {result.queries:,} queries",
+        out_dir,
+        result.manifest,
+    )

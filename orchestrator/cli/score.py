@@ -9,6 +9,7 @@ import click
 
 from .app import cli
 from .options import engine_options, out_dir_option, policy_options, queries_option, top_n_option
+from .summary import written
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
@@ -56,3 +57,6 @@ def score(
         features, out_dir, policy, list(overrides), queries, top_n, settings, progress
     )
     progress.step(f"done: {result.queries:,} queries, {result.parents:,} parents -> {out_dir}")
+    written(
+        f"scored {result.parents:,} parents of {result.queries:,} queries", out_dir, result.manifest
+    )

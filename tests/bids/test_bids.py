@@ -262,6 +262,14 @@ def test_same_bytes_twice(tmp_path: Path) -> None:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
 
 
+def failed_gates_line(out: Path) -> str:
+    return (
+        "duckscore: gates failed: citation_resolution_rate 0.5 (needs >= 0.98), "
+        "unsupported_claim_rate 0.5 (needs <= 0.05), rerank_degradation_ratio 0.6 (needs <= 0.2) "
+        f"(see {out}/gates.json)"
+    )
+
+
 def test_strict_gates_exit_1_after_writing(tmp_path: Path) -> None:
     code, _, err = evaluate(
         "--input",
@@ -270,8 +278,40 @@ def test_strict_gates_exit_1_after_writing(tmp_path: Path) -> None:
         str(tmp_path / "out"),
         "--strict-gates",
     )
-    assert code == 1 and "gates failed: citation_resolution_rate" in err
+    assert code == 1 and err.splitlines()[-1] == failed_gates_line(tmp_path / "out")
     assert (tmp_path / "out" / "gates.json").is_file()
+
+
+@pytest.mark.parametrize("quiet", [[], ["-q"]])
+def test_failed_gates_are_named_without_strict_gates(tmp_path: Path, quiet: list[str]) -> None:
+    # the run exited 0 without a word about its three failed gates
+    folder, out = small_input(tmp_path / "in"), tmp_path / "out"
+    result = CliRunner().invoke(cli, [*quiet, "bids", "--input", str(folder), "--out", str(out)])
+    assert (result.exit_code, result.stdout) == (0, "")
+    lines = result.stderr.splitlines()
+    assert lines[-1] == failed_gates_line(out)  # a warning: -q does not silence it
+    assert len(lines) == (1 if quiet else 2), result.stderr
+    gates = json.loads((out / "gates.json").read_text())["gates"]
+    failed = [g["name"] for g in gates if g["status"] == "fail"]
+    assert {"citation_resolution_rate", "rerank_degradation_ratio"} <= set(failed)
+
+
+def test_passing_gates_print_no_gate_line(tmp_path: Path) -> None:
+    loose = [
+        "gates.citation_resolution_rate=0",
+        "gates.unsupported_claim_rate=1",
+        "gates.rerank_degradation_ratio=1",
+    ]
+    code, out, err = evaluate(
+        "--input",
+        str(small_input(tmp_path / "in")),
+        "--out",
+        str(tmp_path / "out"),
+        "--strict-gates",
+        *(option for item in loose for option in ("--set", item)),
+    )
+    assert (code, out) == (0, "")
+    assert "gates failed" not in err and err.startswith("duckscore: scored 3 supplier evaluations")
 
 
 def test_optional_tables_may_be_absent(tmp_path: Path) -> None:

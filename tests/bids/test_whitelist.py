@@ -10,6 +10,7 @@ import re
 import duckdb
 import pytest
 from click.testing import CliRunner
+from sqlglot import expressions as exp
 
 from duckscore.bids.whitelist import FIELD_TYPES, parse_condition, parse_formula
 from duckscore.cli import cli
@@ -116,6 +117,83 @@ FORMULA_INJECTIONS = {
     "other column": "100 * min(tenant_id)",
     "literal only": "100",
 }
+MALFORMED = {  # typing mistakes rather than attacks: each is refused in the user's words
+    "hexadecimal": "bid_price > 0x10",
+    "hexadecimal first": "0x10 > bid_price",
+    "binary": "bid_price > 0b101",
+    "octal": "bid_price > 0o17",
+    "digits and letters": "bid_price > 12abc",
+    "number then word": "bid_price > 1 x",
+    "alias": "bid_price > 1 AS x",
+    "dangling IS": "bid_price IS",
+    "BETWEEN without AND": "bid_price BETWEEN 1",
+    "BETWEEN without high": "bid_price BETWEEN 1 AND",
+    "BETWEEN without low": "bid_price BETWEEN AND 2",
+    "BETWEEN alone": "bid_price BETWEEN",
+    "NOT BETWEEN without AND": "bid_price NOT BETWEEN 1",
+    "comparison without right side": "bid_price >",
+    "comparison without left side": "> 1",
+    "doubled operator": "bid_price >= =1",
+    "AND without right side": "bid_price > 1 AND",
+    "AND without left side": "AND bid_price > 1",
+    "OR without right side": "bid_price > 1 OR",
+    "NOT alone": "NOT",
+    "minus alone": "bid_price > -",
+    "modulo without right side": "bid_price > 10%",
+    "unclosed parenthesis": "(bid_price > 1",
+    "extra parenthesis": "bid_price > 1)",
+    "unclosed IN": "bid_price IN (1",
+    "unclosed string": "bid_price = 'abc",
+    "unclosed quoted field": '"bid_price > 1',
+    "lone dollar": "bid_price > $",
+    "two values": "bid_price > 1,2",
+    "NOT after value": "bid_price NOT > 1",
+    "IS NOT alone": "bid_price IS NOT",
+    "cast without type": "bid_price > 'a'::",
+    "backtick": "supplier_code = `A`",
+    "hex string": "bid_price > x'10'",
+    "dotted number": "bid_price > 1.2.3",
+    "tuple": "bid_price > (1, 2)",
+    "empty parentheses": "()",
+    "interval": "bid_price > INTERVAL 1 DAY",
+    "date literal": "bid_price > DATE '2020-01-01'",
+    "bitwise not": "bid_price > ~1",
+    "null-safe equal": "bid_price <=> 1",
+    "is distinct from": "bid_price IS DISTINCT FROM 1",
+    "integer division": "bid_price // 2 > 1",
+    "power operator": "bid_price ** 2 > 1",
+    "index": "bid_price[1] > 1",
+    "json arrow": "bid_price->'x' > 1",
+    "adjacent strings": "supplier_code = 'a' 'b'",
+    "collate": "supplier_code = 'a' COLLATE nocase",
+    "any": "bid_price > ANY([1])",
+    "all": "bid_price > ALL(SELECT 1)",
+    "at sign": "bid_price > @x",
+    "least in a condition": "least(bid_price, 1) > 1",
+    "least without arguments": "bid_price > least()",
+    "order by": "bid_price > 1 ORDER BY 1",
+}
+FORMULA_MALFORMED = {
+    "hexadecimal": "100 - 0x10",
+    "hexadecimal alone": "0x10",
+    "least without arguments": "least()",
+    "round without arguments": "round()",
+    "abs without arguments": "abs()",
+    "avg without arguments": "avg()",
+    "product without right side": "100 *",
+    "window over a partition": "min(bid_price) OVER (PARTITION BY supplier_code)",
+    "filter": "greatest(bid_price, 1) FILTER (WHERE TRUE)",
+    "ignore nulls": "min(bid_price IGNORE NULLS)",
+    "modulo": "100 % bid_price",
+    "BETWEEN without AND": "bid_price BETWEEN 1",
+}
+# sqlglot's names for what it parsed (Alias, Between, GT …) mean nothing to the person who typed
+# the expression; nor does `readcsv` for read_csv or "Line 1, Col: 18"
+SQLGLOT_NAMES = {
+    name
+    for name, value in vars(exp).items()
+    if isinstance(value, type) and issubclass(value, exp.Expr) and len(name) > 2
+}
 
 
 @pytest.fixture
@@ -177,6 +255,124 @@ def test_filter_check_refuses_with_exit_2_and_one_line(text: str) -> None:
     result = CliRunner().invoke(cli, ["filter", "check", text])
     assert result.exit_code == 2
     assert result.stdout == "" and result.stderr.count("\n") == 1
+
+
+def refusal(text: str, formula: bool = False) -> str:
+    with pytest.raises(WhitelistError) as caught:
+        (parse_formula if formula else parse_condition)(text)
+    return str(caught.value)
+
+
+def assert_in_the_users_words(text: str, message: str) -> None:
+    """One line, and no word of sqlglot's: not its class names, not its keys for functions."""
+    assert "\n" not in message and len(message) < 400, message
+    assert "<class" not in message and "sqlglot" not in message, message
+    assert not re.search(r"Line [0-9]+, Col", message), message
+    outside_quotes = re.sub(r"'[^']*'|\"[^\"]*\"|`[^`]*`", "", message)
+    words = set(re.findall(r"[A-Za-z_]+", outside_quotes))
+    assert not words & SQLGLOT_NAMES, (words & SQLGLOT_NAMES, message)
+    assert not re.search(r"[a-z][A-Z]", outside_quotes), message  # CamelCase
+    for name in re.findall(r"function ([^ (]+)\(\)", message):
+        assert name in text.lower(), f"{name}() is not what {text!r} calls it: {message}"
+
+
+REFUSED = [
+    *((text, False) for text in (*INJECTIONS.values(), *MALFORMED.values())),
+    *((text, True) for text in (*FORMULA_INJECTIONS.values(), *FORMULA_MALFORMED.values())),
+]
+
+
+@pytest.mark.parametrize(
+    "text, formula",
+    REFUSED,
+    ids=[
+        *(f"condition {name}" for name in (*INJECTIONS, *MALFORMED)),
+        *(f"formula {name}" for name in (*FORMULA_INJECTIONS, *FORMULA_MALFORMED)),
+    ],
+)
+def test_refusals_are_one_line_in_the_users_words(
+    no_database: None, text: str, formula: bool
+) -> None:
+    assert_in_the_users_words(text, refusal(text, formula))
+
+
+@pytest.mark.parametrize(
+    ("text", "formula", "reason"),
+    [
+        # sqlglot reads 0x10 as `0 AS x10`: it was refused as "Alias (bid_price > 0 AS x10)"
+        (
+            "bid_price > 0x10",
+            False,
+            "'0x10' is not a number: hexadecimal is not accepted (write 16)",
+        ),
+        (
+            "0x10 > bid_price",
+            False,
+            "'0x10' is not a number: hexadecimal is not accepted (write 16)",
+        ),
+        ("100 - 0X1F", True, "'0X1F' is not a number: hexadecimal is not accepted (write 31)"),
+        ("bid_price > 0b101", False, "'0b101' is not a number: binary is not accepted (write 5)"),
+        ("bid_price > 0xZZ", False, "'0xZZ' is not a number: hexadecimal is not accepted"),
+        ("bid_price > 12abc", False, "'12abc' is not a number"),
+        ("bid_price > 1 x", False, "unexpected 'x' after 'bid_price > 1'"),
+        ("bid_price IS", False, "unexpected 'IS' after 'bid_price'"),
+        # sqlglot: "Required keyword: 'high' missing for <class 'sqlglot.expressions.core.Between'>"
+        ("bid_price BETWEEN 1", False, "BETWEEN needs `low AND high`"),
+        ("bid_price BETWEEN 1 AND", False, "BETWEEN needs `low AND high`"),
+        ("bid_price NOT BETWEEN 1", False, "BETWEEN needs `low AND high`"),
+        ("bid_price BETWEEN AND 2", False, "BETWEEN needs `low AND high`"),
+        ("bid_price BETWEEN 1", True, "BETWEEN needs `low AND high`"),
+        ("bid_price >", False, "> needs a value on each side"),
+        ("> 1", False, "> needs a value on each side"),
+        ("100 *", True, "* needs a value on each side"),
+        ("bid_price > 1 AND", False, "AND needs a condition on each side"),
+        ("AND bid_price > 1", False, "AND needs a condition on each side"),
+        ("NOT", False, "NOT needs a condition after it"),
+        ("bid_price > -", False, "- needs a number after it"),
+        ("least()", True, "least() needs an argument"),
+        ("(bid_price > 1", False, "a '(' is not closed"),
+        ("bid_price = 'abc", False, "a ' quote is not closed"),
+        ('"bid_price > 1', False, 'a " quote is not closed'),
+        ("bid_price > 1 JOIN chunks ON TRUE", False, "unexpected 'JOIN' after 'bid_price > 1'"),
+        # sqlglot's keys for the functions (readcsv, regexplike) and classes (Like, DPipe)
+        ("supplier_code = read_csv('/etc/passwd')", False, "function read_csv() is not allowed"),
+        ("regexp_matches(supplier_code, 'a')", False, "function regexp_matches() is not allowed"),
+        ("supplier_code LIKE 'A%'", False, "\"supplier_code LIKE 'A%'\" is not allowed"),
+        ("supplier_code || 'x' = 'ax'", False, "\"supplier_code || 'x'\" is not allowed"),
+        ("bid_price > $1", False, "'$1' is not allowed"),
+        ("bid_price % 2 = 0", False, "'bid_price % 2' is not allowed"),
+    ],
+)
+def test_refusals_say_what_is_wrong(
+    no_database: None, text: str, formula: bool, reason: str
+) -> None:
+    message = refusal(text, formula)
+    assert message == f"{'formula' if formula else 'condition'} {text!r}: {reason}"
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["--formula", "100 * 0x10 / bid_price"],
+            "formula '100 * 0x10 / bid_price': "
+            "'0x10' is not a number: hexadecimal is not accepted (write 16)",
+        ),
+        (
+            ["bid_price BETWEEN 1 AND"],
+            "condition 'bid_price BETWEEN 1 AND': BETWEEN needs `low AND high`",
+        ),
+        # sqlglot also logged "IGNORE NULLS is not supported for non-window functions." on stderr
+        (
+            ["--formula", "min(bid_price IGNORE NULLS)"],
+            "formula 'min(bid_price IGNORE NULLS)': IGNORE NULLS is not allowed",
+        ),
+    ],
+)
+def test_filter_check_says_what_is_wrong_in_one_line(args: list[str], line: str) -> None:
+    result = CliRunner().invoke(cli, ["filter", "check", *args])
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"duckscore: error: {line}\n"
 
 
 ACCEPTED = [
