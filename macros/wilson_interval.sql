@@ -19,6 +19,6 @@ Usage:
 -#}
 {% macro wilson_interval(successes, trials, z=1.96, bound='lower') -%}
 {% if bound not in ('lower', 'upper') %}{{ fail("wilson_interval: bound must be 'lower' or 'upper', got " ~ bound) }}{% endif %}
-{% if not (z > 0) %}{{ fail('wilson_interval: z must be positive') }}{% endif %}
+{% if z is number and not (z > 0) %}{{ fail('wilson_interval: z must be positive') }}{% endif %}
 CASE WHEN ({{ successes }}) IS NULL OR ({{ trials }}) IS NULL OR ({{ trials }}) <= 0 OR ({{ successes }}) < 0 OR ({{ successes }}) > ({{ trials }}) THEN NULL ELSE greatest({{ 0.0 | lit }}, least({{ 1.0 | lit }}, (CAST(({{ successes }}) AS DOUBLE) + {{ (z * z / 2) | float | lit }} {{ '-' if bound == 'lower' else '+' }} {{ z | float | lit }} * sqrt(CAST(({{ successes }}) AS DOUBLE) * (({{ trials }}) - ({{ successes }})) / NULLIF(({{ trials }}), 0) + {{ (z * z / 4) | float | lit }})) / (CAST(({{ trials }}) AS DOUBLE) + {{ (z * z) | float | lit }}))) END
 {%- endmacro %}

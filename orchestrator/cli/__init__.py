@@ -3,7 +3,20 @@ per capability; each command calls one capability function, imported when the co
 `duckscore --help` loads no DuckDB, pandas, Jinja or sqlglot."""
 
 # each module adds its commands to `cli` when imported
-from . import answers, bids, calibrate, demo, fuse, instincts, metrics, policy, run, score, sql  # noqa: F401
+from . import (  # noqa: F401
+    answers,
+    bids,
+    calibrate,
+    demo,
+    fuse,
+    instincts,
+    macros,
+    metrics,
+    policy,
+    run,
+    score,
+    sql,
+)
 from .app import DuckscoreGroup, cli, main
 
 __all__ = ["DuckscoreGroup", "cli", "main"]

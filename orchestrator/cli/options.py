@@ -115,6 +115,43 @@ def recipe_options(default: str = "hybrid_v1") -> Callable[[F], F]:
     return decorate
 
 
+def pack_options(command: F) -> F:
+    """The policies whose values become the macros' defaults and the names' prefix, passed to
+    the command as `script`: the macro pack they make."""
+
+    @functools.wraps(command)
+    def wrapper(
+        *args: Any,
+        policy: str,
+        overrides: tuple[str, ...],
+        recipe: str,
+        recipe_overrides: tuple[str, ...],
+        instinct_policy: str,
+        prefix: str,
+        **kwargs: Any,
+    ) -> Any:
+        from ..pack.install import pack_script
+
+        script = pack_script(policy, overrides, recipe, recipe_overrides, instinct_policy, prefix)
+        return command(*args, script=script, **kwargs)
+
+    decorated: Any = click.option(
+        "--prefix",
+        default="ds_",
+        show_default=True,
+        help="Prefix of every macro name (letters, digits and _).",
+    )(wrapper)
+    decorated = click.option(
+        "--instinct-policy",
+        default="instinct_v1",
+        show_default=True,
+        metavar="NAME|PATH",
+        help="The instinct policy (the Wilson z).",
+    )(decorated)
+    decorated = recipe_options()(decorated)
+    return policy_options("overall_v1", "normalization.eps=1e-6")(decorated)  # type: ignore[no-any-return]
+
+
 class OutputPath(click.Path):
     """A click.Path that refuses an empty value (Path("") would be the current folder)."""
 

@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING
 import click
 
 from .app import DuckscoreGroup, cli
-from .options import dialect_option, policy_options, recipe_options, stage_option
+from .options import (
+    dialect_option,
+    pack_options,
+    policy_options,
+    recipe_options,
+    stage_option,
+)
 
 if TYPE_CHECKING:
     from ..core.render import RenderedSQL
@@ -18,7 +24,8 @@ if TYPE_CHECKING:
 @cli.group(cls=DuckscoreGroup)
 def sql() -> None:
     """Print the rendered SQL of a capability, to read or to paste into DuckDB — or, with
-    --dialect, transpiled for Spark, PostgreSQL, BigQuery, Snowflake or Trino."""
+    --dialect, transpiled for Spark, PostgreSQL, BigQuery, Snowflake or Trino; `sql macros`
+    prints the macro pack."""
 
 
 def _echo(rendered: RenderedSQL, dialect: str) -> None:
@@ -121,3 +128,16 @@ def sql_answers(
         render_stage(load_policy(ANSWER_POLICY, policy, list(overrides)), stage, with_events),
         dialect,
     )
+
+
+@sql.command("macros")
+@pack_options
+def sql_macros(script: str) -> None:
+    """The macro pack: a DuckDB script of CREATE OR REPLACE MACRO statements, the building blocks
+    with the policies' values as their defaults (ds_rrf(rank, k := 60) …).
+
+    \b
+    duckscore sql macros > duckscore.sql
+    duckdb -c ".read duckscore.sql" -c "SELECT ds_rrf(1), ds_policy()"
+    """
+    click.echo(script, nl=False)

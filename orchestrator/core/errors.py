@@ -21,6 +21,10 @@ class QueryError(DuckscoreError):
     """A checked query failed while DuckDB ran it (out of memory, a failing cast, …)."""
 
 
+class OptionError(DuckscoreError):
+    """An option's value is not one the command can use."""
+
+
 class OutputError(DuckscoreError):
     """The outputs could not be written."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -22,16 +23,56 @@ from .resources import macros_dir, sql_dir
 _PLAIN_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+def _operator(symbol: str, reflected: bool = False) -> Callable[[Any, Any], SqlExpression]:
+    def apply(self: Any, other: Any) -> SqlExpression:
+        left, right = lit(self), lit(other)
+        if reflected:
+            left, right = right, left
+        return SqlExpression(f"({left} {symbol} {right})")
+
+    return apply
+
+
+class _SqlArithmetic:
+    """Arithmetic on a parameter that is SQL rather than a number writes the SQL, so a template's
+    `z * z / 2` works for a column or a macro parameter `z` as for a number: `((z * z) / 2)`."""
+
+    __add__, __radd__ = _operator("+"), _operator("+", reflected=True)
+    __sub__, __rsub__ = _operator("-"), _operator("-", reflected=True)
+    __mul__, __rmul__ = _operator("*"), _operator("*", reflected=True)
+    __truediv__, __rtruediv__ = _operator("/"), _operator("/", reflected=True)
+
+
 @dataclass(frozen=True)
-class ColumnParameter:
+class ColumnParameter(_SqlArithmetic):
     """A parameter read from a column instead of a literal: `calibrate` scores many candidate
-    policies in one query, each row carrying its candidate's values. Renders as an identifier."""
+    policies in one query, each row carrying its candidate's values; the macro pack renders a
+    building block with its parameters as the DuckDB macro's. Renders as an identifier."""
 
     name: str
 
 
+@dataclass(frozen=True)
+class SqlExpression(_SqlArithmetic):
+    """Arithmetic over ColumnParameters and numbers, built by _SqlArithmetic (never user text)."""
+
+    sql: str
+
+
 def column(name: str) -> ColumnParameter:
     return ColumnParameter(name)
+
+
+def _keep_sql(convert: Callable[..., Any]) -> Callable[..., Any]:
+    """Jinja's `float` and `int` filters, passing a column or expression through (the built-in
+    ones would turn it into 0 without a word)."""
+
+    def apply(value: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(value, (ColumnParameter, SqlExpression)):
+            return value
+        return convert(value, *args, **kwargs)
+
+    return apply
 
 
 def lit(value: Any) -> str:
@@ -43,6 +84,8 @@ def lit(value: Any) -> str:
     """
     if isinstance(value, ColumnParameter):
         return ident(value.name)
+    if isinstance(value, SqlExpression):
+        return value.sql
     if value is None:
         return "NULL"
     if isinstance(value, bool):
@@ -113,6 +156,8 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["lit"] = lit
+    env.filters["float"] = _keep_sql(jinja2.filters.do_float)
+    env.filters["int"] = _keep_sql(jinja2.filters.do_int)
     env.filters["ident"] = ident
     env.filters["fragment"] = fragment
     env.globals["fail"] = _fail

@@ -34,6 +34,7 @@ DEPENDS_ON: dict[str, set[str]] = {
     "calibrate": BASE | {"fuse", "score", "metrics"},
     "demo": BASE | {"run", "metrics", "bids"},
     "engines": BASE | {"run", "fuse", "score"},
+    "pack": BASE | {"fuse", "score", "instincts"},
     "cli": BASE
     | {
         "fuse",
@@ -46,6 +47,7 @@ DEPENDS_ON: dict[str, set[str]] = {
         "instincts",
         "engines",
         "demo",
+        "pack",
     },
 }
 OUTSIDE = "<outside>."

@@ -1,0 +1,38 @@
+"""`duckscore macros install`: the macro pack written into a DuckDB database file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .app import DuckscoreGroup, cli
+from .options import pack_options
+
+
+@cli.group(cls=DuckscoreGroup)
+def macros() -> None:
+    """duckscore as SQL: the building blocks as DuckDB macros (ds_rrf, ds_quantile_norm,
+    ds_log_scale, ds_clamp, ds_weighted_geomean, ds_wilson_lower/upper, ds_policy). Print them
+    with `duckscore sql macros`."""
+
+
+@macros.command("install")
+@click.option(
+    "--db",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A DuckDB database file (created if missing); the macros persist in its catalog.",
+)
+@pack_options
+def macros_install(db: Path, script: str) -> None:
+    """Write the macro pack into a DuckDB database, replacing an earlier install.
+
+    \b
+    duckscore macros install --db analysis.duckdb
+    duckdb analysis.duckdb -c "SELECT ds_rrf(1), ds_policy()"
+    """
+    from ..pack.install import install
+
+    names = install(db, script)
+    click.echo(f"installed {len(names)} macros into {db}: {', '.join(names)}")

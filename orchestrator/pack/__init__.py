@@ -1,0 +1,1 @@
+"""duckscore inside DuckDB: the macro pack (`duckscore sql macros`, `duckscore macros install`)."""
