@@ -128,19 +128,29 @@ def pack_options(command: F) -> F:
         recipe_overrides: tuple[str, ...],
         instinct_policy: str,
         prefix: str,
+        sources: str,
         **kwargs: Any,
     ) -> Any:
         from ..pack.install import pack_script
 
-        script = pack_script(policy, overrides, recipe, recipe_overrides, instinct_policy, prefix)
+        names = [name.strip() for name in sources.split(",") if name.strip()]
+        script = pack_script(
+            policy, overrides, recipe, recipe_overrides, instinct_policy, prefix, names
+        )
         return command(*args, script=script, **kwargs)
 
     decorated: Any = click.option(
+        "--sources",
+        default="dense,sparse,summary",
+        show_default=True,
+        help="Comma-separated sources the fusion macros fuse (their SQL names each one).",
+    )(wrapper)
+    decorated = click.option(
         "--prefix",
         default="ds_",
         show_default=True,
         help="Prefix of every macro name (letters, digits and _).",
-    )(wrapper)
+    )(decorated)
     decorated = click.option(
         "--instinct-policy",
         default="instinct_v1",

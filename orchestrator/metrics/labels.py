@@ -29,7 +29,7 @@ from ..core.errors import DuckscoreError
 from ..core.inputs import Table
 from ..core.outputs import write_frame
 from ..core.progress import SILENT, Progress
-from ..core.render import RenderedSQL, render
+from ..core.render import ColumnParameter, RenderedSQL, render
 from ..core.session import Session
 from ..core.tables import OpenedInput
 from .catalog import DEFAULT_LABEL_K, MAX_K
@@ -69,11 +69,12 @@ def check_k(k: object) -> int:
     return k
 
 
-def render_labels(k: int, order_by: str, final: str = "labels") -> RenderedSQL:
-    """The labels SQL over the views eval_run and eval_qrels; `final` selects one stage."""
+def render_labels(k: int | ColumnParameter, order_by: str, final: str = "labels") -> RenderedSQL:
+    """The labels SQL over the views eval_run and eval_qrels; `final` selects one stage. `k` may
+    be a column or a macro's parameter (the macro pack's ds_labels)."""
     return render(
         "metrics/labels.sql",
-        k=check_k(k),
+        k=k if isinstance(k, ColumnParameter) else check_k(k),
         order_by=order_by,
         final=final,
         inputs={"run": "eval_run", "qrels": "eval_qrels"},

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core.connection import EngineSettings
 from ..core.inputs import Table
@@ -51,12 +51,28 @@ class EvalResult:
 
 def render_per_query(metrics: list[Metric], order_by: str, final: str = "per_query") -> RenderedSQL:
     cutoffs = sorted({m.k for m in metrics}, key=lambda k: (k is None, k or 0))
+    return render_metrics(
+        [m.context for m in metrics],
+        [{"k": k, "suffix": Metric("", "", k).suffix} for k in cutoffs],
+        order_by,
+        final,
+    )
+
+
+def render_metrics(
+    metrics: list[dict[str, Any]],
+    cutoffs: list[dict[str, Any]],
+    order_by: str,
+    final: str = "per_query",
+) -> RenderedSQL:
+    """sql/metrics/per_query.sql over the views eval_run and eval_qrels: `metrics` and `cutoffs`
+    as Metric.context writes them (a cutoff may be a column: the macro pack's ds_eval)."""
     return render(
         "metrics/per_query.sql",
         final=final,
         order_by=order_by,
-        metrics=[m.context for m in metrics],
-        cutoffs=[{"k": k, "suffix": Metric("", "", k).suffix} for k in cutoffs],
+        metrics=metrics,
+        cutoffs=cutoffs,
         inputs={"run": "eval_run", "qrels": "eval_qrels"},
     )
 

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
 
 from ..core.connection import first_line
-from ..core.errors import OutputError
+from ..core.errors import OptionError, OutputError
 from ..core.policy import load_policy
+from ..core.render import lit
+from ..core.version import __version__
 from ..fuse.recipe import FUSE_RECIPE
 from ..instincts.policy import INSTINCT_POLICY
 from ..score.policy import SCORE_POLICY
-from .scalar import DEFAULT_PREFIX, macro_script
+from .scalar import scalar_macros
+from .table import table_macros
+
+DEFAULT_PREFIX = "ds_"
+DEFAULT_SOURCES = ("dense", "sparse", "summary")
+_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def pack_script(
@@ -23,14 +31,44 @@ def pack_script(
     recipe_overrides: Sequence[str] = (),
     instinct_policy: str = "instinct_v1",
     prefix: str = DEFAULT_PREFIX,
+    sources: Sequence[str] = DEFAULT_SOURCES,
 ) -> str:
-    """The DuckDB script of `CREATE OR REPLACE MACRO` statements, defaults from these policies."""
-    return macro_script(
-        load_policy(SCORE_POLICY, policy, list(overrides)),
-        load_policy(FUSE_RECIPE, recipe, list(recipe_overrides)),
-        load_policy(INSTINCT_POLICY, instinct_policy),
-        prefix,
+    """The DuckDB script of `CREATE OR REPLACE MACRO` statements: scalar macros with these
+    policies' values as their defaults, table macros for the capabilities (fusing `sources`)."""
+    check_prefix(prefix)
+    if not sources:
+        raise OptionError("--sources is empty: name the sources the fusion macros fuse")
+    score = load_policy(SCORE_POLICY, policy, list(overrides))
+    fusion = load_policy(FUSE_RECIPE, recipe, list(recipe_overrides))
+    instincts = load_policy(INSTINCT_POLICY, instinct_policy)
+    versions = {
+        "duckscore": __version__,
+        "score_policy": score.version,
+        "recipe": fusion.version,
+        "instinct_policy": instincts.version,
+    }
+    header = (
+        f"-- duckscore {__version__} macro pack (prefix {prefix}): score policy {score.version}, "
+        f"recipe {fusion.version} over sources {', '.join(sorted(sources))}, instinct policy "
+        f"{instincts.version}\n"
+        "-- generated from macros/*.sql and sql/ by `duckscore sql macros`; every statement is "
+        "idempotent\n"
+        f"-- {prefix}policy(): the versions the defaults below come from\n"
+        f"CREATE OR REPLACE MACRO {prefix}policy() AS "
+        f"{{{', '.join(f'{lit(key)}: {lit(value)}' for key, value in versions.items())}}};\n"
     )
+    statements = [m.statement(prefix) for m in scalar_macros(score, fusion, instincts)]
+    statements += [m.statement(prefix) for m in table_macros(score, fusion, sources)]
+    return "\n".join([header, *statements])
+
+
+def check_prefix(prefix: str) -> None:
+    """A prefix that keeps every macro name a plain identifier."""
+    if not _PREFIX.fullmatch(prefix):
+        raise OptionError(
+            f"--prefix {prefix!r}: a macro name prefix is letters, digits and _, not starting "
+            "with a digit (e.g. ds_)"
+        )
 
 
 def install(db: Path | str, script: str) -> list[str]:

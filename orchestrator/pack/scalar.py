@@ -7,16 +7,11 @@ exists once; the policy gives the defaulted parameters their values (`ds_rrf(ran
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from ..core.errors import OptionError
 from ..core.policy import Policy
 from ..core.render import column, lit, render_expression
-from ..core.version import __version__
 
-DEFAULT_PREFIX = "ds_"
-_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 GEOMEAN_TERMS = 6  # ds_weighted_geomean(x1, w1, x2, w2 [, x3, w3 … x6, w6])
 
 
@@ -107,37 +102,3 @@ def scalar_macros(score: Policy, recipe: Policy, instincts: Policy) -> list[Scal
             for bound in ("lower", "upper")
         ),
     ]
-
-
-def macro_script(
-    score: Policy, recipe: Policy, instincts: Policy, prefix: str = DEFAULT_PREFIX
-) -> str:
-    """The whole pack as a DuckDB script: `.read` it, or run it on a connection."""
-    check_prefix(prefix)
-    macros = scalar_macros(score, recipe, instincts)
-    versions = {
-        "duckscore": __version__,
-        "score_policy": score.version,
-        "recipe": recipe.version,
-        "instinct_policy": instincts.version,
-    }
-    header = (
-        f"-- duckscore {versions['duckscore']} macro pack (prefix {prefix}): score policy "
-        f"{score.version}, recipe {recipe.version}, instinct policy {instincts.version}\n"
-        "-- generated from macros/*.sql by `duckscore sql macros`; every statement is idempotent\n"
-    )
-    policy = (
-        f"-- {prefix}policy(): the versions the defaults below come from\n"
-        f"CREATE OR REPLACE MACRO {prefix}policy() AS "
-        f"{{{', '.join(f'{lit(key)}: {lit(value)}' for key, value in versions.items())}}};\n"
-    )
-    return "\n".join([header + policy, *(m.statement(prefix) for m in macros)])
-
-
-def check_prefix(prefix: str) -> None:
-    """A prefix that keeps every macro name a plain identifier."""
-    if not _PREFIX.fullmatch(prefix):
-        raise OptionError(
-            f"--prefix {prefix!r}: a macro name prefix is letters, digits and _, not starting "
-            "with a digit (e.g. ds_)"
-        )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..core.errors import InputError
 from ..core.policy import Policy
-from ..core.render import RenderedSQL, ident, render
+from ..core.render import ColumnParameter, RenderedSQL, ident, render
 from ..core.session import Output, Session
 from .policy import evidence_columns
 
@@ -52,7 +52,11 @@ def render_parents(
 
 
 def render_queries(
-    policy: Policy, top_n: int, standalone: bool, with_query_ids: bool, final: str = "contract"
+    policy: Policy,
+    top_n: int | ColumnParameter,
+    standalone: bool,
+    with_query_ids: bool,
+    final: str = "contract",
 ) -> RenderedSQL:
     return render(
         "score/queries.sql",

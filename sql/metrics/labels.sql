@@ -17,7 +17,7 @@ Stages: ranked, judgments, judged, judged_run, run_stats, labels.
   the run holds none), so it may exceed k for a `bad` query; n_relevant counts the relevant
   judgments of the query, as in `duckscore eval`.
 -#}
-{% if (k | int) < 1 or (k | int) != k %}{{ fail('k must be a whole number >= 1') }}{% endif %}
+{% if k is number and ((k | int) < 1 or (k | int) != k) %}{{ fail('k must be a whole number >= 1') }}{% endif %}
 {% from 'metrics/_ranked_run.sql' import ranked_run with context %}
 WITH
 {{ ranked_run() }},

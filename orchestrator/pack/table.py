@@ -1,0 +1,179 @@
+"""Table macros: a capability's SQL over any relation, as `FROM ds_fuse('my_log')`.
+
+Each is the SQL the command runs, rendered from the same templates, behind CTEs that stand where
+the command's typed input views stand (`retrieval_log`, `parent_features`, `eval_run` …). Those
+CTEs read the relation the macro is given (`query_table`), add the contract's optional columns as
+NULL where the relation lacks them (UNION ALL BY NAME with an empty row of every column) and
+cast each column to its contract type, as the command's typed views do. The macros trust their
+input: the commands are where a table is checked row by row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..core.policy import Policy
+from ..core.render import RenderedSQL, column, ident, lit
+from ..core.tables import TableContract
+from ..fuse.log import RETRIEVAL_LOG
+from ..fuse.recipe import plan
+from ..fuse.stages import render_fused, render_parent_features
+from ..metrics.catalog import DEFAULT_LABEL_K, METRICS
+from ..metrics.labels import render_labels
+from ..metrics.retrieval import render_metrics
+from ..metrics.tables import QRELS_DOC_COLUMNS, RUN_DOC_COLUMNS
+from ..score.stages import render_parents, render_queries
+from ..score.tables import PARENT_FEATURES
+
+
+@dataclass(frozen=True)
+class RelationInput:
+    """A macro parameter naming a table or view, read as the view `view` of the command."""
+
+    parameter: str
+    view: str
+    columns: tuple[tuple[str, str], ...]  # (name, SQL type): every column it may have
+    select: tuple[tuple[str, str], ...]  # (name, SQL expression over those): the view's columns
+
+    def cte(self) -> str:
+        empty = ", ".join(
+            f"CAST(NULL AS {sql_type}) AS {ident(name)}" for name, sql_type in self.columns
+        )
+        select = ", ".join(f"{expression} AS {ident(name)}" for name, expression in self.select)
+        return (
+            f"{ident(self.view)} AS (\n    SELECT {select}\n    FROM (FROM query_table({self.parameter}) "
+            f"UNION ALL BY NAME SELECT {empty} WHERE FALSE)\n)"
+        )
+
+
+def contract_input(
+    parameter: str, view: str, contract: TableContract, select: Sequence[tuple[str, str]] = ()
+) -> RelationInput:
+    """The contract's columns cast to their types (or as `select` writes them)."""
+    written = dict(select)
+    return RelationInput(
+        parameter,
+        view,
+        tuple((c.name, c.sql_type) for c in contract.columns),
+        tuple(
+            (c.name, written.get(c.name, f"CAST({ident(c.name)} AS {c.sql_type})"))
+            for c in contract.columns
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class TableMacro:
+    """`name(relations…, scalar := default…) AS TABLE`: `stages` are CTEs of rendered SQL that
+    `query` reads, after the inputs."""
+
+    name: str
+    doc: str
+    inputs: tuple[RelationInput, ...]
+    query: RenderedSQL
+    stages: tuple[tuple[str, RenderedSQL], ...] = ()
+    optional: tuple[tuple[str, object], ...] = ()
+
+    def statement(self, prefix: str) -> str:
+        parameters = [i.parameter for i in self.inputs]
+        parameters += [f"{name} := {lit(value)}" for name, value in self.optional]
+        ctes = [i.cte() for i in self.inputs]
+        ctes += [f"{ident(name)} AS (\n{sql.text})" for name, sql in self.stages]
+        ctes_text = ",\n".join(ctes)
+        return (
+            f"-- {prefix}{self.name}: {self.doc}\n"
+            f"CREATE OR REPLACE MACRO {prefix}{self.name}({', '.join(parameters)}) AS TABLE\n"
+            f"WITH\n{ctes_text}\nSELECT * FROM (\n{self.query.text});\n"
+        )
+
+
+def _log_input() -> RelationInput:
+    # a log without a score column ranks by rank alone, as `duckscore fuse` reads it (-rank)
+    return contract_input(
+        "log",
+        "retrieval_log",
+        RETRIEVAL_LOG,
+        [("score", "coalesce(CAST(score AS DOUBLE), -CAST(rank AS DOUBLE))")],
+    )
+
+
+def _judged_input(
+    parameter: str, view: str, documents: Sequence[str], measures: Sequence[tuple[str, str]]
+) -> RelationInput:
+    """A run or qrels as `duckscore eval` reads it: the document is the first of `documents`
+    the relation has (a checked input has it on every row), the `measures` as written."""
+    first = ", ".join(f"CAST({ident(name)} AS VARCHAR)" for name in documents)
+    return RelationInput(
+        parameter,
+        view,
+        (("query_id", "VARCHAR"), *((name, "VARCHAR") for name in documents))
+        + tuple((name, "DOUBLE") for name, _ in measures),
+        (("query_id", "CAST(query_id AS VARCHAR)"), ("doc_id", f"coalesce({first})"), *measures),
+    )
+
+
+def _run_and_qrels() -> tuple[RelationInput, RelationInput]:
+    # a run is ordered by rank ascending, else by score descending (as -score ascending)
+    rank = "coalesce(CAST(rank AS DOUBLE), -CAST(score AS DOUBLE))"
+    run = _judged_input(
+        "run", "eval_run", RUN_DOC_COLUMNS, [("score", "CAST(score AS DOUBLE)"), ("rank", rank)]
+    )
+    qrels = _judged_input(
+        "qrels", "eval_qrels", QRELS_DOC_COLUMNS, [("relevance", "CAST(relevance AS DOUBLE)")]
+    )
+    return run, qrels
+
+
+def table_macros(score: Policy, recipe: Policy, sources: Sequence[str]) -> list[TableMacro]:
+    """fuse, parent features, score, queries, eval and labels, as table macros."""
+    fuse_plan = plan(recipe, sorted(sources), has_rank=True)
+    log, features = _log_input(), contract_input("features", "parent_features", PARENT_FEATURES)
+    run_and_qrels = _run_and_qrels()
+    k = column("k")
+    metrics = [{"name": name, "k": k, "suffix": "", "column": name} for name in METRICS]
+    return [
+        TableMacro(
+            "fuse",
+            f"the fused items of a retrieval log (recipe {recipe.version}; sources "
+            f"{', '.join(fuse_plan.sources)}), as fused.parquet",
+            (log,),
+            render_fused(fuse_plan),
+        ),
+        TableMacro(
+            "parent_features",
+            f"the seed-000 parent features of a retrieval log (recipe {recipe.version}), as "
+            "parent_features.parquet",
+            (log,),
+            render_parent_features(fuse_plan),
+            stages=(("fuse_hits", render_fused(fuse_plan, final="cut")),),
+        ),
+        TableMacro(
+            "score",
+            f"every candidate parent scored (policy {score.version}), as parents.parquet",
+            (features,),
+            render_parents(score),
+        ),
+        TableMacro(
+            "queries",
+            f"one decision per query (policy {score.version}), as contract.jsonl",
+            (features,),
+            render_queries(score, column("top_n"), standalone=True, with_query_ids=False),
+            optional=(("top_n", 5),),
+        ),
+        TableMacro(
+            "eval",
+            "per-query retrieval metrics at cutoff k (ndcg, recall, precision, mrr, map, "
+            "hit_rate, hits), as eval --per-query",
+            run_and_qrels,
+            render_metrics(metrics, [{"k": k, "suffix": ""}], "rank"),
+            optional=(("k", 10),),
+        ),
+        TableMacro(
+            "labels",
+            "good / ambiguous / bad per judged query, as duckscore labels",
+            run_and_qrels,
+            render_labels(k, "rank"),
+            optional=(("k", DEFAULT_LABEL_K),),
+        ),
+    ]
