@@ -129,13 +129,21 @@ def pack_options(command: F) -> F:
         instinct_policy: str,
         prefix: str,
         sources: str,
+        answer_policy: str,
         **kwargs: Any,
     ) -> Any:
         from ..pack.install import pack_script
 
         names = [name.strip() for name in sources.split(",") if name.strip()]
         script = pack_script(
-            policy, overrides, recipe, recipe_overrides, instinct_policy, prefix, names
+            policy,
+            overrides,
+            recipe,
+            recipe_overrides,
+            instinct_policy,
+            prefix,
+            names,
+            answer_policy,
         )
         return command(*args, script=script, **kwargs)
 
@@ -150,6 +158,13 @@ def pack_options(command: F) -> F:
         default="ds_",
         show_default=True,
         help="Prefix of every macro name (letters, digits and _).",
+    )(decorated)
+    decorated = click.option(
+        "--answer-policy",
+        default="answer_v1",
+        show_default=True,
+        metavar="NAME|PATH",
+        help="The answer policy (ds_answers).",
     )(decorated)
     decorated = click.option(
         "--instinct-policy",

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import duckdb
 
+from ..answers.policy import ANSWER_POLICY
 from ..core.connection import first_line
 from ..core.errors import OptionError, OutputError
 from ..core.policy import load_policy
@@ -32,6 +33,7 @@ def pack_script(
     instinct_policy: str = "instinct_v1",
     prefix: str = DEFAULT_PREFIX,
     sources: Sequence[str] = DEFAULT_SOURCES,
+    answer_policy: str = "answer_v1",
 ) -> str:
     """The DuckDB script of `CREATE OR REPLACE MACRO` statements: scalar macros with these
     policies' values as their defaults, table macros for the capabilities (fusing `sources`)."""
@@ -41,16 +43,18 @@ def pack_script(
     score = load_policy(SCORE_POLICY, policy, list(overrides))
     fusion = load_policy(FUSE_RECIPE, recipe, list(recipe_overrides))
     instincts = load_policy(INSTINCT_POLICY, instinct_policy)
+    answers = load_policy(ANSWER_POLICY, answer_policy)
     versions = {
         "duckscore": __version__,
         "score_policy": score.version,
         "recipe": fusion.version,
         "instinct_policy": instincts.version,
+        "answer_policy": answers.version,
     }
     header = (
         f"-- duckscore {__version__} macro pack (prefix {prefix}): score policy {score.version}, "
         f"recipe {fusion.version} over sources {', '.join(sorted(sources))}, instinct policy "
-        f"{instincts.version}\n"
+        f"{instincts.version}, answer policy {answers.version}\n"
         "-- generated from macros/*.sql and sql/ by `duckscore sql macros`; every statement is "
         "idempotent\n"
         f"-- {prefix}policy(): the versions the defaults below come from\n"
@@ -58,7 +62,7 @@ def pack_script(
         f"{{{', '.join(f'{lit(key)}: {lit(value)}' for key, value in versions.items())}}};\n"
     )
     statements = [m.statement(prefix) for m in scalar_macros(score, fusion, instincts)]
-    statements += [m.statement(prefix) for m in table_macros(score, fusion, sources)]
+    statements += [m.statement(prefix) for m in table_macros(score, fusion, answers, sources)]
     return "\n".join([header, *statements])
 
 

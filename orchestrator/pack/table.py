@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..answers.stages import render_answers
+from ..answers.tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
 from ..core.policy import Policy
 from ..core.render import RenderedSQL, column, ident, lit
 from ..core.tables import TableContract
@@ -125,13 +127,19 @@ def _run_and_qrels() -> tuple[RelationInput, RelationInput]:
     return run, qrels
 
 
-def table_macros(score: Policy, recipe: Policy, sources: Sequence[str]) -> list[TableMacro]:
-    """fuse, parent features, score, queries, eval and labels, as table macros."""
+def table_macros(
+    score: Policy, recipe: Policy, answers: Policy, sources: Sequence[str]
+) -> list[TableMacro]:
+    """fuse, parent features, score, queries, eval, labels and answers, as table macros."""
     fuse_plan = plan(recipe, sorted(sources), has_rank=True)
     log, features = _log_input(), contract_input("features", "parent_features", PARENT_FEATURES)
     run_and_qrels = _run_and_qrels()
     k = column("k")
     metrics = [{"name": name, "k": k, "suffix": "", "column": name} for name in METRICS]
+    answer_inputs = tuple(
+        contract_input(table.name, table.name, table) for table in (ANSWERS, CITATIONS, CHUNKS)
+    )
+    events = contract_input("events", "events", EVENTS)
     return [
         TableMacro(
             "fuse",
@@ -175,5 +183,18 @@ def table_macros(score: Policy, recipe: Policy, sources: Sequence[str]) -> list[
             run_and_qrels,
             render_labels(k, "rank"),
             optional=(("k", DEFAULT_LABEL_K),),
+        ),
+        TableMacro(
+            "answers",
+            f"the confidence of logged answers (policy {answers.version}), as answers.parquet",
+            answer_inputs,
+            render_answers(answers, with_events=False),
+        ),
+        TableMacro(
+            "answers_with_events",
+            f"the confidence of logged answers, contradiction events applied (policy "
+            f"{answers.version}), as answers.parquet of `duckscore answers --events`",
+            (*answer_inputs, events),
+            render_answers(answers, with_events=True),
         ),
     ]

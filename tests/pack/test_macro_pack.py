@@ -161,7 +161,7 @@ def test_install_persists_and_replaces(tmp_path: Path) -> None:
     db = tmp_path / "analysis.duckdb"
     first = invoke("macros", "install", "--db", str(db))
     assert first.exit_code == 0, first.stderr
-    assert first.stdout.startswith(f"installed 14 macros into {db}: ds_policy, ds_rrf, ")
+    assert first.stdout.startswith(f"installed 16 macros into {db}: ds_policy, ds_rrf, ")
     again = invoke("macros", "install", "--db", str(db), "--set-recipe", "fusion.k=20")
     assert again.exit_code == 0, again.stderr
     with duckdb.connect(str(db), read_only=True) as con:
@@ -170,7 +170,7 @@ def test_install_persists_and_replaces(tmp_path: Path) -> None:
             "SELECT count(*) FROM duckdb_functions() WHERE function_name LIKE 'ds\\_%' ESCAPE '\\'"
         ).fetchone()
     assert value == pytest.approx(1 / 21, rel=1e-15) and recipe.startswith("hybrid_v1+")
-    assert macros == (14,)
+    assert macros == (16,)
 
 
 def test_policy_values_are_the_defaults() -> None:

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from duckscore.cli import cli
 from duckscore.pack.install import pack_script
 
-from ..helpers import SCIFACT
+from ..helpers import FIXTURES, SCIFACT
 
 # every table macro against the file of the command that writes the same rows
 COMPARISONS = {
@@ -188,3 +188,22 @@ def test_eval_and_labels_read_a_run_as_the_commands_do(tmp_path: Path) -> None:
         f"FROM ds_labels('run', 'qrels', k := 2) EXCEPT ALL FROM '{tmp_path / 'labels.parquet'}'"
     )
     assert con.execute(f"SELECT count(*) FROM ({labels})").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("with_events", [False, True])
+def test_answers_macros_give_the_commands_rows(with_events: bool, tmp_path: Path) -> None:
+    folder = FIXTURES / "answers"
+    tables = ["answers", "citations", "chunks", *(["events"] if with_events else [])]
+    options = [arg for table in tables for arg in (f"--{table}", str(folder / f"{table}.csv"))]
+    cli_ok("answers", *options, "--out", str(tmp_path / "out"))
+    con = duckdb.connect()
+    con.execute(pack_script())
+    for table in tables:  # as typed as the command reads them
+        con.execute(
+            f"CREATE VIEW {table} AS FROM read_csv('{folder / table}.csv', all_varchar = true)"
+        )
+    macro = "ds_answers_with_events" if with_events else "ds_answers"
+    rows = f"FROM {macro}({', '.join(repr(t) for t in tables)})"
+    written = f"FROM '{tmp_path / 'out' / 'answers.parquet'}'"
+    assert con.execute(f"SELECT count(*) FROM ({rows} EXCEPT ALL {written})").fetchone() == (0,)
+    assert con.execute(f"SELECT count(*) FROM ({written} EXCEPT ALL {rows})").fetchone() == (0,)

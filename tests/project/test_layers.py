@@ -34,7 +34,7 @@ DEPENDS_ON: dict[str, set[str]] = {
     "calibrate": BASE | {"fuse", "score", "metrics"},
     "demo": BASE | {"run", "metrics", "bids"},
     "engines": BASE | {"run", "fuse", "score"},
-    "pack": BASE | {"fuse", "score", "instincts", "metrics"},
+    "pack": BASE | {"fuse", "score", "instincts", "metrics", "answers"},
     "cli": BASE
     | {
         "fuse",
