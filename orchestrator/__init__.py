@@ -1,3 +1,31 @@
-"""duckscore: SQL-first confidence scoring for retrieval-augmented generation logs."""
+"""duckscore: SQL-first confidence scoring for retrieval-augmented generation logs.
+
+From Python, `import duckscore as ds`: ds.fuse, ds.score, ds.run, ds.eval, ds.answers and
+ds.connect (duckscore/api/functions.py), imported on first use so that the command line starts
+fast.
+"""
+
+import sys
+import types
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+API = ("answers", "connect", "eval", "fuse", "run", "score")
+
+if TYPE_CHECKING:  # what an IDE and a type checker see: the functions, not the subpackages
+    from .api.functions import answers, connect, eval, fuse, run, score  # noqa: F401
+
+
+class _Package(types.ModuleType):
+    """`ds.fuse` is the function even after the subpackage duckscore.fuse (which its import
+    binds here as an attribute) is loaded; imports find subpackages through sys.modules."""
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in API:
+            from .api import functions
+
+            return getattr(functions, name)
+        return super().__getattribute__(name)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -8,11 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from ..core.connection import EngineSettings
 from ..core.inputs import Table
 from ..core.policy import Policy, load_policy
 from ..core.progress import SILENT, Progress
-from ..core.session import Session
+from ..core.session import Relations, Session, folder_of
 from ..core.validate import check_references
 from .policy import ANSWER_POLICY
 from .stages import render_answers, render_contract
@@ -21,7 +23,7 @@ from .tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
 
 @dataclass(frozen=True)
 class AnswersResult:
-    out_dir: Path
+    out_dir: Path | None  # None: the outputs are tables of the connection (Relations)
     policy: Policy
     answers: int
     manifest: dict[str, Any]
@@ -31,17 +33,18 @@ def score_answers(
     answers: Table,
     citations: Table,
     chunks: Table,
-    out_dir: str | Path,
+    out_dir: str | Path | Relations,
     policy: str = "answer_v1",
     events: Table | None = None,
     overrides: list[str] | None = None,
     settings: EngineSettings | None = None,
     progress: Progress = SILENT,
+    connection: duckdb.DuckDBPyConnection | None = None,
 ) -> AnswersResult:
     """Score logged answers into `out_dir`: answers.parquet, contract.jsonl, manifest.json and the
     rendered SQL. Nothing is written unless everything succeeds."""
     loaded = load_policy(ANSWER_POLICY, policy, overrides)
-    with Session(settings, progress) as session:
+    with Session(settings, progress, connection=connection) as session:
         progress.step(f"checking inputs (policy {loaded.version})")
         open_answer_inputs(session, loaded, answers, citations, chunks, events)
         progress.step(f"scoring {session.inputs['answers'].rows:,} answers")
@@ -57,7 +60,7 @@ def score_answers(
             )
             out.copy("contract.jsonl", contract_sql.text, contract_sql)
             manifest = out.manifest("answers", loaded.as_record(), session.settings.record())
-    return AnswersResult(Path(out_dir), loaded, out.counts["answers.parquet"], manifest)
+    return AnswersResult(folder_of(out_dir), loaded, out.counts["answers.parquet"], manifest)
 
 
 def open_answer_inputs(

@@ -12,10 +12,11 @@ from __future__ import annotations
 import codecs
 import glob
 import hashlib
+import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeGuard, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import duckdb
 
@@ -28,9 +29,11 @@ from .validate import FILE_COLUMN, ROW_COLUMN, check_columns, check_types, check
 if TYPE_CHECKING:
     import pandas as pd
 
-# What an input may be given as: a path, glob or folder, or a frame. pandas is imported only by
-# whoever passes a frame: the command line never does, and importing it costs ~0.5 s a run.
-Table = Union[str, Path, "pd.DataFrame"]
+# What an input may be given as: a path, glob or folder, or an object DuckDB scans where it lies
+# (a pandas or Polars DataFrame, an Arrow table, dataset or record batch reader, a DuckDB relation
+# of the same connection). Nothing here imports pandas or Arrow: the command line never passes
+# an object, and importing pandas costs ~0.5 s a run.
+Table = Union[str, Path, "pd.DataFrame", Any]
 FORMATS = {
     ".parquet": "parquet",
     ".pq": "parquet",
@@ -50,17 +53,17 @@ def open_input(
     after checking the whole contract."""
     label = label or contract.name
     raw = f"__raw_{contract.name}"
-    files: tuple[InputFile, ...]
-    if is_frame(given):
-        shown, fmt, files = "<DataFrame>", "dataframe", (_frame_fingerprint(given),)
-        _create_frame_view(con, raw, given)
+    if is_in_memory(given):
+        shown, fmt = f"<{type(given).__name__}>", "memory"
+        _create_object_view(con, raw, given, label)
+        files: tuple[InputFile, ...] = (_object_fingerprint(con, raw, given, shown),)
     else:
         shown = str(given)
         paths, hive = resolve_files(shown, label)
         fmt = _format_of(paths, label)
         _create_raw_view(con, raw, paths, fmt, hive, label, shown, _text_columns(contract))
         files = tuple(fingerprint(f) for f in paths)
-    if fmt != "dataframe" and all(f.bytes == 0 for f in files):
+    if fmt != "memory" and all(f.bytes == 0 for f in files):
         raise InputError(f"{label} ({shown}): empty file, no rows")
     actual = _actual_columns(con, raw)
     try:
@@ -106,7 +109,7 @@ def resolve_files(given: str, label: str) -> tuple[list[str], bool]:
 def input_paths(opened: OpenedInput) -> list[str]:
     """What an output must stay out of: the input's files, and the folder it reads everything
     (or, for a `**` glob, every match) under."""
-    if opened.format == "dataframe":
+    if opened.format == "memory":
         return []
     given = opened.given
     if os.path.isdir(given):
@@ -133,36 +136,67 @@ def fingerprint(path: str) -> InputFile:
     )
 
 
-def is_frame(given: object) -> TypeGuard[pd.DataFrame]:
-    """A pandas DataFrame (never, when nothing in this process has imported pandas)."""
+def is_in_memory(given: object) -> bool:
+    """An object to scan where it lies rather than a path, glob or folder."""
+    return not isinstance(given, (str, os.PathLike))
+
+
+def _create_object_view(
+    con: duckdb.DuckDBPyConnection, raw: str, given: object, label: str
+) -> None:
+    """The raw view over an in-memory object, scanned in place (no copy): DuckDB reads pandas,
+    Polars and Arrow memory and relations of its own connection directly. Two cases are copied:
+    a pandas frame DuckDB cannot scan (a view with negative strides, e.g. `frame[::-1]`), and a
+    relation of another connection (read through Arrow)."""
+    scanned = f"{raw}_object"
+    try:
+        con.register(scanned, given)
+        con.execute(f"SELECT * FROM {ident(scanned)} LIMIT 1").fetchall()
+    except duckdb.Error as exc:
+        if is_pandas(given):
+            con.register(scanned, given.copy())  # type: ignore[attr-defined]
+        elif isinstance(given, duckdb.DuckDBPyRelation):
+            con.register(scanned, given.to_arrow_table())
+        else:
+            raise InputError(
+                f"{label}: cannot read an object of type {type(given).__name__} "
+                f"({first_line(exc)}); give a path, a pandas or Polars DataFrame, an Arrow "
+                "table or dataset, or a DuckDB relation"
+            ) from None
+    con.execute(
+        f"CREATE OR REPLACE TEMP VIEW {ident(raw)} AS SELECT *, "
+        f"{lit(f'<{type(given).__name__}>')} AS {FILE_COLUMN}, row_number() OVER () AS {ROW_COLUMN} "
+        f"FROM {ident(scanned)}"
+    )
+
+
+def is_pandas(given: object) -> bool:
     pandas = sys.modules.get("pandas")
     return pandas is not None and isinstance(given, pandas.DataFrame)
 
 
-def _frame_fingerprint(frame: pd.DataFrame) -> InputFile:
-    """sha256 of the frame's Arrow IPC serialisation (works for nested columns too)."""
-    import pyarrow as pa
-
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    payload = sink.getvalue()
-    return InputFile(
-        path="<DataFrame>",
-        bytes=payload.size,
-        sha256=hashlib.sha256(payload.to_pybytes()).hexdigest(),
-    )
+def _object_fingerprint(
+    con: duckdb.DuckDBPyConnection, raw: str, given: object, shown: str
+) -> InputFile:
+    """sha256 of the object's schema, row count and an order-independent sum of its rows'
+    hashes, computed by DuckDB as it scans: nothing is serialised. `bytes` is the memory the
+    object reports (Arrow's nbytes, Polars' estimated_size, pandas' memory_usage), else 0."""
+    described = _actual_columns(con, raw)
+    hashed = ", ".join(ident(name) for name in described) or "NULL"
+    row = first_row(con, f"SELECT count(*), sum(hash({hashed})::HUGEINT) FROM {ident(raw)}")
+    digest = hashlib.sha256(json.dumps([described, str(row)]).encode("utf-8")).hexdigest()
+    return InputFile(path=shown, bytes=_reported_bytes(given), sha256=digest)
 
 
-def _create_frame_view(con: duckdb.DuckDBPyConnection, raw: str, frame: pd.DataFrame) -> None:
-    # A contiguous copy: DuckDB cannot scan some pandas views (e.g. negative strides).
-    con.register(f"{raw}_frame", frame.reset_index(drop=True).copy())
-    con.execute(
-        f"CREATE OR REPLACE TEMP VIEW {ident(raw)} AS SELECT *, "
-        f"{lit('<DataFrame>')} AS {FILE_COLUMN}, row_number() OVER () AS {ROW_COLUMN} "
-        f"FROM {ident(raw + '_frame')}"
-    )
+def _reported_bytes(given: object) -> int:
+    for measure in ("nbytes", "estimated_size"):
+        value = getattr(given, measure, None)
+        value = value() if callable(value) else value
+        if isinstance(value, int):
+            return value
+    if is_pandas(given):
+        return int(given.memory_usage(index=False).sum())  # type: ignore[attr-defined]
+    return 0
 
 
 def _format_of(files: list[str], label: str) -> str:

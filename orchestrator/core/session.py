@@ -178,8 +178,12 @@ class Session:
 
     # -- publish ------------------------------------------------------------------------------
     @contextmanager
-    def publish(self, out_dir: str | Path) -> Iterator[Output]:
-        """An Output staged beside `out_dir`, moved into it when the block succeeds."""
+    def publish(self, out_dir: str | Path | Relations) -> Iterator[Destination]:
+        """An Output staged beside `out_dir`, moved into it when the block succeeds; or, given
+        Relations, the outputs kept as tables of this session's connection."""
+        if isinstance(out_dir, Relations):
+            yield out_dir.attach(self)
+            return
         inputs = [path for opened in self.inputs.values() for path in input_paths(opened)]
         with atomic_output_dir(out_dir, inputs=inputs) as stage:
             yield Output(self, stage)
@@ -220,6 +224,62 @@ class Output:
         manifest.update(extra)
         self.json("manifest.json", manifest)
         return manifest
+
+
+class Relations:
+    """Outputs kept in the connection instead of a folder (the Python API without `out`): each
+    table `name` is the temp table `<prefix>_<stem of name>`, each document kept as it is."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.tables: dict[str, str] = {}
+        self.documents: dict[str, Any] = {}
+        self.counts: dict[str, int] = {}
+        self._session: Session | None = None
+
+    def attach(self, session: Session) -> Relations:
+        self._session = session
+        return self
+
+    @property
+    def session(self) -> Session:
+        if self._session is None:
+            raise RuntimeError("Relations used before a session published to them")
+        return self._session
+
+    def copy(self, name: str, query: str, rendered: RenderedSQL | None = None) -> int:
+        """Materialise `query` as the temp table of `name`; its rows."""
+        table = f"{self.prefix}_{Path(name).stem}"
+        self.session.execute(
+            f"CREATE OR REPLACE TEMP TABLE {ident(table)} AS {query}", rendered=rendered
+        )
+        row = self.session.first_row(f"SELECT count(*) FROM {ident(table)}")
+        self.tables[name] = table
+        self.counts[name] = int(row[0]) if row else 0
+        return self.counts[name]
+
+    def json(self, name: str, document: Any) -> None:
+        self.documents[name] = document
+
+    def manifest(
+        self, command: str, policy: dict[str, Any], options: dict[str, Any], **extra: Any
+    ) -> dict[str, Any]:
+        """The manifest an output folder would hold (its `outputs` name the tables' files)."""
+        rendered = list(self.session.sql.values())
+        manifest = build_manifest(
+            command, policy, rendered, self.session.inputs, self.counts, options
+        )
+        manifest.update(extra)
+        self.json("manifest.json", manifest)
+        return manifest
+
+
+Destination = Output | Relations  # where a pipeline's outputs go: a folder, or the connection
+
+
+def folder_of(out_dir: str | Path | Relations) -> Path | None:
+    """The output folder, or None for outputs kept as tables."""
+    return None if isinstance(out_dir, Relations) else Path(out_dir)
 
 
 def copy_to(

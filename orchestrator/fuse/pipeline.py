@@ -6,11 +6,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from ..core.connection import EngineSettings
 from ..core.inputs import Table
 from ..core.policy import Policy, load_policy
 from ..core.progress import SILENT, Progress
-from ..core.session import Session
+from ..core.session import Relations, Session, folder_of
 from .log import open_log
 from .recipe import FUSE_RECIPE
 from .stages import manifest_fields, write_fuse_outputs
@@ -18,7 +20,7 @@ from .stages import manifest_fields, write_fuse_outputs
 
 @dataclass(frozen=True)
 class FuseResult:
-    out_dir: Path
+    out_dir: Path | None  # None: the outputs are tables of the connection (Relations)
     recipe: Policy
     fused_rows: int
     parents: int
@@ -27,17 +29,18 @@ class FuseResult:
 
 def fuse(
     log: Table,
-    out_dir: str | Path,
+    out_dir: str | Path | Relations,
     recipe: str = "hybrid_v1",
     overrides: list[str] | None = None,
     settings: EngineSettings | None = None,
     progress: Progress = SILENT,
     explain: bool = True,
+    connection: duckdb.DuckDBPyConnection | None = None,
 ) -> FuseResult:
     """Fuse a retrieval log into out_dir: fused.parquet, parent_features.parquet, manifest.json.
     `explain=False`: fused.parquet's contributions and best_provenance are NULL (faster)."""
     loaded = load_policy(FUSE_RECIPE, recipe, overrides)
-    with Session(settings, progress) as session:
+    with Session(settings, progress, connection=connection) as session:
         progress.step(f"checking the log (recipe {loaded.version})")
         opened, fuse_plan = open_log(session, log, loaded)
         progress.step(f"{opened.rows:,} hits from {len(fuse_plan.sources)} sources")
@@ -50,7 +53,7 @@ def fuse(
                 **manifest_fields(fuse_plan, explain),
             )
     return FuseResult(
-        Path(out_dir),
+        folder_of(out_dir),
         fuse_plan.recipe,
         out.counts["fused.parquet"],
         out.counts["parent_features.parquet"],

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.render import RenderedSQL, render
-from ..core.session import Output, Session
+from ..core.session import Destination, Session
 from .recipe import FusePlan
 
 # Stages every recipe has (candidates and grid exist only for borda and the full-grid missing policies).
@@ -65,7 +65,7 @@ def create_parent_features(session: Session, fuse_plan: FusePlan) -> None:
 
 
 def write_fuse_outputs(
-    session: Session, fuse_plan: FusePlan, out: Output, explain: bool = True
+    session: Session, fuse_plan: FusePlan, out: Destination, explain: bool = True
 ) -> None:
     """fused.parquet and parent_features.parquet, leaving the view `parent_features` for scoring.
     `explain=False` leaves fused.parquet's contributions and best_provenance NULL."""

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import duckdb
+
 from ..core.connection import EngineSettings
 from ..core.inputs import Table
 from ..core.outputs import write_frame
@@ -108,10 +110,11 @@ def run_evaluation(
     metrics: str | Sequence[str] = DEFAULT_METRICS,
     settings: EngineSettings | None = None,
     progress: Progress = SILENT,
+    connection: duckdb.DuckDBPyConnection | None = None,
 ) -> EvalResult:
     """`evaluate` with everything the CLI reports: query counts, columns used, rendered SQL."""
     parsed = parse_metrics(metrics)
-    with Session(settings, progress) as session:
+    with Session(settings, progress, connection=connection) as session:
         judged = open_judged_run(session, run, qrels)
         progress.step(
             f"evaluating {judged.run.rows:,} run rows against {judged.qrels.rows:,} judgments"

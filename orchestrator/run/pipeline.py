@@ -6,12 +6,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from ..core.connection import EngineSettings
 from ..core.errors import DuckscoreError
 from ..core.inputs import Table
 from ..core.policy import Policy, load_policy
 from ..core.progress import SILENT, Progress
-from ..core.session import Session
+from ..core.session import Relations, Session, folder_of
 from ..fuse.log import open_log
 from ..fuse.recipe import FUSE_RECIPE
 from ..fuse.stages import manifest_fields, write_fuse_outputs
@@ -22,7 +24,7 @@ from ..score.tables import QUERY_IDS
 
 @dataclass(frozen=True)
 class RunResult:
-    out_dir: Path
+    out_dir: Path | None  # None: the outputs are tables of the connection (Relations)
     recipe: Policy
     policy: Policy
     queries: int
@@ -32,7 +34,7 @@ class RunResult:
 
 def run(
     log: Table,
-    out_dir: str | Path,
+    out_dir: str | Path | Relations,
     recipe: str = "hybrid_v1",
     policy: str = "overall_v1",
     recipe_overrides: list[str] | None = None,
@@ -42,6 +44,7 @@ def run(
     settings: EngineSettings | None = None,
     progress: Progress = SILENT,
     explain: bool = True,
+    connection: duckdb.DuckDBPyConnection | None = None,
 ) -> RunResult:
     """Fuse then score into out_dir: fused.parquet, parent_features.parquet, parents.parquet,
     queries.parquet, contract.jsonl, manifest.json (recipe and policy) and the rendered SQL.
@@ -50,7 +53,7 @@ def run(
         raise DuckscoreError(f"--top-n must be at least 1, got {top_n}")
     loaded_recipe = load_policy(FUSE_RECIPE, recipe, recipe_overrides)
     loaded_policy = load_policy(SCORE_POLICY, policy, policy_overrides)
-    with Session(settings, progress) as session:
+    with Session(settings, progress, connection=connection) as session:
         progress.step(
             f"checking the log (recipe {loaded_recipe.version}, policy {loaded_policy.version})"
         )
@@ -73,7 +76,7 @@ def run(
                 top_n=top_n,
             )
     return RunResult(
-        Path(out_dir),
+        folder_of(out_dir),
         fuse_plan.recipe,
         loaded_policy,
         out.counts["queries.parquet"],

@@ -6,12 +6,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from ..core.connection import EngineSettings
 from ..core.errors import DuckscoreError
 from ..core.inputs import Table
 from ..core.policy import Policy, load_policy
 from ..core.progress import SILENT, Progress
-from ..core.session import Session
+from ..core.session import Relations, Session, folder_of
 from .policy import SCORE_POLICY
 from .stages import create_score_tables, write_score_outputs
 from .tables import PARENT_FEATURES, QUERY_IDS
@@ -19,7 +21,7 @@ from .tables import PARENT_FEATURES, QUERY_IDS
 
 @dataclass(frozen=True)
 class ScoreResult:
-    out_dir: Path
+    out_dir: Path | None  # None: the outputs are tables of the connection (Relations)
     policy: Policy
     queries: int
     parents: int
@@ -28,20 +30,21 @@ class ScoreResult:
 
 def score(
     features: Table,
-    out_dir: str | Path,
+    out_dir: str | Path | Relations,
     policy: str = "overall_v1",
     overrides: list[str] | None = None,
     queries: Table | None = None,
     top_n: int = 5,
     settings: EngineSettings | None = None,
     progress: Progress = SILENT,
+    connection: duckdb.DuckDBPyConnection | None = None,
 ) -> ScoreResult:
     """Score parent features into `out_dir`: parents.parquet, queries.parquet, contract.jsonl,
     manifest.json and the rendered SQL. Nothing is written unless everything succeeds."""
     if top_n < 1:
         raise DuckscoreError(f"--top-n must be at least 1, got {top_n}")
     loaded = load_policy(SCORE_POLICY, policy, overrides)
-    with Session(settings, progress) as session:
+    with Session(settings, progress, connection=connection) as session:
         progress.step(f"checking inputs (policy {loaded.version})")
         opened = session.open("features", PARENT_FEATURES, features, "--features")
         if queries is not None:
@@ -61,7 +64,7 @@ def score(
                 "score", loaded.as_record(), {"top_n": top_n, **session.settings.record()}
             )
     return ScoreResult(
-        Path(out_dir),
+        folder_of(out_dir),
         loaded,
         out.counts["queries.parquet"],
         out.counts["parents.parquet"],

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..core.errors import InputError
 from ..core.policy import Policy
 from ..core.render import ColumnParameter, RenderedSQL, ident, render
-from ..core.session import Output, Session
+from ..core.session import Destination, Session
 from .policy import evidence_columns
 
 # every CTE of the two templates, in order: parents.sql up to scored_parents, then queries.sql
@@ -116,7 +116,7 @@ def create_score_tables(
     )
 
 
-def write_score_outputs(out: Output) -> None:
+def write_score_outputs(out: Destination) -> None:
     """parents.parquet, queries.parquet and contract.jsonl from the tables create_score_tables made."""
     flat = ", ".join(CONTRACT_COLUMNS)
     out.copy("parents.parquet", "SELECT * FROM scored_parents ORDER BY query_id, rank")

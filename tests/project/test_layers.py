@@ -35,6 +35,7 @@ DEPENDS_ON: dict[str, set[str]] = {
     "demo": BASE | {"run", "metrics", "bids"},
     "engines": BASE | {"run", "fuse", "score"},
     "pack": BASE | {"fuse", "score", "instincts", "metrics", "answers"},
+    "api": BASE | {"fuse", "score", "run", "answers", "metrics", "pack"},
     "cli": BASE
     | {
         "fuse",
@@ -48,6 +49,7 @@ DEPENDS_ON: dict[str, set[str]] = {
         "engines",
         "demo",
         "pack",
+        "api",
     },
 }
 OUTSIDE = "<outside>."

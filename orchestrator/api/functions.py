@@ -1,0 +1,257 @@
+"""duckscore from Python, every result a DuckDB relation.
+
+    import duckscore as ds
+    ran = ds.run("fixtures/scifact/retrieval_log.parquet")
+    ran.queries.df()                      # or .pl(), .arrow(), or more SQL: ran.queries.filter(…)
+
+Inputs are paths (a file, glob or folder of Parquet, CSV or JSON) or objects DuckDB scans where
+they lie: a pandas or Polars DataFrame, an Arrow table or dataset, a DuckDB relation. Each is
+checked against its contract exactly as the command line checks it. Without `out` nothing is
+written: the results are temp tables of the connection (`con`, else one this module keeps). With
+`out` the outputs are written exactly as the command writes them, and the relations read them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from ..answers.pipeline import score_answers
+from ..core.inputs import Table
+from ..core.policy import Policy
+from ..core.session import Relations
+from ..fuse.pipeline import fuse as fuse_log
+from ..metrics.catalog import DEFAULT_METRICS
+from ..metrics.retrieval import run_evaluation
+from ..pack.install import pack_script
+from ..run.pipeline import run as run_log
+from ..score.pipeline import score as score_features
+
+_results = itertools.count(1)
+_shared: list[duckdb.DuckDBPyConnection] = []
+
+
+def connect(db: str | Path | None = None, **pack: Any) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection — in memory, or the database file `db` — with the macro pack loaded
+    (ds_rrf, ds_fuse, ds_queries … see docs/in-sql.md); `pack` takes pack_script's options
+    (policy, recipe, prefix, sources …)."""
+    con = duckdb.connect(":memory:" if db is None else str(db))
+    con.execute(pack_script(**pack))
+    return con
+
+
+def connection(con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
+    """`con`, or the connection this module keeps for calls that name none."""
+    if con is not None:
+        return con
+    if not _shared:
+        _shared.append(connect())
+    return _shared[0]
+
+
+class _Outputs:
+    """Where one call's outputs go, and the relations over them afterwards."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, out: str | Path | None, kind: str) -> None:
+        self.con = con
+        self.folder = None if out is None else Path(out)
+        self.kept = Relations(f"duckscore_{kind}_{next(_results)}")
+
+    @property
+    def destination(self) -> str | Path | Relations:
+        return self.kept if self.folder is None else self.folder
+
+    def relation(self, name: str) -> duckdb.DuckDBPyRelation:
+        if self.folder is None:
+            return self.con.table(self.kept.tables[name])
+        path = str(self.folder / name)
+        return self.con.read_json(path) if name.endswith(".jsonl") else self.con.read_parquet(path)
+
+
+@dataclass(frozen=True)
+class Fused:
+    """`fuse`: fused.parquet's and parent_features.parquet's rows."""
+
+    fused: duckdb.DuckDBPyRelation
+    parent_features: duckdb.DuckDBPyRelation
+    recipe: Policy
+    manifest: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Scored:
+    """`score`: parents.parquet's, queries.parquet's and contract.jsonl's rows."""
+
+    parents: duckdb.DuckDBPyRelation
+    queries: duckdb.DuckDBPyRelation
+    contract: duckdb.DuckDBPyRelation
+    policy: Policy
+    manifest: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Ran:
+    """`run`: what `fuse` and `score` return, from one call."""
+
+    fused: duckdb.DuckDBPyRelation
+    parent_features: duckdb.DuckDBPyRelation
+    parents: duckdb.DuckDBPyRelation
+    queries: duckdb.DuckDBPyRelation
+    contract: duckdb.DuckDBPyRelation
+    recipe: Policy
+    policy: Policy
+    manifest: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """`eval`: the mean of each metric (keyed as named), and one row per evaluated query."""
+
+    means: dict[str, float]
+    per_query: duckdb.DuckDBPyRelation
+
+
+@dataclass(frozen=True)
+class Answered:
+    """`answers`: answers.parquet's and contract.jsonl's rows."""
+
+    answers: duckdb.DuckDBPyRelation
+    contract: duckdb.DuckDBPyRelation
+    policy: Policy
+    manifest: dict[str, Any]
+
+
+def fuse(
+    log: Table,
+    recipe: str = "hybrid_v1",
+    set_recipe: Sequence[str] = (),
+    *,
+    explain: bool = True,
+    out: str | Path | None = None,
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> Fused:
+    """Fuse a retrieval log (seed 003) as `duckscore fuse` does."""
+    outputs = _Outputs(connection(con), out, "fuse")
+    done = fuse_log(
+        log, outputs.destination, recipe, list(set_recipe), explain=explain, connection=outputs.con
+    )
+    return Fused(
+        outputs.relation("fused.parquet"),
+        outputs.relation("parent_features.parquet"),
+        done.recipe,
+        done.manifest,
+    )
+
+
+def score(
+    features: Table,
+    policy: str = "overall_v1",
+    set: Sequence[str] = (),
+    *,
+    queries: Table | None = None,
+    top_n: int = 5,
+    out: str | Path | None = None,
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> Scored:
+    """Score parent features (seed 000) as `duckscore score` does."""
+    outputs = _Outputs(connection(con), out, "score")
+    done = score_features(
+        features, outputs.destination, policy, list(set), queries, top_n, connection=outputs.con
+    )
+    return Scored(
+        outputs.relation("parents.parquet"),
+        outputs.relation("queries.parquet"),
+        outputs.relation("contract.jsonl"),
+        done.policy,
+        done.manifest,
+    )
+
+
+def run(
+    log: Table,
+    recipe: str = "hybrid_v1",
+    policy: str = "overall_v1",
+    set_recipe: Sequence[str] = (),
+    set: Sequence[str] = (),
+    *,
+    queries: Table | None = None,
+    top_n: int = 5,
+    explain: bool = True,
+    out: str | Path | None = None,
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> Ran:
+    """Fuse a retrieval log and score its parents, as `duckscore run` does."""
+    outputs = _Outputs(connection(con), out, "run")
+    done = run_log(
+        log,
+        outputs.destination,
+        recipe,
+        policy,
+        list(set_recipe),
+        list(set),
+        queries,
+        top_n,
+        explain=explain,
+        connection=outputs.con,
+    )
+    return Ran(
+        outputs.relation("fused.parquet"),
+        outputs.relation("parent_features.parquet"),
+        outputs.relation("parents.parquet"),
+        outputs.relation("queries.parquet"),
+        outputs.relation("contract.jsonl"),
+        done.recipe,
+        done.policy,
+        done.manifest,
+    )
+
+
+def eval(
+    run: Table,
+    qrels: Table,
+    metrics: str | Sequence[str] = DEFAULT_METRICS,
+    *,
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> Evaluated:
+    """Retrieval metrics of a run against judgments, as `duckscore eval` computes them."""
+    used = connection(con)
+    done = run_evaluation(run, qrels, metrics, connection=used)
+    name = f"duckscore_eval_{next(_results)}_per_query"
+    used.register(name, done.per_query)
+    return Evaluated(done.means, used.table(name))
+
+
+def answers(
+    answers: Table,
+    citations: Table,
+    chunks: Table,
+    events: Table | None = None,
+    policy: str = "answer_v1",
+    set: Sequence[str] = (),
+    *,
+    out: str | Path | None = None,
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> Answered:
+    """Score logged answers (seed 001) as `duckscore answers` does."""
+    outputs = _Outputs(connection(con), out, "answers")
+    done = score_answers(
+        answers,
+        citations,
+        chunks,
+        outputs.destination,
+        policy,
+        events,
+        list(set),
+        connection=outputs.con,
+    )
+    return Answered(
+        outputs.relation("answers.parquet"),
+        outputs.relation("contract.jsonl"),
+        done.policy,
+        done.manifest,
+    )

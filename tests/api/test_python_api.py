@@ -1,0 +1,166 @@
+"""`import duckscore as ds`: the same rows from every kind of input, relations as results, files
+only with `out` (and then exactly the command's), the macro pack on ds.connect().
+
+The oracle is the command line on the same data: `duckscore run`, `eval` and `answers` write the
+files the API's relations are compared with.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+import polars as pl
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pytest
+from click.testing import CliRunner
+
+import duckscore as ds
+from duckscore.cli import cli
+from duckscore.core.errors import InputError
+
+from ..helpers import FIXTURES, SCIFACT
+
+LOG = SCIFACT / "retrieval_log.parquet"
+QRELS = SCIFACT / "qrels.parquet"
+
+
+def cli_ok(*args: str) -> str:
+    done = CliRunner().invoke(cli, ["-q", *args])
+    assert done.exit_code == 0, done.stderr
+    return done.stdout
+
+
+def same_rows(con: duckdb.DuckDBPyConnection, left: str, right: str) -> bool:
+    differing = con.execute(
+        f"SELECT (SELECT count(*) FROM ({left} EXCEPT ALL {right})) "
+        f"+ (SELECT count(*) FROM ({right} EXCEPT ALL {left}))"
+    ).fetchall()  # to the end: DuckDB keeps a connection busy until a result is read out
+    return differing == [(0,)]
+
+
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("cli") / "out"
+    cli_ok("run", "--log", str(LOG), "--out", str(out))
+    return out
+
+
+def as_objects(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    frame = pd.read_parquet(LOG)
+    other = duckdb.connect()
+    return {
+        "path": str(LOG),
+        "pandas": frame,
+        "pandas, reversed view": frame[::-1],
+        "polars": pl.read_parquet(LOG),
+        "arrow table": pa.Table.from_pandas(frame, preserve_index=False),
+        "arrow dataset": pads.dataset(str(LOG)),
+        "relation": con.sql(f"FROM '{LOG}'"),
+        "relation of another connection": other.sql(f"FROM '{LOG}'"),
+    }
+
+
+@pytest.mark.slow
+def test_every_kind_of_input_gives_the_commands_rows(cli_run: Path, tmp_path: Path) -> None:
+    con = ds.connect()
+    fingerprints = set()
+    for kind, given in as_objects(con).items():
+        ran = ds.run(given, con=con)
+        for name in ("fused", "parent_features", "parents", "queries"):
+            relation = getattr(ran, name)
+            assert same_rows(con, relation.sql_query(), f"FROM '{cli_run / name}.parquet'"), (
+                kind,
+                name,
+            )
+        contract = f"FROM read_json('{cli_run / 'contract.jsonl'}')"
+        assert same_rows(con, ran.contract.sql_query(), contract), kind
+        (log_input,) = ran.manifest["inputs"]["log"]["files"]
+        fingerprints.add(log_input["sha256"] if kind != "path" else "file")
+    # the content fingerprint of an object does not depend on its kind (nor on row order)
+    assert len(fingerprints - {"file"}) == 1
+
+
+def test_without_out_nothing_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    fused = ds.fuse(str(LOG), "canonical_rrf", explain=False)
+    assert fused.fused.aggregate("count(*)").fetchall() == [(40282,)]
+    assert fused.recipe.version == "canonical_rrf"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_with_out_the_outputs_are_the_commands(cli_run: Path, tmp_path: Path) -> None:
+    ran = ds.run(str(LOG), out=tmp_path / "api")
+    written = sorted(p.name for p in (tmp_path / "api").iterdir())
+    assert written == sorted(p.name for p in cli_run.iterdir())
+    con = duckdb.connect()
+    for name in ("fused", "parent_features", "parents", "queries"):
+        assert same_rows(
+            con, f"FROM '{tmp_path / 'api' / name}.parquet'", f"FROM '{cli_run / name}.parquet'"
+        )
+    assert (tmp_path / "api" / "contract.jsonl").read_bytes() == (
+        cli_run / "contract.jsonl"
+    ).read_bytes()
+    manifest = json.loads((tmp_path / "api" / "manifest.json").read_text())
+    assert manifest["policy"] == json.loads((cli_run / "manifest.json").read_text())["policy"]
+    assert ran.queries.aggregate("count(*)").fetchall() == [(300,)]
+
+
+def test_eval_gives_the_commands_means(cli_run: Path) -> None:
+    metrics = "ndcg@10,recall@100,map"
+    printed = json.loads(
+        cli_ok("eval", "--run", str(cli_run / "fused.parquet"), "--qrels", str(QRELS),
+               "--metrics", metrics, "--json")
+    )  # fmt: skip
+    evaluated = ds.eval(pl.read_parquet(cli_run / "fused.parquet"), str(QRELS), metrics)
+    assert evaluated.means == printed
+    assert evaluated.per_query.aggregate("count(*)").fetchall() == [(300,)]
+
+
+def test_answers_give_the_commands_rows(tmp_path: Path) -> None:
+    folder = FIXTURES / "answers"
+    tables = {name: str(folder / f"{name}.csv") for name in ("answers", "citations", "chunks")}
+    cli_ok("answers", *(a for n, p in tables.items() for a in (f"--{n}", p)), "--out",
+           str(tmp_path / "cli"))  # fmt: skip
+    con = ds.connect()
+    answered = ds.answers(
+        pd.read_csv(tables["answers"], dtype=str).astype({"retrieved_count": int}),
+        tables["citations"],
+        tables["chunks"],
+        con=con,
+    )
+    assert same_rows(
+        con, answered.answers.sql_query(), f"FROM '{tmp_path / 'cli' / 'answers.parquet'}'"
+    )
+
+
+def test_connect_loads_the_macro_pack(tmp_path: Path) -> None:
+    assert ds.connect().execute("SELECT ds_rrf(1) = 1 / 61").fetchall() == [(True,)]
+    db = tmp_path / "analysis.duckdb"
+    ds.connect(db, prefix="x_").close()
+    with duckdb.connect(str(db)) as reopened:
+        assert reopened.execute("SELECT x_policy().recipe").fetchall() == [("hybrid_v1",)]
+
+
+def test_a_bad_input_is_one_error_naming_it() -> None:
+    with pytest.raises(InputError, match=r"^--log: cannot read an object of type int \("):
+        ds.fuse(42)
+    with pytest.raises(InputError, match=r"^--log \(<DataFrame>\): missing column 'source'"):
+        ds.fuse(pd.DataFrame({"query_id": ["q"], "item_id": ["i"], "parent_id": ["p"]}))
+
+
+def test_the_functions_stay_functions_after_the_subpackages_load() -> None:
+    code = (
+        "import duckscore.fuse.pipeline, duckscore.run.pipeline\n"
+        "import duckscore as ds\n"
+        "print(all(callable(getattr(ds, n)) and type(getattr(ds, n)).__name__ == 'function'"
+        " for n in ('fuse', 'score', 'run', 'eval', 'answers', 'connect')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "True", done.stderr
