@@ -12,9 +12,9 @@ from .options import pack_options
 
 @cli.group(cls=DuckscoreGroup)
 def macros() -> None:
-    """duckscore as SQL: the building blocks as DuckDB macros (ds_rrf, ds_quantile_norm,
-    ds_log_scale, ds_clamp, ds_weighted_geomean, ds_wilson_lower/upper, ds_policy). Print them
-    with `duckscore sql macros`."""
+    """duckscore as SQL: the building blocks as DuckDB macros (ds_rrf, ds_quantile_norm, …) and
+    each capability as a table macro over any relation (ds_fuse, ds_queries, ds_eval, …). Print
+    them with `duckscore sql macros`; docs/in-sql.md lists them."""
 
 
 @macros.command("install")

@@ -13,6 +13,7 @@ from ..core.policy import Policy
 from ..core.render import column, lit, render_expression
 
 GEOMEAN_TERMS = 6  # ds_weighted_geomean(x1, w1, x2, w2 [, x3, w3 … x6, w6])
+BANDS = 6  # ds_band_points(x, t1, p1 [, t2, p2 … t6, p6], otherwise := 0)
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,14 @@ class ScalarMacro:
 
     def body(self) -> str:
         names = [*self.required, *(name for name, _ in self.optional)]
-        return render_expression(self.call, **{name: column(name) for name in names})
+        bands = [
+            {"at_least": column(f"t{i}"), "points": column(f"p{i}")} for i in range(1, BANDS + 1)
+        ]
+        return render_expression(
+            self.call,
+            bands=[*bands, {"at_least": None, "points": column("otherwise")}],
+            **{name: column(name) for name in names},
+        )
 
     def statement(self, prefix: str) -> str:
         parameters = [*self.required, *(f"{name} := {lit(value)}" for name, value in self.optional)]
@@ -90,6 +98,25 @@ def scalar_macros(score: Policy, recipe: Policy, instincts: Policy) -> list[Scal
                 ("floor", float(score.parameters["subscore_floor"])),
             ),
             f"{{{{ weighted_geomean([{geomean_call}], floor) }}}}",
+        ),
+        ScalarMacro(
+            "band_points",
+            f"the points of the first band (of up to {BANDS}, highest threshold first) whose "
+            "threshold x reaches, else `otherwise`; NULL stays NULL",
+            ("x", "t1", "p1"),
+            (
+                *((name, None) for i in range(2, BANDS + 1) for name in (f"t{i}", f"p{i}")),
+                ("otherwise", 0.0),
+            ),
+            "{{ band_points('x', bands) }}",
+        ),
+        ScalarMacro(
+            "rank_desc",
+            "row_number() by score descending within a partition (a column, or a struct of "
+            "several), ties by tie_breaker ascending, NULLs last",
+            ("score", "partition_by", "tie_breaker"),
+            (),
+            "{{ rank_desc('score', ['partition_by'], 'tie_breaker') }}",
         ),
         *(
             ScalarMacro(

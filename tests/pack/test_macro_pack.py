@@ -28,9 +28,6 @@ from duckscore.pack.install import pack_script
 from ..helpers import SCIFACT, same_value
 
 CASES = Path(__file__).parents[1] / "macros" / "cases"
-# the building blocks that are not scalar macros: a window (rank_desc) and a CASE unrolled over
-# a list of bands the policy fixes (band_points)
-NOT_PACKED = {"rank_desc", "band_points"}
 
 
 def invoke(*args: str) -> Result:
@@ -61,7 +58,19 @@ def geomean(terms: list[tuple[str, float | ColumnParameter]], floor: float | Non
     return f"ds_weighted_geomean({', '.join(pairs)}{'' if floor is None else f', floor := {lit(floor)}'})"
 
 
+def bands(x: str, given: list[dict[str, float]]) -> str:
+    pairs = [f"{lit(band['at_least'])}, {lit(band['points'])}" for band in given[:-1]]
+    return f"ds_band_points({x}, {', '.join(pairs) or 'NULL, NULL'}, otherwise := {lit(given[-1]['points'])})"
+
+
+def rank(score: str, partition_by: list[str], tie_breaker: str) -> str:
+    (partition,) = partition_by
+    return f"ds_rank_desc({score}, {partition}, {tie_breaker})"
+
+
 CALLS: dict[str, Callable[..., str]] = {
+    "band_points": bands,
+    "rank_desc": rank,
     "rrf": writer("rrf", 1, ["rank", "k", "weight"]),
     "log_scale": writer("log_scale", 1, ["x", "shift"]),
     "clamp": writer("clamp", 1, ["x", "lo", "hi"]),
@@ -82,8 +91,6 @@ def cases() -> list[Any]:
     found = []
     for path in sorted(CASES.glob("*.yaml")):
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
-        if document["macro"] in NOT_PACKED:
-            continue
         for case in document["cases"]:
             if case.get("error"):
                 continue  # render-time refusals of the building block, not values
@@ -117,9 +124,9 @@ def test_every_scalar_macro_on_its_building_blocks_fixture(
         assert same_value(value, row["expected"]), f"{call}, row {index}: got {value!r}"
 
 
-def test_every_building_block_is_packed_or_said_not_to_be() -> None:
+def test_every_building_block_is_packed() -> None:
     blocks = {yaml.safe_load(p.read_text())["macro"] for p in CASES.glob("*.yaml")}
-    assert blocks == set(CALLS) | NOT_PACKED
+    assert blocks == set(CALLS)
 
 
 RRF_OVER_THE_LOG = """
@@ -161,7 +168,7 @@ def test_install_persists_and_replaces(tmp_path: Path) -> None:
     db = tmp_path / "analysis.duckdb"
     first = invoke("macros", "install", "--db", str(db))
     assert first.exit_code == 0, first.stderr
-    assert first.stdout.startswith(f"installed 16 macros into {db}: ds_policy, ds_rrf, ")
+    assert first.stdout.startswith(f"installed 18 macros into {db}: ds_policy, ds_rrf, ")
     again = invoke("macros", "install", "--db", str(db), "--set-recipe", "fusion.k=20")
     assert again.exit_code == 0, again.stderr
     with duckdb.connect(str(db), read_only=True) as con:
@@ -170,7 +177,7 @@ def test_install_persists_and_replaces(tmp_path: Path) -> None:
             "SELECT count(*) FROM duckdb_functions() WHERE function_name LIKE 'ds\\_%' ESCAPE '\\'"
         ).fetchone()
     assert value == pytest.approx(1 / 21, rel=1e-15) and recipe.startswith("hybrid_v1+")
-    assert macros == (16,)
+    assert macros == (18,)
 
 
 def test_policy_values_are_the_defaults() -> None:
