@@ -34,6 +34,7 @@ given = path if mode == 'path' else pq.read_table(path)
 before = rss_mb()
 con = duckdb.connect()
 con.execute(f"SET memory_limit = '{limit}'")
+con.execute("SET enable_progress_bar = false")  # it writes to stdout on long queries
 started = time.perf_counter()
 fused = ds.fuse(given, explain=False, con=con)
 rows = fused.fused.aggregate('count(*)').fetchall()[0][0]
@@ -50,7 +51,7 @@ def measure(path: Path, mode: str, limit: str) -> dict[str, float]:
         text=True,
         check=True,
     )
-    return json.loads(done.stdout)
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 def main() -> None:
