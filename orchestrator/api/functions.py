@@ -26,6 +26,7 @@ from ..core.inputs import Table
 from ..core.policy import Policy
 from ..core.session import Relations
 from ..fuse.pipeline import fuse as fuse_log
+from ..fuse.traces import TraceLog
 from ..metrics.catalog import DEFAULT_METRICS
 from ..metrics.retrieval import run_evaluation
 from ..pack.install import pack_script
@@ -52,6 +53,10 @@ def connection(con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyC
     if not _shared:
         _shared.append(connect())
     return _shared[0]
+
+
+def _as_format(log: Table, log_format: str) -> Table:
+    return log if log_format == "retrieval_log" else TraceLog(str(log), log_format)
 
 
 class _Outputs:
@@ -132,13 +137,20 @@ def fuse(
     set_recipe: Sequence[str] = (),
     *,
     explain: bool = True,
+    log_format: str = "retrieval_log",
     out: str | Path | None = None,
     con: duckdb.DuckDBPyConnection | None = None,
 ) -> Fused:
-    """Fuse a retrieval log (seed 003) as `duckscore fuse` does."""
+    """Fuse a retrieval log (seed 003) as `duckscore fuse` does; `log_format="openinference"`
+    reads trace spans (docs/traces.md)."""
     outputs = _Outputs(connection(con), out, "fuse")
     done = fuse_log(
-        log, outputs.destination, recipe, list(set_recipe), explain=explain, connection=outputs.con
+        _as_format(log, log_format),
+        outputs.destination,
+        recipe,
+        list(set_recipe),
+        explain=explain,
+        connection=outputs.con,
     )
     return Fused(
         outputs.relation("fused.parquet"),
@@ -182,13 +194,14 @@ def run(
     queries: Table | None = None,
     top_n: int = 5,
     explain: bool = True,
+    log_format: str = "retrieval_log",
     out: str | Path | None = None,
     con: duckdb.DuckDBPyConnection | None = None,
 ) -> Ran:
     """Fuse a retrieval log and score its parents, as `duckscore run` does."""
     outputs = _Outputs(connection(con), out, "run")
     done = run_log(
-        log,
+        _as_format(log, log_format),
         outputs.destination,
         recipe,
         policy,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 @click.pass_obj
 def fuse(
     progress: Progress,
-    log: str,
+    log: Any,
     out_dir: Path,
     recipe: str,
     recipe_overrides: tuple[str, ...],

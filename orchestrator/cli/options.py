@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import click
 
 from ..engines import DIALECTS
+from ..fuse import LOG_FORMATS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -212,14 +213,32 @@ def out_file_option(what: str) -> Callable[[F], F]:
 
 
 def log_option(command: F) -> F:
-    return click.option(
+    """--log and --log-format: the command gets `log` as a path, or as trace spans to normalise."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, log: str, log_format: str, **kwargs: Any) -> Any:
+        if log_format != "retrieval_log":
+            from ..fuse.traces import TraceLog
+
+            return command(*args, log=TraceLog(log, log_format), **kwargs)
+        return command(*args, log=log, **kwargs)
+
+    decorated: Any = click.option(
+        "--log-format",
+        type=click.Choice(LOG_FORMATS),
+        default="retrieval_log",
+        show_default=True,
+        help="What --log holds: the retrieval_log table, or OpenInference trace spans (Arize "
+        "Phoenix's span export; one hit per retrieved document of each RETRIEVER span).",
+    )(wrapper)
+    return click.option(  # type: ignore[no-any-return]
         "--log",
         required=True,
         metavar="PATH",
         help="retrieval_log table: one row per hit (query_id, source, item_id, "
         "parent_id, score and/or rank). Parquet/CSV/JSON file, glob, or "
         "(hive) folder.",
-    )(command)
+    )(decorated)
 
 
 def queries_option(command: F) -> F:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 @click.pass_obj
 def run(
     progress: Progress,
-    log: str,
+    log: Any,
     out_dir: Path,
     queries: str | None,
     top_n: int,
@@ -78,6 +78,8 @@ def run(
             raise click.UsageError("--queries is not supported with --engine spark yet")
         if not explain:
             raise click.UsageError("--no-explain is not supported with --engine spark yet")
+        if not isinstance(log, str):
+            raise click.UsageError("--log-format is not supported with --engine spark yet")
         from ..engines.spark import run_on_spark
 
         spark_result = run_on_spark(

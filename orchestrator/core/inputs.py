@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
@@ -46,6 +47,17 @@ FORMATS = {
 TEXT = "VARCHAR"
 
 
+@dataclass(frozen=True)
+class Derived:
+    """A table derived in SQL from input files (a retrieval log from trace spans, say): scanned
+    as `relation` of the same connection, shown and fingerprinted as the files it came from."""
+
+    relation: duckdb.DuckDBPyRelation
+    shown: str
+    files: tuple[InputFile, ...]
+    format: str
+
+
 def open_input(
     con: duckdb.DuckDBPyConnection, contract: TableContract, given: Table, label: str | None = None
 ) -> OpenedInput:
@@ -53,10 +65,14 @@ def open_input(
     after checking the whole contract."""
     label = label or contract.name
     raw = f"__raw_{contract.name}"
-    if is_in_memory(given):
+    files: tuple[InputFile, ...]
+    if isinstance(given, Derived):
+        shown, fmt, files = given.shown, given.format, given.files
+        _create_object_view(con, raw, given.relation, label, shown)
+    elif is_in_memory(given):
         shown, fmt = f"<{type(given).__name__}>", "memory"
-        _create_object_view(con, raw, given, label)
-        files: tuple[InputFile, ...] = (_object_fingerprint(con, raw, given, shown),)
+        _create_object_view(con, raw, given, label, shown)
+        files = (_object_fingerprint(con, raw, given, shown),)
     else:
         shown = str(given)
         paths, hive = resolve_files(shown, label)
@@ -142,7 +158,7 @@ def is_in_memory(given: object) -> bool:
 
 
 def _create_object_view(
-    con: duckdb.DuckDBPyConnection, raw: str, given: object, label: str
+    con: duckdb.DuckDBPyConnection, raw: str, given: object, label: str, shown: str
 ) -> None:
     """The raw view over an in-memory object, scanned in place (no copy): DuckDB reads pandas,
     Polars and Arrow memory and relations of its own connection directly. Two cases are copied:
@@ -165,7 +181,7 @@ def _create_object_view(
             ) from None
     con.execute(
         f"CREATE OR REPLACE TEMP VIEW {ident(raw)} AS SELECT *, "
-        f"{lit(f'<{type(given).__name__}>')} AS {FILE_COLUMN}, row_number() OVER () AS {ROW_COLUMN} "
+        f"{lit(shown)} AS {FILE_COLUMN}, row_number() OVER () AS {ROW_COLUMN} "
         f"FROM {ident(scanned)}"
     )
 

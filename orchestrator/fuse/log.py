@@ -9,6 +9,7 @@ from ..core.policy import Policy
 from ..core.session import Session
 from ..core.tables import Column, OpenedInput, TableContract
 from .recipe import FusePlan, plan
+from .traces import as_log
 
 RETRIEVAL_LOG = TableContract(
     name="retrieval_log",
@@ -31,7 +32,7 @@ RETRIEVAL_LOG = TableContract(
 
 def open_log(session: Session, log: Table, recipe: Policy) -> tuple[OpenedInput, FusePlan]:
     """The typed view retrieval_log (input `log`), checked, and `recipe` planned against it."""
-    opened = session.open("log", RETRIEVAL_LOG, log, "--log")
+    opened = session.open("log", RETRIEVAL_LOG, as_log(session, log), "--log")
     raw = {c.lower() for c in session.schema("__raw_retrieval_log")}
     present = {c.name for c in RETRIEVAL_LOG.columns if c.name.lower() in raw}
     if "score" not in present and "rank" not in present:

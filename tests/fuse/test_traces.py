@@ -1,0 +1,165 @@
+"""`--log-format openinference`: Phoenix-style span exports fuse and score to the results of the
+equivalent retrieval_log table.
+
+The spans are built here from a slice of the SciFact log with the attribute names of the
+maintained `openinference-semantic-conventions` package (never typed by hand): per query one
+trace with a CHAIN root, one RETRIEVER span per source (documents with id, score, content and
+metadata naming the parent), a RERANKER span and an LLM span that are not retrievals.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+import pytest
+from click.testing import CliRunner, Result
+from openinference.semconv.trace import (
+    DocumentAttributes,
+    OpenInferenceSpanKindValues,
+    RerankerAttributes,
+    SpanAttributes,
+)
+
+from duckscore.cli import cli
+
+from ..helpers import SCIFACT
+
+QUERIES = 12
+KIND = f"attributes.{SpanAttributes.OPENINFERENCE_SPAN_KIND}"
+DOCUMENTS = f"attributes.{SpanAttributes.RETRIEVAL_DOCUMENTS}"
+QUERY = f"attributes.{SpanAttributes.INPUT_VALUE}"
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(cli, ["-q", *args])
+
+
+@pytest.fixture(scope="module")
+def log() -> pd.DataFrame:
+    """The equivalent retrieval_log: what the spans say, no more (no granularity, block type or
+    chunk count: spans do not carry them)."""
+    path = SCIFACT / "retrieval_log.parquet"
+    return duckdb.sql(
+        f"SELECT query_id, source, item_id, parent_id, score, rank, query_text FROM '{path}' "
+        f"WHERE query_id IN (SELECT DISTINCT query_id FROM '{path}' ORDER BY query_id "
+        f"LIMIT {QUERIES}) ORDER BY query_id, source, rank"
+    ).df()
+
+
+def span(
+    trace: str, span_id: str, name: str, kind: OpenInferenceSpanKindValues, **attributes: Any
+) -> dict[str, Any]:
+    return {"context.trace_id": trace, "context.span_id": span_id, "parent_id": f"{trace}-root",
+            "name": name, KIND: kind.value, **attributes}  # fmt: skip
+
+
+def spans_of(log: pd.DataFrame, with_scores: bool = True) -> pd.DataFrame:
+    rows: list[dict[str, Any]] = []
+    for query_id, hits in log.groupby("query_id", sort=True):
+        trace = f"trace-{query_id}"
+        text = hits["query_text"].iloc[0]
+        root = span(
+            trace, f"{trace}-root", "rag", OpenInferenceSpanKindValues.CHAIN, **{QUERY: text}
+        )
+        rows.append(root | {"parent_id": None})
+        for source, listed in hits.groupby("source", sort=True):
+            documents = [
+                {DocumentAttributes.DOCUMENT_ID: hit.item_id,
+                 **({DocumentAttributes.DOCUMENT_SCORE: hit.score} if with_scores else {}),
+                 DocumentAttributes.DOCUMENT_CONTENT: f"passage {hit.item_id}",
+                 DocumentAttributes.DOCUMENT_METADATA: json.dumps({"parent_id": hit.parent_id})}
+                for hit in listed.sort_values("rank").itertuples()
+            ]  # fmt: skip
+            rows.append(span(trace, f"{trace}-{source}", source, OpenInferenceSpanKindValues.RETRIEVER,
+                             **{QUERY: text, DOCUMENTS: documents}))  # fmt: skip
+        rows.append(span(trace, f"{trace}-rerank", "rerank", OpenInferenceSpanKindValues.RERANKER,
+                         **{f"attributes.{RerankerAttributes.RERANKER_MODEL_NAME}": "bge-reranker"}))  # fmt: skip
+        rows.append(span(trace, f"{trace}-llm", "answer", OpenInferenceSpanKindValues.LLM))
+    return pd.DataFrame(rows)
+
+
+def as_traces(log: pd.DataFrame) -> pd.DataFrame:
+    """The log as the spans describe it: a trace per query."""
+    return log.assign(query_id="trace-" + log["query_id"])
+
+
+@pytest.mark.parametrize("suffix", ["parquet", "jsonl"])
+def test_spans_run_as_the_equivalent_log(log: pd.DataFrame, suffix: str, tmp_path: Path) -> None:
+    spans = spans_of(log)
+    path = tmp_path / f"spans.{suffix}"
+    if suffix == "parquet":
+        spans.to_parquet(path, index=False)
+    else:  # by hand: pandas' JSON writer rounds floats to 10 digits
+        records = [{k: v for k, v in row.items() if not (isinstance(v, float) and math.isnan(v))}
+                   for row in spans.to_dict("records")]  # fmt: skip
+        path.write_text("".join(json.dumps(row) + "\n" for row in records))
+    as_traces(log).to_parquet(tmp_path / "log.parquet", index=False)
+    for given, extra, out in ((path, ["--log-format", "openinference"], "from_spans"),
+                              (tmp_path / "log.parquet", [], "from_log")):  # fmt: skip
+        done = invoke("run", "--log", str(given), *extra, "--out", str(tmp_path / out))
+        assert done.exit_code == 0, done.stderr
+    con = duckdb.connect()
+    for name in ("parent_features.parquet", "parents.parquet", "queries.parquet"):
+        spans_side, log_side = (
+            f"FROM '{tmp_path / side / name}'" for side in ("from_spans", "from_log")
+        )
+        assert con.execute(
+            f"SELECT count(*) FROM ({spans_side} EXCEPT ALL {log_side})"
+        ).fetchall() == [(0,)]
+        assert con.execute(
+            f"SELECT count(*) FROM ({log_side} EXCEPT ALL {spans_side})"
+        ).fetchall() == [(0,)]
+    fused = "SELECT query_id, item_id, fused_score, rank FROM '{}'"
+    assert con.execute(
+        f"SELECT count(*) FROM ({fused.format(tmp_path / 'from_spans' / 'fused.parquet')} "
+        f"EXCEPT ALL {fused.format(tmp_path / 'from_log' / 'fused.parquet')})"
+    ).fetchall() == [(0,)]
+    snippets = con.execute(
+        f"SELECT count(*) FROM '{tmp_path / 'from_spans' / 'fused.parquet'}' "
+        "WHERE best_provenance.snippet = 'passage ' || best_provenance.original_id"
+    ).fetchall()
+    assert snippets[0][0] > 0
+    manifest = json.loads((tmp_path / "from_spans" / "manifest.json").read_text())
+    assert manifest["inputs"]["log"]["format"] == "openinference"
+    assert manifest["inputs"]["spans"]["files"][0]["path"] == str(path)
+
+
+def test_documents_without_scores_rank_by_their_position(log: pd.DataFrame, tmp_path: Path) -> None:
+    spans_of(log, with_scores=False).to_parquet(tmp_path / "spans.parquet", index=False)
+    as_traces(log).assign(score=-log["rank"].astype(float)).to_parquet(
+        tmp_path / "log.parquet", index=False
+    )
+    for given, extra, out in ((tmp_path / "spans.parquet", ["--log-format", "openinference"], "a"),
+                              (tmp_path / "log.parquet", [], "b")):  # fmt: skip
+        assert (
+            invoke("fuse", "--log", str(given), *extra, "--out", str(tmp_path / out)).exit_code == 0
+        )
+    read = "SELECT query_id, item_id, fused_score, rank FROM '{}'"
+    a, b = (read.format(tmp_path / side / "fused.parquet") for side in "ab")
+    assert duckdb.execute(f"SELECT count(*) FROM ({a} EXCEPT ALL {b})").fetchall() == [(0,)]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda s: s.drop(columns=[DOCUMENTS]), f"no column '{DOCUMENTS}': not OpenInference spans"),
+        (lambda s: s.assign(**{"context.trace_id": s["context.trace_id"].where(s.index != 3)}),
+         "row 4, context.span_id='trace-1-summary'): column 'context.trace_id' is null"),
+        (lambda s: s.assign(name=s["name"].replace({"sparse": "dense"})),
+         "duplicate (query_id, source, item_id)"),
+    ],
+)  # fmt: skip
+def test_bad_spans_are_one_line(
+    log: pd.DataFrame, change: Any, message: str, tmp_path: Path
+) -> None:
+    change(spans_of(log)).to_parquet(tmp_path / "spans.parquet", index=False)
+    done = invoke("fuse", "--log", str(tmp_path / "spans.parquet"), "--log-format", "openinference",
+                  "--out", str(tmp_path / "out"))  # fmt: skip
+    assert done.exit_code == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert message in done.stderr, done.stderr
+    assert not (tmp_path / "out").exists()
