@@ -228,8 +228,9 @@ def log_option(command: F) -> F:
         type=click.Choice(LOG_FORMATS),
         default="retrieval_log",
         show_default=True,
-        help="What --log holds: the retrieval_log table, or OpenInference trace spans (Arize "
-        "Phoenix's span export; one hit per retrieved document of each RETRIEVER span).",
+        help="What --log holds: the retrieval_log table; OpenInference trace spans (Arize "
+        "Phoenix's span export); or OTLP JSON of OpenTelemetry GenAI retrieval spans. A span "
+        "log gives one hit per retrieved document of each retrieval span (docs/traces.md).",
     )(wrapper)
     return click.option(  # type: ignore[no-any-return]
         "--log",

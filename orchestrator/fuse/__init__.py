@@ -6,4 +6,4 @@ The log formats live here, apart from traces.py, so that the command line can of
 importing DuckDB at start-up.
 """
 
-LOG_FORMATS = ("retrieval_log", "openinference")
+LOG_FORMATS = ("retrieval_log", "openinference", "otel-genai")

@@ -1,19 +1,24 @@
 """Retrieval logs in the shape RAG systems already write: OpenInference trace spans (Arize
-Phoenix's span export), normalised to the retrieval_log table in SQL (sql/fuse/openinference.sql).
+Phoenix's span export; sql/fuse/openinference.sql) and OTLP JSON exports of spans following the
+OpenTelemetry GenAI conventions (sql/fuse/otel_genai.sql), normalised to the retrieval_log table
+in SQL.
 The format names are LOG_FORMATS, in the package's __init__.
 
-`--log-format openinference` gives `open_log` a TraceLog; the spans are checked as a table of
-their own (ids present, one row per span id), then unnested into hits that the retrieval_log
-contract checks like any other log.
+`--log-format openinference|otel-genai` gives `open_log` a TraceLog; OpenInference spans are
+checked as a table of their own (ids present, one row per span id); the hits of either format are
+then checked by the retrieval_log contract like any other log.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.errors import InputError
-from ..core.inputs import Derived, Table
-from ..core.render import ident, render
+import duckdb
+
+from ..core.connection import first_line
+from ..core.errors import InputError, QueryError
+from ..core.inputs import Derived, Table, fingerprint, resolve_files
+from ..core.render import ident, lit, render
 from ..core.session import Session
 from ..core.tables import Column, TableContract
 from ..core.validate import ROW_COLUMN
@@ -47,9 +52,33 @@ class TraceLog:
 
 
 def as_log(session: Session, log: Table, label: str = "--log") -> Table:
-    """`log` itself, or, for a TraceLog, its hits as a table derived from the checked spans."""
+    """`log` itself, or, for a TraceLog, its hits as a table derived from the spans."""
     if not isinstance(log, TraceLog):
         return log
+    if log.format == "otel-genai":
+        return _otel_genai(session, log, label)
+    return _openinference(session, log, label)
+
+
+def _otel_genai(session: Session, log: TraceLog, label: str) -> Derived:
+    """OTLP JSON exports (one export request per line, or one per file) of GenAI retrieval spans."""
+    paths, _ = resolve_files(log.given, label)
+    try:
+        session.execute(
+            f"CREATE OR REPLACE TEMP VIEW otlp_lines AS SELECT json, row_number() OVER () AS "
+            f"{ROW_COLUMN} FROM read_json_objects({lit(paths)}, format = 'auto')"
+        )
+        session.first_row("SELECT count(*) FROM otlp_lines")
+    except (QueryError, duckdb.Error) as exc:
+        raise InputError(f"{label} ({log.given}): not OTLP JSON ({first_line(exc)})") from None
+    derived = render("fuse/otel_genai.sql", inputs={"lines": "otlp_lines"}, row_column=ROW_COLUMN)
+    session.check(derived)
+    files = tuple(fingerprint(path) for path in paths)
+    return Derived(session.con.sql(derived.text), log.given, files, log.format)
+
+
+def _openinference(session: Session, log: TraceLog, label: str) -> Derived:
+    """Phoenix's span export: one row per span, attributes flattened into columns."""
     spans = session.open("spans", SPANS, log.given, f"{label} spans")
     fields = _document_fields(session, spans.given, label)
     derived = render(

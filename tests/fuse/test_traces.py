@@ -1,10 +1,12 @@
-"""`--log-format openinference`: Phoenix-style span exports fuse and score to the results of the
-equivalent retrieval_log table.
+"""`--log-format openinference|otel-genai`: Phoenix-style span exports and OTLP JSON of GenAI
+retrieval spans fuse and score to the results of the equivalent retrieval_log table.
 
 The spans are built here from a slice of the SciFact log with the attribute names of the
 maintained `openinference-semantic-conventions` package (never typed by hand): per query one
 trace with a CHAIN root, one RETRIEVER span per source (documents with id, score, content and
-metadata naming the parent), a RERANKER span and an LLM span that are not retrievals.
+metadata naming the parent), a RERANKER span and an LLM span that are not retrievals. The OTLP
+exports use the names of `opentelemetry-semantic-conventions` (gen_ai.*), documents as a JSON
+string for one source and in the structured form for the others, beside a chat span.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from openinference.semconv.trace import (
     RerankerAttributes,
     SpanAttributes,
 )
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 
 from duckscore.cli import cli
 
@@ -163,3 +166,77 @@ def test_bad_spans_are_one_line(
     assert done.exit_code == 2 and done.stderr.count("\n") == 1, done.stderr
     assert message in done.stderr, done.stderr
     assert not (tmp_path / "out").exists()
+
+
+# -- OTLP JSON of the OpenTelemetry GenAI conventions ------------------------------------------
+
+
+def any_value(value: Any) -> dict[str, Any]:
+    """An OTLP AnyValue in its JSON encoding (ints as strings, as OTLP JSON writes them)."""
+    if isinstance(value, bool):
+        return {"boolValue": value}
+    if isinstance(value, int):
+        return {"intValue": str(value)}
+    if isinstance(value, float):
+        return {"doubleValue": value}
+    return {"stringValue": value}
+
+
+def otlp_span(trace: str, span_id: str, name: str, attributes: dict[str, Any]) -> dict[str, Any]:
+    return {"traceId": trace, "spanId": span_id, "parentSpanId": f"{trace}-root", "name": name,
+            "kind": 3, "startTimeUnixNano": "1764000000000000000", "endTimeUnixNano": "1764000000100000000",
+            "attributes": [{"key": k, "value": v if isinstance(v, dict) else any_value(v)}
+                           for k, v in attributes.items()]}  # fmt: skip
+
+
+def otlp_export(log: pd.DataFrame) -> str:
+    """One export request per trace (a line each), as the collector's file exporter writes them;
+    documents as a JSON string for one source and in the structured form for the others."""
+    lines = []
+    for query_id, hits in log.groupby("query_id", sort=True):
+        trace = f"trace-{query_id}"
+        spans = [otlp_span(trace, f"{trace}-chat", "chat gpt", {
+            gen_ai.GEN_AI_OPERATION_NAME: gen_ai.GenAiOperationNameValues.CHAT.value})]  # fmt: skip
+        for source, listed in hits.groupby("source", sort=True):
+            documents = [
+                {"id": hit.item_id, "score": hit.score, "parent_id": hit.parent_id}
+                for hit in listed.sort_values("rank").itertuples()
+            ]
+            if source == "sparse":
+                encoded: Any = json.dumps(documents)
+            else:
+                encoded = {"arrayValue": {"values": [
+                    {"kvlistValue": {"values": [{"key": k, "value": any_value(v)} for k, v in d.items()]}}
+                    for d in documents]}}  # fmt: skip
+            spans.append(otlp_span(trace, f"{trace}-{source}", f"retrieval {source}", {
+                gen_ai.GEN_AI_OPERATION_NAME: gen_ai.GenAiOperationNameValues.RETRIEVAL.value,
+                gen_ai.GEN_AI_DATA_SOURCE_ID: source,
+                gen_ai.GEN_AI_RETRIEVAL_QUERY_TEXT: hits["query_text"].iloc[0],
+                gen_ai.GEN_AI_RETRIEVAL_DOCUMENTS: encoded}))  # fmt: skip
+        request = {"resourceSpans": [{"resource": {"attributes": [
+            {"key": "service.name", "value": {"stringValue": "rag"}}]},
+            "scopeSpans": [{"scope": {"name": "rag.retrieval"}, "spans": spans}]}]}  # fmt: skip
+        lines.append(json.dumps(request))
+    return "\n".join(lines) + "\n"
+
+
+def test_otel_genai_spans_run_as_the_equivalent_log(log: pd.DataFrame, tmp_path: Path) -> None:
+    (tmp_path / "traces.jsonl").write_text(otlp_export(log))
+    as_traces(log).to_parquet(tmp_path / "log.parquet", index=False)
+    for given, extra, out in ((tmp_path / "traces.jsonl", ["--log-format", "otel-genai"], "a"),
+                              (tmp_path / "log.parquet", [], "b")):  # fmt: skip
+        done = invoke("run", "--log", str(given), *extra, "--out", str(tmp_path / out))
+        assert done.exit_code == 0, done.stderr
+    con = duckdb.connect()
+    for name in ("fused.parquet", "parent_features.parquet", "parents.parquet", "queries.parquet"):
+        a, b = (f"FROM '{tmp_path / side / name}'" for side in "ab")
+        assert con.execute(f"SELECT count(*) FROM ({a} EXCEPT ALL {b})").fetchall() == [(0,)], name
+        assert con.execute(f"SELECT count(*) FROM ({b} EXCEPT ALL {a})").fetchall() == [(0,)], name
+
+
+def test_a_file_that_is_not_otlp_json_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "traces.jsonl").write_text("not json\n")
+    done = invoke("fuse", "--log", str(tmp_path / "traces.jsonl"), "--log-format", "otel-genai",
+                  "--out", str(tmp_path / "out"))  # fmt: skip
+    assert done.exit_code == 2 and done.stderr.count("\n") == 1
+    assert "traces.jsonl): not OTLP JSON (" in done.stderr
