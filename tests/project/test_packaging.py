@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -12,15 +13,19 @@ import pytest
 
 from ..helpers import ROOT
 
-# One worker builds the wheel once: two builds in the same source tree share build/ and race.
+# One worker builds the wheel once, from a copy of the tracked tree: a build in the checkout
+# shares its build/ folder with every other build there (CI saw one vanish mid-copy).
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]
+NOT_SOURCES = (".git", ".venv", "build", "*.egg-info", ".*_cache", ".hypothesis", "benchmarks")
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
+    source = tmp_path_factory.mktemp("source") / "duckscore"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*NOT_SOURCES), symlinks=True)
     command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-               "--no-build-isolation", "-w", str(out), str(ROOT)]  # fmt: skip
+               "--no-build-isolation", "-w", str(out), str(source)]  # fmt: skip
     built = subprocess.run(command, capture_output=True, text=True, cwd=out, check=False)
     assert built.returncode == 0, built.stderr
     [built] = out.glob("duckscore-*.whl")
