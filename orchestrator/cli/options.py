@@ -116,6 +116,25 @@ def recipe_options(default: str = "hybrid_v1") -> Callable[[F], F]:
     return decorate
 
 
+def sources_option(what: str) -> Callable[[F], F]:
+    """--sources a,b,c: the source names a fusion SQL names one by one (`sources`, sorted)."""
+    return click.option(
+        "--sources",
+        default="dense,sparse,summary",
+        show_default=True,
+        callback=lambda ctx, param, value: sorted(
+            {s.strip() for s in value.split(",") if s.strip()}
+        ),
+        help=f"Comma-separated source names {what} (the SQL names each one).",
+    )
+
+
+def _policy_file_option(flag: str, default: str, what: str) -> Callable[[F], F]:
+    return click.option(
+        flag, default=default, show_default=True, metavar="NAME|PATH", help=f"The {what}."
+    )
+
+
 def pack_options(command: F) -> F:
     """The policies whose values become the macros' defaults and the names' prefix, passed to
     the command as `script`: the macro pack they make."""
@@ -129,13 +148,12 @@ def pack_options(command: F) -> F:
         recipe_overrides: tuple[str, ...],
         instinct_policy: str,
         prefix: str,
-        sources: str,
+        sources: list[str],
         answer_policy: str,
         **kwargs: Any,
     ) -> Any:
         from ..pack.install import pack_script
 
-        names = [name.strip() for name in sources.split(",") if name.strip()]
         script = pack_script(
             policy,
             overrides,
@@ -143,36 +161,23 @@ def pack_options(command: F) -> F:
             recipe_overrides,
             instinct_policy,
             prefix,
-            names,
+            sources,
             answer_policy,
         )
         return command(*args, script=script, **kwargs)
 
-    decorated: Any = click.option(
-        "--sources",
-        default="dense,sparse,summary",
-        show_default=True,
-        help="Comma-separated sources the fusion macros fuse (their SQL names each one).",
-    )(wrapper)
+    decorated: Any = sources_option("the fusion macros fuse")(wrapper)
     decorated = click.option(
         "--prefix",
         default="ds_",
         show_default=True,
         help="Prefix of every macro name (letters, digits and _).",
     )(decorated)
-    decorated = click.option(
-        "--answer-policy",
-        default="answer_v1",
-        show_default=True,
-        metavar="NAME|PATH",
-        help="The answer policy (ds_answers).",
-    )(decorated)
-    decorated = click.option(
-        "--instinct-policy",
-        default="instinct_v1",
-        show_default=True,
-        metavar="NAME|PATH",
-        help="The instinct policy (the Wilson z).",
+    decorated = _policy_file_option("--answer-policy", "answer_v1", "answer policy (ds_answers)")(
+        decorated
+    )
+    decorated = _policy_file_option(
+        "--instinct-policy", "instinct_v1", "instinct policy (the Wilson z)"
     )(decorated)
     decorated = recipe_options()(decorated)
     return policy_options("overall_v1", "normalization.eps=1e-6")(decorated)  # type: ignore[no-any-return]

@@ -14,6 +14,7 @@ from .options import (
     pack_options,
     policy_options,
     recipe_options,
+    sources_option,
     stage_option,
 )
 
@@ -75,12 +76,7 @@ def sql_score(
 
 @sql.command("fuse")
 @stage_option(_fuse_stages, default="fused_items")
-@click.option(
-    "--sources",
-    default="dense,sparse,summary",
-    show_default=True,
-    help="Comma-separated source names the log holds (the SQL names each one).",
-)
+@sources_option("the log holds")
 @click.option(
     "--no-rank", is_flag=True, help="The log has no rank column (ranks derived from scores)."
 )
@@ -88,7 +84,7 @@ def sql_score(
 @dialect_option
 def sql_fuse(
     stage: str,
-    sources: str,
+    sources: list[str],
     no_rank: bool,
     recipe: str,
     recipe_overrides: tuple[str, ...],
@@ -99,9 +95,8 @@ def sql_fuse(
     from ..fuse.recipe import FUSE_RECIPE, plan
     from ..fuse.stages import render_fused
 
-    names = sorted({s.strip() for s in sources.split(",") if s.strip()})
     fuse_plan = plan(
-        load_policy(FUSE_RECIPE, recipe, list(recipe_overrides)), names, has_rank=not no_rank
+        load_policy(FUSE_RECIPE, recipe, list(recipe_overrides)), sources, has_rank=not no_rank
     )
     _echo(render_fused(fuse_plan, final=stage), dialect)
 

@@ -212,18 +212,12 @@ class Output:
         self, command: str, policy: dict[str, Any], options: dict[str, Any], **extra: Any
     ) -> dict[str, Any]:
         """sql/ (the recorded templates, one file each) and manifest.json; returns the manifest."""
-        rendered = list(self.session.sql.values())
         (self.folder / "sql").mkdir(exist_ok=True)
-        for sql in rendered:
+        for sql in self.session.sql.values():
             (self.folder / "sql" / sql.template.replace("/", "_")).write_text(
                 sql.text, encoding="utf-8"
             )
-        manifest = build_manifest(
-            command, policy, rendered, self.session.inputs, self.counts, options
-        )
-        manifest.update(extra)
-        self.json("manifest.json", manifest)
-        return manifest
+        return _record_manifest(self, command, policy, options, extra)
 
 
 class Relations:
@@ -265,16 +259,25 @@ class Relations:
         self, command: str, policy: dict[str, Any], options: dict[str, Any], **extra: Any
     ) -> dict[str, Any]:
         """The manifest an output folder would hold (its `outputs` name the tables' files)."""
-        rendered = list(self.session.sql.values())
-        manifest = build_manifest(
-            command, policy, rendered, self.session.inputs, self.counts, options
-        )
-        manifest.update(extra)
-        self.json("manifest.json", manifest)
-        return manifest
+        return _record_manifest(self, command, policy, options, extra)
 
 
 Destination = Output | Relations  # where a pipeline's outputs go: a folder, or the connection
+
+
+def _record_manifest(
+    out: Destination,
+    command: str,
+    policy: dict[str, Any],
+    options: dict[str, Any],
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    """The run's manifest (inputs, the SQL that ran, the outputs' rows), kept as manifest.json."""
+    rendered = list(out.session.sql.values())
+    manifest = build_manifest(command, policy, rendered, out.session.inputs, out.counts, options)
+    manifest.update(extra)
+    out.json("manifest.json", manifest)
+    return manifest
 
 
 def folder_of(out_dir: str | Path | Relations) -> Path | None:

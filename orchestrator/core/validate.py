@@ -81,15 +81,16 @@ def check_types(
         problem = f"column {column.name!r} has type {dtype}; expected {_WANTED[column.kind]}"
         if column.kind in ("number", "count") and _base_type(dtype) == "VARCHAR":
             col = ident(names[column.name])
-            where = first_row(
+            where = _first_row_where(
                 con,
-                f"SELECT {_row_label_sql(contract, names)} || ', value ' || {col} "
-                f"FROM {ident(raw)} WHERE {col} IS NOT NULL AND TRY_CAST({col} AS DOUBLE) IS NULL "
-                f"ORDER BY {FILE_COLUMN}, {ROW_COLUMN} LIMIT 1",
+                raw,
+                _row_label_sql(contract, names),
+                f"{col} IS NOT NULL AND TRY_CAST({col} AS DOUBLE) IS NULL",
+                col,
             )
             if where is not None:
                 raise InputError(
-                    f"{label} ({where[0]}): column {column.name!r} is text, not {_WANTED[column.kind]}"
+                    f"{label} ({where}): column {column.name!r} is text, not {_WANTED[column.kind]}"
                 )
             problem += " (numbers written as text)"
         raise InputError(f"{label} ({given}): {problem}")
@@ -136,19 +137,10 @@ def check_values(
     row_label = _row_label_sql(contract, names)
     for (problem, condition, shown_value), failing in zip(checks, result[1:]):
         if failing:
-            shown = (
-                row_label
-                if shown_value is None
-                else f"{row_label} || ', value ' || CAST({shown_value} AS VARCHAR)"
-            )
-            where = first_row(
-                con,
-                f"SELECT {shown} FROM {ident(raw)} WHERE {condition} "
-                f"ORDER BY {FILE_COLUMN}, {ROW_COLUMN} LIMIT 1",
-            )
+            where = _first_row_where(con, raw, row_label, condition, shown_value)
             assert where is not None
             also = f" ({failing} rows in all)" if failing > 1 else ""
-            raise InputError(f"{label} ({where[0]}): {problem}{also}")
+            raise InputError(f"{label} ({where}): {problem}{also}")
     if contract.key:
         _check_unique_key(con, contract, raw, names, row_label, label)
     return total
@@ -225,6 +217,19 @@ def _value_checks(
                 )
             )
     return checks
+
+
+def _first_row_where(
+    con: duckdb.DuckDBPyConnection, raw: str, row_label: str, condition: str, value: str | None
+) -> str | None:
+    """'file, row N, key=…[, value V]' of the first row (in file order) where `condition` holds."""
+    shown = row_label if value is None else f"{row_label} || ', value ' || CAST({value} AS VARCHAR)"
+    where = first_row(
+        con,
+        f"SELECT {shown} FROM {ident(raw)} WHERE {condition} "
+        f"ORDER BY {FILE_COLUMN}, {ROW_COLUMN} LIMIT 1",
+    )
+    return None if where is None else str(where[0])
 
 
 def _row_label_sql(contract: TableContract, names: dict[str, str]) -> str:

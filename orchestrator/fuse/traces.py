@@ -18,9 +18,9 @@ import duckdb
 from ..core.connection import first_line
 from ..core.errors import InputError, QueryError
 from ..core.inputs import Derived, Table, fingerprint, resolve_files
-from ..core.render import ident, lit, render
+from ..core.render import RenderedSQL, ident, lit, render
 from ..core.session import Session
-from ..core.tables import Column, TableContract
+from ..core.tables import Column, InputFile, TableContract
 from ..core.validate import ROW_COLUMN
 from . import LOG_FORMATS
 
@@ -43,12 +43,12 @@ class TraceLog:
     """A retrieval log given as trace spans: `given` a path, glob or folder, `format` one of
     LOG_FORMATS but retrieval_log."""
 
-    def __post_init__(self) -> None:
-        if self.format not in LOG_FORMATS[1:]:
-            raise InputError(f"--log-format {self.format!r}: one of {', '.join(LOG_FORMATS)}")
-
     given: str
     format: str
+
+    def __post_init__(self) -> None:
+        if self.format not in LOG_FORMATS[1:]:
+            raise InputError(f"--log-format {self.format!r}: one of {', '.join(LOG_FORMATS[1:])}")
 
 
 def as_log(session: Session, log: Table, label: str = "--log") -> Table:
@@ -72,9 +72,8 @@ def _otel_genai(session: Session, log: TraceLog, label: str) -> Derived:
     except (QueryError, duckdb.Error) as exc:
         raise InputError(f"{label} ({log.given}): not OTLP JSON ({first_line(exc)})") from None
     derived = render("fuse/otel_genai.sql", inputs={"lines": "otlp_lines"}, row_column=ROW_COLUMN)
-    session.check(derived)
     files = tuple(fingerprint(path) for path in paths)
-    return Derived(session.con.sql(derived.text), log.given, files, log.format)
+    return _hits(session, derived, log, files)
 
 
 def _openinference(session: Session, log: TraceLog, label: str) -> Derived:
@@ -89,8 +88,16 @@ def _openinference(session: Session, log: TraceLog, label: str) -> Derived:
         has_score="document.score" in fields,
         has_content="document.content" in fields,
     )
-    session.check(derived)
-    return Derived(session.con.sql(derived.text), spans.given, spans.files, log.format)
+    return _hits(session, derived, log, spans.files)
+
+
+def _hits(
+    session: Session, derived: RenderedSQL, log: TraceLog, files: tuple[InputFile, ...]
+) -> Derived:
+    """The spans' hits as the view `trace_hits` (checked, and recorded with the run's SQL),
+    shown and fingerprinted as the span files."""
+    session.create("trace_hits", derived, view=True)
+    return Derived(session.con.table("trace_hits"), log.given, files, log.format)
 
 
 def _document_fields(session: Session, given: str, label: str) -> dict[str, str]:

@@ -7,6 +7,7 @@ exists once; the policy gives the defaulted parameters their values (`ds_rrf(ran
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..core.policy import Policy
@@ -38,12 +39,25 @@ class ScalarMacro:
         )
 
     def statement(self, prefix: str) -> str:
-        parameters = [*self.required, *(f"{name} := {lit(value)}" for name, value in self.optional)]
-        return (
-            f"-- {prefix}{self.name}: {self.doc}\n"
-            f"CREATE OR REPLACE MACRO {prefix}{self.name}({', '.join(parameters)}) AS\n"
-            f"{self.body()};\n"
-        )
+        head = macro_head(prefix, self.name, self.doc, self.required, self.optional)
+        return f"{head}\n{self.body()};\n"
+
+
+def macro_head(
+    prefix: str,
+    name: str,
+    doc: str,
+    required: Sequence[str],
+    optional: Sequence[tuple[str, object]],
+    table: bool = False,
+) -> str:
+    """`-- doc` and `CREATE OR REPLACE MACRO name(required, optional := default) AS [TABLE]`."""
+    parameters = [*required, *(f"{key} := {lit(value)}" for key, value in optional)]
+    return (
+        f"-- {prefix}{name}: {doc}\n"
+        f"CREATE OR REPLACE MACRO {prefix}{name}({', '.join(parameters)}) AS"
+        + (" TABLE" if table else "")
+    )
 
 
 def scalar_macros(score: Policy, recipe: Policy, instincts: Policy) -> list[ScalarMacro]:

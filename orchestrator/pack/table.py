@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..answers.stages import render_answers
 from ..answers.tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
 from ..core.policy import Policy
-from ..core.render import RenderedSQL, column, ident, lit
+from ..core.render import RenderedSQL, column, ident
 from ..core.tables import TableContract
 from ..fuse.log import RETRIEVAL_LOG
 from ..fuse.recipe import plan
@@ -27,6 +27,7 @@ from ..metrics.retrieval import render_metrics
 from ..metrics.tables import QRELS_DOC_COLUMNS, RUN_DOC_COLUMNS
 from ..score.stages import render_parents, render_queries
 from ..score.tables import PARENT_FEATURES
+from .scalar import macro_head
 
 
 @dataclass(frozen=True)
@@ -78,16 +79,12 @@ class TableMacro:
     optional: tuple[tuple[str, object], ...] = ()
 
     def statement(self, prefix: str) -> str:
-        parameters = [i.parameter for i in self.inputs]
-        parameters += [f"{name} := {lit(value)}" for name, value in self.optional]
+        relations = [i.parameter for i in self.inputs]
+        head = macro_head(prefix, self.name, self.doc, relations, self.optional, table=True)
         ctes = [i.cte() for i in self.inputs]
         ctes += [f"{ident(name)} AS (\n{sql.text})" for name, sql in self.stages]
         ctes_text = ",\n".join(ctes)
-        return (
-            f"-- {prefix}{self.name}: {self.doc}\n"
-            f"CREATE OR REPLACE MACRO {prefix}{self.name}({', '.join(parameters)}) AS TABLE\n"
-            f"WITH\n{ctes_text}\nSELECT * FROM (\n{self.query.text});\n"
-        )
+        return f"{head}\nWITH\n{ctes_text}\nSELECT * FROM (\n{self.query.text});\n"
 
 
 def _log_input() -> RelationInput:

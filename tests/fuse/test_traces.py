@@ -129,6 +129,7 @@ def test_spans_run_as_the_equivalent_log(log: pd.DataFrame, suffix: str, tmp_pat
     assert snippets[0][0] > 0
     manifest = json.loads((tmp_path / "from_spans" / "manifest.json").read_text())
     assert manifest["inputs"]["log"]["format"] == "openinference"
+    assert "fuse/openinference.sql" in manifest["sql"]  # the SQL that made the log is recorded
     assert manifest["inputs"]["spans"]["files"][0]["path"] == str(path)
 
 
