@@ -217,34 +217,40 @@ def out_file_option(what: str) -> Callable[[F], F]:
     )
 
 
-def log_option(command: F) -> F:
-    """--log and --log-format: the command gets `log` as a path, or as trace spans to normalise."""
+def log_options(required: bool = True, purpose: str = "") -> Callable[[F], F]:
+    """--log and --log-format: the command gets `log` as a path, or as trace spans to normalise
+    (None when an optional --log is not given)."""
 
-    @functools.wraps(command)
-    def wrapper(*args: Any, log: str, log_format: str, **kwargs: Any) -> Any:
-        if log_format != "retrieval_log":
-            from ..fuse.traces import TraceLog
+    def decorate(command: F) -> F:
+        @functools.wraps(command)
+        def wrapper(*args: Any, log: str | None, log_format: str, **kwargs: Any) -> Any:
+            if log is not None and log_format != "retrieval_log":
+                from ..fuse.traces import TraceLog
 
-            return command(*args, log=TraceLog(log, log_format), **kwargs)
-        return command(*args, log=log, **kwargs)
+                return command(*args, log=TraceLog(log, log_format), **kwargs)
+            return command(*args, log=log, **kwargs)
 
-    decorated: Any = click.option(
-        "--log-format",
-        type=click.Choice(LOG_FORMATS),
-        default="retrieval_log",
-        show_default=True,
-        help="What --log holds: the retrieval_log table; OpenInference trace spans (Arize "
-        "Phoenix's span export); or OTLP JSON of OpenTelemetry GenAI retrieval spans. A span "
-        "log gives one hit per retrieved document of each retrieval span (docs/traces.md).",
-    )(wrapper)
-    return click.option(  # type: ignore[no-any-return]
-        "--log",
-        required=True,
-        metavar="PATH",
-        help="retrieval_log table: one row per hit (query_id, source, item_id, "
-        "parent_id, score and/or rank). Parquet/CSV/JSON file, glob, or "
-        "(hive) folder.",
-    )(decorated)
+        decorated: Any = click.option(
+            "--log-format",
+            type=click.Choice(LOG_FORMATS),
+            default="retrieval_log",
+            show_default=True,
+            help="What --log holds: the retrieval_log table; OpenInference trace spans (Arize "
+            "Phoenix's span export); or OTLP JSON of OpenTelemetry GenAI retrieval spans. A span "
+            "log gives one hit per retrieved document of each retrieval span (docs/traces.md).",
+        )(wrapper)
+        return click.option(  # type: ignore[no-any-return]
+            "--log",
+            required=required,
+            metavar="PATH",
+            help=f"{purpose}retrieval_log table: one row per hit (query_id, source, item_id, "
+            "parent_id, score and/or rank). Parquet/CSV/JSON file, glob, or (hive) folder.",
+        )(decorated)
+
+    return decorate
+
+
+log_option = log_options()
 
 
 def queries_option(command: F) -> F:

@@ -18,7 +18,7 @@ from .options import (
     recipe_options,
     top_n_option,
 )
-from .summary import written
+from .summary import partitions_written, written
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
@@ -51,6 +51,18 @@ if TYPE_CHECKING:
     type=click.IntRange(min=1),
     help="Query_id shards (Spark tasks) for --engine spark.",
 )
+@click.option(
+    "--partition-by",
+    metavar="KEY",
+    help="The log is hive-partitioned by KEY (logs/KEY=VALUE/…): score each partition on its "
+    "own into KEY=VALUE folders of every output, with a ledger.json (docs/partitions.md).",
+)
+@click.option(
+    "--incremental",
+    is_flag=True,
+    help="With --partition-by: compute only partitions whose files, recipe or policy changed "
+    "since the ledger's run; leave the others byte for byte.",
+)
 @recipe_options()
 @explain_option
 @policy_options("overall_v1", "risk_flags.single_spike.max_score_norm_at_least=0.9")
@@ -65,6 +77,8 @@ def run(
     engine: str,
     spark_master: str | None,
     shards: int,
+    partition_by: str | None,
+    incremental: bool,
     recipe: str,
     recipe_overrides: tuple[str, ...],
     explain: bool,
@@ -73,6 +87,24 @@ def run(
     settings: EngineSettings,
 ) -> None:
     """Fuse a retrieval log, then score its parents: every output of `fuse` and `score`."""
+    if incremental and partition_by is None:
+        raise click.UsageError("--incremental needs --partition-by")
+    if partition_by is not None:
+        if queries is not None:
+            raise click.UsageError("--queries is not supported with --partition-by")
+        if engine == "spark":
+            raise click.UsageError("--partition-by is not supported with --engine spark yet")
+        from ..run.incremental import run_partitioned
+
+        given, log_format = (
+            (log, "retrieval_log") if isinstance(log, str) else (log.given, log.format)
+        )
+        partitioned = run_partitioned(
+            given, out_dir, partition_by, incremental, recipe, policy, list(recipe_overrides),
+            list(overrides), top_n, settings, progress, explain, log_format,
+        )  # fmt: skip
+        partitions_written(partitioned)
+        return
     if engine == "spark":
         if queries is not None:
             raise click.UsageError("--queries is not supported with --engine spark yet")

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from ..run.incremental import PartitionedResult
 
 MAX_NAMES = 7
 
@@ -24,6 +27,26 @@ def written(
     if len(names) > MAX_NAMES:
         names = [*names[: MAX_NAMES - 1], f"and {len(names) - MAX_NAMES + 1} more"]
     click.echo(f"duckscore: {what} into {out_dir}/ ({', '.join(names)})", err=True)
+
+
+def partitions_written(result: PartitionedResult) -> None:
+    """`duckscore: computed N partitions … into <out>/ (by KEY; kept …, removed …)`."""
+    if _quiet():
+        return
+    computed = len(result.computed)
+    what = (
+        f"computed {computed} partition{'s' * (computed != 1)} "
+        f"({result.parents:,} parents of {result.queries:,} queries)"
+        if computed
+        else "nothing to compute"
+    )
+    others = [f"{len(result.kept)} kept"] + (
+        [f"{len(result.removed)} removed"] if result.removed else []
+    )
+    click.echo(
+        f"duckscore: {what} into {result.out_dir}/ (by {result.partition_by}; {', '.join(others)})",
+        err=True,
+    )
 
 
 def _quiet() -> bool:

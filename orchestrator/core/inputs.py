@@ -48,6 +48,17 @@ TEXT = "VARCHAR"
 
 
 @dataclass(frozen=True)
+class FileSet:
+    """Chosen files of a larger input (one partition of a log, say), shown as `shown`."""
+
+    shown: str
+    files: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return self.shown
+
+
+@dataclass(frozen=True)
 class Derived:
     """A table derived in SQL from input files (a retrieval log from trace spans, say): scanned
     as `relation` of the same connection, shown and fingerprinted as the files it came from."""
@@ -75,7 +86,7 @@ def open_input(
         files = (_object_fingerprint(con, raw, given, shown),)
     else:
         shown = str(given)
-        paths, hive = resolve_files(shown, label)
+        paths, hive = resolve_files(given if isinstance(given, FileSet) else shown, label)
         fmt = _format_of(paths, label)
         _create_raw_view(con, raw, paths, fmt, hive, label, shown, _text_columns(contract))
         files = tuple(fingerprint(f) for f in paths)
@@ -97,8 +108,11 @@ def open_input(
     return OpenedInput(contract, label, shown, fmt, files, rows, names)
 
 
-def resolve_files(given: str, label: str) -> tuple[list[str], bool]:
-    """The sorted data files behind a path, glob or folder, and whether they are hive-partitioned."""
+def resolve_files(given: str | FileSet, label: str) -> tuple[list[str], bool]:
+    """The sorted data files behind a path, glob or folder, and whether they are hive-partitioned
+    (a FileSet: its own files, read without hive columns)."""
+    if isinstance(given, FileSet):
+        return sorted(given.files), False
     if os.path.isdir(given):
         files = sorted(
             str(p)
@@ -154,7 +168,7 @@ def fingerprint(path: str) -> InputFile:
 
 def is_in_memory(given: object) -> bool:
     """An object to scan where it lies rather than a path, glob or folder."""
-    return not isinstance(given, (str, os.PathLike))
+    return not isinstance(given, (str, os.PathLike, FileSet))
 
 
 def _create_object_view(

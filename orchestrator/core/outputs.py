@@ -8,6 +8,9 @@
   the lock, staging left by a dead run (`kill -9`) is removed.
 - **Publish**: core/swap.py: one rename for a new output, an atomic exchange for an existing one
   (its other files kept), an undoable move per entry where no rename can reach.
+- **Revisions**: a run that publishes several times (`run --partition-by`, a partition at a
+  time) holds the lock throughout; each revision starts as the current output hard-linked (the
+  files it does not change stay the same files, byte for byte) and moves in as above.
 - **Permissions** follow the umask, as any file the user creates.
 - **Never inside an input**: an output that is, holds or lies inside an input is refused, and so
   is the current folder (or one holding it) and an empty name.
@@ -44,29 +47,87 @@ def atomic_output_dir(
     destination: Path | str, option: str = "--out", inputs: Sequence[Path | str] = ()
 ) -> Iterator[Path]:
     """Yield a staging folder; on success it becomes `destination` (see the module doc)."""
+    with output_target(destination, option, inputs) as target, target.revision() as staging:
+        yield staging
+
+
+class OutputTarget:
+    """An output folder whose lock is held: each `revision` is a whole new version of it,
+    moved in at once, so one run can publish several times (a partition at a time)."""
+
+    def __init__(self, destination: Path, shown: str) -> None:
+        self.destination = destination
+        self.shown = shown
+        self.place, self.prefix, self.in_place = _staging_place(destination, shown)
+
+    def scratch(self) -> Path:
+        """A new empty folder on the output's file system, removed with any later run's litter."""
+        try:
+            folder = Path(tempfile.mkdtemp(prefix=f"{self.prefix}tmp-", dir=self.place))
+            folder.chmod(0o777 & ~umask())
+        except OSError as exc:
+            raise OutputError(f"{self.shown}: cannot create ({exc.strerror})") from None
+        return folder
+
+    @contextmanager
+    def revision(self, keep_current: bool = False) -> Iterator[Path]:
+        """Yield a staging folder (empty, or with `keep_current` the current output as hard
+        links, so unchanged files stay the same files); on success it becomes the output."""
+        staging = self.scratch()
+        aside = self.place / f"{self.prefix}old-{staging.name.rsplit('-', 1)[-1]}"
+        try:
+            if keep_current and self.destination.is_dir():
+                _link_tree(self.destination, staging, skip=self.prefix)
+            yield staging
+            try:
+                publish = publish_in_place if self.in_place else publish_folder
+                publish(staging, self.destination, aside)
+            except OSError as exc:
+                raise OutputError(
+                    f"{self.shown}: cannot move the output in ({exc.strerror})"
+                ) from None
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+            shutil.rmtree(aside, ignore_errors=True)
+
+
+@contextmanager
+def output_target(
+    destination: Path | str, option: str = "--out", inputs: Sequence[Path | str] = ()
+) -> Iterator[OutputTarget]:
+    """The output checked (a folder, not an input) and locked; a dead run's staging removed."""
     destination, shown = _checked_destination(destination, option)
     if destination.exists() and not destination.is_dir():
         raise OutputError(f"{shown}: exists and is not a folder")
     refuse_overlap(destination, inputs, shown)
-    place, prefix, in_place = _staging_place(destination, shown)
-    with output_lock(place / f"{prefix}lock", shown):
-        remove_stale(place, f"{prefix}tmp-")
-        remove_stale(place, f"{prefix}old-")
+    target = OutputTarget(destination, shown)
+    with output_lock(target.place / f"{target.prefix}lock", shown):
+        remove_stale(target.place, f"{target.prefix}tmp-")
+        remove_stale(target.place, f"{target.prefix}old-")
+        yield target
+
+
+def _link_tree(source: Path, copy: Path, skip: str) -> None:
+    """Recreate `source`'s folders under `copy` with its files hard-linked (copied where the
+    file system has no hard links); entries named `skip…` (this output's staging) are left out."""
+    for entry in sorted(source.iterdir()):
+        if entry.name.startswith(skip):
+            continue
+        target = copy / entry.name
         try:
-            staging = Path(tempfile.mkdtemp(prefix=f"{prefix}tmp-", dir=place))
-            staging.chmod(0o777 & ~umask())
-        except OSError as exc:
-            raise OutputError(f"{shown}: cannot create ({exc.strerror})") from None
-        aside = place / f"{prefix}old-{staging.name.rsplit('-', 1)[-1]}"
-        try:
-            yield staging
-            try:
-                (publish_in_place if in_place else publish_folder)(staging, destination, aside)
-            except OSError as exc:
-                raise OutputError(f"{shown}: cannot move the output in ({exc.strerror})") from None
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-            shutil.rmtree(aside, ignore_errors=True)
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.copytree(entry, target, symlinks=True, copy_function=_link_or_copy)
+            else:
+                _link_or_copy(entry, target)
+        except (OSError, shutil.Error) as exc:
+            raise OutputError(f"cannot copy {entry} into the new output ({exc})") from None
+
+
+def _link_or_copy(source: Path | str, target: Path | str) -> None:
+    try:
+        os.link(source, target, follow_symlinks=False)
+    except OSError:
+        shutil.copy2(source, target, follow_symlinks=False)
 
 
 def _checked_destination(destination: Path | str, option: str) -> tuple[Path, str]:

@@ -1,0 +1,105 @@
+"""`duckscore status`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from .app import cli
+from .options import explain_option, log_options, policy_options, recipe_options, top_n_option
+
+if TYPE_CHECKING:
+    from ..run.status import PartitionState
+
+COLUMNS = ("partition", "queries", "parents", "recipe", "policy", "computed_at", "state")
+
+
+@cli.command()
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(path_type=Path),
+    metavar="DIR",
+    help="The output folder of `run --partition-by`.",
+)
+@log_options(required=False, purpose="Check the partitions against this log: ")
+@recipe_options()
+@policy_options("overall_v1", "risk_flags.single_spike.max_score_norm_at_least=0.9")
+@top_n_option
+@explain_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per partition, on stdout.")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Exit with status 1 when a partition is stale or new (needs --log).",
+)
+def status(
+    out_dir: Path,
+    log: Any,
+    recipe: str,
+    recipe_overrides: tuple[str, ...],
+    policy: str,
+    overrides: tuple[str, ...],
+    top_n: int,
+    explain: bool,
+    as_json: bool,
+    check: bool,
+) -> None:
+    """List the partitions of a partitioned output with their versions, rows and time; with
+    --log (and the run's --recipe, --policy … options), whether each is fresh, stale (files or
+    settings changed), new, or has no log."""
+    from ..run.status import LogSettings, partition_states
+
+    if check and log is None:
+        raise click.UsageError("--check needs --log")
+    against = None
+    if log is not None:
+        given, log_format = (
+            (log, "retrieval_log") if isinstance(log, str) else (log.given, log.format)
+        )
+        against = LogSettings(
+            given, log_format, recipe, policy, recipe_overrides, overrides, top_n, explain
+        )
+    states = partition_states(out_dir, against)
+    if as_json:
+        for state in states:
+            entry = asdict(state.entry) if state.entry else None
+            click.echo(
+                json.dumps({"partition": state.partition, "state": state.state, "ledger": entry})
+            )
+    else:
+        _print_table([_columns(state) for state in states])
+    if check and any(state.state not in ("fresh", "no log") for state in states):
+        sys.exit(1)
+
+
+def _columns(state: PartitionState) -> tuple[str, ...]:
+    entry = state.entry
+    if entry is None:
+        return (state.partition, "", "", "", "", "", state.state)
+    return (
+        state.partition,
+        f"{entry.rows.get('queries', 0):,}",
+        f"{entry.rows.get('parents', 0):,}",
+        entry.recipe,
+        entry.policy,
+        entry.computed_at,
+        state.state,
+    )
+
+
+def _print_table(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(row[i]) for row in [COLUMNS, *rows]) for i in range(len(COLUMNS))]
+    numeric = {1, 2}
+    for row in [COLUMNS, *rows]:
+        cells = [
+            cell.rjust(width) if i in numeric else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ]
+        click.echo("  ".join(cells).rstrip())

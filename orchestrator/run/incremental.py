@@ -1,0 +1,252 @@
+"""`run --partition-by KEY [--incremental]`: a hive-partitioned log scored into an output
+partitioned the same way, one partition at a time.
+
+Every partition's outputs are those of `run` on its files alone, laid out as hive folders
+(`fused/dt=…/part.parquet`, `contract/dt=…/part.jsonl`, `manifest/dt=…/manifest.json` …). Each
+partition is published as one revision of the output folder (core/outputs.py: the folder is
+exchanged whole, its other partitions hard-linked, so they stay the same files) together with
+its line of the ledger: a kill leaves every partition old or new, and the ledger true.
+
+With `incremental`, partitions whose fingerprint and settings equal the ledger's are left as
+they are, and so are partitions whose log is gone; without it every partition of the log is
+computed and partitions the log no longer has are removed (last, after the others are in).
+Before anything is computed, every partition to compute is checked, and no query may have hits
+in two partitions (the kept partitions' queries included).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..core.connection import EngineSettings
+from ..core.errors import InputError, OutputError
+from ..core.inputs import Table
+from ..core.outputs import OutputTarget, output_target, write_json
+from ..core.policy import Policy, load_policy
+from ..core.progress import SILENT, Progress
+from ..core.render import lit
+from ..core.session import Session
+from ..fuse.log import open_log
+from ..fuse.recipe import FUSE_RECIPE
+from ..fuse.traces import TraceLog
+from ..score.policy import SCORE_POLICY
+from .partitions import (
+    LEDGER,
+    MANIFESTS,
+    Entry,
+    FileRecord,
+    Ledger,
+    Partition,
+    checked_key,
+    file_records,
+    find_partitions,
+    fingerprint_of,
+    now,
+    read_ledger,
+    settings_digest,
+    state_of,
+)
+from .pipeline import run
+
+RETRIEVAL_LOG = "retrieval_log"
+
+
+@dataclass(frozen=True)
+class PartitionedResult:
+    out_dir: Path
+    partition_by: str
+    computed: list[str]
+    kept: list[str]
+    removed: list[str]
+    queries: int
+    parents: int
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What every partition of one run is computed with."""
+
+    recipe: str
+    policy: str
+    recipe_overrides: list[str]
+    policy_overrides: list[str]
+    top_n: int
+    explain: bool
+    log_format: str
+    settings: EngineSettings | None
+
+    def log_of(self, partition: Partition) -> Table:
+        files = partition.log()
+        return files if self.log_format == RETRIEVAL_LOG else TraceLog(files, self.log_format)
+
+
+def run_partitioned(
+    log: str,
+    out_dir: str | Path,
+    partition_by: str,
+    incremental: bool = False,
+    recipe: str = "hybrid_v1",
+    policy: str = "overall_v1",
+    recipe_overrides: list[str] | None = None,
+    policy_overrides: list[str] | None = None,
+    top_n: int = 5,
+    settings: EngineSettings | None = None,
+    progress: Progress = SILENT,
+    explain: bool = True,
+    log_format: str = RETRIEVAL_LOG,
+) -> PartitionedResult:
+    """Score the stale partitions of `log` into `out_dir` (see the module doc)."""
+    key = checked_key(partition_by)
+    job = _Job(
+        recipe, policy, recipe_overrides or [], policy_overrides or [], top_n, explain,
+        log_format, settings,
+    )  # fmt: skip
+    loaded_recipe = load_policy(FUSE_RECIPE, recipe, job.recipe_overrides)
+    loaded_policy = load_policy(SCORE_POLICY, policy, job.policy_overrides)
+    digest = settings_digest(loaded_recipe, loaded_policy, top_n, explain, log_format)
+    partitions = find_partitions(log, key)
+    with output_target(out_dir, inputs=[p.folder for p in partitions]) as target:
+        ledger = _ledger_of(target, key)
+        records = {p.value: file_records(p, ledger.entries.get(p.value)) for p in partitions}
+        stale = [
+            p
+            for p in partitions
+            if not incremental
+            or state_of(ledger.entries.get(p.value), records[p.value], digest) != "fresh"
+        ]
+        present = {p.value for p in partitions}
+        computing = {p.value for p in stale}
+        removed = [] if incremental else [v for v in ledger.entries if v not in present]
+        kept = [v for v in ledger.entries if v not in computing and v not in removed]
+        progress.step(
+            f"{len(partitions)} partitions by {key}: {len(stale)} to compute, {len(kept)} kept"
+        )
+        _check_queries(stale, kept, key, target.destination, job, loaded_recipe)
+        queries = parents = 0
+        for number, partition in enumerate(stale, 1):
+            progress.step(f"{partition.name} ({number}/{len(stale)}): fusing and scoring")
+            entry = _publish(target, ledger, partition, records[partition.value], job, digest)
+            queries += entry.rows.get("queries", 0)
+            parents += entry.rows.get("parents", 0)
+        if removed:
+            with target.revision(keep_current=True) as staging:
+                for value in removed:
+                    _remove_partition(staging, ledger.entries.pop(value), key)
+                _write_ledger(staging, ledger)
+    return PartitionedResult(
+        Path(out_dir), key, [p.name for p in stale], [f"{key}={v}" for v in kept],
+        [f"{key}={v}" for v in removed], queries, parents,
+    )  # fmt: skip
+
+
+def _ledger_of(target: OutputTarget, key: str) -> Ledger:
+    ledger = read_ledger(target.destination, target.shown)
+    if ledger is None:
+        return Ledger(key, {})
+    if ledger.partition_by != key:
+        raise OutputError(
+            f"{target.shown}: is partitioned by {ledger.partition_by}, not {key}; give "
+            f"--partition-by {ledger.partition_by} or another folder"
+        )
+    return ledger
+
+
+def _check_queries(
+    stale: Sequence[Partition],
+    kept: Sequence[str],
+    key: str,
+    out_dir: Path,
+    job: _Job,
+    recipe: Policy,
+) -> None:
+    """Every partition to compute passes the log's checks, and no query has hits in two
+    partitions (the kept ones' queries read from their outputs)."""
+    if not stale:
+        return
+    with Session(job.settings) as session:
+        session.execute("CREATE TEMP TABLE query_partitions (query_id VARCHAR, part VARCHAR)")
+        for partition in stale:
+            open_log(session, job.log_of(partition), recipe)
+            session.execute(
+                f"INSERT INTO query_partitions SELECT DISTINCT query_id, {lit(partition.name)} "
+                "FROM retrieval_log"
+            )
+        for value in kept:
+            queries = out_dir / "queries" / f"{key}={value}" / "part.parquet"
+            if queries.exists():
+                session.execute(
+                    f"INSERT INTO query_partitions SELECT DISTINCT query_id, "
+                    f"{lit(f'{key}={value}')} FROM read_parquet({lit(str(queries))})"
+                )
+        clash = session.first_row(
+            "SELECT query_id, min(part), max(part) FROM query_partitions GROUP BY query_id "
+            "HAVING count(DISTINCT part) > 1 ORDER BY query_id LIMIT 1"
+        )
+    if clash is not None:
+        query_id, first, second = clash
+        raise InputError(
+            f"--log: query_id {query_id!r} has hits in two partitions, {first} and {second}; "
+            "a query belongs to one partition"
+        )
+
+
+def _publish(
+    target: OutputTarget,
+    ledger: Ledger,
+    partition: Partition,
+    records: list[FileRecord],
+    job: _Job,
+    digest: str,
+) -> Entry:
+    """Compute one partition in a scratch folder, then publish it with its ledger line."""
+    scratch = target.scratch()
+    try:
+        result = run(
+            job.log_of(partition), scratch / "run", job.recipe, job.policy,
+            job.recipe_overrides, job.policy_overrides, None, job.top_n, job.settings,
+            SILENT, job.explain,
+        )  # fmt: skip
+        rows = {Path(name).stem: r["rows"] for name, r in result.manifest["outputs"].items()}
+        entry = Entry(
+            partition.value, partition.folder, fingerprint_of(records), records,
+            result.recipe.version, result.policy.version, digest, rows, now(),
+        )  # fmt: skip
+        with target.revision(keep_current=True) as staging:
+            old = ledger.entries.get(partition.value)
+            if old is not None:
+                _remove_partition(staging, old, partition.key)
+            _place(scratch / "run", staging, partition.name)
+            ledger.entries[partition.value] = entry  # a failure from here on ends the run
+            _write_ledger(staging, ledger)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return entry
+
+
+def _place(run_folder: Path, staging: Path, name: str) -> None:
+    """`run`'s files as hive partitions: x.parquet → x/<name>/part.parquet (.jsonl alike);
+    manifest.json and sql/ → manifest/<name>/."""
+    for entry in sorted(run_folder.iterdir()):
+        if entry.suffix in (".parquet", ".jsonl"):
+            destination = staging / entry.stem / name / f"part{entry.suffix}"
+        else:
+            destination = staging / MANIFESTS / name / entry.name
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(entry, destination)
+
+
+def _remove_partition(staging: Path, entry: Entry, key: str) -> None:
+    for kind in [*entry.rows, MANIFESTS]:
+        shutil.rmtree(staging / kind / f"{key}={entry.partition}", ignore_errors=True)
+        if (staging / kind).is_dir() and not any((staging / kind).iterdir()):
+            (staging / kind).rmdir()
+
+
+def _write_ledger(staging: Path, ledger: Ledger) -> None:
+    path = staging / LEDGER
+    path.unlink(missing_ok=True)  # a hard link to the published ledger: never write through it
+    write_json(path, ledger.document())
