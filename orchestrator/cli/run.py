@@ -49,7 +49,8 @@ if TYPE_CHECKING:
     default=8,
     show_default=True,
     type=click.IntRange(min=1),
-    help="Query_id shards (Spark tasks) for --engine spark.",
+    help="Query_id shards (Spark tasks) for --engine spark (with --partition-by: for all "
+    "the partitions to compute, in one Spark job).",
 )
 @click.option(
     "--partition-by",
@@ -89,43 +90,37 @@ def run(
     """Fuse a retrieval log, then score its parents: every output of `fuse` and `score`."""
     if incremental and partition_by is None:
         raise click.UsageError("--incremental needs --partition-by")
+    if engine == "spark":
+        for refused, flag in ((queries is not None, "--queries"), (not explain, "--no-explain"),
+                              (not isinstance(log, str), "--log-format")):  # fmt: skip
+            if refused:
+                raise click.UsageError(f"{flag} is not supported with --engine spark yet")
     if partition_by is not None:
         if queries is not None:
             raise click.UsageError("--queries is not supported with --partition-by")
-        if engine == "spark":
-            raise click.UsageError("--partition-by is not supported with --engine spark yet")
-        from ..run.incremental import run_partitioned
+        from ..run.incremental import Compute, compute_on_duckdb, run_partitioned
 
+        compute: Compute = compute_on_duckdb
+        if engine == "spark":
+            from ..engines.spark_partitions import compute_on_spark
+
+            compute = compute_on_spark(shards, spark_master)
         given, log_format = (
             (log, "retrieval_log") if isinstance(log, str) else (log.given, log.format)
         )
         partitioned = run_partitioned(
             given, out_dir, partition_by, incremental, recipe, policy, list(recipe_overrides),
-            list(overrides), top_n, settings, progress, explain, log_format,
+            list(overrides), top_n, settings, progress, explain, log_format, compute,
         )  # fmt: skip
         partitions_written(partitioned)
         return
     if engine == "spark":
-        if queries is not None:
-            raise click.UsageError("--queries is not supported with --engine spark yet")
-        if not explain:
-            raise click.UsageError("--no-explain is not supported with --engine spark yet")
-        if not isinstance(log, str):
-            raise click.UsageError("--log-format is not supported with --engine spark yet")
         from ..engines.spark import run_on_spark
 
         spark_result = run_on_spark(
-            log,
-            out_dir,
-            recipe,
-            policy,
-            list(recipe_overrides),
-            list(overrides),
-            top_n,
-            shards,
-            spark_master,
-            progress,
-        )
+            log, out_dir, recipe, policy, list(recipe_overrides), list(overrides), top_n,
+            shards, spark_master, progress,
+        )  # fmt: skip
         progress.step(
             f"done on Spark: {spark_result.rows['queries']:,} queries, "
             f"{spark_result.rows['parents']:,} parents -> {out_dir}"

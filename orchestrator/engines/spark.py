@@ -9,12 +9,13 @@ then decoded on the executors and written by Spark's own writer, so no row passe
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ class ShardJob:
     recipe_overrides: list[str] = field(default_factory=list)
     policy_overrides: list[str] = field(default_factory=list)
     top_n: int = 5
+    tag: str | None = None  # a column of the log copied to every output row (by query_id)
 
     def __call__(self, shard: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batches = list(shard)
@@ -53,7 +55,8 @@ class ShardJob:
         with tempfile.TemporaryDirectory(prefix="duckscore-shard-") as folder:
             # through Parquet, not pandas: NaN stays NaN and integer columns with NULLs stay integers
             log = Path(folder) / "shard.parquet"
-            pq.write_table(pa.Table.from_batches(batches), log)
+            shard_log = pa.Table.from_batches(batches)
+            pq.write_table(shard_log, log)
             out = Path(folder) / "out"
             try:
                 run(
@@ -69,10 +72,26 @@ class ShardJob:
             except DuckscoreError as exc:
                 yield _bundle(ERROR, str(exc).replace(str(log), SHARD).encode("utf-8"))
                 return
+            tags = self._tags(shard_log)
             for table in TABLES:
-                yield _bundle(table, _ipc(pq.read_table(out / f"{table}.parquet")))
+                yield _bundle(table, _ipc(tags(pq.read_table(out / f"{table}.parquet"))))
             lines = (out / "contract.jsonl").read_text(encoding="utf-8").splitlines()
-            yield _bundle("contract", _ipc(pa.table({"value": pa.array(lines, pa.string())})))
+            ids = [json.loads(line)["query_id"] for line in lines]
+            contract = pa.table({"value": pa.array(lines, pa.string()), "query_id": ids})
+            yield _bundle("contract", _ipc(tags(contract).drop_columns(["query_id"])))
+
+    def _tags(self, log: pa.Table) -> Callable[[pa.Table], pa.Table]:
+        """Adds the tag column to an output, by the output's query_id (a query has one tag)."""
+        if self.tag is None:
+            return lambda table: table
+        tag = self.tag
+        of_query = dict(zip(log["query_id"].to_pylist(), log[tag].to_pylist(), strict=True))
+
+        def tagged(table: pa.Table) -> pa.Table:
+            values = [of_query[q] for q in table["query_id"].to_pylist()]
+            return table.append_column(tag, pa.array(values, log.schema.field(tag).type))
+
+        return tagged
 
 
 BUNDLE_FIELDS: dict[str, pa.DataType] = {"table": pa.string(), "payload": pa.binary()}
@@ -134,28 +153,12 @@ def run_on_spark(
     progress.step(
         f"reading {log} on Spark ({spark.sparkContext.master}), {shards} shards by query_id"
     )
-    frame = _read_log(spark, str(log))
-    with warnings.catch_warnings():  # pyspark 4.3 warns that it does not fully support pandas 3
-        warnings.simplefilter("ignore", FutureWarning)
-        bundle = frame.repartition(shards, "query_id").mapInArrow(job, BUNDLE_SCHEMA).cache()
+    bundle = scored_shards(read_log(spark, str(log)), job, shards, str(log))
     try:
-        failure = (
-            bundle.filter(f"`table` = '{ERROR}'")
-            .select("payload")
-            .orderBy("payload")
-            .limit(1)
-            .collect()
-        )
-        if failure:
-            message = bytes(failure[0][0]).decode("utf-8")
-            # a row number within a shard would mislead; the key names the row
-            raise DuckscoreError(
-                re.sub(re.escape(SHARD) + r"(, row \d+)?", f"{log}, a query_id shard", message)
-            )
         rows: dict[str, int] = {}
         with atomic_output_dir(Path(out_dir)) as stage:
             for table in (*TABLES, "contract"):
-                rows[table] = _write_table(spark, bundle, table, stage)
+                rows[table] = sum(write_table(spark, bundle, table, stage).values())
             manifest = {
                 "command": "run",
                 "engine": "spark",
@@ -173,32 +176,67 @@ def run_on_spark(
     return SparkRunResult(Path(out_dir), shards, rows, manifest)
 
 
-def _write_table(spark: Any, bundle: Any, table: str, stage: Path) -> int:
+def scored_shards(frame: Any, job: ShardJob, shards: int, shown: str) -> Any:
+    """The (table, payload) frame of every shard's outputs, cached; a shard's error is raised,
+    naming `shown` (the log) rather than the shard's temporary file."""
+    with warnings.catch_warnings():  # pyspark 4.3 warns that it does not fully support pandas 3
+        warnings.simplefilter("ignore", FutureWarning)
+        bundle = frame.repartition(shards, "query_id").mapInArrow(job, BUNDLE_SCHEMA).cache()
+    failure = (
+        bundle.filter(f"`table` = '{ERROR}'")
+        .select("payload")
+        .orderBy("payload")
+        .limit(1)
+        .collect()
+    )
+    if failure:
+        bundle.unpersist()
+        message = bytes(failure[0][0]).decode("utf-8")
+        # a row number within a shard would mislead; the key names the row
+        raise DuckscoreError(
+            re.sub(re.escape(SHARD) + r"(, row \d+)?", f"{shown}, a query_id shard", message)
+        )
+    return bundle
+
+
+def write_table(
+    spark: Any, bundle: Any, table: str, stage: Path, partition_by: str | None = None
+) -> dict[Any, int]:
+    """One output of the bundle written by Spark into `stage` (partitioned by `partition_by`,
+    a column the shards tagged); its rows by partition value (None: unpartitioned)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     parts = bundle.filter(bundle["table"] == table).select("payload")
     first = parts.limit(1).collect()
     if not first:
-        return 0
+        return {}
     schema = pa.ipc.open_stream(bytes(first[0][0])).schema
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         decoded = parts.mapInArrow(_decode, from_arrow_schema(schema))
-    if table == "contract":
-        key = "value"
-        decoded.orderBy(key).write.mode("error").text(str(stage / "contract.jsonl"))
-    else:
-        decoded.write.mode("error").parquet(str(stage / f"{table}.parquet"))
-    return int(decoded.count())
+    name = "contract.jsonl" if table == "contract" else f"{table}.parquet"
+    if table == "contract":  # lines sorted: by part, and within each part of each partition
+        decoded = decoded.orderBy("value")
+        if partition_by is not None:
+            decoded = decoded.sortWithinPartitions(partition_by, "value")
+    writer = decoded.write.mode("error")
+    if partition_by is not None:
+        writer = writer.partitionBy(partition_by)
+    (writer.text if table == "contract" else writer.parquet)(str(stage / name))
+    if partition_by is None:
+        return {None: int(decoded.count())}
+    return {value: int(n) for value, n in decoded.groupBy(partition_by).count().collect()}
 
 
-def _read_log(spark: Any, log: str) -> Any:
-    suffix = Path(log.rstrip("/*")).suffix.lower()
+def read_log(spark: Any, log: str | list[str]) -> Any:
+    """The log (a path, glob or folder, or a list of files of one type) as a Spark frame."""
+    paths = [log] if isinstance(log, str) else log
+    suffix = Path(paths[0].rstrip("/*")).suffix.lower()
     if suffix in (".csv", ".tsv"):
-        return spark.read.option("header", True).option("inferSchema", True).csv(log)
+        return spark.read.option("header", True).option("inferSchema", True).csv(paths)
     if suffix in (".json", ".jsonl", ".ndjson"):
-        return spark.read.json(log)
-    return spark.read.parquet(log)
+        return spark.read.json(paths)
+    return spark.read.parquet(*paths)
 
 
 def spark_session(master: str | None) -> Any:

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from ..core.connection import EngineSettings
 from ..core.errors import InputError, OutputError
@@ -67,7 +68,7 @@ class PartitionedResult:
 
 
 @dataclass(frozen=True)
-class _Job:
+class PartitionJob:
     """What every partition of one run is computed with."""
 
     recipe: str
@@ -84,6 +85,34 @@ class _Job:
         return files if self.log_format == RETRIEVAL_LOG else TraceLog(files, self.log_format)
 
 
+class Computed(NamedTuple):
+    """One partition computed into `folder`, as `run` writes an output folder (each output a
+    file, or a folder of parts), and the rows of each output (by name without suffix)."""
+
+    partition: Partition
+    folder: Path
+    rows: dict[str, int]
+
+
+# computes the partitions into folders under the scratch folder, yielding each when it is done
+Compute = Callable[[PartitionJob, Sequence[Partition], Path, Progress], Iterator[Computed]]
+
+
+def compute_on_duckdb(
+    job: PartitionJob, partitions: Sequence[Partition], scratch: Path, progress: Progress
+) -> Iterator[Computed]:
+    """One `run` per partition, in turn: each is published before the next starts."""
+    for number, partition in enumerate(partitions, 1):
+        progress.step(f"{partition.name} ({number}/{len(partitions)}): fusing and scoring")
+        folder = scratch / partition.name
+        result = run(
+            job.log_of(partition), folder, job.recipe, job.policy, job.recipe_overrides,
+            job.policy_overrides, None, job.top_n, job.settings, SILENT, job.explain,
+        )  # fmt: skip
+        rows = {Path(name).stem: r["rows"] for name, r in result.manifest["outputs"].items()}
+        yield Computed(partition, folder, rows)
+
+
 def run_partitioned(
     log: str,
     out_dir: str | Path,
@@ -98,10 +127,12 @@ def run_partitioned(
     progress: Progress = SILENT,
     explain: bool = True,
     log_format: str = RETRIEVAL_LOG,
+    compute: Compute = compute_on_duckdb,
 ) -> PartitionedResult:
-    """Score the stale partitions of `log` into `out_dir` (see the module doc)."""
+    """Score the stale partitions of `log` into `out_dir` (see the module doc); `compute` runs
+    them (on DuckDB, one at a time, unless another engine is given)."""
     key = checked_key(partition_by)
-    job = _Job(
+    job = PartitionJob(
         recipe, policy, recipe_overrides or [], policy_overrides or [], top_n, explain,
         log_format, settings,
     )  # fmt: skip
@@ -126,12 +157,18 @@ def run_partitioned(
             f"{len(partitions)} partitions by {key}: {len(stale)} to compute, {len(kept)} kept"
         )
         _check_queries(stale, kept, key, target.destination, job, loaded_recipe)
+        versions = (loaded_recipe.version, loaded_policy.version, digest)
         queries = parents = 0
-        for number, partition in enumerate(stale, 1):
-            progress.step(f"{partition.name} ({number}/{len(stale)}): fusing and scoring")
-            entry = _publish(target, ledger, partition, records[partition.value], job, digest)
-            queries += entry.rows.get("queries", 0)
-            parents += entry.rows.get("parents", 0)
+        scratch = target.scratch()
+        try:
+            for computed in compute(job, stale, scratch, progress):
+                entry = _publish(
+                    target, ledger, computed, records[computed.partition.value], versions
+                )
+                queries += entry.rows.get("queries", 0)
+                parents += entry.rows.get("parents", 0)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         if removed:
             with target.revision(keep_current=True) as staging:
                 for value in removed:
@@ -160,7 +197,7 @@ def _check_queries(
     kept: Sequence[str],
     key: str,
     out_dir: Path,
-    job: _Job,
+    job: PartitionJob,
     recipe: Policy,
 ) -> None:
     """Every partition to compute passes the log's checks, and no query has hits in two
@@ -197,41 +234,34 @@ def _check_queries(
 def _publish(
     target: OutputTarget,
     ledger: Ledger,
-    partition: Partition,
+    computed: Computed,
     records: list[FileRecord],
-    job: _Job,
-    digest: str,
+    versions: tuple[str, str, str],
 ) -> Entry:
-    """Compute one partition in a scratch folder, then publish it with its ledger line."""
-    scratch = target.scratch()
-    try:
-        result = run(
-            job.log_of(partition), scratch / "run", job.recipe, job.policy,
-            job.recipe_overrides, job.policy_overrides, None, job.top_n, job.settings,
-            SILENT, job.explain,
-        )  # fmt: skip
-        rows = {Path(name).stem: r["rows"] for name, r in result.manifest["outputs"].items()}
-        entry = Entry(
-            partition.value, partition.folder, fingerprint_of(records), records,
-            result.recipe.version, result.policy.version, digest, rows, now(),
-        )  # fmt: skip
-        with target.revision(keep_current=True) as staging:
-            old = ledger.entries.get(partition.value)
-            if old is not None:
-                _remove_partition(staging, old, partition.key)
-            _place(scratch / "run", staging, partition.name)
-            ledger.entries[partition.value] = entry  # a failure from here on ends the run
-            _write_ledger(staging, ledger)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    """One computed partition moved into a new revision of the output, with its ledger line."""
+    partition = computed.partition
+    recipe, policy, digest = versions
+    entry = Entry(
+        partition.value, partition.folder, fingerprint_of(records), records, recipe, policy,
+        digest, computed.rows, now(),
+    )  # fmt: skip
+    with target.revision(keep_current=True) as staging:
+        old = ledger.entries.get(partition.value)
+        if old is not None:
+            _remove_partition(staging, old, partition.key)
+        _place(computed.folder, staging, partition.name)
+        ledger.entries[partition.value] = entry  # a failure from here on ends the run
+        _write_ledger(staging, ledger)
     return entry
 
 
 def _place(run_folder: Path, staging: Path, name: str) -> None:
-    """`run`'s files as hive partitions: x.parquet → x/<name>/part.parquet (.jsonl alike);
-    manifest.json and sql/ → manifest/<name>/."""
+    """`run`'s files as hive partitions: x.parquet → x/<name>/part.parquet (.jsonl alike; a
+    folder of parts x.parquet/ → x/<name>/); manifest.json and sql/ → manifest/<name>/."""
     for entry in sorted(run_folder.iterdir()):
-        if entry.suffix in (".parquet", ".jsonl"):
+        if entry.suffix in (".parquet", ".jsonl") and entry.is_dir():
+            destination = staging / entry.stem / name
+        elif entry.suffix in (".parquet", ".jsonl"):
             destination = staging / entry.stem / name / f"part{entry.suffix}"
         else:
             destination = staging / MANIFESTS / name / entry.name

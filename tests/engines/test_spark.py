@@ -147,3 +147,36 @@ def test_queries_option_is_refused_with_spark(tmp_path: Path) -> None:
     assert (
         result.exit_code == 2 and "--queries is not supported with --engine spark" in result.stderr
     )
+
+
+def test_partitions_in_one_spark_job_equal_the_duckdb_engine(spark, tmp_path: Path) -> None:
+    """`--partition-by dt` on Spark: the stale days in one job, each day's outputs those of the
+    DuckDB engine's partitioned run, and the next --incremental run computes only the new day."""
+    from ..run.test_partitions import day, ledger, write_days
+
+    write_days(tmp_path / "logs", 1, 3)
+    options = ["--log", str(tmp_path / "logs"), "--partition-by", "dt", "--incremental"]
+    for engine in ("duckdb", "spark"):
+        result = CliRunner().invoke(
+            cli, ["run", "--engine", engine, *options, "--out", str(tmp_path / engine)]
+        )
+        assert result.exit_code == 0, result.output
+    for name in (f"dt={day(n)}" for n in (1, 2, 3)):
+        duck, on_spark = tmp_path / "duck-day", tmp_path / "spark-day"
+        for table in (*TABLES, "contract"):
+            suffix = "jsonl" if table == "contract" else "parquet"
+            (duck / f"{table}.{suffix}").parent.mkdir(exist_ok=True)
+            shutil.copy(
+                tmp_path / "duckdb" / table / name / f"part.{suffix}", duck / f"{table}.{suffix}"
+            )
+            shutil.copytree(tmp_path / "spark" / table / name, on_spark / f"{table}.{suffix}")
+        assert_same_outputs(duck, on_spark)
+        shutil.rmtree(duck)
+        shutil.rmtree(on_spark)
+    assert {e["rows"]["queries"] for e in ledger(tmp_path / "spark").values()} == {10}
+    write_days(tmp_path / "logs", 4, 4)
+    result = CliRunner().invoke(
+        cli, ["--progress", "run", "--engine", "spark", *options, "--out", str(tmp_path / "spark")]
+    )
+    assert result.exit_code == 0 and "1 to compute, 3 kept" in result.output, result.output
+    assert sorted(ledger(tmp_path / "spark")) == [day(n) for n in (1, 2, 3, 4)]
