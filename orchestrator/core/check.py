@@ -73,14 +73,19 @@ def check_sql(rendered: RenderedSQL, schema: Mapping[str, Mapping[str, str]]) ->
 
 def tables_read(rendered: RenderedSQL) -> list[str]:
     """The tables and views `rendered` reads (its FROM and JOIN names that are not its own CTEs)."""
-    tree = _parsed(rendered.template, rendered.text)
+    return list(_tables_read(rendered.template, rendered.text))
+
+
+@lru_cache(maxsize=128)
+def _tables_read(template: str, text: str) -> tuple[str, ...]:
+    tree = _parsed(template, text)
     ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     names = {
         table.name
         for table in tree.find_all(exp.Table)
         if isinstance(table.this, exp.Identifier) and not table.db
     }
-    return sorted(name for name in names if name.lower() not in ctes)
+    return tuple(sorted(name for name in names if name.lower() not in ctes))
 
 
 @lru_cache(maxsize=128)

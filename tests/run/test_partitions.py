@@ -95,7 +95,7 @@ def three_days(tmp_path: Path) -> Path:
 def test_partitions_are_the_plain_run_of_the_whole_log_split_by_day(
     three_days: Path, tmp_path: Path
 ) -> None:
-    result = partitioned_run(three_days, tmp_path / "scored")
+    result = partitioned_run(three_days, tmp_path / "scored", "--memory-limit", "200MB")
     assert result.exit_code == 0, result.output
     plain = invoke("run", "--log", str(three_days), "--out", str(tmp_path / "plain"))
     assert plain.exit_code == 0, plain.output
