@@ -8,6 +8,7 @@ from . import (  # noqa: F401
     bids,
     calibrate,
     demo,
+    export,
     fuse,
     instincts,
     macros,
@@ -16,6 +17,7 @@ from . import (  # noqa: F401
     run,
     score,
     sql,
+    status,
 )
 from .app import DuckscoreGroup, cli, main
 

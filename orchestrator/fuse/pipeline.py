@@ -16,6 +16,7 @@ from ..core.session import Relations, Session, folder_of
 from .log import open_log
 from .recipe import FUSE_RECIPE
 from .stages import manifest_fields, write_fuse_outputs
+from .traces import write_spans
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,8 @@ def fuse(
     explain: bool = True,
     connection: duckdb.DuckDBPyConnection | None = None,
 ) -> FuseResult:
-    """Fuse a retrieval log into out_dir: fused.parquet, parent_features.parquet, manifest.json.
+    """Fuse a retrieval log into out_dir: fused.parquet, parent_features.parquet, manifest.json
+    (and spans.parquet for a log of trace spans).
     `explain=False`: fused.parquet's contributions and best_provenance are NULL (faster)."""
     loaded = load_policy(FUSE_RECIPE, recipe, overrides)
     with Session(settings, progress, connection=connection) as session:
@@ -46,6 +48,7 @@ def fuse(
         progress.step(f"{opened.rows:,} hits from {len(fuse_plan.sources)} sources")
         with session.publish(out_dir) as out:
             write_fuse_outputs(session, fuse_plan, out, explain)
+            write_spans(session, log, out)
             manifest = out.manifest(
                 "fuse",
                 fuse_plan.recipe.as_record(),

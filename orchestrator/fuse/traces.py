@@ -6,25 +6,28 @@ The format names are LOG_FORMATS, in the package's __init__.
 
 `--log-format openinference|otel-genai` gives `open_log` a TraceLog; OpenInference spans are
 checked as a table of their own (ids present, one row per span id); the hits of either format are
-then checked by the retrieval_log contract like any other log.
+then checked by the retrieval_log contract like any other log. `write_spans` adds spans.parquet
+(sql/fuse/spans.sql: the ids of every retrieval span and of its trace's root) to the outputs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 
 from ..core.connection import first_line
 from ..core.errors import InputError, QueryError
-from ..core.inputs import Derived, Table, fingerprint, resolve_files
-from ..core.render import RenderedSQL, ident, lit, render
-from ..core.session import Session
+from ..core.inputs import Derived, FileSet, Table, fingerprint, resolve_files
+from ..core.render import ident, lit, render
+from ..core.session import Destination, Session
 from ..core.tables import Column, InputFile, TableContract
 from ..core.validate import ROW_COLUMN
 from . import LOG_FORMATS
 
 DOCUMENTS = "attributes.retrieval.documents"
+PARENT = "parent_id"  # Phoenix's column for the parent span's id (null for a root span)
 SPANS = TableContract(
     name="spans",
     columns=(
@@ -43,7 +46,7 @@ class TraceLog:
     """A retrieval log given as trace spans: `given` a path, glob or folder, `format` one of
     LOG_FORMATS but retrieval_log."""
 
-    given: str
+    given: str | FileSet
     format: str
 
     def __post_init__(self) -> None:
@@ -71,33 +74,52 @@ def _otel_genai(session: Session, log: TraceLog, label: str) -> Derived:
         session.first_row("SELECT count(*) FROM otlp_lines")
     except (QueryError, duckdb.Error) as exc:
         raise InputError(f"{label} ({log.given}): not OTLP JSON ({first_line(exc)})") from None
-    derived = render("fuse/otel_genai.sql", inputs={"lines": "otlp_lines"}, row_column=ROW_COLUMN)
     files = tuple(fingerprint(path) for path in paths)
-    return _hits(session, derived, log, files)
+    return _hits(session, log, files, "fuse/otel_genai.sql", inputs={"lines": "otlp_lines"})
 
 
 def _openinference(session: Session, log: TraceLog, label: str) -> Derived:
     """Phoenix's span export: one row per span, attributes flattened into columns."""
     spans = session.open("spans", SPANS, log.given, f"{label} spans")
     fields = _document_fields(session, spans.given, label)
-    derived = render(
+    columns = {name.lower() for name in session.schema("__raw_spans")}
+    return _hits(
+        session,
+        log,
+        spans.files,
         "fuse/openinference.sql",
         inputs={"spans": "__raw_spans"},
-        row_column=ROW_COLUMN,
         metadata_is_text=fields.get("document.metadata", "VARCHAR") == "VARCHAR",
         has_score="document.score" in fields,
         has_content="document.content" in fields,
+        has_parent=PARENT in columns,
     )
-    return _hits(session, derived, log, spans.files)
 
 
 def _hits(
-    session: Session, derived: RenderedSQL, log: TraceLog, files: tuple[InputFile, ...]
+    session: Session,
+    log: TraceLog,
+    files: tuple[InputFile, ...],
+    template: str,
+    **context: Any,
 ) -> Derived:
-    """The spans' hits as the view `trace_hits` (checked, and recorded with the run's SQL),
-    shown and fingerprinted as the span files."""
-    session.create("trace_hits", derived, view=True)
-    return Derived(session.con.table("trace_hits"), log.given, files, log.format)
+    """The spans' hits as the view `trace_hits`, and every span as `trace_spans` (checked, and
+    recorded with the run's SQL: the template as it made the hits), shown and fingerprinted as
+    the span files."""
+    for name, final in (("trace_spans", "spans"), ("trace_hits", "hits")):
+        rendered = render(template, final=final, row_column=ROW_COLUMN, **context)
+        session.create(name, rendered, view=True)
+    return Derived(session.con.table("trace_hits"), str(log.given), files, log.format)
+
+
+def write_spans(session: Session, log: Table, out: Destination) -> None:
+    """spans.parquet, for a log given as trace spans (nothing otherwise): one row per retrieval
+    span, with its trace's root span (sql/fuse/spans.sql)."""
+    if not isinstance(log, TraceLog):
+        return
+    rendered = render("fuse/spans.sql", inputs={"spans": "trace_spans"})
+    session.check(rendered)
+    out.copy("spans.parquet", rendered.text, rendered)
 
 
 def _document_fields(session: Session, given: str, label: str) -> dict[str, str]:

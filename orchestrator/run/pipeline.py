@@ -17,6 +17,7 @@ from ..core.session import Relations, Session, folder_of
 from ..fuse.log import open_log
 from ..fuse.recipe import FUSE_RECIPE
 from ..fuse.stages import manifest_fields, write_fuse_outputs
+from ..fuse.traces import write_spans
 from ..score.policy import SCORE_POLICY
 from ..score.stages import create_score_tables, write_score_outputs
 from ..score.tables import QUERY_IDS
@@ -63,6 +64,7 @@ def run(
         progress.step(f"{opened.rows:,} hits from {len(fuse_plan.sources)} sources")
         with session.publish(out_dir) as out:
             write_fuse_outputs(session, fuse_plan, out, explain)
+            write_spans(session, log, out)
             progress.step("scoring parents")
             create_score_tables(session, loaded_policy, top_n, with_query_ids=queries is not None)
             progress.step("writing scores and the contract")

@@ -18,30 +18,45 @@ RETRIEVER span is one source's result list for one query:
 Other spans (the chain, the LLM, a reranker's) are not retrievals and are left out. Reads
 `inputs.spans` (the raw spans, every column, and their row numbers in `row_column`); `metadata_is_text`: the metadata is a JSON string
 (the specification's form) rather than a struct; `has_score`, `has_content`: the documents carry a score, a content.
+
+`final`: `hits` (the rows above), or `spans`: every span, retrieval or not — trace_id, span_id,
+source, is_retrieval, and is_root (the span has no parent; NULL when the export has no
+`parent_id` column, Phoenix's span parent) — which sql/fuse/spans.sql reads; `has_parent`: the
+spans have that column.
 -#}
 {% set document = 'd.document' %}
 {% set metadata = document ~ '."document.metadata"' %}
 WITH
-retrievers AS (
+spans AS (
     SELECT
         {{ row_column | ident }} AS span_row,
-        "context.trace_id" AS trace_id,
-        "context.span_id" AS span_id,
+        CAST("context.trace_id" AS VARCHAR) AS trace_id,
+        CAST("context.span_id" AS VARCHAR) AS span_id,
         name AS source,
+        coalesce("attributes.openinference.span.kind" = {{ 'RETRIEVER' | lit }}, FALSE) AS is_retrieval,
+{% if has_parent %}
+        coalesce(CAST(parent_id AS VARCHAR), {{ '' | lit }}) = {{ '' | lit }} AS is_root,
+{% else %}
+        CAST(NULL AS BOOLEAN) AS is_root,
+{% endif %}
         "attributes.input.value" AS query_text,
         "attributes.retrieval.documents" AS documents
     FROM {{ inputs.spans | ident }}
-    WHERE "attributes.openinference.span.kind" = {{ 'RETRIEVER' | lit }}
 ),
 documents AS (
     SELECT
         span_row, trace_id, span_id, source, query_text,
         unnest(documents) AS document,
         generate_subscripts(documents, 1) AS position
-    FROM retrievers
+    FROM spans
+    WHERE is_retrieval
 )
+{% if final == 'spans' %}
+SELECT trace_id, span_id, source, is_retrieval, is_root
+FROM spans
+{% else %}
 SELECT
-    CAST(trace_id AS VARCHAR) AS query_id,
+    trace_id AS query_id,
     source,
     CAST(d.document."document.id" AS VARCHAR) AS item_id,
     coalesce(
@@ -58,7 +73,8 @@ SELECT
     CAST(d.document."document.content" AS VARCHAR) AS snippet,
 {% endif %}
     query_text,
-    CAST(trace_id AS VARCHAR) AS trace_id,
-    CAST(span_id AS VARCHAR) AS span_id
+    trace_id,
+    span_id
 FROM documents AS d
 ORDER BY span_row, position
+{% endif %}

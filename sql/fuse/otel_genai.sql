@@ -17,6 +17,10 @@ line, resourceSpans → scopeSpans → spans, attributes as key/value pairs). Ea
 Reads the export lines as JSON objects through `inputs.lines` (column `json`, and the line
 number in `row_column`). Attribute values are OTLP AnyValues: a string, double, int (a string in
 OTLP JSON) or bool value is read as such.
+
+`final`: `hits` (the rows above), or `spans`: every span, retrieval or not — trace_id, span_id,
+source, is_retrieval, and is_root (its `parentSpanId` is empty or absent) — which
+sql/fuse/spans.sql reads.
 -#}
 {% macro any_value(value) -%}
 coalesce(json_extract({{ value }}, '$.stringValue'), json_extract({{ value }}, '$.doubleValue'), json_extract({{ value }}, '$.intValue'), json_extract({{ value }}, '$.boolValue'))
@@ -29,16 +33,17 @@ spans AS (
     SELECT {{ row_column | ident }} AS line, unnest(json_extract(json, '$.resourceSpans[*].scopeSpans[*].spans[*]')) AS span
     FROM {{ inputs.lines | ident }}
 ),
-retrievals AS (
+described AS (
     SELECT
         line,
         json_extract_string(span, '$.traceId') AS trace_id,
         json_extract_string(span, '$.spanId') AS span_id,
         coalesce(json_extract_string({{ attribute('gen_ai.data_source.id') }}, '$.stringValue'), json_extract_string(span, '$.name')) AS source,
+        coalesce(json_extract_string({{ attribute('gen_ai.operation.name') }}, '$.stringValue') = {{ 'retrieval' | lit }}, FALSE) AS is_retrieval,
+        coalesce(json_extract_string(span, '$.parentSpanId'), {{ '' | lit }}) = {{ '' | lit }} AS is_root,
         json_extract_string({{ attribute('gen_ai.retrieval.query.text') }}, '$.stringValue') AS query_text,
         {{ attribute('gen_ai.retrieval.documents') }} AS documents
     FROM spans
-    WHERE json_extract_string({{ attribute('gen_ai.operation.name') }}, '$.stringValue') = {{ 'retrieval' | lit }}
 ),
 listed AS (
     SELECT
@@ -53,12 +58,17 @@ listed AS (
                 )))
             )
         ) AS documents
-    FROM retrievals
+    FROM described
+    WHERE is_retrieval
 ),
 hits AS (
     SELECT line, trace_id, span_id, source, query_text, unnest(documents) AS document, generate_subscripts(documents, 1) AS position
     FROM listed
 )
+{% if final == 'spans' %}
+SELECT trace_id, span_id, source, is_retrieval, is_root
+FROM described
+{% else %}
 SELECT
     trace_id AS query_id,
     source,
@@ -71,3 +81,4 @@ SELECT
     span_id
 FROM hits
 ORDER BY line, trace_id, span_id, position
+{% endif %}

@@ -6,7 +6,10 @@ maintained `openinference-semantic-conventions` package (never typed by hand): p
 trace with a CHAIN root, one RETRIEVER span per source (documents with id, score, content and
 metadata naming the parent), a RERANKER span and an LLM span that are not retrievals. The OTLP
 exports use the names of `opentelemetry-semantic-conventions` (gen_ai.*), documents as a JSON
-string for one source and in the structured form for the others, beside a chat span.
+string for one source and in the structured form for the others, beside a chat span and a root
+span (its parentSpanId empty, or absent).
+
+spans.parquet is checked against the span ids the fixtures were built with.
 """
 
 from __future__ import annotations
@@ -44,6 +47,10 @@ def invoke(*args: str) -> Result:
 
 @pytest.fixture(scope="module")
 def log() -> pd.DataFrame:
+    return scifact_slice()
+
+
+def scifact_slice() -> pd.DataFrame:
     """The equivalent retrieval_log: what the spans say, no more (no granularity, block type or
     chunk count: spans do not carry them)."""
     path = SCIFACT / "retrieval_log.parquet"
@@ -127,10 +134,57 @@ def test_spans_run_as_the_equivalent_log(log: pd.DataFrame, suffix: str, tmp_pat
         "WHERE best_provenance.snippet = 'passage ' || best_provenance.original_id"
     ).fetchall()
     assert snippets[0][0] > 0
+    assert not (tmp_path / "from_log" / "spans.parquet").exists()  # a plain log: as before
     manifest = json.loads((tmp_path / "from_spans" / "manifest.json").read_text())
     assert manifest["inputs"]["log"]["format"] == "openinference"
+    assert manifest["outputs"]["spans.parquet"] == {"rows": len(expected_spans(spans))}
     assert "fuse/openinference.sql" in manifest["sql"]  # the SQL that made the log is recorded
     assert manifest["inputs"]["spans"]["files"][0]["path"] == str(path)
+
+
+def expected_spans(spans: pd.DataFrame) -> list[tuple[Any, ...]]:
+    """spans.parquet as the fixture was built: each RETRIEVER span (query_id, source, trace_id,
+    span_id) with its trace's root, the span whose parent_id is null (None: no such span)."""
+    records = spans.to_dict("records")
+    roots = {r["context.trace_id"]: r["context.span_id"] for r in records
+             if "parent_id" in r and pd.isna(r["parent_id"])}  # fmt: skip
+    return sorted(
+        (r["context.trace_id"], r["name"], r["context.trace_id"], r["context.span_id"],
+         roots.get(r["context.trace_id"]))
+        for r in records if r[KIND] == OpenInferenceSpanKindValues.RETRIEVER.value
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "rooted"),
+    [
+        (lambda s: s, True),
+        (lambda s: s.drop(columns=["parent_id"]), False),  # an export without parents
+        (lambda s: s[s["parent_id"].notna()], False),  # the root spans left out of the export
+    ],
+    ids=["with-root", "no-parent-column", "root-not-exported"],
+)
+def test_spans_parquet_holds_the_ids_of_the_spans(
+    log: pd.DataFrame, change: Any, rooted: bool, tmp_path: Path
+) -> None:
+    spans = change(spans_of(log))
+    spans.to_parquet(tmp_path / "spans.parquet", index=False)
+    done = invoke("fuse", "--log", str(tmp_path / "spans.parquet"), "--log-format", "openinference",
+                  "--out", str(tmp_path / "out"))  # fmt: skip
+    assert done.exit_code == 0, done.stderr
+    written = duckdb.execute(f"FROM '{tmp_path / 'out' / 'spans.parquet'}'")
+    assert [d[0] for d in written.description or ()] == [
+        "query_id", "source", "trace_id", "span_id", "root_span_id"
+    ]  # fmt: skip
+    rows = written.fetchall()
+    assert rows == expected_spans(spans)
+    assert len(rows) == len(log.groupby(["query_id", "source"]))  # every retrieval span
+    roots = {f"trace-{q}-root" for q in log["query_id"]} if rooted else {None}
+    assert {row[4] for row in rows} == roots
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["outputs"]["spans.parquet"] == {"rows": len(rows)}
+    assert "fuse/spans.sql" in manifest["sql"]
+    assert (tmp_path / "out" / "sql" / "fuse_spans.sql").is_file()
 
 
 def test_documents_without_scores_rank_by_their_position(log: pd.DataFrame, tmp_path: Path) -> None:
@@ -196,7 +250,12 @@ def otlp_export(log: pd.DataFrame) -> str:
     lines = []
     for query_id, hits in log.groupby("query_id", sort=True):
         trace = f"trace-{query_id}"
-        spans = [otlp_span(trace, f"{trace}-chat", "chat gpt", {
+        root = otlp_span(trace, f"{trace}-root", "rag", {})
+        if len(lines) % 2:  # a root's parentSpanId: empty, or absent
+            del root["parentSpanId"]
+        else:
+            root["parentSpanId"] = ""
+        spans = [root, otlp_span(trace, f"{trace}-chat", "chat gpt", {
             gen_ai.GEN_AI_OPERATION_NAME: gen_ai.GenAiOperationNameValues.CHAT.value})]  # fmt: skip
         for source, listed in hits.groupby("source", sort=True):
             documents = [
@@ -233,6 +292,32 @@ def test_otel_genai_spans_run_as_the_equivalent_log(log: pd.DataFrame, tmp_path:
         a, b = (f"FROM '{tmp_path / side / name}'" for side in "ab")
         assert con.execute(f"SELECT count(*) FROM ({a} EXCEPT ALL {b})").fetchall() == [(0,)], name
         assert con.execute(f"SELECT count(*) FROM ({b} EXCEPT ALL {a})").fetchall() == [(0,)], name
+
+
+def expected_otlp_spans(export: str) -> list[tuple[Any, ...]]:
+    """spans.parquet as the export was built: each retrieval span with its trace's root (the
+    span whose parentSpanId is empty or absent)."""
+    spans = [span for line in export.splitlines() for resource in json.loads(line)["resourceSpans"]
+             for scope in resource["scopeSpans"] for span in scope["spans"]]  # fmt: skip
+    roots = {s["traceId"]: s["spanId"] for s in spans if not s.get("parentSpanId")}
+    rows = []
+    for s in spans:
+        attributes = {a["key"]: a["value"].get("stringValue") for a in s["attributes"]}
+        if attributes.get(gen_ai.GEN_AI_OPERATION_NAME) == "retrieval":
+            source = attributes[gen_ai.GEN_AI_DATA_SOURCE_ID]
+            rows.append((s["traceId"], source, s["traceId"], s["spanId"], roots.get(s["traceId"])))
+    return sorted(rows)
+
+
+def test_otel_genai_spans_parquet_finds_the_root(log: pd.DataFrame, tmp_path: Path) -> None:
+    export = otlp_export(log)
+    (tmp_path / "traces.jsonl").write_text(export)
+    done = invoke("run", "--log", str(tmp_path / "traces.jsonl"), "--log-format", "otel-genai",
+                  "--out", str(tmp_path / "out"))  # fmt: skip
+    assert done.exit_code == 0, done.stderr
+    rows = duckdb.execute(f"FROM '{tmp_path / 'out' / 'spans.parquet'}'").fetchall()
+    assert rows == expected_otlp_spans(export)
+    assert {row[4] for row in rows} == {f"trace-{q}-root" for q in log["query_id"]}
 
 
 def test_a_file_that_is_not_otlp_json_is_one_line(tmp_path: Path) -> None:

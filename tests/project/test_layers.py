@@ -30,6 +30,7 @@ DEPENDS_ON: dict[str, set[str]] = {
     "metrics": BASE,
     "bids": BASE,
     "instincts": BASE,
+    "export": BASE,  # decisions for other tools, read from output folders
     "run": BASE | {"fuse", "score"},
     "calibrate": BASE | {"fuse", "score", "metrics"},
     "demo": BASE | {"run", "metrics", "bids"},
@@ -50,6 +51,7 @@ DEPENDS_ON: dict[str, set[str]] = {
         "demo",
         "pack",
         "api",
+        "export",
     },
 }
 OUTSIDE = "<outside>."

@@ -21,6 +21,7 @@ from click.testing import CliRunner, Result
 
 from duckscore.cli import cli
 
+from ..fuse.test_traces import scifact_slice, spans_of
 from ..helpers import SCIFACT
 
 SCIFACT_LOG = SCIFACT / "retrieval_log.parquet"
@@ -251,6 +252,29 @@ def test_status_needs_a_ledger(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "has no ledger.json: not the output of run --partition-by" in result.output
     assert "--check needs --log" in invoke("status", "--out", str(tmp_path), "--check").output
+
+
+def test_span_logs_partition_alike(tmp_path: Path) -> None:
+    """OpenInference spans under dt= folders: each day's outputs those of its spans alone, and
+    spans.parquet partitioned beside the others."""
+    spans = spans_of(scifact_slice())
+    traces = sorted(spans["context.trace_id"].unique())
+    for number, chosen in enumerate((traces[: len(traces) // 2], traces[len(traces) // 2 :]), 1):
+        folder = tmp_path / "spans" / f"dt={day(number)}"
+        folder.mkdir(parents=True)
+        spans[spans["context.trace_id"].isin(chosen)].to_parquet(folder / "spans.parquet")
+    trace_options = ("--log-format", "openinference")
+    result = partitioned_run(tmp_path / "spans", tmp_path / "scored", *trace_options)
+    assert result.exit_code == 0, result.output
+    assert sorted(ledger(tmp_path / "scored")) == [day(1), day(2)]
+    for number in (1, 2):
+        name = f"dt={day(number)}"
+        alone = invoke("run", "--log", str(tmp_path / "spans" / name), *trace_options,
+                       "--out", str(tmp_path / name))  # fmt: skip
+        assert alone.exit_code == 0, alone.output
+        for kind in ("fused", "parents", "queries", "spans"):
+            partition = tmp_path / "scored" / kind / name / "part.parquet"
+            assert partition.read_bytes() == (tmp_path / name / f"{kind}.parquet").read_bytes()
 
 
 # --- the issue's 30 days, and a real kill -------------------------------------------------------

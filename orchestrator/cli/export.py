@@ -1,0 +1,64 @@
+"""`duckscore export annotations`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .app import DuckscoreGroup, cli
+from .options import out_file_option
+
+ANNOTATION_FORMATS = ("phoenix",)
+
+
+@cli.group(name="export", cls=DuckscoreGroup)
+def export_group() -> None:
+    """A run's decisions in the shapes other tools import."""
+
+
+@export_group.command("annotations")
+@click.option(
+    "--scored",
+    required=True,
+    metavar="DIR",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The output folder of `duckscore run` on a trace export (--log-format openinference "
+    "or otel-genai): queries.parquet, spans.parquet, contract.jsonl, or their partitions.",
+)
+@click.option(
+    "--format",
+    "annotation_format",
+    type=click.Choice(ANNOTATION_FORMATS),
+    default="phoenix",
+    show_default=True,
+    help="phoenix: the body of Arize Phoenix's POST /v1/span_annotations.",
+)
+@out_file_option("the annotations, one JSON document")
+def export_annotations(scored: Path, annotation_format: str, out_path: Path) -> None:
+    """Write each trace's decisions as span annotations, to show them beside the traces.
+
+    \b
+    Three annotations per trace (annotator_kind CODE), on its root span, or on its first
+    retrieval span when the export did not hold the root:
+      duckscore.confidence    label low | medium | high, score best_overall_score
+      duckscore.need_hitl     label true | false, score 1 | 0
+      duckscore.web_fallback  label true | false, score 1 | 0
+    metadata: query_id, best_parent_id, best_overall_score, top2_ratio,
+    score_policy_version; identifier duckscore:<score policy version>.
+
+    \b
+    duckscore export annotations --scored traced --out annotations.json
+    curl -X POST -H 'Content-Type: application/json' \\
+         --data @annotations.json http://localhost:6006/v1/span_annotations
+    """
+    from ..export.annotations import phoenix_annotations
+
+    exported = phoenix_annotations(scored, out_path)
+    missing = exported.without_spans
+    plural = "queries" if missing != 1 else "query"
+    left_out = f"; left out {missing:,} {plural} without spans" if missing else ""
+    click.echo(
+        f"wrote {exported.annotations:,} {annotation_format} annotations of "
+        f"{exported.traces:,} traces to {out_path}{left_out}"
+    )

@@ -1,0 +1,107 @@
+"""`duckscore export annotations --format phoenix`: the decisions of a run on a trace export
+(`run --log-format openinference|otel-genai`) as the body of Phoenix's `POST /v1/span_annotations`,
+`{"data": [SpanAnnotationData, …]}`, so they appear beside the traces in Phoenix.
+
+The annotations are built in SQL (sql/export/phoenix_annotations.sql) from the folder's
+queries.parquet, spans.parquet and contract.jsonl — or, for an output partitioned by `run
+--partition-by`, from the parts under queries/, spans/ and contract/ — and written as one JSON
+document, atomically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..core.connection import EngineSettings
+from ..core.errors import InputError, TemplateError
+from ..core.outputs import atomic_output_file
+from ..core.render import ident, lit, render
+from ..core.session import Session
+
+TRACE_FORMATS = "--log-format openinference or otel-genai"
+# the annotations as one document: Phoenix's request body
+BODY = (
+    "SELECT coalesce(list(annotation ORDER BY query_id, position), CAST([] AS JSON[])) AS data "
+    "FROM phoenix_annotations"
+)
+
+
+@dataclass(frozen=True)
+class Exported:
+    out: Path
+    annotations: int
+    traces: int
+    without_spans: int  # queries of queries.parquet with no span to annotate
+
+
+def phoenix_annotations(
+    scored: str | Path, out: str | Path, settings: EngineSettings | None = None
+) -> Exported:
+    """Write the decisions of the run folder `scored` to `out` as Phoenix span annotations."""
+    folder = Path(scored)
+    if not folder.is_dir():
+        raise InputError(f"--scored {scored}: no such folder")
+    queries = _parts(folder, "queries", ".parquet")
+    if not queries:
+        raise InputError(f"--scored {scored}: has no queries.parquet: not an output of a run")
+    spans = _parts(folder, "spans", ".parquet")
+    if not spans:
+        raise InputError(
+            f"--scored {scored}: has no spans.parquet: it was not scored from a trace export "
+            f"({TRACE_FORMATS})"
+        )
+    contract = _parts(folder, "contract", ".jsonl")
+    if not contract:
+        raise InputError(f"--scored {scored}: has no contract.jsonl: not an output of a run")
+    with Session(settings) as session:
+        _view(session, "scored_queries", f"read_parquet({lit(queries)}, union_by_name = true)")
+        _view(session, "scored_spans", f"read_parquet({lit(spans)}, union_by_name = true)")
+        _view(
+            session,
+            "scored_policies",
+            f"read_json({lit(contract)}, format = 'newline_delimited', "
+            "columns = {query_id: 'VARCHAR', score_policy_version: 'VARCHAR'})",
+        )
+        rendered = render(
+            "export/phoenix_annotations.sql",
+            inputs={
+                "queries": "scored_queries",
+                "spans": "scored_spans",
+                "policies": "scored_policies",
+            },
+        )
+        try:
+            session.create("phoenix_annotations", rendered)
+        except TemplateError as exc:  # a column the template reads is missing
+            raise InputError(
+                f"--scored {scored}: not the tables of a run on trace spans ({exc})"
+            ) from None
+        counts = session.first_row(
+            "SELECT count(*), count(DISTINCT query_id), "
+            "(SELECT count(DISTINCT query_id) FROM scored_queries) FROM phoenix_annotations"
+        )
+        annotations, traces, queried = counts or (0, 0, 0)
+        with atomic_output_file(out) as staging:
+            session.execute(f"COPY ({BODY}) TO {lit(str(staging))} (FORMAT json)")
+    return Exported(Path(out), annotations, traces, queried - traces)
+
+
+def _parts(folder: Path, name: str, suffix: str) -> list[str]:
+    """`folder/<name><suffix>` (a file, or a folder of parts as Spark writes it), else the parts
+    under `folder/<name>/` (hive partitions: `<name>/dt=…/part<suffix>`)."""
+    single = folder / f"{name}{suffix}"
+    if single.is_file():
+        return [str(single)]
+    under = single if single.is_dir() else folder / name
+    if not under.is_dir():
+        return []
+    return sorted(
+        str(path)
+        for path in under.rglob(f"*{suffix}")
+        if path.is_file() and not path.name.startswith((".", "_"))
+    )
+
+
+def _view(session: Session, name: str, source: str) -> None:
+    session.execute(f"CREATE OR REPLACE TEMP VIEW {ident(name)} AS SELECT * FROM {source}")
