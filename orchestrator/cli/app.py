@@ -19,8 +19,8 @@ class DuckscoreGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except KeyboardInterrupt:
-            _interrupted()
+        except KeyboardInterrupt as exc:
+            _interrupted(exc)
         except DuckscoreError as exc:
             _fail(str(exc))
         except RuntimeError as exc:
@@ -28,7 +28,7 @@ class DuckscoreGroup(click.Group):
             # own exception (the Ctrl-C of the user, or the Terminated of SIGTERM below)
             if str(exc).strip() != "Query interrupted":
                 raise
-            _interrupted()
+            _interrupted(exc)
         except Exception as exc:  # duckdb is imported lazily (a fast --help), so match its module
             if not type(exc).__module__.lstrip("_").startswith("duckdb"):
                 raise
@@ -55,8 +55,8 @@ class DuckscoreGroup(click.Group):
         sys.exit(code if isinstance(code, int) else 0)
 
 
-def _interrupted() -> None:
-    message, status = interrupt_message()
+def _interrupted(interrupted: BaseException | None = None) -> None:
+    message, status = interrupt_message(interrupted)
     _fail(message, status=status)
 
 

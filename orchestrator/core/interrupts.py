@@ -20,8 +20,16 @@ def catch_sigterm() -> None:
     signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
-def interrupt_message() -> tuple[str, int]:
-    """The one line an interrupted command prints, and its exit status (130, or 143 for TERM)."""
+def interrupt_message(interrupted: BaseException | None = None) -> tuple[str, int]:
+    """The one line an interrupted command prints, and its exit status (130, or 143 for TERM).
+    A command that publishes in parts (run --partition-by) notes on the exception what it kept
+    (`the 3 partitions it finished`)."""
+    notes = getattr(interrupted, "__notes__", None)
+    left = (
+        f"the output keeps {notes[-1]}, each whole, and the rest as it was"
+        if notes
+        else "the output was left as it was"
+    )
     if _RECEIVED and _RECEIVED[-1] == signal.SIGTERM:
-        return "terminated (SIGTERM); the output was left as it was", 143
-    return "interrupted; the output was left as it was", 130
+        return f"terminated (SIGTERM); {left}", 143
+    return f"interrupted; {left}", 130

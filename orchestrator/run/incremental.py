@@ -160,13 +160,19 @@ def run_partitioned(
         versions = (loaded_recipe.version, loaded_policy.version, digest)
         queries = parents = 0
         scratch = target.scratch()
+        finished = 0
         try:
             for computed in compute(job, stale, scratch, progress):
                 entry = _publish(
                     target, ledger, computed, records[computed.partition.value], versions
                 )
+                finished += 1
                 queries += entry.rows.get("queries", 0)
                 parents += entry.rows.get("parents", 0)
+        except BaseException as exc:
+            if finished:  # what an interrupt message says the output keeps
+                exc.add_note(f"the {finished} partition{'s' * (finished > 1)} it finished")
+            raise
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         if removed:

@@ -168,6 +168,7 @@ def calibrated(scifact_labels: Path, tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("calibrated")  # its module fixture computed once, on one worker
 def test_calibrated_policy_file_carries_section_9_4(calibrated, scifact_labels: Path) -> None:
     out, _result = calibrated
     document = yaml.safe_load((out / "policy.yaml").read_text(encoding="utf-8"))
@@ -195,6 +196,7 @@ def test_calibrated_policy_file_carries_section_9_4(calibrated, scifact_labels: 
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("calibrated")  # its module fixture computed once, on one worker
 def test_reference_quantiles_match_pandas(calibrated) -> None:
     out, _ = calibrated
     p = load_policy(SCORE_POLICY, str(out / "policy.yaml")).parameters
@@ -208,6 +210,7 @@ def test_reference_quantiles_match_pandas(calibrated) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("calibrated")  # its module fixture computed once, on one worker
 def test_calibrated_policy_scores_and_the_report_is_complete(calibrated, tmp_path: Path) -> None:
     out, _result = calibrated
     features = tmp_path / "fused"

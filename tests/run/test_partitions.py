@@ -287,6 +287,17 @@ def duckscore(*args: str, cwd: Path, progress: bool = False) -> subprocess.Popen
     )  # fmt: skip
 
 
+def until(process: subprocess.Popen[str], progress: str) -> list[str]:
+    """The progress lines up to the one naming `progress` (a partition about to start)."""
+    assert process.stderr is not None
+    said = []
+    for line in process.stderr:
+        said.append(line)
+        if progress in line:
+            break
+    return said
+
+
 def completed(*args: str, cwd: Path) -> str:
     process = duckscore(*args, cwd=cwd, progress=True)
     _, err = process.communicate(timeout=600)
@@ -298,7 +309,22 @@ def completed(*args: str, cwd: Path) -> str:
 def test_thirty_days_then_one_more_then_a_new_policy_killed_and_resumed(tmp_path: Path) -> None:
     write_days(tmp_path / "logs", 1, 30)
     run = ("run", "--log", "logs", "--partition-by", "dt", "--incremental")
-    assert "30 to compute, 0 kept" in completed(*run, "--out", "scored", cwd=tmp_path)
+    # Ctrl-C mid-way: one line saying what the output keeps, and the next run goes on from there
+    first = duckscore(*run, "--out", "scored", cwd=tmp_path, progress=True)
+    said = until(first, "(5/30)")
+    first.send_signal(signal.SIGINT)
+    _, err = first.communicate(timeout=60)
+    kept = len(ledger(tmp_path / "scored"))
+    assert any("30 to compute, 0 kept" in line for line in said), said
+    assert first.returncode == 130 and 0 < kept < 30, (first.returncode, err)
+    plural = "s" * (kept > 1)
+    assert err.strip().splitlines()[-1] == (
+        f"duckscore: error: interrupted; the output keeps the {kept} partition{plural} it "
+        "finished, each whole, and the rest as it was"
+    )
+    assert f"{30 - kept} to compute, {kept} kept" in completed(
+        *run, "--out", "scored", cwd=tmp_path
+    )
     write_days(tmp_path / "logs", 31, 31)
     assert "1 to compute, 30 kept" in completed(*run, "--out", "scored", cwd=tmp_path)
     assert "0 to compute, 31 kept" in completed(*run, "--out", "scored", cwd=tmp_path)
@@ -307,12 +333,7 @@ def test_thirty_days_then_one_more_then_a_new_policy_killed_and_resumed(tmp_path
     # a new policy recomputes all 31; that run is killed outright mid-way, then resumed
     policy = ("--set", "alpha=0.5")  # every parent's strength, so every score, changes
     killed = duckscore(*run, *policy, "--out", "scored", cwd=tmp_path, progress=True)
-    assert killed.stderr is not None
-    said = []
-    for line in killed.stderr:
-        said.append(line)
-        if "(8/31)" in line:
-            break
+    said = until(killed, "(8/31)")
     killed.send_signal(signal.SIGKILL)
     killed.communicate(timeout=60)
     assert any("31 to compute, 0 kept" in line for line in said), said
