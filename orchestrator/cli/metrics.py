@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..metrics.catalog import DEFAULT_LABEL_K, DEFAULT_METRICS, MAX_K
+from ..metrics.catalog import DEFAULT_LABEL_K, DEFAULT_METRICS, MAX_K, TESTS
 from .app import cli
 from .options import OutputPath, engine_options, out_file_option, run_and_qrels_options
 
@@ -40,15 +40,55 @@ if TYPE_CHECKING:
     metavar="FILE",
     help="Also write the per-query values to this Parquet file.",
 )
+@click.option(
+    "--baseline",
+    "baseline_path",
+    metavar="PATH",
+    help="Compare --run with this run: per metric both means, the difference and a paired "
+    "two-sided test (docs/metrics.md#comparing-two-runs---baseline).",
+)
+@click.option(
+    "--test",
+    type=click.Choice(TESTS),
+    default="randomization",
+    show_default=True,
+    help="With --baseline: Fisher's randomization test or Student's paired t-test.",
+)
+@click.option(
+    "--alpha",
+    default=0.05,
+    show_default=True,
+    type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+    help="With --baseline: a difference is significant (*) when p <= alpha.",
+)
+@click.option(
+    "--permutations",
+    default=10_000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="With --test randomization: the number of permutations.",
+)
+@click.option(
+    "--seed",
+    default=42,
+    show_default=True,
+    type=int,
+    help="With --test randomization: the seed that chooses the permutations.",
+)
 @engine_options
-@click.pass_obj
+@click.pass_context
 def eval_command(
-    progress: Progress,
+    ctx: click.Context,
     run_path: str,
     qrels_path: str,
     metrics: str,
     as_json: bool,
     per_query_path: Path | None,
+    baseline_path: str | None,
+    test: str,
+    alpha: float,
+    permutations: int,
+    seed: int,
     settings: EngineSettings,
 ) -> None:
     """Evaluate a run against relevance judgments: nDCG, recall, precision, MRR, MAP, hit rate.
@@ -71,7 +111,24 @@ def eval_command(
     Output: a table of (metric, mean) on stdout; --json prints one JSON object of the
     means instead, keyed by metric name exactly as given, e.g. {"ndcg@10": 0.6604…}.
     --per-query FILE writes query_id, n_relevant, n_retrieved and one column per metric.
+
+    \b
+    With --baseline B: per metric the run's mean, the baseline's, their difference and the
+    p-value of a paired two-sided test (--test), `*` where p <= --alpha; --json prints
+    {metric: {run, baseline, difference, p_value, significant}}.
     """
+    progress: Progress = ctx.obj
+    if baseline_path is not None:
+        if per_query_path is not None:
+            raise click.UsageError("--per-query is not supported with --baseline")
+        _compare(baseline_path, run_path, qrels_path, metrics, as_json,
+                 (test, alpha, permutations, seed), settings, progress)  # fmt: skip
+        return
+    chosen = [f"--{p.name}" for p in ctx.command.params
+              if p.name in ("test", "alpha", "permutations", "seed")
+              and ctx.get_parameter_source(p.name) != click.core.ParameterSource.DEFAULT]  # fmt: skip
+    if chosen:
+        raise click.UsageError(f"{', '.join(chosen)} needs --baseline")
     from ..metrics.retrieval import format_table, run_evaluation, write_per_query
 
     result = run_evaluation(run_path, qrels_path, metrics, settings, progress)
@@ -82,6 +139,30 @@ def eval_command(
     else:
         click.echo(format_table(result))
     progress.step(f"done: {result.queries:,} queries evaluated")
+
+
+def _compare(
+    baseline_path: str,
+    run_path: str,
+    qrels_path: str,
+    metrics: str,
+    as_json: bool,
+    test_options: tuple[str, float, int, int],
+    settings: EngineSettings,
+    progress: Progress,
+) -> None:
+    from ..metrics.significance import compare_runs, format_comparison
+
+    test, alpha, permutations, seed = test_options
+    result = compare_runs(run_path, baseline_path, qrels_path, metrics, test, alpha,
+                          permutations, seed, settings, progress)  # fmt: skip
+    if as_json:
+        click.echo(json.dumps({m.metric: {"run": m.run, "baseline": m.baseline,
+                                          "difference": m.difference, "p_value": m.p_value,
+                                          "significant": m.significant}
+                               for m in result.metrics}, ensure_ascii=False))  # fmt: skip
+    else:
+        click.echo(format_comparison(result))
 
 
 @cli.command(name="labels")

@@ -105,3 +105,7 @@ def _did_you_mean(key: str) -> str:
         return ""
     tail = key[len(name) :] if "@" in key else ("@k" if METRICS[close[0]] else "")
     return f" (did you mean {close[0] + tail!r}?)"
+
+
+# the paired two-sided tests of `eval --baseline` (metrics/significance.py)
+TESTS = ("randomization", "t-test")

@@ -111,11 +111,12 @@ def run_evaluation(
     settings: EngineSettings | None = None,
     progress: Progress = SILENT,
     connection: duckdb.DuckDBPyConnection | None = None,
+    run_label: str = "--run",
 ) -> EvalResult:
     """`evaluate` with everything the CLI reports: query counts, columns used, rendered SQL."""
     parsed = parse_metrics(metrics)
     with Session(settings, progress, connection=connection) as session:
-        judged = open_judged_run(session, run, qrels)
+        judged = open_judged_run(session, run, qrels, run_label)
         progress.step(
             f"evaluating {judged.run.rows:,} run rows against {judged.qrels.rows:,} judgments"
         )

@@ -87,24 +87,26 @@ class JudgedRun:
     qrels_doc_column: str
 
 
-def open_judged_run(session: Session, run: Table, qrels: Table) -> JudgedRun:
+def open_judged_run(
+    session: Session, run: Table, qrels: Table, run_label: str = "--run"
+) -> JudgedRun:
     """The views eval_run and eval_qrels, each checked against its contract."""
     session.progress.step("checking inputs")
-    run_input, order_by, run_doc = open_run(session, run)
+    run_input, order_by, run_doc = open_run(session, run, run_label)
     qrels_input, qrels_doc = open_qrels(session, qrels)
     return JudgedRun(run_input, qrels_input, order_by, run_doc, qrels_doc)
 
 
-def open_run(session: Session, given: Table) -> tuple[OpenedInput, str, str]:
+def open_run(session: Session, given: Table, label: str = "--run") -> tuple[OpenedInput, str, str]:
     """Create the view eval_run(query_id, doc_id, score, rank); return the opened input, the
     ordering used ('rank' or 'score') and the column read as the document id."""
     opened, doc, names, shown = _open_judged(
-        session, "run", given, "--run", RUN_DOC_COLUMNS, run_contract, "eval_run", "score, rank"
+        session, "run", given, label, RUN_DOC_COLUMNS, run_contract, "eval_run", "score, rank"
     )
     order_by = first_present(names, RUN_ORDER_COLUMNS)
     if order_by is None:
         raise InputError(
-            f"--run ({shown}): needs a rank or a score column "
+            f"{label} ({shown}): needs a rank or a score column "
             f"(columns: {', '.join(names) or 'none'})"
         )
     return opened, order_by, doc
