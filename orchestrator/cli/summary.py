@@ -44,7 +44,7 @@ def partitions_written(result: PartitionedResult) -> None:
         [f"{len(result.removed)} removed"] if result.removed else []
     )
     click.echo(
-        f"duckscore: {what} into {result.out_dir}/ (by {result.partition_by}; {', '.join(others)})",
+        f"duckscore: {what} {'into' if computed else 'in'} {result.out_dir}/ (by {result.partition_by}; {', '.join(others)})",
         err=True,
     )
 
