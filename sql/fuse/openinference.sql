@@ -8,6 +8,10 @@ RETRIEVER span is one source's result list for one query:
   item_id     retrieval.documents[i].document.id
   parent_id   the document metadata's `parent_id`, else the document id (a document is its own
               parent)
+  granularity, block_type, total_chunks
+              the document metadata's keys of those names, when it has them (NULL otherwise,
+              as a log without the columns): a chunk's count of siblings is what seed 000's
+              stability reads
   score       retrieval.documents[i].document.score; a document without one ranks by its
               position (score −rank, as a rank-only log)
   rank        the document's position in the span's list, from 1
@@ -26,6 +30,7 @@ spans have that column.
 -#}
 {% set document = 'd.document' %}
 {% set metadata = document ~ '."document.metadata"' %}
+{% set metadata_json = metadata if metadata_is_text else 'to_json(' ~ metadata ~ ')' %}
 WITH
 spans AS (
     SELECT
@@ -60,9 +65,16 @@ SELECT
     source,
     CAST(d.document."document.id" AS VARCHAR) AS item_id,
     coalesce(
-        json_extract_string({{ metadata if metadata_is_text else 'to_json(' ~ metadata ~ ')' }}, {{ '$.parent_id' | lit }}),
+        json_extract_string({{ metadata_json }}, {{ '$.parent_id' | lit }}),
         CAST(d.document."document.id" AS VARCHAR)
     ) AS parent_id,
+    json_extract_string({{ metadata_json }}, {{ '$.granularity' | lit }}) AS granularity,
+    json_extract_string({{ metadata_json }}, {{ '$.block_type' | lit }}) AS block_type,
+    -- a number, for the contract to check (whole, >= 0); text that is no number becomes NaN,
+    -- which the contract refuses naming the row, rather than NULL, which it would take
+    CASE WHEN json_extract_string({{ metadata_json }}, {{ '$.total_chunks' | lit }}) IS NOT NULL
+         THEN coalesce(TRY_CAST(json_extract_string({{ metadata_json }}, {{ '$.total_chunks' | lit }}) AS DOUBLE), {{ 'NaN' | lit }}::DOUBLE)
+    END AS total_chunks,
 {% if has_score %}
     coalesce(CAST(d.document."document.score" AS DOUBLE), -CAST(position AS DOUBLE)) AS score,
 {% else %}

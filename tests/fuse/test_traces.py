@@ -68,7 +68,11 @@ def span(
             "name": name, KIND: kind.value, **attributes}  # fmt: skip
 
 
-def spans_of(log: pd.DataFrame, with_scores: bool = True) -> pd.DataFrame:
+def spans_of(
+    log: pd.DataFrame, with_scores: bool = True, metadata: tuple[str, ...] = ()
+) -> pd.DataFrame:
+    """The log as OpenInference spans; `metadata`: columns of the log the documents' metadata
+    carries besides parent_id."""
     rows: list[dict[str, Any]] = []
     for query_id, hits in log.groupby("query_id", sort=True):
         trace = f"trace-{query_id}"
@@ -82,7 +86,8 @@ def spans_of(log: pd.DataFrame, with_scores: bool = True) -> pd.DataFrame:
                 {DocumentAttributes.DOCUMENT_ID: hit.item_id,
                  **({DocumentAttributes.DOCUMENT_SCORE: hit.score} if with_scores else {}),
                  DocumentAttributes.DOCUMENT_CONTENT: f"passage {hit.item_id}",
-                 DocumentAttributes.DOCUMENT_METADATA: json.dumps({"parent_id": hit.parent_id})}
+                 DocumentAttributes.DOCUMENT_METADATA: json.dumps(
+                     {"parent_id": hit.parent_id, **{k: getattr(hit, k) for k in metadata}})}
                 for hit in listed.sort_values("rank").itertuples()
             ]  # fmt: skip
             rows.append(span(trace, f"{trace}-{source}", source, OpenInferenceSpanKindValues.RETRIEVER,
@@ -140,6 +145,45 @@ def test_spans_run_as_the_equivalent_log(log: pd.DataFrame, suffix: str, tmp_pat
     assert manifest["outputs"]["spans.parquet"] == {"rows": len(expected_spans(spans))}
     assert "fuse/openinference.sql" in manifest["sql"]  # the SQL that made the log is recorded
     assert manifest["inputs"]["spans"]["files"][0]["path"] == str(path)
+
+
+def test_document_metadata_gives_granularity_block_type_and_chunk_counts(tmp_path: Path) -> None:
+    """Documents whose metadata carries the log's granularity, block_type and total_chunks score
+    as the log with those columns (seed 000's stability reads the chunk counts)."""
+    path = SCIFACT / "retrieval_log.parquet"
+    full = duckdb.sql(
+        f"SELECT query_id, source, item_id, parent_id, score, rank, query_text, granularity, "
+        f"block_type, CAST(total_chunks AS BIGINT) AS total_chunks FROM '{path}' "
+        f"WHERE query_id IN (SELECT DISTINCT query_id FROM '{path}' ORDER BY query_id "
+        f"LIMIT {QUERIES}) ORDER BY query_id, source, rank"
+    ).df()
+    spans_of(full, metadata=("granularity", "block_type", "total_chunks")).to_parquet(
+        tmp_path / "spans.parquet", index=False
+    )
+    as_traces(full).to_parquet(tmp_path / "log.parquet", index=False)
+    for given, extra, out in ((tmp_path / "spans.parquet", ["--log-format", "openinference"], "spans"),
+                              (tmp_path / "log.parquet", [], "log")):  # fmt: skip
+        done = invoke("run", "--log", str(given), *extra, "--out", str(tmp_path / out))
+        assert done.exit_code == 0, done.stderr
+    con = duckdb.connect()
+    for name in ("parent_features.parquet", "parents.parquet", "queries.parquet"):
+        sides = [f"FROM '{tmp_path / side / name}'" for side in ("spans", "log")]
+        for left, right in (sides, sides[::-1]):
+            assert con.execute(f"SELECT count(*) FROM ({left} EXCEPT ALL {right})").fetchall() == [
+                (0,)
+            ], name
+    levels = con.execute(
+        f"SELECT count(*) FILTER (WHERE confidence_level <> 'low') FROM '{tmp_path / 'spans' / 'queries.parquet'}'"
+    ).fetchall()
+    assert levels[0][0] > 0  # with chunk counts, not every span log scores low
+
+    bad = spans_of(full.assign(total_chunks=full["total_chunks"].astype(str).where(
+        full.index != 5, "many")), metadata=("total_chunks",))  # fmt: skip
+    bad.to_parquet(tmp_path / "bad.parquet", index=False)
+    refused = invoke("run", "--log", str(tmp_path / "bad.parquet"), "--log-format",
+                     "openinference", "--out", str(tmp_path / "bad"))  # fmt: skip
+    assert refused.exit_code == 2 and "total_chunks" in refused.stderr, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
 
 
 def expected_spans(spans: pd.DataFrame) -> list[tuple[Any, ...]]:
