@@ -18,6 +18,7 @@ from . import (  # noqa: F401
     score,
     sql,
     status,
+    tune,
 )
 from .app import DuckscoreGroup, cli, main
 
