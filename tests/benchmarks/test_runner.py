@@ -42,6 +42,7 @@ def run_bench(data_dir: Path, out: Path, configs: list[str]) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # 46 s (a numba compile in the ranx config): `make test-extended`
 def test_runs_every_config_once_and_reports(
     data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -114,7 +114,10 @@ def test_concurrent_runs_on_one_output_leave_one_whole_output(tmp_path: Path) ->
     assert litter(tmp_path) == []
 
 
-@pytest.mark.parametrize("how", ["INT", "TERM", "KILL"])
+# Ctrl-C takes the path SIGTERM takes (both raise KeyboardInterrupt), and a real SIGINT with its
+# status 130 and message is sent in tests/run/test_partitions.py: INT's run here is
+# `make test-extended`'s
+@pytest.mark.parametrize("how", [pytest.param("INT", marks=pytest.mark.extended), "TERM", "KILL"])
 def test_a_stopped_run_leaves_the_old_output_and_no_litter(
     how: str, big_log: Path, tmp_path: Path
 ) -> None:

@@ -42,10 +42,26 @@ from .warehouses import duck_rows, first_difference, postgres_bin, postgres_serv
 IN_CI = os.environ.get("CI") == "true"
 # one worker runs them all (and test_spark_engine.py): one JVM, one PostgreSQL server, one copy of the inputs
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("jvm")]
-ENGINES = [
-    pytest.param("postgres", marks=pytest.mark.postgres),
-    pytest.param("spark", marks=pytest.mark.spark),
-]
+ENGINE_MARKS = {"postgres": pytest.mark.postgres, "spark": pytest.mark.spark}
+ENGINES = [pytest.param(engine, marks=mark) for engine, mark in ENGINE_MARKS.items()]
+
+
+def on_engines(cases: list[tuple], extended: list[tuple]) -> list:
+    """Every case on every engine; the `extended` cases' Spark runs only in `make test-extended`
+    (SciFact on Spark, twice over, where another SciFact case and every edge case remain)."""
+    return [
+        pytest.param(
+            engine,
+            *case,
+            marks=[
+                mark,
+                *([pytest.mark.extended] if engine == "spark" and case in extended else []),
+            ],
+        )
+        for engine, mark in ENGINE_MARKS.items()
+        for case in cases
+    ]
+
 
 SCIFACT_LOG = fixtures_dir() / "scifact" / "retrieval_log.parquet"
 ANSWERS_DIR = FIXTURES / "answers"
@@ -190,8 +206,9 @@ SCORE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("policy,features", SCORE_CASES)
+@pytest.mark.parametrize(
+    ("engine", "policy", "features"), on_engines(SCORE_CASES, [("overall_v1", "scifact")])
+)
 def test_score_on(engine: str, policy: str, features: str, tables, request) -> None:
     server = request.getfixturevalue(engine)
     loaded = load_policy(SCORE_POLICY, policy, [])
@@ -245,8 +262,10 @@ FUSE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("recipe,log,overrides", FUSE_CASES)
+@pytest.mark.parametrize(
+    ("engine", "recipe", "log", "overrides"),
+    on_engines(FUSE_CASES, [("canonical_rrf", "scifact", [])]),
+)
 def test_fuse_on(engine: str, recipe: str, log: str, overrides: list[str], tables, request) -> None:
     server = request.getfixturevalue(engine)
     sources = [

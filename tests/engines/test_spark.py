@@ -65,7 +65,9 @@ def assert_same_outputs(duck: Path, spark_out: Path) -> None:
     assert spark_lines == sorted(duck_lines)  # written sorted; the same objects, byte for byte
 
 
-@pytest.mark.parametrize("recipe", ["canonical_rrf", "hybrid_v1"])
+@pytest.mark.parametrize(
+    "recipe", [pytest.param("canonical_rrf", marks=pytest.mark.extended), "hybrid_v1"]
+)
 def test_scifact_equals_the_duckdb_engine(spark, tmp_path: Path, recipe: str) -> None:
     run(SCIFACT_LOG, tmp_path / "duck", recipe=recipe)
     result = run_on_spark(SCIFACT_LOG, tmp_path / "spark", recipe=recipe, shards=3)

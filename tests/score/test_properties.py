@@ -149,7 +149,7 @@ def parents_frame(out_dir: Path) -> pd.DataFrame:
 # bounds
 
 
-@settings(max_examples=50, **PROPERTY_SETTINGS)
+@settings(max_examples=20, **PROPERTY_SETTINGS)
 @given(rows=parent_rows())
 def test_scores_bounded_ranks_permuted_one_contract_line_per_query(
     rows: list[dict[str, Any]],
@@ -284,7 +284,7 @@ def contract_lines(out_dir: Path) -> list[str]:
     return (out_dir / "contract.jsonl").read_text(encoding="utf-8").splitlines()
 
 
-@settings(max_examples=30, **PROPERTY_SETTINGS)
+@settings(max_examples=20, **PROPERTY_SETTINGS)
 @given(data=st.data(), rows=parent_rows())
 def test_row_order_and_thread_count_do_not_matter(
     data: st.DataObject, rows: list[dict[str, Any]]
@@ -302,7 +302,7 @@ def test_row_order_and_thread_count_do_not_matter(
             assert contract_lines(other) == contract_lines(base)
 
 
-@settings(max_examples=30, **PROPERTY_SETTINGS)
+@settings(max_examples=20, **PROPERTY_SETTINGS)
 @given(rows=parent_rows())
 def test_two_runs_give_byte_identical_contract(rows: list[dict[str, Any]]) -> None:
     features = frame(rows)
