@@ -253,6 +253,11 @@ def log_options(required: bool = True, purpose: str = "") -> Callable[[F], F]:
 log_option = log_options()
 
 
+def given_and_format(log: Any) -> tuple[str, str]:
+    """What `--log` named and its `--log-format`, from the `log` the option gives a command."""
+    return (log, "retrieval_log") if isinstance(log, str) else (log.given, log.format)
+
+
 def queries_option(command: F) -> F:
     return click.option(
         "--queries",
@@ -306,15 +311,19 @@ def dialect_option(command: F) -> F:
     )(command)
 
 
-def run_and_qrels_options(command: F) -> F:
-    """--run / --qrels as `eval` and `labels` read them (run_path, qrels_path)."""
-    command = click.option(
+def qrels_option(command: F) -> F:
+    """--qrels (`qrels_path`): the relevance judgments `eval`, `labels` and `tune` read."""
+    return click.option(
         "--qrels",
         "qrels_path",
         required=True,
         metavar="PATH",
         help="Relevance judgments: query_id, doc_id (or parent_id), relevance (> 0 is relevant).",
     )(command)
+
+
+def run_and_qrels_options(command: F) -> F:
+    """--run / --qrels as `eval` and `labels` read them (run_path, qrels_path)."""
     return click.option(
         "--run",
         "run_path",
@@ -322,7 +331,7 @@ def run_and_qrels_options(command: F) -> F:
         metavar="PATH",
         help="The run: query_id, doc_id (or parent_id, or item_id), and rank and/or score. "
         "Parquet/CSV/JSON file, glob, or (hive) folder.",
-    )(command)
+    )(qrels_option(command))
 
 
 def db_option(command: F) -> F:

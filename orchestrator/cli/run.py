@@ -11,6 +11,7 @@ from .app import cli
 from .options import (
     engine_options,
     explain_option,
+    given_and_format,
     log_option,
     out_dir_option,
     policy_options,
@@ -105,9 +106,7 @@ def run(
             from ..engines.spark_partitions import compute_on_spark
 
             compute = compute_on_spark(shards, spark_master)
-        given, log_format = (
-            (log, "retrieval_log") if isinstance(log, str) else (log.given, log.format)
-        )
+        given, log_format = given_and_format(log)
         partitioned = run_partitioned(
             given, out_dir, partition_by, incremental, recipe, policy, list(recipe_overrides),
             list(overrides), top_n, settings, progress, explain, log_format, compute,

@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .app import cli
-from .options import explain_option, log_options, policy_options, recipe_options, top_n_option
+from .options import (
+    explain_option,
+    given_and_format,
+    log_options,
+    policy_options,
+    recipe_options,
+    top_n_option,
+)
 
 if TYPE_CHECKING:
     from ..run.status import PartitionState
@@ -54,19 +61,18 @@ def status(
     """List the partitions of a partitioned output with their versions, rows and time; with
     --log (and the run's --recipe, --policy … options), whether each is fresh, stale (files or
     settings changed), new, or has no log."""
-    from ..run.status import LogSettings, partition_states
+    from ..run.incremental import PartitionJob
+    from ..run.status import partition_states
 
     if check and log is None:
         raise click.UsageError("--check needs --log")
-    against = None
+    given, job = None, None
     if log is not None:
-        given, log_format = (
-            (log, "retrieval_log") if isinstance(log, str) else (log.given, log.format)
+        given, log_format = given_and_format(log)
+        job = PartitionJob(
+            recipe, policy, list(recipe_overrides), list(overrides), top_n, explain, log_format
         )
-        against = LogSettings(
-            given, log_format, recipe, policy, recipe_overrides, overrides, top_n, explain
-        )
-    states = partition_states(out_dir, against)
+    states = partition_states(out_dir, given, job)
     if as_json:
         for state in states:
             entry = asdict(state.entry) if state.entry else None

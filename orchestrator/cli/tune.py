@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .app import cli
-from .options import OutputPath, engine_options, log_option, out_file_option, recipe_options
+from .options import (
+    OutputPath,
+    engine_options,
+    log_option,
+    out_file_option,
+    qrels_option,
+    recipe_options,
+)
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
@@ -17,12 +24,7 @@ if TYPE_CHECKING:
 
 @cli.command()
 @log_option
-@click.option(
-    "--qrels",
-    required=True,
-    metavar="PATH",
-    help="Relevance judgments: query_id, doc_id (or parent_id), relevance (> 0 is relevant).",
-)
+@qrels_option
 @recipe_options("canonical_rrf")
 @click.option(
     "--grid",
@@ -60,7 +62,7 @@ if TYPE_CHECKING:
 def tune(
     progress: Progress,
     log: Any,
-    qrels: str,
+    qrels_path: str,
     recipe: str,
     recipe_overrides: tuple[str, ...],
     grid: tuple[str, ...],
@@ -84,7 +86,7 @@ def tune(
 
     result = run_tune(
         log,
-        qrels,
+        qrels_path,
         list(grid),
         out_path,
         recipe=recipe,

@@ -78,7 +78,15 @@ class PartitionJob:
     top_n: int
     explain: bool
     log_format: str
-    settings: EngineSettings | None
+    settings: EngineSettings | None = None
+
+    def loaded(self) -> tuple[Policy, Policy, str]:
+        """The recipe and the policy, loaded, and the digest of every setting that decides a
+        partition's outputs (what the ledger compares)."""
+        recipe = load_policy(FUSE_RECIPE, self.recipe, self.recipe_overrides)
+        policy = load_policy(SCORE_POLICY, self.policy, self.policy_overrides)
+        digest = settings_digest(recipe, policy, self.top_n, self.explain, self.log_format)
+        return recipe, policy, digest
 
     def log_of(self, partition: Partition) -> Table:
         files = partition.log()
@@ -136,9 +144,7 @@ def run_partitioned(
         recipe, policy, recipe_overrides or [], policy_overrides or [], top_n, explain,
         log_format, settings,
     )  # fmt: skip
-    loaded_recipe = load_policy(FUSE_RECIPE, recipe, job.recipe_overrides)
-    loaded_policy = load_policy(SCORE_POLICY, policy, job.policy_overrides)
-    digest = settings_digest(loaded_recipe, loaded_policy, top_n, explain, log_format)
+    loaded_recipe, loaded_policy, digest = job.loaded()
     partitions = find_partitions(log, key)
     with output_target(out_dir, inputs=[p.folder for p in partitions]) as target:
         ledger = _ledger_of(target, key)
