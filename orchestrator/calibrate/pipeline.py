@@ -4,7 +4,10 @@
    feature's per-query best value over the labelled queries (sql/calibrate/reference_bounds.sql).
 2. §9.3 ablation, cross-validated by query (calibrate/ablation.py).
 3. §9.2 thresholds on the final parameters (sql/calibrate/thresholds.sql).
-4. The same procedure on each fold's training queries scores the fold's held-out queries: the
+4. P(good) (issue 24): Platt scaling or isotonic regression of the label `good` on each fit's
+   decisions on its own training queries (calibrate/probability.py), stored in the policy's
+   `probability` block; the score SQL applies it.
+5. The same procedure on each fold's training queries scores the fold's held-out queries: the
    `cross_validated` figures are on queries the calibration never saw.
 
 Folds are stratified by label (calibrate/folds.py). Everything is deterministic for given inputs,
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..core.connection import EngineSettings
@@ -31,11 +35,12 @@ from ..fuse.recipe import FUSE_RECIPE
 from ..fuse.stages import create_fuse_hits, create_parent_features
 from ..metrics.tables import QRELS
 from ..score.policy import SCORE_POLICY
-from ..score.stages import check_evidence_columns, create_score_tables
+from ..score.stages import check_evidence_columns, create_score_tables, query_columns
 from ..score.tables import PARENT_FEATURES
 from .ablation import Calibrator
 from .folds import assign_folds, build_membership, check_label_counts, label_set_sha256
 from .policy_file import write_policy
+from .probability import apply_map, brier, chosen_method, fit_map, outcome, variants
 from .report import build_report, write_report
 from .settings import CLASSES, DEFAULT_SETTINGS, CalibrationError, CalibrationSettings, Fit
 from .tables import open_labels
@@ -48,6 +53,8 @@ class CalibrationResult:
     fits: dict[str, Fit]
     predictions: pd.DataFrame  # held-out predictions of every fold, and in-sample of `all`
     ablation: list[dict[str, Any]]
+    # each fit's decisions on its training queries, which its probability map was fitted on
+    probability_training: pd.DataFrame | None = None
 
 
 def calibrate(
@@ -140,6 +147,13 @@ def calibrate(
             )
             for n, fit in fits.items()
         }
+        probability: dict[str, Any] | None = None
+        training: pd.DataFrame | None = None
+        if settings.probability != "none":
+            progress.step("probability of a good answer (issue 24)")
+            policies, probability, training = with_probability(
+                session, policies, label_frame, settings
+            )
         decisions = pd.concat(
             [score_fit(session, policies["all"], "all", "train")]
             + [score_fit(session, policies[n], n, "test") for n in names[1:]],
@@ -165,6 +179,7 @@ def calibrate(
             settings,
             counts,
             base_policy,
+            probability,
             has_qrels=qrels is not None,
         )
     document = write_policy(
@@ -182,7 +197,7 @@ def calibrate(
     if report_dir is not None:
         progress.step(f"writing the report to {report_dir}")
         write_report(Path(report_dir), report, decisions, title=f"duckscore calibration: {version}")
-    return CalibrationResult(Path(out), document, fits, decisions, ablation)
+    return CalibrationResult(Path(out), document, fits, decisions, ablation, training)
 
 
 def resolve_thresholds(
@@ -235,6 +250,53 @@ def final_parameters(
     return parameters
 
 
+def with_probability(
+    session: Session,
+    policies: dict[str, Policy],
+    labels: pd.DataFrame,
+    settings: CalibrationSettings,
+) -> tuple[dict[str, Policy], dict[str, Any], pd.DataFrame]:
+    """Each fit's policy with a probability map fitted on its own training queries, the features
+    chosen by the Brier score of the folds' held-out queries (a tie keeps fewer features)."""
+    method = chosen_method(settings.probability, len(labels))
+    trained = {
+        n: score_fit(session, policy, n, "train").merge(labels, on="query_id")
+        for n, policy in policies.items()
+    }
+    held_out = {
+        n: score_fit(session, policy, n, "test").merge(labels, on="query_id")
+        for n, policy in policies.items()
+        if n != "all"
+    }
+    outcomes = np.concatenate([outcome(frame) for frame in held_out.values()])
+    held_out_brier = {
+        v.name: brier(
+            np.concatenate([apply_map(fit_map(v, trained[n]), f) for n, f in held_out.items()]),
+            outcomes,
+        )
+        for v in variants(method)
+    }
+    chosen = min(variants(method), key=lambda v: held_out_brier[v.name])
+    levels = {"levels_by": settings.levels, "p_low": settings.p_low, "p_high": settings.p_high}
+    with_maps = {
+        n: policy_from_parameters(
+            SCORE_POLICY,
+            policy.version,
+            {**policy.parameters, "probability": fit_map(chosen, trained[n]) | levels},
+            policy.source,
+            policy.parent_version,
+        )
+        for n, policy in policies.items()
+    }
+    record = {
+        "method": method,
+        "features": list(chosen.features),
+        "held_out_brier": held_out_brier,
+        "training_base_rate": {n: float(outcome(frame).mean()) for n, frame in trained.items()},
+    }
+    return with_maps, record, pd.concat(trained.values(), ignore_index=True)
+
+
 def score_fit(session: Session, policy: Policy, fit: str, scope: str) -> pd.DataFrame:
     """Decisions of `policy` on the fit's queries of `scope`, by the policy's own SQL (score)."""
     session.execute(
@@ -250,8 +312,7 @@ def score_fit(session: Session, policy: Policy, fit: str, scope: str) -> pd.Data
         session, policy, top_n=2, with_query_ids=True, features_table="cal_fit_features"
     )
     frame = session.frame(
-        "SELECT query_id, best_parent_id, best_overall_score, confidence_level, "
-        "top2_ratio, need_hitl, web_fallback FROM score_contract ORDER BY query_id"
+        f"SELECT {', '.join(query_columns(policy))} FROM score_contract ORDER BY query_id"
     )
     frame.insert(0, "fit", fit)
     return frame

@@ -53,7 +53,8 @@ def write_policy(
                 "cross_validated": summary,
                 "routing": cv["routing"]["all"],
                 "targets": report["targets"],
-            },
+            }
+            | _probability_summary(report.get("probability")),
         },
         "parameters": parameters,
     }
@@ -62,6 +63,23 @@ def write_policy(
             yaml.safe_dump(document, sort_keys=False, allow_unicode=True), encoding="utf-8"
         )
     return document
+
+
+def _probability_summary(probability: dict[str, Any] | None) -> dict[str, Any]:
+    if probability is None:
+        return {}
+    cv = probability["cross_validated"]
+    return {
+        "probability": {
+            "method": probability["method"],
+            "features": probability["features"],
+            "outcome": probability["outcome"],
+            "cross_validated": {k: cv[k] for k in ("n", "brier", "ece", "auroc")},
+            "cross_validated_base_rate_brier": probability["cross_validated_base_rate_brier"],
+            "ece_of_perfect_calibration": probability["ece_of_perfect_calibration"],
+            "targets": probability["targets"],
+        }
+    }
 
 
 def _summary(figures: dict[str, Any]) -> dict[str, Any]:

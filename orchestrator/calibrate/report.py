@@ -17,6 +17,7 @@ from ..core.outputs import atomic_output_dir, write_json
 from ..core.policy import Policy
 from ..core.session import Session
 from .calibration_metrics import compute_metrics
+from .probability_report import probability_figures, probability_section
 from .settings import CalibrationSettings, Fit
 
 TARGETS = {
@@ -119,12 +120,18 @@ def build_report(
     settings: CalibrationSettings,
     counts: dict[str, int],
     base: Policy,
+    probability: dict[str, Any] | None,
     *,
     has_qrels: bool,
 ) -> dict[str, Any]:
     held_out = decisions[decisions["fit"] != "all"]
     in_sample = decisions[decisions["fit"] == "all"]
     cross_validated = evaluate_decisions(session, held_out, has_qrels=has_qrels, seed=settings.seed)
+    probability_report = (
+        {}
+        if probability is None
+        else {"probability": probability_figures(session, decisions, probability, settings.seed)}
+    )
     return {
         "base_policy": base.version,
         "label_counts": counts,
@@ -136,7 +143,7 @@ def build_report(
             session, in_sample, has_qrels=has_qrels, seed=settings.seed
         ),
         "targets": target_check(cross_validated),
-    }
+    } | probability_report
 
 
 def target_check(figures: dict[str, Any]) -> dict[str, Any]:
@@ -214,29 +221,21 @@ def draw_figures(report: dict[str, Any], decisions: pd.DataFrame) -> dict[str, b
     ax.legend(fontsize=8)
     out["score_distributions"] = figure_png(fig, plt)
 
-    fig, ax = plt.subplots(figsize=(5.5, 5))
-    bins = [b for b in calibrated["bins"] or [] if b["n"]]
-    ax.plot([0, 1], [0, 1], color="grey", linestyle="--", label="perfect calibration")
-    ax.plot(
-        [b["mean_score"] for b in bins], [b["accuracy"] for b in bins], marker="o", label="policy"
-    )
-    for b in bins:
-        ax.annotate(
-            f"n={b['n']}",
-            (b["mean_score"], b["accuracy"]),
-            textcoords="offset points",
-            xytext=(4, -10),
-            fontsize=7,
-        )
-    ax.set(
-        xlim=(0, 1),
-        ylim=(0, 1),
+    out["reliability"] = reliability_png(
+        plt,
+        calibrated,
         xlabel="mean best overall score in bin",
         ylabel=f"share with {target_name}",
-        title=f"Reliability (ECE = {cell(calibrated['ece'])})",
+        curve="policy",
     )
-    ax.legend(fontsize=8, loc="upper left")
-    out["reliability"] = figure_png(fig, plt)
+    if "probability" in report:
+        out["probability_reliability"] = reliability_png(
+            plt,
+            report["probability"]["cross_validated"],
+            xlabel="mean p_good in bin (held-out folds)",
+            ylabel="share labelled good",
+            curve=f"p_good ({report['probability']['method']})",
+        )
 
     fig, ax = plt.subplots(figsize=(5.5, 4))
     curve = calibrated["risk_coverage"]
@@ -281,6 +280,33 @@ def draw_figures(report: dict[str, Any], decisions: pd.DataFrame) -> dict[str, b
     ax.legend(fontsize=8)
     out["ablation"] = figure_png(fig, plt)
     return out
+
+
+def reliability_png(
+    plt: Any, figures: dict[str, Any], xlabel: str, ylabel: str, curve: str
+) -> bytes:
+    """A reliability diagram: each bin's mean prediction against its observed share."""
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    bins = [b for b in figures["bins"] or [] if b["n"]]
+    ax.plot([0, 1], [0, 1], color="grey", linestyle="--", label="perfect calibration")
+    ax.plot([b["mean_score"] for b in bins], [b["accuracy"] for b in bins], marker="o", label=curve)
+    for b in bins:
+        ax.annotate(
+            f"n={b['n']}",
+            (b["mean_score"], b["accuracy"]),
+            textcoords="offset points",
+            xytext=(4, -10),
+            fontsize=7,
+        )
+    ax.set(
+        xlim=(0, 1),
+        ylim=(0, 1),
+        xlabel=xlabel,
+        ylabel=ylabel,
+        title=f"Reliability (ECE = {cell(figures['ece'])})",
+    )
+    ax.legend(fontsize=8, loc="upper left")
+    return figure_png(fig, plt)
 
 
 def render_html(report: dict[str, Any], figures: dict[str, bytes], title: str) -> str:
@@ -403,5 +429,6 @@ expected calibration error of the raw score read as a probability.</p>
     }
 <h2>§9.2 thresholds per fit</h2>
 {table(["fit", "T_low", "T_high", "R_hitl", "good", "ambiguous", "bad"], threshold_rows)}
+{probability_section(report.get("probability"), figures)}
 </body></html>
 """

@@ -9,6 +9,8 @@ from typing import Any
 from ..core.errors import DuckscoreError
 
 THRESHOLD_METHODS = ("quantile", "precision")
+PROBABILITY_METHODS = ("auto", "platt", "isotonic", "none")
+LEVELS_BY = ("score", "probability")
 CLASSES = ("good", "ambiguous", "bad")
 
 
@@ -26,6 +28,10 @@ class CalibrationSettings:
     bad_quantile: float = 0.9
     good_quantile: float = 0.1
     hitl_quantile: float = 0.7
+    probability: str = "auto"  # issue 24: the map to P(good); auto = Platt below 1,000 labels
+    levels: str = "score"  # confidence levels by the score thresholds or by p_good
+    p_high: float = 0.85
+    p_low: float = 0.5
 
     def check(self) -> None:
         if self.folds < 2:
@@ -43,6 +49,20 @@ class CalibrationSettings:
                 f"--target-precision must be in (0, 1), got {self.target_precision}"
             )
 
+        if self.probability not in PROBABILITY_METHODS:
+            raise DuckscoreError(f"--probability must be one of {', '.join(PROBABILITY_METHODS)}")
+        if self.levels not in LEVELS_BY:
+            raise DuckscoreError(f"--levels must be one of {', '.join(LEVELS_BY)}")
+        if self.levels == "probability" and self.probability == "none":
+            raise DuckscoreError(
+                "--levels probability needs a probability map, not --probability none"
+            )
+        if not 0 <= self.p_low <= self.p_high <= 1:
+            raise DuckscoreError(
+                f"--p-low ({self.p_low:g}) and --p-high ({self.p_high:g}) must satisfy "
+                "0 <= p-low <= p-high <= 1"
+            )
+
     def record(self) -> dict[str, Any]:
         """The settings as the report and the policy file record them."""
         return {
@@ -54,6 +74,10 @@ class CalibrationSettings:
             "bad_quantile": self.bad_quantile,
             "good_quantile": self.good_quantile,
             "hitl_quantile": self.hitl_quantile,
+            "probability": self.probability,
+            "levels": self.levels,
+            "p_high": self.p_high,
+            "p_low": self.p_low,
         }
 
 

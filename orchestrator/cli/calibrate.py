@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from .app import cli
-from .options import OutputPath, engine_options, out_file_option, recipe_options
+from .options import F, OutputPath, engine_options, out_file_option, recipe_options
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
     from ..core.progress import Progress
+
+
+def _p_good_threshold(name: str, default: float, meaning: str) -> Callable[[F], F]:
+    return click.option(
+        name,
+        default=default,
+        show_default=True,
+        type=click.FloatRange(0, 1),
+        help=f"p_good {meaning} (with --levels probability).",
+    )
 
 
 @cli.command()
@@ -75,6 +86,24 @@ if TYPE_CHECKING:
     help="R_hitl = this quantile of the ambiguous top-2 ratios (seed: P50–P70).",
 )
 @click.option(
+    "--probability",
+    type=click.Choice(["auto", "platt", "isotonic", "none"]),
+    default="auto",
+    show_default=True,
+    help="Map the best score to p_good, P(label good): Platt scaling or isotonic regression "
+    "(auto: Platt below 1,000 labels); none writes no map.",
+)
+@click.option(
+    "--levels",
+    type=click.Choice(["score", "probability"]),
+    default="score",
+    show_default=True,
+    help="Confidence levels by the score thresholds T_low/T_high, or by p_good "
+    "(high: p_good >= --p-high; low: below --p-low).",
+)
+@_p_good_threshold("--p-high", 0.85, "at and above which a query is high")
+@_p_good_threshold("--p-low", 0.5, "below which a query is low")
+@click.option(
     "--folds",
     default=5,
     show_default=True,
@@ -112,6 +141,10 @@ def calibrate(
     thresholds: str,
     target_precision: float,
     hitl_quantile: float,
+    probability: str,
+    levels: str,
+    p_high: float,
+    p_low: float,
     folds: int,
     passes: int,
     seed: int,
@@ -135,6 +168,10 @@ def calibrate(
         thresholds=thresholds,
         target_precision=target_precision,
         hitl_quantile=hitl_quantile,
+        probability=probability,
+        levels=levels,
+        p_high=p_high,
+        p_low=p_low,
     )
     result = run_calibrate(
         labels,
@@ -151,7 +188,8 @@ def calibrate(
         engine=settings,
         progress=progress,
     )
-    for name, check in result.document["metadata"]["validation"]["targets"].items():
+    validation = result.document["metadata"]["validation"]
+    for name, check in validation["targets"].items():
         value = "n/a" if check["value"] is None else f"{check['value']:.3f}"
         state = {True: "met", False: "NOT met", None: "n/a"}[check["met"]]
         pooled = (
@@ -160,4 +198,25 @@ def calibrate(
             else f"; pooled held-out {check['pooled_held_out']:.3f}"
         )
         click.echo(f"{name:28s} {value:>7s}  (target {check['target']:g}: {state}{pooled})")
+    if "probability" in validation:
+        _echo_probability(validation["probability"])
     progress.step(f"done: policy {result.document['score_policy_version']} -> {out_path}")
+
+
+def _echo_probability(probability: dict[str, Any]) -> None:
+    """p_good's cross-validated ECE and Brier score against their targets."""
+    targets, floor = probability["targets"], probability["ece_of_perfect_calibration"]
+
+    def state(name: str) -> str:
+        return "met" if targets[name]["met"] else "NOT met"
+
+    ece, brier = targets["ece_at_most"], targets["brier_below_base_rate"]
+    click.echo(
+        f"{'p_good_ece':28s} {ece['value']:>7.3f}  (target {ece['target']:g}: {state('ece_at_most')}; "
+        f"a perfectly calibrated map shows {floor['ece_mean']:.3f}, P95 {floor['ece_p95']:.3f}: "
+        f"{state('ece_within_perfect_calibration_p95')})"
+    )
+    click.echo(
+        f"{'p_good_brier':28s} {brier['value']:>7.3f}  (target below the base rate's "
+        f"{brier['target']:.3f}: {state('brier_below_base_rate')})"
+    )

@@ -13,6 +13,7 @@ from ..core.session import Session
 from ..metrics.retrieval import evaluate
 from ..metrics.tables import QRELS
 from ..run.pipeline import run
+from .calibration import POLICY_FILE, SCORES_DIR, calibration_screen
 
 DEMO_RECIPE = "canonical_rrf"
 
@@ -47,8 +48,11 @@ def run_demo(out_dir: Path, settings: EngineSettings | None, progress: Progress)
         lines.append(f"{level:<12}{queries:>8}{relevant:>16.1%}{hitl:>11}{fallback:>14}")
     lines += [
         "",
+        *calibration_screen(out_dir, scifact_path("qrels.parquet"), settings, progress),
+        "",
         f"outputs in {out_dir}/: fused.parquet, parent_features.parquet, parents.parquet, "
-        "queries.parquet, contract.jsonl, manifest.json, sql/",
+        "queries.parquet, contract.jsonl, manifest.json, sql/,",
+        f"  {POLICY_FILE} and {SCORES_DIR}/ (the calibrated policy and its scores)",
     ]
     return "\n".join(lines)
 

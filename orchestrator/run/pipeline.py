@@ -68,7 +68,7 @@ def run(
             progress.step("scoring parents")
             create_score_tables(session, loaded_policy, top_n, with_query_ids=queries is not None)
             progress.step("writing scores and the contract")
-            write_score_outputs(out)
+            write_score_outputs(out, loaded_policy)
             manifest = out.manifest(
                 "run",
                 fuse_plan.recipe.as_record(),

@@ -59,7 +59,7 @@ def score(
         )
         progress.step("writing outputs")
         with session.publish(out_dir) as out:
-            write_score_outputs(out)
+            write_score_outputs(out, loaded)
             manifest = out.manifest(
                 "score", loaded.as_record(), {"top_n": top_n, **session.settings.record()}
             )

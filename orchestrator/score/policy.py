@@ -3,11 +3,13 @@ overall_v2 adds, with the checks across them."""
 
 from __future__ import annotations
 
+import itertools
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import PolicyError
-from ..core.policy import Bounds, Choice, Number, PolicyKind
+from ..core.policy import Bounds, Choice, Number, Omissible, PolicyKind, Rule
 
 UNIT = Number(0.0, 1.0)
 EVIDENCE = (
@@ -53,6 +55,73 @@ def _normalisation_complete(p: dict[str, Any]) -> None:
                 )
 
 
+PROBABILITY_METHODS = ("platt", "isotonic")
+LEVELS_BY = ("score", "probability")
+PLATT_FEATURES = ("best_overall_score", "top2_ratio")
+
+
+@dataclass(frozen=True)
+class Points:
+    """An isotonic map's breakpoints: at least two finite numbers, strictly increasing (`x`) or
+    non-decreasing (`y`; within [0, 1], checked with x by _probability_consistent)."""
+
+    strictly: bool
+
+    def check(self, key: str, value: Any) -> Any:
+        if not isinstance(value, list) or len(value) < 2:
+            raise PolicyError(f"{key}: expected a list of at least two numbers")
+        numbers = [Number().check(f"{key}[{i}]", v) for i, v in enumerate(value)]
+        strict = self.strictly
+        for i, (left, right) in enumerate(itertools.pairwise(numbers), start=1):
+            if right < left or (strict and right == left):
+                raise PolicyError(
+                    f"{key}[{i}]: {right!r} after {left!r}; the list must be "
+                    f"{'strictly increasing' if strict else 'non-decreasing'}"
+                )
+        return numbers
+
+
+PROBABILITY: dict[str, Rule] = {
+    "method": Choice(PROBABILITY_METHODS),
+    # logit P(good) = intercept + best_overall_score·x + top2_ratio·t (Platt scaling)
+    "platt": Omissible(
+        {"intercept": Number(), **{feature: Number() for feature in PLATT_FEATURES}}
+    ),
+    # P(good) interpolated linearly between (x, y) breakpoints, constant beyond them
+    "isotonic": Omissible({"x": Points(strictly=True), "y": Points(strictly=False)}),
+    "levels_by": Choice(LEVELS_BY),
+    "p_low": UNIT,
+    "p_high": UNIT,
+}
+
+
+def _probability_consistent(p: dict[str, Any]) -> None:
+    probability = p.get("probability")
+    if probability is None:
+        return
+    method = probability["method"]
+    if method not in probability:
+        raise PolicyError(f"parameters.probability.{method} is required by method: {method}")
+    unused = next((m for m in PROBABILITY_METHODS if m != method and m in probability), None)
+    if unused is not None:
+        raise PolicyError(
+            f"parameters.probability.{unused} is not used by method: {method}; remove it"
+        )
+    if method == "isotonic":
+        x, y = probability["isotonic"]["x"], probability["isotonic"]["y"]
+        if len(x) != len(y):
+            raise PolicyError(
+                f"parameters.probability.isotonic: x has {len(x)} points and y {len(y)}"
+            )
+        if not (y[0] >= 0.0 and y[-1] <= 1.0):
+            raise PolicyError("parameters.probability.isotonic.y must lie within [0, 1]")
+    if probability["p_low"] > probability["p_high"]:
+        raise PolicyError(
+            f"parameters.probability.p_low ({probability['p_low']:g}) must not exceed "
+            f"p_high ({probability['p_high']:g})"
+        )
+
+
 SCORE_POLICY = PolicyKind(
     capability="score",
     version_key="score_policy_version",
@@ -89,8 +158,15 @@ SCORE_POLICY = PolicyKind(
             "huge_doc_sparse": {"total_chunks_at_least": Number(0.0), "coverage_ratio_below": UNIT},
             "ambiguous_candidate": {"ratio_at_least": UNIT},
         },
+        # issue 24: P(good answer) mapped from the best OverallScore, fitted by `calibrate`
+        "probability": Omissible(PROBABILITY),
     },
-    cross_checks=(_weights_sum_to_one, _thresholds_ordered, _normalisation_complete),
+    cross_checks=(
+        _weights_sum_to_one,
+        _thresholds_ordered,
+        _normalisation_complete,
+        _probability_consistent,
+    ),
 )
 
 

@@ -3,7 +3,7 @@ queries.sql decides per query; each stage is a named CTE that `duckscore sql sco
 
 from __future__ import annotations
 
-from ..core.errors import InputError
+from ..core.errors import InputError, PolicyError
 from ..core.policy import Policy
 from ..core.render import ColumnParameter, RenderedSQL, ident, render
 from ..core.session import Destination, Session
@@ -22,18 +22,25 @@ STAGES = (
     "scored_parents",
     "per_query",
     "all_queries",
+    "probabilities",  # only with a probability map (issue 24)
     "decisions",
     "contract",
 )
-CONTRACT_COLUMNS = (
-    "query_id",
-    "best_parent_id",
-    "best_overall_score",
-    "confidence_level",
-    "top2_ratio",
-    "need_hitl",
-    "web_fallback",
-)
+
+
+def query_columns(policy: Policy) -> tuple[str, ...]:
+    """queries.parquet's columns: the contract's flat ones, p_good when the policy maps to it."""
+    with_probability = ("p_good",) if "probability" in policy.parameters else ()
+    return (
+        "query_id",
+        "best_parent_id",
+        "best_overall_score",
+        *with_probability,
+        "confidence_level",
+        "top2_ratio",
+        "need_hitl",
+        "web_fallback",
+    )
 
 
 def render_parents(
@@ -75,6 +82,11 @@ def render_queries(
 
 def render_stage(policy: Policy, stage: str, top_n: int = 5) -> RenderedSQL:
     """One stage of STAGES as a query over a table or view named parent_features."""
+    if stage == "probabilities" and "probability" not in policy.parameters:
+        raise PolicyError(
+            f"stage probabilities: policy {policy.version} has no probability map "
+            "(`duckscore calibrate` fits one)"
+        )
     if STAGES.index(stage) <= STAGES.index("scored_parents"):
         return render_parents(policy, final=stage)
     return render_queries(policy, top_n, standalone=True, with_query_ids=False, final=stage)
@@ -116,9 +128,9 @@ def create_score_tables(
     )
 
 
-def write_score_outputs(out: Destination) -> None:
+def write_score_outputs(out: Destination, policy: Policy) -> None:
     """parents.parquet, queries.parquet and contract.jsonl from the tables create_score_tables made."""
-    flat = ", ".join(CONTRACT_COLUMNS)
+    flat = ", ".join(query_columns(policy))
     out.copy("parents.parquet", "SELECT * FROM scored_parents ORDER BY query_id, rank")
     out.copy("queries.parquet", f"SELECT {flat} FROM score_contract ORDER BY query_id")
     out.copy("contract.jsonl", "SELECT * FROM score_contract ORDER BY query_id")

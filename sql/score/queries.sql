@@ -4,9 +4,13 @@ and HITL (§8.1), web fallback (§8.2, including queries with no candidates), th
 the top-N parents. Reads `inputs.scored_parents` (materialised by the runner), or, when
 `standalone` is true, computes it from `inputs.parent_features` in the same statement.
 With `inputs.query_ids` set, every query listed there gets a row even without candidates.
+A policy with a `probability` map (issue 24, fitted by `duckscore calibrate`) adds the stage
+`probabilities` and `p_good` to the decisions and the contract; without one, neither appears.
 -#}
 {% from 'score/_parent_stages.sql' import parent_stages with context %}
 {% set p = policy %}
+{% set prob = p.get('probability') %}
+{% set zero, one = 0.0 | lit, 1.0 | lit %}
 WITH
 {% if standalone %}
 {{ parent_stages() }},
@@ -37,15 +41,65 @@ all_queries AS (
     SELECT query_id FROM {{ inputs.query_ids | ident }}
 {% endif %}
 ),
+{% if prob %}
+probabilities AS (
+    -- P(good answer) from the best OverallScore (0 for a query without candidates)
+    SELECT
+        s.query_id,
+{% if prob.method == 'platt' %}
+        -- logistic of the logit, in the form whose exp() cannot overflow
+        CASE
+            WHEN s.logit >= 0 THEN {{ one }} / ({{ one }} + exp(-s.logit))
+            ELSE exp(s.logit) / ({{ one }} + exp(s.logit))
+        END AS p_good
+    FROM (
+        SELECT
+            a.query_id,
+            {{ prob.platt.intercept | lit }}
+            + {{ prob.platt.best_overall_score | lit }} * coalesce(q.best_overall_score, {{ zero }})
+            + {{ prob.platt.top2_ratio | lit }} * coalesce(q.top2_ratio, {{ zero }}) AS logit
+        FROM all_queries AS a
+        LEFT JOIN per_query AS q ON q.query_id = a.query_id
+    ) AS s
+{% else %}
+{% set x, y = prob.isotonic.x, prob.isotonic.y %}
+        -- linear between the breakpoints, constant beyond the first and the last
+        CASE
+            WHEN s.x <= {{ x[0] | lit }} THEN {{ y[0] | lit }}
+            WHEN s.x >= {{ x[-1] | lit }} THEN {{ y[-1] | lit }}
+            ELSE m.y_lo + (m.y_hi - m.y_lo) * (s.x - m.x_lo) / nullif(m.x_hi - m.x_lo, {{ zero }})
+        END AS p_good
+    FROM (
+        SELECT a.query_id, coalesce(q.best_overall_score, {{ zero }}) AS x
+        FROM all_queries AS a
+        LEFT JOIN per_query AS q ON q.query_id = a.query_id
+    ) AS s
+    LEFT JOIN (
+        VALUES
+{% for i in range(x | length - 1) %}
+            ({{ x[i] | lit }}, {{ x[i + 1] | lit }}, {{ y[i] | lit }}, {{ y[i + 1] | lit }}){{ ',' if not loop.last }}
+{% endfor %}
+    ) AS m (x_lo, x_hi, y_lo, y_hi) ON s.x >= m.x_lo AND s.x < m.x_hi
+{% endif %}
+),
+{% endif %}
 decisions AS (
     SELECT
         a.query_id,
         q.best_parent_id,
         q.best_overall_score,
+{% if prob %}
+        pr.p_good,
+{% endif %}
         CASE
+{% if prob and prob.levels_by == 'probability' %}
+            WHEN pr.p_good < {{ prob.p_low | lit }} THEN 'low'
+            WHEN pr.p_good < {{ prob.p_high | lit }} THEN 'medium'
+{% else %}
             WHEN q.best_overall_score IS NULL THEN 'low'
             WHEN q.best_overall_score < {{ p.T_low | lit }} THEN 'low'
             WHEN q.best_overall_score < {{ p.T_high | lit }} THEN 'medium'
+{% endif %}
             ELSE 'high'
         END AS confidence_level,
         q.top2_ratio,
@@ -54,6 +108,9 @@ decisions AS (
         coalesce(q.top_parents, []) AS top_parents
     FROM all_queries AS a
     LEFT JOIN per_query AS q ON q.query_id = a.query_id
+{% if prob %}
+    LEFT JOIN probabilities AS pr ON pr.query_id = a.query_id
+{% endif %}
 ),
 contract AS (
     SELECT
@@ -61,10 +118,17 @@ contract AS (
         query_id,
         best_parent_id,
         best_overall_score,
+{% if prob %}
+        p_good,
+{% endif %}
         confidence_level,
         struct_pack(
             T_low := {{ p.T_low | lit }},
             T_high := {{ p.T_high | lit }},
+{% if prob and prob.levels_by == 'probability' %}
+            p_low := {{ prob.p_low | lit }},
+            p_high := {{ prob.p_high | lit }},
+{% endif %}
             R_hitl := {{ p.R_hitl | lit }}
         ) AS thresholds_used,
         top_parents,

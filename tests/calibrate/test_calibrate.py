@@ -5,6 +5,7 @@ SciFact (policy file, reference quantiles against pandas, report, refusals)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from pathlib import Path
 
@@ -14,7 +15,12 @@ import pandas as pd
 import pytest
 import yaml
 from click.testing import CliRunner
-from sklearn.metrics import roc_auc_score
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.calibration import CalibratedClassifierCV
+from sklearn.frozen import FrozenEstimator
+from sklearn.isotonic import IsotonicRegression
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import brier_score_loss, roc_auc_score
 
 from duckscore.calibrate.ablation import candidate_values, choose
 from duckscore.calibrate.folds import minimum_labels
@@ -232,10 +238,17 @@ def test_calibrated_policy_scores_and_the_report_is_complete(calibrated, tmp_pat
     assert scored.queries == 300
     report = out / "report"
     html = (report / "report.html").read_text(encoding="utf-8")
-    assert html.count("data:image/png;base64,") == 4 and "§9.3 ablation" in html
-    for name in ("score_distributions", "reliability", "risk_coverage", "ablation"):
+    assert html.count("data:image/png;base64,") == 5 and "§9.3 ablation" in html
+    assert "Probability of a good answer" in html
+    for name in (
+        "score_distributions",
+        "reliability",
+        "risk_coverage",
+        "ablation",
+        "probability_reliability",
+    ):
         assert (report / f"{name}.png").read_bytes().startswith(b"\x89PNG")
-    figures = __import__("json").loads((report / "report.json").read_text(encoding="utf-8"))
+    figures = json.loads((report / "report.json").read_text(encoding="utf-8"))
     assert figures["ablation"][0]["parameter"] == "base"
     assert {"auto_rate", "hitl_rate", "web_fallback_rate"} <= set(
         figures["cross_validated"]["routing"]["all"]
@@ -363,3 +376,107 @@ def test_score_with_overall_v2_names_a_missing_evidence_column(tmp_path: Path) -
     ):
         score(features.drop(columns=["score_lead"]), tmp_path / "out", "overall_v2")
     assert not (tmp_path / "out").exists()
+
+
+class _BestScore(ClassifierMixin, BaseEstimator):
+    """A classifier whose decision function is its first feature: the calibrated best score."""
+
+    def fit(self, x: np.ndarray, y: np.ndarray) -> _BestScore:
+        self.classes_ = np.array([0, 1])
+        return self
+
+    def decision_function(self, x: np.ndarray) -> np.ndarray:
+        return np.asarray(x)[:, 0]
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return (self.decision_function(x) >= 0.5).astype(int)
+
+
+def _sklearn_p_good(method: str, features: list[str], train: pd.DataFrame, test: pd.DataFrame):
+    """scikit-learn's probability for the held-out queries, fitted on the training decisions."""
+    x_train, x_test = (f[features].fillna(0.0).to_numpy() for f in (train, test))
+    y = (train["label"] == "good").to_numpy(dtype=int)
+    if features == ["best_overall_score"]:
+        frozen = FrozenEstimator(_BestScore().fit(x_train, y))
+        calibrated = CalibratedClassifierCV(frozen, method=method).fit(x_train, y)
+        return calibrated.predict_proba(x_test)[:, 1]
+    # Platt on two features: logistic regression on Platt's targets as sample weights
+    positives, negatives = y.sum(), len(y) - y.sum()
+    target = np.where(y == 1, (positives + 1) / (positives + 2), 1 / (negatives + 2))
+    model = LogisticRegression(C=np.inf, tol=1e-12, max_iter=10_000).fit(
+        np.vstack([x_train, x_train]),
+        np.r_[np.ones(len(y)), np.zeros(len(y))],
+        sample_weight=np.r_[target, 1 - target],
+    )
+    return model.predict_proba(x_test)[:, 1]
+
+
+def _ece(p: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
+    k = np.minimum(np.floor(p * bins), bins - 1)
+    return sum(abs(y[k == b].sum() - p[k == b].sum()) for b in range(bins)) / len(p)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("calibrated")  # its module fixture computed once, on one worker
+def test_p_good_equals_scikit_learn_on_the_same_folds(calibrated) -> None:
+    """Issue 24: each fold's map fitted by scikit-learn (CalibratedClassifierCV, or logistic
+    regression when the top-2 ratio joined) on the same training decisions gives the held-out
+    p_good the score SQL computed; the report's Brier and ECE are those of scikit-learn's."""
+    out, result = calibrated
+    report = json.loads((out / "report" / "report.json").read_text(encoding="utf-8"))
+    probability = report["probability"]
+    assert probability["method"] == "platt"  # auto: 300 labels are fewer than 1,000
+    held_out = result.predictions[result.predictions["fit"] != "all"]
+    training = result.probability_training
+    oracle = []
+    for fit, test in held_out.groupby("fit"):
+        train = training[training["fit"] == fit]
+        assert set(train.query_id).isdisjoint(test.query_id)
+        expected = _sklearn_p_good("sigmoid", probability["features"], train, test)
+        np.testing.assert_allclose(test["p_good"], expected, atol=1e-6)
+        oracle.append((expected, (test["label"] == "good").to_numpy(dtype=float)))
+    p, y = (np.concatenate(parts) for parts in zip(*oracle))
+    cv = probability["cross_validated"]
+    assert math.isclose(cv["brier"], brier_score_loss(y, p), abs_tol=1e-6)
+    assert math.isclose(cv["ece"], _ece(p, y), abs_tol=1e-6)
+    base_rate = np.concatenate(
+        [
+            np.full(len(test), (training[training.fit == fit].label == "good").mean())
+            for fit, test in held_out.groupby("fit")
+        ]
+    )
+    assert math.isclose(
+        probability["cross_validated_base_rate_brier"], brier_score_loss(y, base_rate), rel_tol=1e-9
+    )
+    assert cv["brier"] < probability["cross_validated_base_rate_brier"]
+    floor = probability["ece_of_perfect_calibration"]
+    assert 0 < floor["ece_mean"] < floor["ece_p95"] and floor["simulations"] == 1000
+    # the policy file's own map scores every query as its in-sample fit says
+    policy = load_policy(SCORE_POLICY, str(out / "policy.yaml"))
+    in_sample = result.predictions[result.predictions["fit"] == "all"]
+    expected = _sklearn_p_good(
+        "sigmoid", probability["features"], training[training.fit == "all"], in_sample
+    )
+    np.testing.assert_allclose(in_sample["p_good"], expected, atol=1e-6)
+    assert policy.parameters["probability"]["method"] == "platt"
+
+
+def test_isotonic_map_equals_scikit_learn() -> None:
+    """fit_isotonic's breakpoints interpolate to IsotonicRegression's predictions (ties pooled,
+    clipped beyond the ends), and CalibratedClassifierCV's isotonic method, on random scores."""
+    from duckscore.calibrate.probability import Variant, apply_map, fit_map
+
+    rng = np.random.default_rng(7)
+    for n in (2, 15, 300):
+        train = pd.DataFrame({"best_overall_score": np.round(rng.random(n), 2)})
+        train["label"] = np.where(rng.random(n) < train.best_overall_score, "good", "bad")
+        grid = pd.DataFrame({"best_overall_score": np.linspace(-0.2, 1.2, 701)})
+        block = fit_map(Variant("isotonic", ("best_overall_score",)), train)
+        y = (train.label == "good").to_numpy(dtype=int)
+        regression = IsotonicRegression(out_of_bounds="clip").fit(train.best_overall_score, y)
+        np.testing.assert_allclose(
+            apply_map(block, grid), regression.predict(grid.best_overall_score), atol=1e-12
+        )
+        if n >= 15:  # CalibratedClassifierCV splits 5 ways (a frozen estimator: no effect)
+            expected = _sklearn_p_good("isotonic", ["best_overall_score"], train, grid)
+            np.testing.assert_allclose(apply_map(block, grid), expected, atol=1e-12)

@@ -235,6 +235,18 @@ def test_the_two_commands_are_the_ci_and_makefile_ones() -> None:
     assert "make test" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
 
 
+def test_the_readme_shows_the_demo_docs_demo_runs() -> None:
+    """The README shows `duckscore demo` without running it again (it calibrates a policy: 15 s):
+    what it shows must be the output docs/demo.md runs and checks."""
+    command = "duckscore demo --out demo\n"
+    readme = blocks((ROOT / "README.md").read_text(encoding="utf-8"))
+    [shown] = [b for b in readme if b.kind == "text" and b.text.startswith(f"$ {command}")]
+    page = blocks((ROOT / "docs" / "demo.md").read_text(encoding="utf-8"))
+    [at] = [i for i, b in enumerate(page) if b.kind == "sh" and b.text == command]
+    assert page[at + 1].kind == "text" and "output" in page[at + 1].tags
+    assert shown.text == f"$ {command}{page[at + 1].text}"
+
+
 def test_every_command_has_a_page() -> None:
     from duckscore.cli import cli
 

@@ -33,7 +33,7 @@ DEPENDS_ON: dict[str, set[str]] = {
     "export": BASE,  # decisions for other tools, read from output folders
     "run": BASE | {"fuse", "score"},
     "calibrate": BASE | {"fuse", "score", "metrics"},
-    "demo": BASE | {"run", "metrics", "bids"},
+    "demo": BASE | {"run", "score", "metrics", "calibrate", "bids"},
     "engines": BASE | {"run", "fuse", "score"},
     "pack": BASE | {"fuse", "score", "instincts", "metrics", "answers"},
     "api": BASE | {"fuse", "score", "run", "answers", "metrics", "pack"},

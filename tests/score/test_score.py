@@ -107,8 +107,15 @@ def test_printed_sql_gives_the_same_contract_as_the_runner(scored: Path, feature
 
 
 @pytest.mark.parametrize("stage", SCORE_STAGES)
-def test_each_stage_runs_on_its_own(stage: str, features: Path) -> None:
-    result = CliRunner().invoke(cli, ["sql", "score", "--stage", stage])
+def test_each_stage_runs_on_its_own(stage: str, features: Path, tmp_path: Path) -> None:
+    mapped = tmp_path / "mapped.yaml"  # `probabilities` is a stage of a policy with a map
+    mapped.write_text(
+        "score_policy_version: mapped\nextends: overall_v1\nparameters:\n  probability:\n"
+        "    {method: platt, platt: {intercept: -3.0, best_overall_score: 5.0, top2_ratio: 0.0},\n"
+        "     levels_by: score, p_low: 0.5, p_high: 0.85}\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(cli, ["sql", "score", "--stage", stage, "--policy", str(mapped)])
     assert result.exit_code == 0, result.output
     con = duckdb.connect()
     con.execute(f"CREATE VIEW parent_features AS SELECT * FROM read_parquet('{features}')")

@@ -1,0 +1,122 @@
+"""The report's part on p_good (issue 24): its figures on held-out and in-sample queries, the
+base rate's Brier score, the ECE a perfectly calibrated map would show, and its HTML section.
+Every number comes from SQL (compute_metrics, sql/calibrate/ece_consistency.sql)."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import pandas as pd
+
+from ..common.report_html import cell, image, table
+from ..core.render import render
+from ..core.session import Session
+from .calibration_metrics import compute_metrics
+
+PROBABILITY_ECE_TARGET = 0.05
+ECE_SIMULATIONS = 1000
+
+
+def _figures_of(session: Session, frame: pd.DataFrame) -> dict[str, Any]:
+    session.con.register("report_p_good", frame[["query_id", "score", "outcome", "level"]])
+    try:
+        return compute_metrics(session.con, "report_p_good", bootstrap=0, seed=0)
+    finally:
+        session.con.unregister("report_p_good")
+
+
+def ece_consistency(session: Session, held_out: pd.DataFrame, seed: int) -> dict[str, Any]:
+    """The ECE a perfectly calibrated p_good would show on these queries: mean and P95 over
+    redrawn outcomes (sql/calibrate/ece_consistency.sql)."""
+    session.con.register("report_probabilities", held_out.assign(score=held_out["p_good"]))
+    try:
+        [row] = session.rows(
+            render(
+                "calibrate/ece_consistency.sql",
+                inputs={"predictions": "report_probabilities"},
+                bins=10,
+                simulations=ECE_SIMULATIONS,
+                seed=seed,
+                final="consistency",
+            )
+        )
+    finally:
+        session.con.unregister("report_probabilities")
+    return row
+
+
+def probability_figures(
+    session: Session, decisions: pd.DataFrame, fitted: dict[str, Any], seed: int
+) -> dict[str, Any]:
+    """p_good against the label `good`: Brier, ECE, reliability bins and AUROC, in-sample and on
+    held-out queries, beside the Brier score of each fold's training base rate (a constant) and
+    the ECE sampling alone gives a perfectly calibrated map on as many queries."""
+    frame = decisions.assign(
+        outcome=(decisions["label"] == "good").astype(int), level=decisions["confidence_level"]
+    )
+    held_out = frame[frame["fit"] != "all"]
+
+    def figures(scored: pd.DataFrame, score: pd.Series) -> dict[str, Any]:
+        found = _figures_of(session, scored.assign(score=score))
+        keys = ("n", "auroc", "brier", "ece", "bins")
+        return {k: found[k] for k in keys} | {"base_rate": found["accuracy"]["value"]}
+
+    cross_validated = figures(held_out, held_out["p_good"])
+    base_rate = figures(held_out, held_out["fit"].map(fitted["training_base_rate"]))
+    consistency = ece_consistency(session, held_out, seed)
+    targets = {
+        "ece_at_most": {"value": cross_validated["ece"], "target": PROBABILITY_ECE_TARGET},
+        "brier_below_base_rate": {"value": cross_validated["brier"], "target": base_rate["brier"]},
+        "ece_within_perfect_calibration_p95": {
+            "value": cross_validated["ece"],
+            "target": consistency["ece_p95"],
+        },
+    }
+    for name, check in targets.items():
+        check["met"] = (
+            check["value"] <= check["target"]
+            if name.endswith("at_most")
+            else check["value"] < check["target"]
+        )
+    in_sample = frame[frame["fit"] == "all"]
+    return fitted | {
+        "outcome": "label good",
+        "cross_validated": cross_validated,
+        "cross_validated_base_rate_brier": base_rate["brier"],
+        "ece_of_perfect_calibration": consistency,
+        "in_sample": figures(in_sample, in_sample["p_good"]),
+        "targets": targets,
+    }
+
+
+def probability_section(probability: dict[str, Any] | None, figures: dict[str, bytes]) -> str:
+    """The p_good part of the report: the map's choice, its figures, its reliability diagram."""
+    if probability is None:
+        return ""
+    cv, ins = probability["cross_validated"], probability["in_sample"]
+    rows = [
+        [scope, f["n"], f["base_rate"], f["brier"], f["ece"], f["auroc"]]
+        for scope, f in (("cross-validated", cv), ("in-sample", ins))
+    ]
+    variant_rows = [[name, value] for name, value in probability["held_out_brier"].items()]
+    target_rows = [
+        [name, t["value"], t["target"], "met" if t["met"] else "not met"]
+        for name, t in probability["targets"].items()
+    ]
+    return f"""<h2>Probability of a good answer: <code>p_good</code></h2>
+<p>Method <b>{html.escape(probability["method"])}</b> on
+{html.escape(", ".join(probability["features"]))}, fitted on each fit's training queries (the
+features chosen by the held-out Brier score below). A constant prediction of each fold's training
+base rate has a cross-validated Brier score of
+{cell(probability["cross_validated_base_rate_brier"])}.</p>
+<p>ECE is noisy on few queries: with these predictions and outcomes drawn from them (a perfectly
+calibrated map), sampling alone gives an ECE of
+{cell(probability["ece_of_perfect_calibration"]["ece_mean"])} on average and
+{cell(probability["ece_of_perfect_calibration"]["ece_p95"])} at the 95th percentile
+({probability["ece_of_perfect_calibration"]["simulations"]} draws).</p>
+{table(["figure", "cross-validated", "target", ""], target_rows)}
+{table(["scope", "n", "share good", "Brier", "ECE", "AUROC"], rows)}
+{table(["candidate map", "held-out Brier"], variant_rows)}
+{image(figures["probability_reliability"], "reliability diagram of p_good")}
+"""
