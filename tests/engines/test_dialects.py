@@ -199,19 +199,30 @@ def _check(
     assert problem is None, f"{rendered.template} on {engine}: {problem}"
 
 
+# a probability map (issue 24): breakpoints in a VALUES table, levels by p_good
+ISOTONIC_MAP = [
+    "probability={method: isotonic, isotonic: {x: [0.2, 0.5, 0.9], y: [0.1, 0.4, 0.95]}, "
+    "levels_by: probability, p_low: 0.3, p_high: 0.8}"
+]
 SCORE_CASES = [
-    (policy, features)
-    for policy in ("overall_v1", "overall_v2")
-    for features in ("scifact", "edge")
+    *(
+        (policy, features, [])
+        for policy in ("overall_v1", "overall_v2")
+        for features in ("scifact", "edge")
+    ),
+    ("overall_v1", "edge", ISOTONIC_MAP),
 ]
 
 
 @pytest.mark.parametrize(
-    ("engine", "policy", "features"), on_engines(SCORE_CASES, [("overall_v1", "scifact")])
+    ("engine", "policy", "features", "overrides"),
+    on_engines(SCORE_CASES, [("overall_v1", "scifact", [])]),
 )
-def test_score_on(engine: str, policy: str, features: str, tables, request) -> None:
+def test_score_on(
+    engine: str, policy: str, features: str, overrides: list[str], tables, request
+) -> None:
     server = request.getfixturevalue(engine)
-    loaded = load_policy(SCORE_POLICY, policy, [])
+    loaded = load_policy(SCORE_POLICY, policy, overrides)
     inputs = {"parent_features": f"{features}_features"}
     _check(engine, tables, inputs, render_parents(loaded), ("query_id", "parent_id"), server)
     _check(
