@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from .app import DuckscoreGroup, cli
 from .options import OutputPath, db_option, now_option
 
+if TYPE_CHECKING:
+    from ..instincts.workspace import Store
+
 
 @cli.group(cls=DuckscoreGroup)
 def instincts() -> None:
-    """Seed 004: composite confidence of learned behaviours in a DuckDB store — update rules,
-    weekly decay, tiers, dashboard."""
+    """Seed 004: composite confidence of learned behaviours in a store — a DuckDB file, or a
+    PostgreSQL database for many writers — update rules, weekly decay, tiers, dashboard."""
 
 
 @instincts.command("init")
@@ -26,11 +30,13 @@ def instincts() -> None:
     metavar="NAME|PATH",
     help="The instinct policy the store is bound to (its composite column uses its weights).",
 )
-def instincts_init(db: Path, policy: str) -> None:
-    """Create the store (the seed's four tables) or check an existing one is up to date."""
+def instincts_init(db: Store, policy: str) -> None:
+    """Create the store (the seed's four tables) or check an existing one is up to date; on
+    PostgreSQL by versioned migrations, recorded in duckscore_migrations."""
     from ..instincts.store import init_store
+    from ..instincts.workspace import shown
 
-    click.echo(f"{db}: {init_store(db, policy)}")
+    click.echo(f"{shown(db)}: {init_store(db, policy)}")
 
 
 @instincts.command("ingest")
@@ -49,7 +55,7 @@ def instincts_init(db: Path, policy: str) -> None:
 )
 @now_option
 def instincts_ingest(
-    db: Path, new_instincts: str | None, events: str | None, now: dt.datetime | None
+    db: Store, new_instincts: str | None, events: str | None, now: dt.datetime | None
 ) -> None:
     """Add instincts and apply events in event order, in one transaction (UPDATE_RULES deltas,
     clamped to [0, 1] after each event; a history row per event)."""
@@ -61,10 +67,32 @@ def instincts_ingest(
     click.echo(", ".join(f"{value:,} {name.replace('_', ' ')}" for name, value in counts.items()))
 
 
+@instincts.command("migrate")
+@click.option(
+    "--from",
+    "source",
+    required=True,
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="The DuckDB store to copy.",
+)
+@click.option(
+    "--to", "target", required=True, metavar="URL", help="A new PostgreSQL store: postgresql://…"
+)
+def instincts_migrate(source: Path, target: str) -> None:
+    """Copy a DuckDB store — instincts, applications, evidence, history, ingested event ids,
+    decay weeks, its policy — into a new, empty PostgreSQL store, in one transaction."""
+    from ..instincts.store import migrate_store
+    from ..instincts.workspace import shown
+
+    copied = migrate_store(source, target)
+    rows = ", ".join(f"{count:,} {table}" for table, count in copied.items())
+    click.echo(f"{source} -> {shown(target)}: {rows}")
+
+
 @instincts.command("recompute")
 @db_option
 @now_option
-def instincts_recompute(db: Path, now: dt.datetime | None) -> None:
+def instincts_recompute(db: Store, now: dt.datetime | None) -> None:
     """Overwrite the three scores with their values from the counts (frequency bins, Wilson lower
     bound, the human score's loop); a history row for each instinct that changes."""
     from ..instincts.store import recompute
@@ -76,7 +104,7 @@ def instincts_recompute(db: Path, now: dt.datetime | None) -> None:
 @instincts.command("decay")
 @db_option
 @now_option
-def instincts_decay(db: Path, now: dt.datetime | None) -> None:
+def instincts_decay(db: Store, now: dt.datetime | None) -> None:
     """The weekly job: decay the inactive, deprecate below the threshold, delete the deprecated
     after 30 days. Once per ISO week of --now; transactional."""
     from ..instincts.store import decay
@@ -98,7 +126,7 @@ def instincts_decay(db: Path, now: dt.datetime | None) -> None:
 @click.option(
     "--format", "fmt", type=click.Choice(["table", "jsonl"]), default="table", show_default=True
 )
-def instincts_top(db: Path, tier: str | None, limit: int, fmt: str) -> None:
+def instincts_top(db: Store, tier: str | None, limit: int, fmt: str) -> None:
     """Active instincts by composite confidence, with tier and injection method."""
     from ..instincts.store import top
 
@@ -114,7 +142,7 @@ def instincts_top(db: Path, tier: str | None, limit: int, fmt: str) -> None:
 @db_option
 @click.option("--out", "out_dir", required=True, type=OutputPath(file_okay=False, path_type=Path))
 @click.option("--limit", default=12, show_default=True, type=click.IntRange(min=1))
-def instincts_report(db: Path, out_dir: Path, limit: int) -> None:
+def instincts_report(db: Store, out_dir: Path, limit: int) -> None:
     """The dashboard: radar charts of the three scores and confidence trends, in report.html."""
     from ..instincts.report import write_report
 

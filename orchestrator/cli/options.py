@@ -334,13 +334,29 @@ def run_and_qrels_options(command: F) -> F:
     )(qrels_option(command))
 
 
+class StoreLocation(click.ParamType):  # type: ignore[type-arg]
+    """An instinct store: a postgresql:// (or postgres://) URL, kept as given, or a DuckDB file."""
+
+    name = "FILE|URL"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        text = str(value)
+        if text.startswith(("postgresql://", "postgres://")):
+            return text
+        if Path(text).is_dir():
+            self.fail(f"{text!r} is a folder, not a DuckDB database file", param, ctx)
+        return Path(text)
+
+
 def db_option(command: F) -> F:
     """--db: the instinct store."""
     return click.option(
         "--db",
         required=True,
-        type=click.Path(dir_okay=False, path_type=Path),
-        help="The store: a DuckDB database file.",
+        type=StoreLocation(),
+        help="The store: a DuckDB database file (one writer process), or a PostgreSQL "
+        "database, postgresql://[user[:password]@][host][:port]/dbname[?param=value…] "
+        "(many writers).",
     )(command)
 
 

@@ -21,9 +21,10 @@ from ..core.outputs import atomic_output_dir, write_json
 from ..core.policy import Policy
 from ..core.session import Session
 from ..core.version import __version__
+from . import postgres
 from .charts import FIGURES, TREND_SERIES, draw_figures, shorten
 from .scores import render_confidence
-from .store import open_store, store_policy
+from .workspace import Store, open_workspace
 
 # The seed's captions of its five tiers (its "可视化" of the application policies); a store whose
 # policy names other tiers shows the policy's names only.
@@ -81,7 +82,7 @@ ORDER BY g.instinct_id, g.week_start
 
 
 def write_report(
-    db: Path, out_dir: Path, limit: int = 12, now: dt.datetime | None = None
+    db: Store, out_dir: Path, limit: int = 12, now: dt.datetime | None = None
 ) -> dict[str, Any]:
     """Write out_dir/report.html, report.json and the charts (radar.png, trends.png) of the store
     `db`: the top `limit` active instincts by composite (composite desc, then id). Returns the
@@ -89,13 +90,12 @@ def write_report(
     if limit < 1:
         raise InputError(f"--limit {limit}: must be at least 1")
     moment = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
-    with open_store(db) as con:
-        policy = store_policy(con, db)
-        report = build_report(Session(connection=con), policy, limit)
+    with open_workspace(db, read_all=True) as work:
+        report = build_report(Session(connection=work.con), work.policy, limit)
     report = {
         "generated_at": moment.isoformat(timespec="seconds"),
         "duckscore_version": __version__,
-        "store": str(db),
+        "store": postgres.describe(str(db)) if postgres.is_postgres(db) else str(db),
     } | report
     figures = draw_figures(report)
     report["figures"] = [f"{name}.png" for name in figures]

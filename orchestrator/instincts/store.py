@@ -1,18 +1,16 @@
-"""`duckscore instincts`: seed 004's composite confidence of learned behaviours, kept in a DuckDB
-store with the seed's tables, its update rules, the weekly decay job and the tiers an agent reads.
+"""`duckscore instincts`: seed 004's composite confidence of learned behaviours, kept in a store
+with the seed's tables, its update rules, the weekly decay job and the tiers an agent reads.
 
-The store functions (`init_store`, `ingest`, `recompute`, `decay`, `top`) run the policy's SQL
-(instincts/scores.py) inside one transaction on the database file, so a failure or an
-interruption leaves the store as it was.
+The store is a DuckDB database file (one writer process) or a PostgreSQL database (many; see
+instincts/postgres.py). The store functions (`init_store`, `ingest`, `recompute`, `decay`, `top`)
+run the policy's SQL (instincts/scores.py) in DuckDB — on the file, or on a workspace holding the
+PostgreSQL rows the command needs — inside one transaction, so a failure or an interruption
+leaves the store as it was.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,13 +19,24 @@ import duckdb
 import pandas as pd
 
 from ..core.errors import DuckscoreError, InputError
-from ..core.policy import Policy, canonical_json, load_policy, policy_from_parameters
+from ..core.policy import Policy, canonical_json, load_policy
 from ..core.render import ident, lit, render
 from ..core.session import Session
 from ..core.tables import OpenedInput
+from . import postgres
 from .policy import INSTINCT_POLICY
 from .scores import render_confidence, render_replay, render_scores
 from .tables import EVENTS, NEW_INSTINCTS
+from .workspace import (
+    Store,
+    has_table,
+    open_store,
+    open_workspace,
+    policy_from_record,
+    shown,
+    store_value,
+    transaction,
+)
 
 SCHEMA_VERSION = "1"
 # a store named like a data file would be read as one by every other tool (and by `--db` users)
@@ -35,65 +44,21 @@ DATA_FILE_SUFFIXES = {".parquet", ".pq", ".csv", ".tsv", ".json", ".jsonl", ".nd
 NIL_SESSION = "00000000-0000-0000-0000-000000000000"  # the seed's applications need a session id
 
 
-@contextmanager
-def open_store(
-    db: Path, create: bool = False, wait_seconds: float = 10.0
-) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A connection to the store file. Another process holding it: wait up to `wait_seconds`,
-    then one clear error; the store is never opened twice for writing."""
-    if not create and not db.is_file():
-        raise InputError(
-            f"--db {db}: no such store (create it with `duckscore instincts init --db {db}`)"
-        )
-    deadline = time.monotonic() + wait_seconds
-    while True:
-        try:
-            con = duckdb.connect(str(db))
-            break
-        except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower():
-                raise InputError(f"--db {db}: cannot open: {str(exc).splitlines()[0]}") from None
-            if time.monotonic() >= deadline:
-                holder = (
-                    str(exc).split("(PID", 1)[1].split(")")[0].strip()
-                    if "(PID" in str(exc)
-                    else "?"
-                )
-                raise DuckscoreError(
-                    f"--db {db}: the store is in use by another process (PID {holder}); "
-                    f"waited {wait_seconds:g} s"
-                ) from None
-            time.sleep(0.2)
-    try:
-        con.execute("SET TimeZone = 'UTC'")
-        yield con
-    finally:
-        con.close()
-
-
-@contextmanager
-def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
-    con.execute("BEGIN TRANSACTION")
-    try:
-        yield
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")
-
-
-def init_store(db: Path, policy: str = "instinct_v1") -> str:
+def init_store(db: Store, policy: str = "instinct_v1") -> str:
     """Create (or migrate) the store; records the schema version and the policy it uses."""
+    loaded = load_policy(INSTINCT_POLICY, policy)
+    if postgres.is_postgres(db):
+        return _init_postgres(str(db), canonical_json(loaded.as_record()), loaded.parameters)
+    db = Path(db)
     if db.suffix.lower() in DATA_FILE_SUFFIXES:
         raise InputError(
             f"--db {db}: the store is a DuckDB database, not a {db.suffix} data file; give it a "
             "name such as instincts.duckdb"
         )
-    loaded = load_policy(INSTINCT_POLICY, policy)
     ddl = render("instincts/schema.sql", policy=loaded.parameters)
     db.parent.mkdir(parents=True, exist_ok=True)
     with open_store(db, create=True) as con, transaction(con):
-        found = _store_value(con, "schema_version") if _has_table(con, "duckscore_store") else None
+        found = store_value(con, "schema_version") if has_table(con, "duckscore_store") else None
         if found is not None and found != SCHEMA_VERSION:
             raise DuckscoreError(
                 f"--db {db}: schema version {found}, this duckscore knows {SCHEMA_VERSION}"
@@ -101,7 +66,7 @@ def init_store(db: Path, policy: str = "instinct_v1") -> str:
         session = Session(connection=con)
         for statement in (s for s in ddl.text.split(";") if s.strip()):
             session.execute(statement, rendered=ddl)
-        stored_policy = _store_value(con, "policy")
+        stored_policy = store_value(con, "policy")
         if stored_policy is not None and stored_policy != canonical_json(loaded.as_record()):
             raise DuckscoreError(
                 f"--db {db}: the store was created with another policy; "
@@ -114,33 +79,66 @@ def init_store(db: Path, policy: str = "instinct_v1") -> str:
     return "created" if found is None else "up to date"
 
 
-def store_policy(con: duckdb.DuckDBPyConnection, db: Path) -> Policy:
-    raw = _store_value(con, "policy") if _has_table(con, "duckscore_store") else None
-    if raw is None:
-        raise InputError(
-            f"--db {db}: not a duckscore instincts store (run `duckscore instincts init`)"
-        )
-    record = json.loads(raw)
-    return policy_from_parameters(
-        INSTINCT_POLICY,
-        record["instinct_policy_version"],
-        record["parameters"],
-        source=f"store {db}",
-    )
+def migrate_store(source: Path, target: str) -> dict[str, int]:
+    """Copy the DuckDB store `source` into a new PostgreSQL store `target` (created, or empty),
+    its policy, rows and history unchanged, in one transaction; the rows copied per table."""
+    if not postgres.is_postgres(target):
+        raise InputError(f"--to {target}: expected a postgresql:// URL")
+    with open_store(source) as con:
+        record = store_value(con, "policy") if has_table(con, "duckscore_store") else None
+        if record is None:
+            raise InputError(f"--from {source}: not a duckscore instincts store")
+        _init_postgres(target, record, policy_from_record(record, str(source)).parameters)
+        tables = [t for t in postgres.TABLE_KEYS if t != "duckscore_store"]
+        with postgres.connect(target) as pg:
+
+            def attempt() -> dict[str, int]:
+                pg.execute("SELECT pg_advisory_xact_lock(%s)", [postgres.INIT_LOCK])
+                filled = [
+                    t
+                    for t in tables
+                    if pg.execute(f"SELECT EXISTS (SELECT 1 FROM {ident(t)})").fetchone()[0]
+                ]
+                if filled:
+                    raise InputError(
+                        f"--to {shown(target)}: the store already holds {filled[0]}; "
+                        "migrate copies into a new, empty store"
+                    )
+                loan = postgres.Loan(pg, con)
+                loan.lend_nothing(tables)
+                loan.write_back()
+                return {t: _count(con, t) for t in tables}
+
+            return postgres.retrying(pg, attempt)
 
 
-def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    row = Session(connection=con).first_row(
-        f"SELECT count(*) FROM duckdb_tables() WHERE table_name = {lit(name)}"
-    )
-    return bool(row and row[0])
+def _count(con: duckdb.DuckDBPyConnection, table: str) -> int:
+    row = con.execute(f"SELECT count(*) FROM {ident(table)}").fetchone()
+    return int(row[0]) if row else 0
 
 
-def _store_value(con: duckdb.DuckDBPyConnection, key: str) -> str | None:
-    row = Session(connection=con).first_row(
-        f"SELECT value FROM duckscore_store WHERE key = {lit(key)}"
-    )
-    return row[0] if row else None
+def _init_postgres(dsn: str, record: str, parameters: dict[str, Any]) -> str:
+    """The seed's schema by migration (under an advisory lock, so two inits cannot race), then
+    the schema version and the policy, as on a DuckDB store."""
+    with postgres.connect(dsn) as pg:
+
+        def attempt() -> str:
+            pg.execute("SELECT pg_advisory_xact_lock(%s)", [postgres.INIT_LOCK])
+            applied = postgres.migrate_schema(pg, parameters)
+            row = pg.execute("SELECT value FROM duckscore_store WHERE key = 'policy'").fetchone()
+            if row is not None and row[0] != record:
+                raise DuckscoreError(
+                    f"--db {postgres.describe(dsn)}: the store was created with another policy; "
+                    "its composite column is bound to it"
+                )
+            pg.execute(
+                "INSERT INTO duckscore_store VALUES ('schema_version', %s), ('policy', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                [SCHEMA_VERSION, record],
+            )
+            return "created" if applied and applied[0].version == 1 else "up to date"
+
+        return postgres.retrying(pg, attempt)
 
 
 def _now_literal(now: dt.datetime | None) -> str:
@@ -155,26 +153,57 @@ HISTORY_INSERT = (
 
 
 def ingest(
-    db: Path,
+    db: Store,
     events: Any | None = None,
     new_instincts: Any | None = None,
     now: dt.datetime | None = None,
 ) -> dict[str, int]:
     """Add instincts and apply events (UPDATE_RULES) in one transaction; event ids already
     ingested are skipped, so re-running an ingest changes nothing."""
-    with open_store(db) as con:
-        policy = store_policy(con, db)
+    with open_workspace(db) as work:
         at = _now_literal(now)
-        counts = {"instincts_added": 0, "events_applied": 0, "events_skipped": 0}
-        session = Session(connection=con)
-        with transaction(con):
-            if new_instincts is not None:
-                added = session.open("instincts", NEW_INSTINCTS, new_instincts, "--instincts")
+        session = Session(connection=work.con)
+        added = (
+            None
+            if new_instincts is None
+            else session.open("instincts", NEW_INSTINCTS, new_instincts, "--instincts")
+        )
+        opened = None if events is None else session.open("events", EVENTS, events, "--events")
+
+        def apply() -> dict[str, int]:
+            counts = {"instincts_added": 0, "events_applied": 0, "events_skipped": 0}
+            if added is not None:
                 counts["instincts_added"] = _add_instincts(session, added, at)
-            if events is not None:
-                opened = session.open("events", EVENTS, events, "--events")
-                counts.update(_apply_events(session, policy, opened, at))
-        return counts
+            if opened is not None:
+                counts.update(_apply_events(session, work.policy, opened, at))
+            return counts
+
+        def lend(loan: postgres.Loan) -> None:
+            ids = [
+                f"SELECT TRY_CAST({ident(column)} AS UUID) FROM {ident(table.contract.name)}"
+                for table, column in ((added, "id"), (opened, "instinct_id"))
+                if table is not None
+            ]
+            touched = _texts(
+                session,
+                f"SELECT DISTINCT CAST(u AS VARCHAR) FROM ({' UNION '.join(ids)}) AS t(u) "
+                "WHERE u IS NOT NULL",
+            )
+            loan.lend("instincts", "id::text = ANY(%s)", [touched], "FOR UPDATE")
+            seen = (
+                _texts(session, "SELECT DISTINCT event_id FROM instinct_events") if opened else []
+            )
+            loan.lend("ingested_events", "event_id = ANY(%s)", [seen])
+            loan.lend_nothing(APPENDED)
+
+        return work.write(apply, lend)
+
+
+APPENDED = ("confidence_history", "instinct_applications", "instinct_evidence")
+
+
+def _texts(session: Session, sql: str) -> list[str]:
+    return [row[0] for row in session.con.execute(sql).fetchall()]
 
 
 def _check_uuids(session: Session, opened: OpenedInput, column: str) -> None:
@@ -222,9 +251,10 @@ def _apply_events(session: Session, policy: Policy, opened: OpenedInput, at: str
     )
     session.create("replayed", render_replay(policy, events="fresh_events"))
     w = policy.parameters["weights"]
-    composite = (
-        f"CAST(freq_score * {lit(w['frequency'])} + eff_score * {lit(w['effectiveness'])} "
-        f"+ human_score * {lit(w['human'])} AS DECIMAL(4, 3))"
+    composite = (  # the store's composite column (sql/instincts/_stored_composite.sql)
+        f"CAST(freq_score * CAST({lit(w['frequency'])} AS DECIMAL(18, 9)) "
+        f"+ eff_score * CAST({lit(w['effectiveness'])} AS DECIMAL(18, 9)) "
+        f"+ human_score * CAST({lit(w['human'])} AS DECIMAL(18, 9)) AS DECIMAL(4, 3))"
     )
     session.execute(
         HISTORY_INSERT + f"SELECT CAST(instinct_id AS UUID), freq_score, eff_score, human_score, "
@@ -272,13 +302,13 @@ def _apply_events(session: Session, policy: Policy, opened: OpenedInput, at: str
     return {"events_applied": fresh, "events_skipped": opened.rows - fresh}
 
 
-def recompute(db: Path, now: dt.datetime | None = None) -> dict[str, int]:
+def recompute(db: Store, now: dt.datetime | None = None) -> dict[str, int]:
     """Overwrite the three scores with their values from the counts (frequency bins, Wilson,
     the human loop); a history row for every instinct whose scores change."""
-    with open_store(db) as con:
-        policy = store_policy(con, db)
+    with open_workspace(db) as work:
+        policy = work.policy
         at = _now_literal(now)
-        session = Session(connection=con)
+        session = Session(connection=work.con)
         session.execute("""
             CREATE OR REPLACE TEMP VIEW instinct_counts AS
             SELECT
@@ -301,7 +331,8 @@ def recompute(db: Path, now: dt.datetime | None = None) -> dict[str, int]:
                        FROM instinct_evidence GROUP BY instinct_id) AS e ON e.instinct_id = i.id""")
         rendered = render_scores(policy)
         session.check(rendered)
-        with transaction(con):
+
+        def apply() -> int:
             session.execute(
                 f"CREATE OR REPLACE TEMP TABLE recomputed AS SELECT CAST(instinct_id AS UUID) AS id, "
                 f"CAST(frequency_score AS DECIMAL(4, 3)) AS freq_score, "
@@ -318,7 +349,15 @@ def recompute(db: Path, now: dt.datetime | None = None) -> dict[str, int]:
                 f"UPDATE instincts AS i SET freq_score = c.freq_score, eff_score = c.eff_score, "
                 f"human_score = c.human_score, updated_at = {at} FROM changed AS c WHERE i.id = c.id"
             )
-            changed = _history(session, "changed", "recompute", at)
+            return _history(session, "changed", "recompute", at)
+
+        def lend(loan: postgres.Loan) -> None:
+            loan.pg.execute("LOCK TABLE instincts IN SHARE ROW EXCLUSIVE MODE")
+            for table in ("instincts", "instinct_applications", "instinct_evidence"):
+                loan.lend(table)
+            loan.lend_nothing(["confidence_history"])
+
+        changed = work.write(apply, lend)
         total = session.first_row("SELECT count(*) FROM instincts")[0]  # type: ignore[index]
         return {"instincts": total, "changed": changed}
 
@@ -342,19 +381,20 @@ class DecayResult:
     deleted: int
 
 
-def decay(db: Path, now: dt.datetime | None = None) -> DecayResult:
+def decay(db: Store, now: dt.datetime | None = None) -> DecayResult:
     """The seed's weekly job, once per ISO week of `now`: decay the inactive, deprecate the weak,
     delete the long deprecated (with their applications, evidence and history: the seed's
-    ON DELETE CASCADE). One transaction; a second run in the same week changes nothing."""
+    ON DELETE CASCADE). One transaction; a second run in the same week changes nothing. On
+    PostgreSQL it holds an advisory lock: two schedulers started together apply it once."""
     moment = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
     week_start = (moment - dt.timedelta(days=moment.weekday())).date()
     at = _now_literal(moment)
-    with open_store(db) as con:
-        policy = store_policy(con, db)
-        d = policy.parameters["decay"]
-        f, e, h = policy.parameters["update_rules"]["weekly_decay"]
-        session = Session(connection=con)
-        with transaction(con):
+    with open_workspace(db) as work:
+        d = work.policy.parameters["decay"]
+        f, e, h = work.policy.parameters["update_rules"]["weekly_decay"]
+        session = Session(connection=work.con)
+
+        def apply() -> DecayResult:
             if session.first_row(
                 f"SELECT 1 FROM decay_runs WHERE week_start = {lit(week_start.isoformat())}::DATE"
             ):
@@ -403,16 +443,24 @@ def decay(db: Path, now: dt.datetime | None = None) -> DecayResult:
                     result.deleted,
                 ],
             )
-        return result
+            return result
+
+        def lend(loan: postgres.Loan) -> None:
+            loan.pg.execute("SELECT pg_advisory_xact_lock(%s)", [postgres.DECAY_LOCK])
+            loan.pg.execute("LOCK TABLE instincts IN SHARE ROW EXCLUSIVE MODE")
+            loan.lend("instincts")
+            loan.lend("decay_runs")
+            loan.lend_nothing(APPENDED)
+
+        return work.write(apply, lend)
 
 
-def top(db: Path, tier: str | None = None, limit: int = 20) -> pd.DataFrame:
+def top(db: Store, tier: str | None = None, limit: int = 20) -> pd.DataFrame:
     """Active instincts by the seed's (penalised) composite, highest first, with tier and
     injection method: what an agent injects."""
-    with open_store(db) as con:
-        policy = store_policy(con, db)
-        rendered = render_confidence(policy)
-        session = Session(connection=con)
+    with open_workspace(db, read_all=True) as work:
+        rendered = render_confidence(work.policy)
+        session = Session(connection=work.con)
         session.check(rendered)
         where = "status = 'active'" + (f" AND tier = {lit(tier)}" if tier else "")
         return session.frame(

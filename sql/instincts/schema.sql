@@ -1,15 +1,28 @@
 {#-
-Seed 004's store: the four tables with the seed's names and columns, in DuckDB. Rendered with
-the policy (defaults and the composite's weights) by `duckscore instincts init`; every statement
-is idempotent (IF NOT EXISTS). Differences from the seed's PostgreSQL, forced by DuckDB:
-- `composite` is a VIRTUAL generated column (DuckDB has no STORED ones): same expression, same
-  DECIMAL(4,3), computed on read;
+Seed 004's store: the four tables with the seed's names and columns, and duckscore's bookkeeping
+tables. Rendered with the policy (defaults and the composite's weights) by `duckscore instincts
+init`: for a DuckDB file (every statement idempotent: IF NOT EXISTS), or, with `postgres` true,
+as migration 1 of a PostgreSQL store (instincts/postgres.py), which keeps the seed's schema as
+written: the STORED composite, REFERENCES … ON DELETE CASCADE, JSONB, the partial index on active
+status and the index on the composite.
+
+What DuckDB changes in the seed's schema, forced by DuckDB:
+- `composite` is a VIRTUAL generated column (DuckDB has no STORED ones);
 - no FOREIGN KEYs: DuckDB cannot delete a parent row in the transaction that deletes its
-  children, so the seed's ON DELETE CASCADE is done by the runner, in the decay transaction, and
-  references to users/projects (tables the seed does not define) are plain UUID columns;
-- JSONB is JSON; the partial index on active status and the index on the generated composite
-  are plain or absent (DuckDB indexes neither predicates nor generated columns).
+  children, so the seed's ON DELETE CASCADE is done by the runner, in the decay transaction;
+- JSONB is JSON; the partial index on active status is a plain one and the index on the
+  generated composite is absent (DuckDB indexes neither predicates nor generated columns).
+On both: `composite` is the seed's exact decimal sum (_stored_composite.sql), and `user_id` and
+`project_id` reference no table — the seed references `users` and `projects` without defining
+them. Numbers reach the SQL through `lit` (CAST(… AS DOUBLE)), the type renamed for PostgreSQL.
 -#}
+{% from 'instincts/_stored_composite.sql' import stored_composite %}
+{% set pg = postgres | default(false) %}
+{% set double = 'DOUBLE PRECISION' if pg else 'DOUBLE' %}
+{% macro number(x) -%}
+{{ x | lit | replace(' AS DOUBLE)', ' AS ' ~ double ~ ')') }}
+{%- endmacro %}
+{% set parent = ' REFERENCES instincts (id) ON DELETE CASCADE' if pg else '' %}
 {% set w = policy.weights %}
 {% set start = policy.initial %}
 CREATE TABLE IF NOT EXISTS instincts (
@@ -17,13 +30,12 @@ CREATE TABLE IF NOT EXISTS instincts (
     trigger_text TEXT NOT NULL,
     action_text TEXT NOT NULL,
     domain VARCHAR(50) NOT NULL,
-    freq_score DECIMAL(4, 3) NOT NULL DEFAULT {{ start.frequency | lit }},
-    eff_score DECIMAL(4, 3) NOT NULL DEFAULT {{ start.effectiveness | lit }},
-    human_score DECIMAL(4, 3) NOT NULL DEFAULT {{ start.human | lit }},
+    freq_score DECIMAL(4, 3) NOT NULL DEFAULT {{ number(start.frequency) }},
+    eff_score DECIMAL(4, 3) NOT NULL DEFAULT {{ number(start.effectiveness) }},
+    human_score DECIMAL(4, 3) NOT NULL DEFAULT {{ number(start.human) }},
     composite DECIMAL(4, 3) GENERATED ALWAYS AS (
-        CAST(freq_score * {{ w.frequency | lit }} + eff_score * {{ w.effectiveness | lit }}
-             + human_score * {{ w.human | lit }} AS DECIMAL(4, 3))
-    ) VIRTUAL,
+        {{ stored_composite(w, double) }}
+    ) {{ 'STORED' if pg else 'VIRTUAL' }},
     observation_count INTEGER NOT NULL DEFAULT 1,
     application_count INTEGER NOT NULL DEFAULT 0,
     success_count INTEGER NOT NULL DEFAULT 0,
@@ -41,18 +53,23 @@ CREATE TABLE IF NOT EXISTS instincts (
     updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS idx_instincts_user_domain ON instincts (user_id, domain);
+{% if pg %}
+CREATE INDEX IF NOT EXISTS idx_instincts_composite ON instincts (composite DESC);
+CREATE INDEX IF NOT EXISTS idx_instincts_status ON instincts (status) WHERE status = 'active';
+{% else %}
 CREATE INDEX IF NOT EXISTS idx_instincts_status ON instincts (status);
+{% endif %}
 CREATE TABLE IF NOT EXISTS instinct_applications (
     id UUID PRIMARY KEY DEFAULT gen_random_uuid(),
-    instinct_id UUID,
+    instinct_id UUID{{ parent }},
     session_id UUID NOT NULL,
     outcome VARCHAR(20) NOT NULL CHECK (outcome IN ('positive', 'negative', 'neutral')),
-    signals JSON NOT NULL DEFAULT '{}',
+    signals {{ 'JSONB' if pg else 'JSON' }} NOT NULL DEFAULT '{}',
     applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 CREATE TABLE IF NOT EXISTS instinct_evidence (
     id UUID PRIMARY KEY DEFAULT gen_random_uuid(),
-    instinct_id UUID,
+    instinct_id UUID{{ parent }},
     event_type VARCHAR(50) NOT NULL,
     description TEXT NOT NULL,
     session_id UUID,
@@ -60,7 +77,7 @@ CREATE TABLE IF NOT EXISTS instinct_evidence (
 );
 CREATE TABLE IF NOT EXISTS confidence_history (
     id UUID PRIMARY KEY DEFAULT gen_random_uuid(),
-    instinct_id UUID,
+    instinct_id UUID{{ parent }},
     freq_score DECIMAL(4, 3) NOT NULL,
     eff_score DECIMAL(4, 3) NOT NULL,
     human_score DECIMAL(4, 3) NOT NULL,
@@ -77,4 +94,4 @@ CREATE TABLE IF NOT EXISTS decay_runs (
     decayed INTEGER NOT NULL,
     deprecated INTEGER NOT NULL,
     deleted INTEGER NOT NULL
-);
+)

@@ -60,10 +60,11 @@ class Postgres:
 
 
 @contextmanager
-def postgres_server() -> Iterator[Postgres]:
+def postgres_server(settings: dict[str, str] | None = None) -> Iterator[Postgres]:
     """A PostgreSQL server in a new temporary folder (removed afterwards): byte-order collation
     (as DuckDB compares text), UTF-8, run as the `postgres` user when the tests run as root (the
-    server refuses root; pytest's own temporary folders are closed to other users)."""
+    server refuses root; pytest's own temporary folders are closed to other users); `settings`
+    are passed to the server as `-c name=value`."""
     import psycopg
 
     bin_dir = postgres_bin()
@@ -90,7 +91,8 @@ def postgres_server() -> Iterator[Postgres]:
             "--lc-ctype=C.UTF-8",
         ]
     )
-    options = f"-k {folder} -c listen_addresses='' -F"
+    extra = "".join(f" -c {name}={value}" for name, value in (settings or {}).items())
+    options = f"-k {folder} -c listen_addresses='' -F{extra}"
     _run(
         [
             *as_user,

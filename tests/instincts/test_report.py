@@ -13,7 +13,10 @@ import pandas as pd
 import pytest
 
 from duckscore.instincts.report import write_report
-from duckscore.instincts.store import decay, ingest, init_store, open_store, top
+from duckscore.instincts.store import decay, ingest, init_store, top
+from duckscore.instincts.workspace import Store, open_workspace
+
+from .conftest import BACKENDS, location
 
 USER = str(uuid.UUID(int=10**6))
 START = dt.datetime(2026, 1, 5, tzinfo=dt.UTC)  # a Monday: ISO week 2026-W02
@@ -51,10 +54,11 @@ def events(rows: list[tuple[str, str, str, dt.datetime]]) -> pd.DataFrame:
     )
 
 
-@pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Five weeks of events, a weekly decay in the eighth week, one instinct added after it."""
-    db = tmp_path_factory.mktemp("store") / "store.duckdb"
+@pytest.fixture(scope="module", params=BACKENDS)
+def db(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Store:
+    """Five weeks of events, a weekly decay in the eighth week, one instinct added after it; in
+    a DuckDB file and in PostgreSQL."""
+    db = location(request.param, tmp_path_factory.mktemp("store"), request)
     init_store(db)
     rows = []
     for w in range(5):  # A: observed and applied successfully every week, W02..W06
@@ -89,7 +93,7 @@ def images(page: str) -> list[bytes]:
     return [base64.b64decode(chunk.split('"', 1)[0]) for chunk in page.split(marker)[1:]]
 
 
-def test_report_shows_the_stores_numbers(db: Path, tmp_path: Path) -> None:
+def test_report_shows_the_stores_numbers(db: Store, tmp_path: Path) -> None:
     out = tmp_path / "report"
     report = write_report(db, out, now=NOW)
     assert sorted(p.name for p in out.iterdir()) == [
@@ -147,7 +151,8 @@ def test_report_shows_the_stores_numbers(db: Path, tmp_path: Path) -> None:
 
     # the trends: contiguous ISO weeks W02..W09 (W07 and W08 have no record), last value per week
     trends = report["trends"]
-    with open_store(db) as con:
+    with open_workspace(db, read_all=True) as work:
+        con = work.con
         first, last = con.execute(
             "SELECT CAST(date_trunc('week', min(recorded_at)) AS DATE), "
             "CAST(date_trunc('week', max(recorded_at)) AS DATE) FROM confidence_history "
@@ -199,7 +204,7 @@ def test_report_shows_the_stores_numbers(db: Path, tmp_path: Path) -> None:
     assert (tmp_path / "again" / "report.html").read_text(encoding="utf-8") == page
 
 
-def test_limit_keeps_the_top_and_their_trends(db: Path, tmp_path: Path) -> None:
+def test_limit_keeps_the_top_and_their_trends(db: Store, tmp_path: Path) -> None:
     report = write_report(db, tmp_path / "out", limit=2, now=NOW)
     assert [i["instinct_id"] for i in report["instincts"]] == [A, B]
     assert [s["instinct_id"] for s in report["trends"]["series"]] == [A, B]
@@ -226,7 +231,7 @@ def test_instincts_without_any_history(tmp_path: Path) -> None:
     assert "&lt;b&gt;now&lt;/b&gt;" in page and "<b>now</b>" not in page
 
 
-def test_empty_store_gives_a_page_that_says_so(db: Path, tmp_path: Path) -> None:
+def test_empty_store_gives_a_page_that_says_so(db: Store, tmp_path: Path) -> None:
     out = tmp_path / "out"
     write_report(db, out, now=NOW)  # charts from an earlier report into the same folder ...
     empty = tmp_path / "empty.duckdb"
