@@ -138,7 +138,7 @@ def test_a_step_must_earn_its_change() -> None:
     assert choose(options, [None, None, None], "alpha", 0.4) == 1
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: computed once even if other modules run between
 def scifact_labels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("labels") / "labels.parquet"
     result = CliRunner().invoke(
@@ -157,7 +157,7 @@ def scifact_labels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def calibrated(scifact_labels: Path, tmp_path_factory: pytest.TempPathFactory):
     out = tmp_path_factory.mktemp("calibrated")
     result = calibrate(
@@ -174,7 +174,7 @@ def calibrated(scifact_labels: Path, tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("calibrated")  # its module fixture computed once, on one worker
+@pytest.mark.xdist_group("calibrated")  # its fixture computed once, on one worker
 def test_calibrated_policy_file_carries_section_9_4(calibrated, scifact_labels: Path) -> None:
     out, _result = calibrated
     document = yaml.safe_load((out / "policy.yaml").read_text(encoding="utf-8"))
@@ -202,7 +202,7 @@ def test_calibrated_policy_file_carries_section_9_4(calibrated, scifact_labels: 
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("calibrated")  # its module fixture computed once, on one worker
+@pytest.mark.xdist_group("calibrated")  # its fixture computed once, on one worker
 def test_reference_quantiles_match_pandas(calibrated) -> None:
     out, _ = calibrated
     p = load_policy(SCORE_POLICY, str(out / "policy.yaml")).parameters
@@ -216,7 +216,7 @@ def test_reference_quantiles_match_pandas(calibrated) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("calibrated")  # its module fixture computed once, on one worker
+@pytest.mark.xdist_group("calibrated")  # its fixture computed once, on one worker
 def test_calibrated_policy_scores_and_the_report_is_complete(calibrated, tmp_path: Path) -> None:
     out, _result = calibrated
     features = tmp_path / "fused"
@@ -417,7 +417,7 @@ def _ece(p: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("calibrated")  # its module fixture computed once, on one worker
+@pytest.mark.xdist_group("calibrated")  # its fixture computed once, on one worker
 def test_p_good_equals_scikit_learn_on_the_same_folds(calibrated) -> None:
     """Issue 24: each fold's map fitted by scikit-learn (CalibratedClassifierCV, or logistic
     regression when the top-2 ratio joined) on the same training decisions gives the held-out

@@ -216,7 +216,8 @@ SCORE_CASES = [
 
 @pytest.mark.parametrize(
     ("engine", "policy", "features", "overrides"),
-    on_engines(SCORE_CASES, [("overall_v1", "scifact", [])]),
+    # Spark's SciFact twice over, and the map (PostgreSQL checks it) only in make test-extended
+    on_engines(SCORE_CASES, [("overall_v1", "scifact", []), ("overall_v1", "edge", ISOTONIC_MAP)]),
 )
 def test_score_on(
     engine: str, policy: str, features: str, overrides: list[str], tables, request

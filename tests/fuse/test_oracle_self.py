@@ -325,7 +325,7 @@ def _ranx_case(ranx, runs, norm, method, params):
     return {q: {d: float(v) for d, v in docs.items()} for q, docs in out.to_dict().items()}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def ranx_mod():
     """Import ranx once and JIT-compile what the agreement tests use (~80 s with a cold numba
     cache, ~10 s once ranx's on-disk cache is warm)."""
@@ -338,6 +338,7 @@ def ranx_mod():
     return ranx
 
 
+@pytest.mark.xdist_group("ranx")  # ranx compiles once, on one worker (with every ranx oracle)
 def test_ranx_random_agreement(ranx_mod) -> None:
     rng = random.Random(20240806)
     checked = 0
@@ -388,6 +389,7 @@ def test_ranx_random_agreement(ranx_mod) -> None:
     assert checked > 1000
 
 
+@pytest.mark.xdist_group("ranx")
 def test_ranx_max_norm_constant_list_agreement(ranx_mod) -> None:
     """ranx max-norm of a constant list is 1.0 (s/s), and so is the (revised) contract's."""
     # two-character ids like the random runs (a new string width costs a numba recompilation)

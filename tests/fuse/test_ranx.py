@@ -14,7 +14,8 @@ ranx = pytest.importorskip("ranx")
 
 from duckscore.fuse.pipeline import fuse  # noqa: E402
 
-pytestmark = pytest.mark.slow
+# one worker compiles ranx (numba) for every ranx oracle: its cold cache costs over a minute
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ranx")]
 
 NORMS = {
     "min-max": "minmax",

@@ -137,7 +137,7 @@ def documented_order(run: pd.DataFrame, doc_column: str, order: str) -> pd.DataF
     return frame
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def random_results() -> dict[str, Any]:
     """duckscore on every random case, and the merged oracle inputs (query ids 'c<case>/<q>')."""
     ours: dict[str, dict[str, float]] = {}
@@ -166,6 +166,7 @@ def random_results() -> dict[str, Any]:
     }
 
 
+@pytest.mark.xdist_group("ranx")  # random_results computed once, with ranx's compiled code
 def test_evaluated_queries_are_the_judged_ones(random_results: dict[str, Any]) -> None:
     judged = set(random_results["qrels"])
     assert set(random_results["ours"]) == judged
@@ -249,6 +250,7 @@ def trec_per_query(random_results: dict[str, Any]) -> dict[str, dict[str, float]
     return out
 
 
+@pytest.mark.xdist_group("ranx")
 @pytest.mark.parametrize("oracle", [ranx_per_query, trec_per_query], ids=["ranx", "pytrec_eval"])
 def test_every_metric_matches_the_oracle(oracle: Any, random_results: dict[str, Any]) -> None:
     expected = oracle(random_results)

@@ -92,7 +92,7 @@ METRICS = ["ndcg@10", "recall@100", "mrr@10"]
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ranx-compare")  # ranx compiles once, on one worker
+@pytest.mark.xdist_group("ranx")  # ranx compiles once, on one worker (with every ranx oracle)
 @pytest.mark.parametrize(
     ("test", "ranx_test"), [("t-test", "student"), ("randomization", "fisher")]
 )
