@@ -48,7 +48,8 @@ ENGINES = [pytest.param(engine, marks=mark) for engine, mark in ENGINE_MARKS.ite
 
 def on_engines(cases: list[tuple], extended: list[tuple]) -> list:
     """Every case on every engine; the `extended` cases' Spark runs only in `make test-extended`
-    (SciFact on Spark, twice over, where another SciFact case and every edge case remain)."""
+    (SciFact on Spark, where PostgreSQL runs the same case, Spark every edge case, and
+    test_spark.py the whole SciFact pipeline)."""
     return [
         pytest.param(
             engine,
@@ -216,8 +217,16 @@ SCORE_CASES = [
 
 @pytest.mark.parametrize(
     ("engine", "policy", "features", "overrides"),
-    # Spark's SciFact twice over, and the map (PostgreSQL checks it) only in make test-extended
-    on_engines(SCORE_CASES, [("overall_v1", "scifact", []), ("overall_v1", "edge", ISOTONIC_MAP)]),
+    # on Spark, SciFact (PostgreSQL runs it; Spark every edge case) and the map (PostgreSQL
+    # checks it) only in make test-extended: CI's 15 minutes
+    on_engines(
+        SCORE_CASES,
+        [
+            ("overall_v1", "scifact", []),
+            ("overall_v2", "scifact", []),
+            ("overall_v1", "edge", ISOTONIC_MAP),
+        ],
+    ),
 )
 def test_score_on(
     engine: str, policy: str, features: str, overrides: list[str], tables, request
@@ -276,7 +285,7 @@ FUSE_CASES = [
 
 @pytest.mark.parametrize(
     ("engine", "recipe", "log", "overrides"),
-    on_engines(FUSE_CASES, [("canonical_rrf", "scifact", [])]),
+    on_engines(FUSE_CASES, [("canonical_rrf", "scifact", []), ("hybrid_v1", "scifact", [])]),
 )
 def test_fuse_on(engine: str, recipe: str, log: str, overrides: list[str], tables, request) -> None:
     server = request.getfixturevalue(engine)
