@@ -26,6 +26,7 @@ import math
 from typing import Any
 
 import duckdb
+import pandas as pd
 
 from ..core.connection import first_line
 from ..core.errors import InputError, TemplateError
@@ -33,6 +34,7 @@ from ..core.render import ident, render
 from ..core.session import Session
 
 VIEW = "duckscore_calibration_predictions"
+FRAME = "duckscore_calibration_frame"
 MAX_SEED = 2**32
 
 
@@ -122,6 +124,19 @@ def compute_metrics(
         "levels": levels,
         "settings": {"bins": bins, "bootstrap": bootstrap, "seed": seed, "z": z},
     }
+
+
+def frame_metrics(
+    session: Session, frame: pd.DataFrame, *, bootstrap: int = 0, seed: int = 0
+) -> dict[str, Any]:
+    """compute_metrics of a DataFrame's query_id, score, outcome (and level, when it has one),
+    registered on the session's connection for the call."""
+    columns = [c for c in ("query_id", "score", "outcome", "level") if c in frame.columns]
+    session.con.register(FRAME, frame[columns])
+    try:
+        return compute_metrics(session.con, FRAME, bootstrap=bootstrap, seed=seed)
+    finally:
+        session.con.unregister(FRAME)
 
 
 def _check_settings(bins: int, bootstrap: int, seed: int, z: float) -> None:

@@ -1,6 +1,6 @@
 """The report's part on p_good (issue 24): its figures on held-out and in-sample queries, the
 base rate's Brier score, the ECE a perfectly calibrated map would show, and its HTML section.
-Every number comes from SQL (compute_metrics, sql/calibrate/ece_consistency.sql)."""
+Every number comes from SQL (frame_metrics, sql/calibrate/ece_consistency.sql)."""
 
 from __future__ import annotations
 
@@ -12,18 +12,10 @@ import pandas as pd
 from ..common.report_html import cell, image, table
 from ..core.render import render
 from ..core.session import Session
-from .calibration_metrics import compute_metrics
+from .calibration_metrics import frame_metrics
 
 PROBABILITY_ECE_TARGET = 0.05
 ECE_SIMULATIONS = 1000
-
-
-def _figures_of(session: Session, frame: pd.DataFrame) -> dict[str, Any]:
-    session.con.register("report_p_good", frame[["query_id", "score", "outcome", "level"]])
-    try:
-        return compute_metrics(session.con, "report_p_good", bootstrap=0, seed=0)
-    finally:
-        session.con.unregister("report_p_good")
 
 
 def ece_consistency(session: Session, held_out: pd.DataFrame, seed: int) -> dict[str, Any]:
@@ -58,7 +50,7 @@ def probability_figures(
     held_out = frame[frame["fit"] != "all"]
 
     def figures(scored: pd.DataFrame, score: pd.Series) -> dict[str, Any]:
-        found = _figures_of(session, scored.assign(score=score))
+        found = frame_metrics(session, scored.assign(score=score))
         keys = ("n", "auroc", "brier", "ece", "bins")
         return {k: found[k] for k in keys} | {"base_rate": found["accuracy"]["value"]}
 

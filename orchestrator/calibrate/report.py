@@ -16,7 +16,7 @@ from ..common.report_html import cell, figure_png, image, pyplot, table
 from ..core.outputs import atomic_output_dir, write_json
 from ..core.policy import Policy
 from ..core.session import Session
-from .calibration_metrics import compute_metrics
+from .calibration_metrics import frame_metrics
 from .probability_report import probability_figures, probability_section
 from .settings import CalibrationSettings, Fit
 
@@ -47,12 +47,14 @@ def evaluate_decisions(
     good_bad = frame[frame["label"] != "ambiguous"].assign(
         outcome=lambda f: (f["label"] == "good").astype(int)
     )
-    figures["good_vs_bad"] = _metrics(session, good_bad, bootstrap, seed)
+    figures["good_vs_bad"] = frame_metrics(session, good_bad, bootstrap=bootstrap, seed=seed)
     labelled = frame.assign(outcome=(frame["label"] == "good").astype(int))
-    figures["good_vs_rest"] = _metrics(session, labelled, bootstrap, seed)
+    figures["good_vs_rest"] = frame_metrics(session, labelled, bootstrap=bootstrap, seed=seed)
     if has_qrels:
         relevant = frame.assign(outcome=frame["best_parent_relevant"].astype(int))
-        figures["best_parent_relevant"] = _metrics(session, relevant, bootstrap, seed)
+        figures["best_parent_relevant"] = frame_metrics(
+            session, relevant, bootstrap=bootstrap, seed=seed
+        )
     figures["routing"] = routing(session, frame)
     if (
         frame["fit"].nunique() > 1
@@ -74,21 +76,13 @@ def per_fold(session: Session, group: pd.DataFrame, has_qrels: bool) -> dict[str
     row = {
         "fit": group["fit"].iloc[0],
         "n": len(group),
-        "good_vs_bad": _metrics(session, good_bad, 0, 0)["auroc"],
+        "good_vs_bad": frame_metrics(session, good_bad)["auroc"],
     }
     if has_qrels:
-        row["best_parent_relevant"] = _metrics(
-            session, group.assign(outcome=group["best_parent_relevant"].astype(int)), 0, 0
+        row["best_parent_relevant"] = frame_metrics(
+            session, group.assign(outcome=group["best_parent_relevant"].astype(int))
         )["auroc"]
     return row
-
-
-def _metrics(session: Session, frame: pd.DataFrame, bootstrap: int, seed: int) -> dict[str, Any]:
-    session.con.register("report_predictions", frame[["query_id", "score", "outcome", "level"]])
-    try:
-        return compute_metrics(session.con, "report_predictions", bootstrap=bootstrap, seed=seed)
-    finally:
-        session.con.unregister("report_predictions")
 
 
 def routing(session: Session, frame: pd.DataFrame) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..calibrate.calibration_metrics import compute_metrics
+from ..calibrate.calibration_metrics import frame_metrics
 from ..calibrate.folds import assign_folds
 from ..calibrate.pipeline import calibrate
 from ..calibrate.probability_report import ece_consistency
@@ -70,11 +70,7 @@ def _p_good_ece(session: Session, decisions: pd.DataFrame) -> float:
     frame = decisions.assign(
         score=decisions["p_good"], outcome=(decisions["label"] == "good").astype(int)
     )
-    session.con.register("demo_p_good", frame[["query_id", "score", "outcome"]])
-    try:
-        return float(compute_metrics(session.con, "demo_p_good", bootstrap=0)["ece"])
-    finally:
-        session.con.unregister("demo_p_good")
+    return float(frame_metrics(session, frame)["ece"])
 
 
 def _table(
