@@ -144,6 +144,11 @@ class RenderedSQL:
     def sha256(self) -> str:
         return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
 
+    @property
+    def statements(self) -> list[str]:
+        """The text split at `;`: a DDL script's statements, to run one at a time."""
+        return [s for s in self.text.split(";") if s.strip()]
+
 
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:

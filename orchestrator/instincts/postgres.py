@@ -22,7 +22,6 @@ transaction is rolled back by the server, so the store stays as it was.
 
 from __future__ import annotations
 
-import functools
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -34,7 +33,7 @@ import duckdb
 import pandas as pd
 
 from ..core.errors import DuckscoreError
-from ..core.render import ident, render
+from ..core.render import RenderedSQL, ident, render
 
 T = TypeVar("T")
 
@@ -54,11 +53,6 @@ TABLE_KEYS = {
 }
 GENERATED = {"instincts": ("composite",)}  # computed by each database, never copied
 MIGRATIONS = {1: "seed 004's schema, duckscore's bookkeeping tables"}
-# the workspace's DDL needs a policy's defaults and weights; the columns do not depend on them
-_ANY_POLICY = {
-    "weights": {"frequency": 0.35, "effectiveness": 0.4, "human": 0.25},
-    "initial": {"frequency": 0.3, "effectiveness": 0.5, "human": 0.5},
-}
 
 
 def is_postgres(db: object) -> bool:
@@ -111,28 +105,28 @@ def _reason(exc: Exception) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def workspace(ddl: str) -> duckdb.DuckDBPyConnection:
+def workspace(ddl: RenderedSQL) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with the store's tables (the DuckDB store's DDL), in UTC."""
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
-    for statement in (s for s in ddl.split(";") if s.strip()):
+    for statement in ddl.statements:
         con.execute(statement)
     return con
 
 
-@functools.cache
-def _columns(table: str) -> tuple[tuple[str, str], ...]:
-    """A store table's columns and DuckDB types, the generated ones aside (the DDL is fixed)."""
-    con = workspace(render("instincts/schema.sql", policy=_ANY_POLICY).text)
-    try:
+_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {}  # the same for every policy's DDL
+
+
+def _columns(con: duckdb.DuckDBPyConnection, table: str) -> tuple[tuple[str, str], ...]:
+    """A store table's columns and DuckDB types, the generated ones aside."""
+    if table not in _COLUMNS:
         skip = GENERATED.get(table, ())
-        return tuple(
+        _COLUMNS[table] = tuple(
             (name, kind)
             for name, kind, *_ in con.execute(f"DESCRIBE {ident(table)}").fetchall()
             if name not in skip
         )
-    finally:
-        con.close()
+    return _COLUMNS[table]
 
 
 @dataclass
@@ -148,7 +142,7 @@ class Loan:
     ) -> None:
         """Copy PostgreSQL's rows of `table` (those `where` selects; `lock`: e.g. FOR UPDATE)
         into the workspace, and keep a copy as `lent_<table>` to compare against."""
-        columns = _columns(table)
+        columns = _columns(self.con, table)
         listed = ", ".join(f"{ident(name)}::text" for name, _ in columns)
         key = ident(TABLE_KEYS[table])
         rows = self.pg.execute(
@@ -193,7 +187,7 @@ class Loan:
         for table, key in TABLE_KEYS.items():
             if table not in self.lent:
                 continue
-            columns = [name for name, _ in _columns(table)]
+            columns = [name for name, _ in _columns(self.con, table)]
             as_text = ", ".join(f"CAST({ident(n)} AS VARCHAR)" for n in columns)
             lent, now = ident("lent_" + table), ident(table)
             changed = self.con.execute(
@@ -322,7 +316,7 @@ def migrate_schema(pg: Any, policy_parameters: dict[str, Any]) -> list[Migration
         if version in done:
             continue
         ddl = render("instincts/schema.sql", policy=policy_parameters, postgres=True)
-        for statement in (s for s in ddl.text.split(";") if s.strip()):
+        for statement in ddl.statements:
             pg.execute(statement)
         pg.execute(
             "INSERT INTO duckscore_migrations (version, description) VALUES (%s, %s)",

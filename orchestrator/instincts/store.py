@@ -35,6 +35,7 @@ from .workspace import (
     policy_from_record,
     shown,
     store_value,
+    stored_record,
     transaction,
 )
 
@@ -64,7 +65,7 @@ def init_store(db: Store, policy: str = "instinct_v1") -> str:
                 f"--db {db}: schema version {found}, this duckscore knows {SCHEMA_VERSION}"
             )
         session = Session(connection=con)
-        for statement in (s for s in ddl.text.split(";") if s.strip()):
+        for statement in ddl.statements:
             session.execute(statement, rendered=ddl)
         stored_policy = store_value(con, "policy")
         if stored_policy is not None and stored_policy != canonical_json(loaded.as_record()):
@@ -85,9 +86,7 @@ def migrate_store(source: Path, target: str) -> dict[str, int]:
     if not postgres.is_postgres(target):
         raise InputError(f"--to {target}: expected a postgresql:// URL")
     with open_store(source) as con:
-        record = store_value(con, "policy") if has_table(con, "duckscore_store") else None
-        if record is None:
-            raise InputError(f"--from {source}: not a duckscore instincts store")
+        record = stored_record(con, f"--from {source}")
         _init_postgres(target, record, policy_from_record(record, str(source)).parameters)
         tables = [t for t in postgres.TABLE_KEYS if t != "duckscore_store"]
         with postgres.connect(target) as pg:

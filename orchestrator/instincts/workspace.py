@@ -79,8 +79,8 @@ def shown(db: Store) -> str:
 
 @dataclass
 class Workspace:
-    """Where a command computes: the DuckDB store itself, or (`pg` set) an in-memory DuckDB that
-    PostgreSQL lends the rows a command needs."""
+    """Where a command computes: the DuckDB store itself, or (`loan` set) an in-memory DuckDB
+    that PostgreSQL lends the rows a command needs."""
 
     con: duckdb.DuckDBPyConnection
     policy: Policy
@@ -117,7 +117,7 @@ def open_workspace(db: Store, read_all: bool = False) -> Iterator[Workspace]:
     with postgres.connect(dsn) as pg:
         record = postgres.stored_policy(pg, dsn)
         policy = policy_from_record(record, postgres.describe(dsn))
-        con = postgres.workspace(render("instincts/schema.sql", policy=policy.parameters).text)
+        con = postgres.workspace(render("instincts/schema.sql", policy=policy.parameters))
         try:
             loan = postgres.Loan(pg, con)
             if read_all:
@@ -128,12 +128,17 @@ def open_workspace(db: Store, read_all: bool = False) -> Iterator[Workspace]:
 
 
 def store_policy(con: duckdb.DuckDBPyConnection, db: Store) -> Policy:
+    return policy_from_record(stored_record(con, f"--db {db}"), str(db))
+
+
+def stored_record(con: duckdb.DuckDBPyConnection, label: str) -> str:
+    """The policy record the DuckDB store was created with, as `init` wrote it."""
     raw = store_value(con, "policy") if has_table(con, "duckscore_store") else None
     if raw is None:
         raise InputError(
-            f"--db {db}: not a duckscore instincts store (run `duckscore instincts init`)"
+            f"{label}: not a duckscore instincts store (run `duckscore instincts init`)"
         )
-    return policy_from_record(raw, str(db))
+    return raw
 
 
 def policy_from_record(raw: str, where: str) -> Policy:
