@@ -98,9 +98,30 @@ def spans_of(
     return pd.DataFrame(rows)
 
 
+OUTPUTS = ("parent_features.parquet", "parents.parquet", "queries.parquet")
+
+
 def as_traces(log: pd.DataFrame) -> pd.DataFrame:
     """The log as the spans describe it: a trace per query."""
     return log.assign(query_id="trace-" + log["query_id"])
+
+
+def runs_agree(tmp_path: Path, spans: Path, log_format: str, names: tuple[str, ...]) -> Path:
+    """`duckscore run` on the span export (read as `log_format`) and on tmp_path/log.parquet, the
+    equivalent log: each named output equal row for row, both ways. The span run's folder."""
+    from_spans, from_log = tmp_path / "from_spans", tmp_path / "from_log"
+    for given, extra, out in ((spans, ["--log-format", log_format], from_spans),
+                              (tmp_path / "log.parquet", [], from_log)):  # fmt: skip
+        done = invoke("run", "--log", str(given), *extra, "--out", str(out))
+        assert done.exit_code == 0, done.stderr
+    con = duckdb.connect()
+    for name in names:
+        a, b = f"FROM '{from_spans / name}'", f"FROM '{from_log / name}'"
+        for left, right in ((a, b), (b, a)):
+            assert con.execute(f"SELECT count(*) FROM ({left} EXCEPT ALL {right})").fetchall() == [
+                (0,)
+            ], name
+    return from_spans
 
 
 @pytest.mark.parametrize("suffix", ["parquet", "jsonl"])
@@ -114,21 +135,8 @@ def test_spans_run_as_the_equivalent_log(log: pd.DataFrame, suffix: str, tmp_pat
                    for row in spans.to_dict("records")]  # fmt: skip
         path.write_text("".join(json.dumps(row) + "\n" for row in records))
     as_traces(log).to_parquet(tmp_path / "log.parquet", index=False)
-    for given, extra, out in ((path, ["--log-format", "openinference"], "from_spans"),
-                              (tmp_path / "log.parquet", [], "from_log")):  # fmt: skip
-        done = invoke("run", "--log", str(given), *extra, "--out", str(tmp_path / out))
-        assert done.exit_code == 0, done.stderr
+    runs_agree(tmp_path, path, "openinference", OUTPUTS)
     con = duckdb.connect()
-    for name in ("parent_features.parquet", "parents.parquet", "queries.parquet"):
-        spans_side, log_side = (
-            f"FROM '{tmp_path / side / name}'" for side in ("from_spans", "from_log")
-        )
-        assert con.execute(
-            f"SELECT count(*) FROM ({spans_side} EXCEPT ALL {log_side})"
-        ).fetchall() == [(0,)]
-        assert con.execute(
-            f"SELECT count(*) FROM ({log_side} EXCEPT ALL {spans_side})"
-        ).fetchall() == [(0,)]
     fused = "SELECT query_id, item_id, fused_score, rank FROM '{}'"
     assert con.execute(
         f"SELECT count(*) FROM ({fused.format(tmp_path / 'from_spans' / 'fused.parquet')} "
@@ -161,19 +169,10 @@ def test_document_metadata_gives_granularity_block_type_and_chunk_counts(tmp_pat
         tmp_path / "spans.parquet", index=False
     )
     as_traces(full).to_parquet(tmp_path / "log.parquet", index=False)
-    for given, extra, out in ((tmp_path / "spans.parquet", ["--log-format", "openinference"], "spans"),
-                              (tmp_path / "log.parquet", [], "log")):  # fmt: skip
-        done = invoke("run", "--log", str(given), *extra, "--out", str(tmp_path / out))
-        assert done.exit_code == 0, done.stderr
-    con = duckdb.connect()
-    for name in ("parent_features.parquet", "parents.parquet", "queries.parquet"):
-        sides = [f"FROM '{tmp_path / side / name}'" for side in ("spans", "log")]
-        for left, right in (sides, sides[::-1]):
-            assert con.execute(f"SELECT count(*) FROM ({left} EXCEPT ALL {right})").fetchall() == [
-                (0,)
-            ], name
-    levels = con.execute(
-        f"SELECT count(*) FILTER (WHERE confidence_level <> 'low') FROM '{tmp_path / 'spans' / 'queries.parquet'}'"
+    from_spans = runs_agree(tmp_path, tmp_path / "spans.parquet", "openinference", OUTPUTS)
+    levels = duckdb.execute(
+        "SELECT count(*) FILTER (WHERE confidence_level <> 'low') "
+        f"FROM '{from_spans / 'queries.parquet'}'"
     ).fetchall()
     assert levels[0][0] > 0  # with chunk counts, not every span log scores low
 
@@ -327,15 +326,7 @@ def otlp_export(log: pd.DataFrame) -> str:
 def test_otel_genai_spans_run_as_the_equivalent_log(log: pd.DataFrame, tmp_path: Path) -> None:
     (tmp_path / "traces.jsonl").write_text(otlp_export(log))
     as_traces(log).to_parquet(tmp_path / "log.parquet", index=False)
-    for given, extra, out in ((tmp_path / "traces.jsonl", ["--log-format", "otel-genai"], "a"),
-                              (tmp_path / "log.parquet", [], "b")):  # fmt: skip
-        done = invoke("run", "--log", str(given), *extra, "--out", str(tmp_path / out))
-        assert done.exit_code == 0, done.stderr
-    con = duckdb.connect()
-    for name in ("fused.parquet", "parent_features.parquet", "parents.parquet", "queries.parquet"):
-        a, b = (f"FROM '{tmp_path / side / name}'" for side in "ab")
-        assert con.execute(f"SELECT count(*) FROM ({a} EXCEPT ALL {b})").fetchall() == [(0,)], name
-        assert con.execute(f"SELECT count(*) FROM ({b} EXCEPT ALL {a})").fetchall() == [(0,)], name
+    runs_agree(tmp_path, tmp_path / "traces.jsonl", "otel-genai", ("fused.parquet", *OUTPUTS))
 
 
 def expected_otlp_spans(export: str) -> list[tuple[Any, ...]]:
