@@ -7,7 +7,6 @@ a missing engine fails the run instead of skipping it."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,9 +36,15 @@ from duckscore.score.stages import render_parents, render_queries
 from duckscore.score.tables import PARENT_FEATURES
 
 from ..helpers import FIXTURES
-from .warehouses import duck_rows, first_difference, postgres_bin, postgres_server, spark_rows
+from .warehouses import (
+    duck_rows,
+    first_difference,
+    need,
+    postgres_bin,
+    postgres_server,
+    spark_rows,
+)
 
-IN_CI = os.environ.get("CI") == "true"
 # one worker runs them all (and test_spark_engine.py): one JVM, one PostgreSQL server, one copy of the inputs
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("jvm")]
 ENGINE_MARKS = {"postgres": pytest.mark.postgres, "spark": pytest.mark.spark}
@@ -66,13 +71,6 @@ def on_engines(cases: list[tuple], extended: list[tuple]) -> list:
 
 SCIFACT_LOG = fixtures_dir() / "scifact" / "retrieval_log.parquet"
 ANSWERS_DIR = FIXTURES / "answers"
-
-
-def _need(available: bool, what: str) -> None:
-    if not available:
-        if IN_CI:
-            pytest.fail(f"{what} is missing in CI (.ci/run installs it)")
-        pytest.skip(f"{what} is not installed")
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +148,7 @@ ENGLISH_ANSWERS = [
 
 @pytest.fixture(scope="module")
 def postgres():
-    _need(postgres_bin() is not None, "PostgreSQL")
+    need(postgres_bin() is not None, "PostgreSQL")
     pytest.importorskip("psycopg")
     with postgres_server() as server:
         yield server
@@ -158,7 +156,7 @@ def postgres():
 
 @pytest.fixture(scope="module")
 def spark():
-    _need(shutil.which("java") is not None, "a JVM")
+    need(shutil.which("java") is not None, "a JVM")
     pytest.importorskip("pyspark")
     from ..conftest import spark_session
 

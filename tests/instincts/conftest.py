@@ -4,14 +4,13 @@ worker). Without PostgreSQL its cases are skipped, except in CI."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from ..engines.warehouses import Postgres, postgres_bin, postgres_server
+from ..engines.warehouses import Postgres, need, postgres_bin, postgres_server
 
 BACKENDS = [
     pytest.param("duckdb"),
@@ -23,10 +22,7 @@ BACKENDS = [
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[Postgres]:
-    if postgres_bin() is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("PostgreSQL is missing in CI (.ci/run installs it)")
-        pytest.skip("PostgreSQL is not installed")
+    need(postgres_bin() is not None, "PostgreSQL")
     pytest.importorskip("psycopg")
     # commit timestamps: the concurrency test replays batches in the order they committed
     with postgres_server(settings={"track_commit_timestamp": "on"}) as server:
