@@ -1,4 +1,4 @@
-"""`duckscore run` with its defaults, written the way a user would otherwise write it: pandas.
+"""`duckscore run` of the seeds' recipe and policy, written the way a user would otherwise write it: pandas.
 
 The benchmark's config (c). The same pipeline as `duckscore run --recipe hybrid_v1 --policy
 overall_v1 --top-n 5`, in idiomatic vectorised pandas (sort, groupby, cumcount, transform; no

@@ -22,16 +22,19 @@ from typing import Any
 import duckdb
 
 from ..answers.pipeline import score_answers
+from ..common.defaults import DEFAULT_POLICY, DEFAULT_RECIPE
 from ..core.inputs import Table
-from ..core.policy import Policy
+from ..core.policy import Policy, load_policy
 from ..core.session import Relations
 from ..fuse.pipeline import fuse as fuse_log
+from ..fuse.policy_recipe import check_features_recipe
 from ..fuse.traces import TraceLog
 from ..metrics.catalog import DEFAULT_METRICS
 from ..metrics.retrieval import run_evaluation
 from ..pack.install import pack_script
 from ..run.pipeline import run as run_log
 from ..score.pipeline import score as score_features
+from ..score.policy import SCORE_POLICY
 
 _results = itertools.count(1)
 _shared: list[duckdb.DuckDBPyConnection] = []
@@ -133,7 +136,7 @@ class Answered:
 
 def fuse(
     log: Table,
-    recipe: str = "hybrid_v1",
+    recipe: str = DEFAULT_RECIPE,
     set_recipe: Sequence[str] = (),
     *,
     explain: bool = True,
@@ -162,15 +165,20 @@ def fuse(
 
 def score(
     features: Table,
-    policy: str = "overall_v1",
+    policy: str = DEFAULT_POLICY,
     set: Sequence[str] = (),
     *,
     queries: Table | None = None,
     top_n: int = 5,
     out: str | Path | None = None,
     con: duckdb.DuckDBPyConnection | None = None,
+    allow_recipe_mismatch: bool = False,
 ) -> Scored:
-    """Score parent features (seed 000) as `duckscore score` does."""
+    """Score parent features (seed 000) as `duckscore score` does (features that `fuse` wrote
+    with another recipe than the policy's are refused, unless allowed)."""
+    check_features_recipe(
+        load_policy(SCORE_POLICY, policy, list(set)), features, allow_recipe_mismatch
+    )
     outputs = _Outputs(connection(con), out, "score")
     done = score_features(
         features, outputs.destination, policy, list(set), queries, top_n, connection=outputs.con
@@ -186,8 +194,8 @@ def score(
 
 def run(
     log: Table,
-    recipe: str = "hybrid_v1",
-    policy: str = "overall_v1",
+    recipe: str | None = None,
+    policy: str = DEFAULT_POLICY,
     set_recipe: Sequence[str] = (),
     set: Sequence[str] = (),
     *,
@@ -197,8 +205,10 @@ def run(
     log_format: str = "retrieval_log",
     out: str | Path | None = None,
     con: duckdb.DuckDBPyConnection | None = None,
+    allow_recipe_mismatch: bool = False,
 ) -> Ran:
-    """Fuse a retrieval log and score its parents, as `duckscore run` does."""
+    """Fuse a retrieval log and score its parents, as `duckscore run` does (`recipe` None: the
+    recipe the policy was calibrated on, else the default)."""
     outputs = _Outputs(connection(con), out, "run")
     done = run_log(
         _as_format(log, log_format),
@@ -211,6 +221,7 @@ def run(
         top_n,
         explain=explain,
         connection=outputs.con,
+        allow_recipe_mismatch=allow_recipe_mismatch,
     )
     return Ran(
         outputs.relation("fused.parquet"),

@@ -29,31 +29,23 @@ def tuned_parameters(base: dict[str, Any]) -> list[str]:
 
 
 def candidate_values(state: dict[str, Any], name: str, tuned: list[str]) -> list[dict[str, float]]:
-    """The grid for one parameter; a weight set to v rescales the other tuned weights to 1 − v."""
+    """The grid for one parameter; a weight set to v rescales the other tuned weights to 1 − v
+    (when they are all 0, only v = 1 keeps the sum), and `w1` (strength) never reaches 0."""
+    if name not in WEIGHTS:
+        return [{name: v} for v in GRID]
+    others = [w for w in tuned if w in WEIGHTS and w != name]
+    rest = sum(state[w] for w in others)
     values = []
     for v in GRID:
-        if name not in WEIGHTS:
-            values.append({name: v})
+        if rest == 0 and v != 1:
             continue
-        others = [w for w in tuned if w in WEIGHTS and w != name]
-        rest = sum(state[w] for w in others)
-        if (name == "w1" and v == 0) or (rest == 0 and v != 1) or (not others and v != 1):
-            continue
-        change = (
-            {name: v} | {w: round(state[w] * (1 - v) / rest, 6) for w in others}
-            if rest
-            else {name: v}
-        )
-        drift = (
-            1
-            - sum(change.values())
-            - sum(state[w] for w in tuned if w in WEIGHTS and w not in change)
-        )
-        if others:
-            change[others[0]] = round(change[others[0]] + drift, 12)
-        if change.get("w1", state.get("w1", 1.0)) <= 0:  # strength always counts
-            continue
-        values.append(change)
+        change = {name: v} | {
+            w: round(state[w] * (1 - v) / rest, 6) if rest else 0.0 for w in others
+        }
+        if others:  # the rounding's drift, so that the weights sum to 1 exactly
+            change[others[0]] = round(change[others[0]] + 1 - sum(change.values()), 12)
+        if change.get("w1", state.get("w1", 1.0)) > 0:
+            values.append(change)
     return values
 
 
@@ -67,6 +59,22 @@ def choose(
         return min(range(len(options)), key=lambda i: abs(options[i][name] - current))
     tied = [i for i, a in enumerate(aucs) if a is not None and a >= best - MIN_GAIN]
     return min(tied, key=lambda i: (abs(options[i][name] - current), options[i][name]))
+
+
+def usable_candidates(
+    fit: str, name: str, options: list[dict[str, float]], constant: set[tuple[str, int]]
+) -> list[int]:
+    """The options of a step that do not make the fit's score constant: a constant score has an
+    AUROC of exactly 0.5, which can win when every other option ranks worse, and leaves a policy
+    that rates every query alike."""
+    usable = [i for i in range(len(options)) if (fit, i) not in constant]
+    if not usable:
+        values = [option[name] for option in options]
+        raise CalibrationError(
+            f"fit {fit}: every value of {name} tried ({min(values):g} to {max(values):g}) gives "
+            "every labelled query of the fit the same score: the features do not tell them apart"
+        )
+    return usable
 
 
 class Calibrator:
@@ -93,7 +101,9 @@ class Calibrator:
     def _rows(self, template: str, **context: Any) -> list[dict[str, Any]]:
         return self.session.rows(render(f"calibrate/{template}", **context))
 
-    def reference_bounds(self) -> dict[str, dict[str, list[float]]]:
+    def reference_bounds(self, fits: list[str]) -> dict[str, dict[str, list[float]]]:
+        """Each fit's reference bounds (P_lo, P_hi of each feature's per-query best value over
+        its training queries); refused for a fit whose training queries have no candidates."""
         rows = self._rows(
             "reference_bounds.sql",
             inputs={"parent_features": "parent_features", "membership": "cal_membership"},
@@ -102,17 +112,21 @@ class Calibrator:
             p_hi=self.base.parameters["normalization"]["p_hi"],
             final="bounds",
         )
+        found = {row["fit"]: row for row in rows}
         bounds = {}
-        for row in rows:
-            per_feature = {}
-            for f in self.reference_features:
-                lo, hi = row[f"{f}_lo"], row[f"{f}_hi"]
-                if lo is None or hi is None:
-                    raise CalibrationError(
-                        f"no candidate parents for the labelled queries of fit {row['fit']}"
-                    )
-                per_feature[f] = [float(lo), float(hi)]
-            bounds[row["fit"]] = per_feature
+        for fit in fits:
+            row = found.get(fit, {})
+            if any(
+                row.get(f"{f}_{end}") is None
+                for f in self.reference_features
+                for end in ("lo", "hi")
+            ):
+                raise CalibrationError(
+                    f"no candidate parents for the labelled queries of fit {fit}"
+                )
+            bounds[fit] = {
+                f: [float(row[f"{f}_lo"]), float(row[f"{f}_hi"])] for f in self.reference_features
+            }
         return bounds
 
     def _policy_template(self) -> dict[str, Any]:
@@ -194,6 +208,15 @@ class Calibrator:
         )
         return {(r["fit"], r["candidate"]): r["auroc"] for r in rows}
 
+    def constant_candidates(self) -> set[tuple[str, int]]:
+        """The (fit, candidate) pairs of cal_predictions that give every labelled query of their
+        scope the same score (e.g. all 0): no ranking, and no top-2 ratio when 0."""
+        frame = self.session.frame(
+            "SELECT fit, candidate FROM cal_predictions GROUP BY fit, candidate "
+            "HAVING min(score) = max(score)"
+        )
+        return {(fit, int(candidate)) for fit, candidate in frame.itertuples(index=False)}
+
     def thresholds(self) -> dict[str, dict[str, Any]]:
         s = self.settings
         rows = self._rows(
@@ -237,14 +260,17 @@ class Calibrator:
                     options[fit.name] = changes
                     rows += [self.row(fit, "train", i, c, bounds) for i, c in enumerate(changes)]
                 self.score_candidates(rows)
-                aucs = self.aurocs()
+                aucs, constant = self.aurocs(), self.constant_candidates()
                 for fit in fits.values():
-                    index = choose(
-                        options[fit.name],
-                        [aucs.get((fit.name, i)) for i in range(len(options[fit.name]))],
-                        name,
-                        fit.parameters[name],
-                    )
+                    usable = usable_candidates(fit.name, name, options[fit.name], constant)
+                    index = usable[
+                        choose(
+                            [options[fit.name][i] for i in usable],
+                            [aucs.get((fit.name, i)) for i in usable],
+                            name,
+                            fit.parameters[name],
+                        )
+                    ]
                     chosen = options[fit.name][index]
                     fit.parameters.update(chosen)
                     fit.steps.append(

@@ -13,6 +13,7 @@ from ..core.session import Session
 from .settings import CLASSES, CalibrationError, CalibrationSettings
 
 CONFIDENCE = 0.05  # a class quantile needs n with (1 - tail)^n <= 0.05 (Wilks)
+HITL_QUANTILES = tuple(round(0.5 + i / 100, 2) for i in range(21))  # --hitl-quantile's band
 
 
 def minimum_labels(quantile: float) -> int:
@@ -21,25 +22,69 @@ def minimum_labels(quantile: float) -> int:
     return math.ceil(math.log(CONFIDENCE) / math.log(1 - tail))
 
 
-def check_label_counts(counts: dict[str, int], settings: CalibrationSettings) -> None:
-    needs = {
-        "bad": minimum_labels(settings.bad_quantile),
-        "good": minimum_labels(settings.good_quantile),
-        "ambiguous": minimum_labels(settings.hitl_quantile),
-    }
-    for label, needed in needs.items():
-        if counts.get(label, 0) < needed:
-            raise CalibrationError(
-                f"--labels: {counts.get(label, 0)} `{label}` labels; estimating their quantile needs "
-                f"at least {needed} (the sample's extreme must bound it with 95% confidence)"
-            )
+def check_label_counts(
+    counts: dict[str, int],
+    settings: CalibrationSettings,
+    where: str,
+    labelled: dict[str, int] | None = None,
+    option: str = "",
+) -> None:
+    """Refuse, before any work, labels too few for the quantiles the settings estimate, saying
+    what would work with these counts. `labelled`: the counts before only those that occur in
+    the input of `option` were kept."""
+    s = settings
+    bad, good, ambiguous = (counts.get(label, 0) for label in ("bad", "good", "ambiguous"))
+
+    def of_labelled(label: str) -> str:
+        return "" if labelled is None else f" in {option} ({labelled.get(label, 0)} labelled)"
+
+    if bad < minimum_labels(s.bad_quantile):
+        needed = minimum_labels(s.bad_quantile)
+        raise CalibrationError(
+            f"{where}: T_low (the {_p(s.bad_quantile)} of the `bad` queries' scores, under "
+            f"either --thresholds) needs at least {needed} `bad` queries; you have "
+            f"{bad}{of_labelled('bad')}: label at least {needed - bad} more"
+        )
+    if s.thresholds == "quantile" and good < minimum_labels(s.good_quantile):
+        needed = minimum_labels(s.good_quantile)
+        raise CalibrationError(
+            f"{where}: T_high by --thresholds quantile (the {_p(s.good_quantile)} of the `good` "
+            f"queries' scores) needs at least {needed} `good` queries; you have "
+            f"{good}{of_labelled('good')}: use --thresholds precision (T_high by "
+            f"--target-precision needs no quantile of `good`) or label at least {needed - good} "
+            "more"
+        )
+    if ambiguous < minimum_labels(s.hitl_quantile):
+        needed = minimum_labels(s.hitl_quantile)
+        raise CalibrationError(
+            f"{where}: R_hitl (the {_p(s.hitl_quantile)} of the `ambiguous` queries' top-2 "
+            f"ratios, --hitl-quantile {s.hitl_quantile:g}) needs at least {needed} `ambiguous` "
+            f"queries; you have {ambiguous}{of_labelled('ambiguous')}: "
+            + _lower_hitl_quantile(ambiguous, needed)
+        )
     fewest, label = min((counts.get(label, 0), label) for label in CLASSES)
     if settings.folds > fewest:
         # 1000 folds of 300 labels ran for minutes, to 19 GB of memory and 12 GB of spill
         raise CalibrationError(
-            f"--folds {settings.folds}: more folds than the {fewest} `{label}` labels; at most "
-            f"{fewest} (every fold tests at least one query of each label)"
+            f"--folds {settings.folds}: more folds than the {fewest} `{label}` queries"
+            f"{of_labelled(label)}; use --folds {fewest} or fewer (every fold tests at least "
+            "one query of each label)"
         )
+
+
+def _p(quantile: float) -> str:
+    return f"P{quantile * 100:g}"
+
+
+def _lower_hitl_quantile(ambiguous: int, needed: int) -> str:
+    """The highest --hitl-quantile of the seed's P50–P70 band these ambiguous labels support."""
+    supported = [q for q in HITL_QUANTILES if minimum_labels(q) <= ambiguous]
+    more = f"label at least {needed - ambiguous} more"
+    if not supported:
+        lowest = HITL_QUANTILES[0]
+        return f"{more} (--hitl-quantile {lowest:g} needs {minimum_labels(lowest)})"
+    q = supported[-1]
+    return f"use --hitl-quantile {q:g} (needs {minimum_labels(q)}) or {more}"
 
 
 def label_set_sha256(labels: pd.DataFrame) -> str:

@@ -1,5 +1,8 @@
 """`calibrate()`: labels → a new, versioned score policy (seed 000 §9, issue 4).
 
+0. Inputs (open_inputs): the label floors before anything else is read, then the labelled
+   queries the features or log hold (the others left out, with a warning), the floors again on
+   those, and only then the log fused.
 1. Reference quantiles (when the base policy normalises by `reference`): P_lo / P_hi of each
    feature's per-query best value over the labelled queries (sql/calibrate/reference_bounds.sql).
 2. §9.3 ablation, cross-validated by query (calibrate/ablation.py).
@@ -11,7 +14,7 @@
    `cross_validated` figures are on queries the calibration never saw.
 
 Folds are stratified by label (calibrate/folds.py). Everything is deterministic for given inputs,
-seed and settings.
+seed and settings. The default version is `<base>_cal_<8 hex of the final parameters' sha256>`.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from ..core.progress import SILENT, Progress
 from ..core.render import lit
 from ..core.session import Session
 from ..fuse.log import open_log
-from ..fuse.recipe import FUSE_RECIPE
+from ..fuse.recipe import FUSE_RECIPE, recipe_record, recipe_record_from_manifest
 from ..fuse.stages import create_fuse_hits, create_parent_features
 from ..metrics.tables import QRELS
 from ..score.policy import SCORE_POLICY
@@ -40,10 +43,11 @@ from ..score.tables import PARENT_FEATURES
 from .ablation import Calibrator
 from .folds import assign_folds, build_membership, check_label_counts, label_set_sha256
 from .policy_file import write_policy
-from .probability import apply_map, brier, chosen_method, fit_map, outcome, variants
+from .probability import choose_variant, chosen_method, fit_map, outcome
+from .recalibration import QUANTILE_LEVELS, QUANTILES_KEY
 from .report import build_report, write_report
 from .settings import CLASSES, DEFAULT_SETTINGS, CalibrationError, CalibrationSettings, Fit
-from .tables import open_labels
+from .tables import keep_labels_in, open_labels
 
 
 @dataclass(frozen=True)
@@ -82,28 +86,13 @@ def calibrate(
             "--set-recipe applies to --log (the log is fused first), not to --features"
         )
     base_policy = load_policy(SCORE_POLICY, base)
+    loaded_recipe = None if log is None else load_policy(FUSE_RECIPE, recipe, recipe_overrides)
     with Session(engine, progress) as session:
         progress.step(f"checking inputs (base policy {base_policy.version})")
-        if features is not None:
-            opened = session.open("features", PARENT_FEATURES, features, "--features")
-            where = f"--features ({opened.given})"
-        else:
-            assert log is not None  # exactly one of the two, checked above
-            loaded_recipe = load_policy(FUSE_RECIPE, recipe, recipe_overrides)
-            opened, plan = open_log(session, log, loaded_recipe)
-            progress.step(
-                f"parent features of {opened.rows:,} hits (recipe {loaded_recipe.version})"
-            )
-            create_fuse_hits(session, plan)
-            create_parent_features(session, plan)
-            where = f"--log ({opened.given})"
-        check_evidence_columns(session, base_policy, where)
-        _, label_frame = open_labels(session, labels)
-        if qrels is not None:
-            session.open("qrels", QRELS, qrels, "--qrels")
-            session.execute("CREATE OR REPLACE TEMP TABLE cal_qrels AS SELECT * FROM qrels")
-        counts = {label: int((label_frame["label"] == label).sum()) for label in CLASSES}
-        check_label_counts(counts, settings)
+        inputs = open_inputs(
+            session, labels, features, log, loaded_recipe, qrels, base_policy, settings
+        )
+        label_frame, counts = inputs.labels, inputs.counts
         build_membership(
             session, assign_folds(label_frame, settings.folds, settings.seed), settings.folds
         )
@@ -111,7 +100,7 @@ def calibrate(
         calibrator = Calibrator(session, base_policy, settings, qrels is not None)
         names = ["all"] + [f"fold{k}" for k in range(settings.folds)]
         fits = {n: Fit(n, {k: base_policy.parameters[k] for k in calibrator.tuned}) for n in names}
-        bounds = calibrator.reference_bounds() if calibrator.reference else {}
+        bounds = calibrator.reference_bounds(names) if calibrator.reference else {}
         progress.step(
             f"ablation of {', '.join(calibrator.tuned)} on {len(label_frame)} labelled queries, "
             f"{settings.folds}-fold"
@@ -140,7 +129,7 @@ def calibrate(
         policies = {
             n: policy_from_parameters(
                 SCORE_POLICY,
-                version or "calibrated",
+                "calibrated",  # the version follows from the final parameters, below
                 final_parameters(base_policy, fit, bounds, calibrator.reference_features),
                 f"calibrate fit {n}",
                 base_policy.version,
@@ -169,8 +158,10 @@ def calibrate(
             decisions["best_parent_relevant"] = (
                 decisions["best_parent_relevant"].fillna(False).astype(bool)
             )
-        label_hash = label_set_sha256(label_frame)
-        version = version or f"{base_policy.base_version}_cal_{label_hash[:8]}"
+        # parameters that differ give versions that differ; equal parameters, equal versions
+        version = version or (
+            f"{base_policy.base_version}_cal_{policies['all'].parameters_sha256[:8]}"
+        )
         report = build_report(
             session,
             decisions,
@@ -182,22 +173,96 @@ def calibrate(
             probability,
             has_qrels=qrels is not None,
         )
+    parameters = policies["all"].parameters
     document = write_policy(
         Path(out),
         version,
         base_policy,
-        policies["all"].parameters,
-        label_hash,
+        parameters,
+        label_set_sha256(label_frame),
         counts,
         settings,
         calibrator.tuned,
         report,
         session.inputs,
+        {"labels_not_in_log": inputs.labels_not_in_input}
+        | ({"recipe": inputs.recipe} if inputs.recipe is not None else {}),
+        score_distribution(decisions[decisions["fit"] == "all"], parameters),
     )
     if report_dir is not None:
         progress.step(f"writing the report to {report_dir}")
         write_report(Path(report_dir), report, decisions, title=f"duckscore calibration: {version}")
     return CalibrationResult(Path(out), document, fits, decisions, ablation, training)
+
+
+@dataclass(frozen=True)
+class CalibrationInputs:
+    labels: pd.DataFrame  # the labelled queries that occur in the input
+    counts: dict[str, int]
+    labels_not_in_input: int
+    recipe: dict[str, str] | None  # the fusion recipe of the parent features, when known
+
+
+def open_inputs(
+    session: Session,
+    labels: Table,
+    features: Table | None,
+    log: Table | None,
+    recipe: Policy | None,
+    qrels: Table | None,
+    base_policy: Policy,
+    settings: CalibrationSettings,
+) -> CalibrationInputs:
+    """The labels, their floors checked before anything else is read; the candidate parents (a
+    log fused, once the floors hold on the labelled queries it has); the optional qrels."""
+    opened_labels, label_frame = open_labels(session, labels)
+    where = f"--labels ({opened_labels.given})"
+    labelled = class_counts(label_frame)
+    check_label_counts(labelled, settings, where)
+    plan = None
+    if features is not None:
+        opened = session.open("features", PARENT_FEATURES, features, "--features")
+        option, table = "--features", "parent_features"
+        record = recipe_record_from_manifest(features) if isinstance(features, str | Path) else None
+    else:
+        assert log is not None and recipe is not None  # the log's recipe, loaded by calibrate
+        opened, plan = open_log(session, log, recipe)
+        option, table, record = "--log", "retrieval_log", recipe_record(recipe)
+    kept, missing = keep_labels_in(session, where, table, option, opened.given)
+    counts = class_counts(kept)
+    if missing:
+        check_label_counts(counts, settings, where, labelled, option)
+    if plan is not None:
+        session.progress.step(
+            f"parent features of {opened.rows:,} hits (recipe {plan.recipe.version})"
+        )
+        create_fuse_hits(session, plan)
+        create_parent_features(session, plan)
+    check_evidence_columns(session, base_policy, f"{option} ({opened.given})")
+    if qrels is not None:
+        session.open("qrels", QRELS, qrels, "--qrels")
+        session.execute("CREATE OR REPLACE TEMP TABLE cal_qrels AS SELECT * FROM qrels")
+    return CalibrationInputs(kept, counts, missing, record)
+
+
+def class_counts(labels: pd.DataFrame) -> dict[str, int]:
+    return {label: int((labels["label"] == label).sum()) for label in CLASSES}
+
+
+def score_distribution(in_sample: pd.DataFrame, parameters: dict[str, Any]) -> dict[str, Any]:
+    """How the policy rates its labelled queries in-sample (the `all` fit's decisions): the
+    reference a recalibration without labels compares a new domain's scores with. A query
+    without candidates scores 0 and has no top-2 ratio."""
+    score = in_sample["best_overall_score"].fillna(0.0)
+    return {
+        "queries": len(in_sample),
+        "base_rate": float((in_sample["label"] == "good").mean()),
+        "below_T_low": float((score < parameters["T_low"]).mean()),
+        "below_T_high": float((score < parameters["T_high"]).mean()),
+        "hitl": float((in_sample["top2_ratio"] >= parameters["R_hitl"]).mean()),
+        # continuous quantiles (as quantile_cont): what --adapt quantile pairs a new domain's with
+        QUANTILES_KEY: [float(v) for v in np.quantile(score.to_numpy(), QUANTILE_LEVELS)],
+    }
 
 
 def resolve_thresholds(
@@ -256,8 +321,9 @@ def with_probability(
     labels: pd.DataFrame,
     settings: CalibrationSettings,
 ) -> tuple[dict[str, Policy], dict[str, Any], pd.DataFrame]:
-    """Each fit's policy with a probability map fitted on its own training queries, the features
-    chosen by the Brier score of the folds' held-out queries (a tie keeps fewer features)."""
+    """Each fit's policy with a probability map fitted on its own training queries, the map (its
+    method and features) chosen by the Brier score of the folds' held-out queries (a tie keeps
+    the earlier, simpler variant)."""
     method = chosen_method(settings.probability, len(labels))
     trained = {
         n: score_fit(session, policy, n, "train").merge(labels, on="query_id")
@@ -268,15 +334,7 @@ def with_probability(
         for n, policy in policies.items()
         if n != "all"
     }
-    outcomes = np.concatenate([outcome(frame) for frame in held_out.values()])
-    held_out_brier = {
-        v.name: brier(
-            np.concatenate([apply_map(fit_map(v, trained[n]), f) for n, f in held_out.items()]),
-            outcomes,
-        )
-        for v in variants(method)
-    }
-    chosen = min(variants(method), key=lambda v: held_out_brier[v.name])
+    chosen, held_out_brier = choose_variant(method, trained, held_out)
     levels = {"levels_by": settings.levels, "p_low": settings.p_low, "p_high": settings.p_high}
     with_maps = {
         n: policy_from_parameters(
@@ -289,7 +347,7 @@ def with_probability(
         for n, policy in policies.items()
     }
     record = {
-        "method": method,
+        "method": chosen.method,
         "features": list(chosen.features),
         "held_out_brier": held_out_brier,
         "training_base_rate": {n: float(outcome(frame).mean()) for n, frame in trained.items()},

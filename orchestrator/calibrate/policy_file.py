@@ -1,5 +1,6 @@
 """§9.4: the calibrated policy file. It carries its version, parent version, every parameter,
-the label-set hash, the per-class counts and its validation metrics."""
+the label-set hash, the per-class counts, the fusion recipe when known, its validation metrics
+and its in-sample score distribution."""
 
 from __future__ import annotations
 
@@ -28,9 +29,13 @@ def write_policy(
     tuned: list[str],
     report: dict[str, Any],
     inputs: Mapping[str, OpenedInput],
+    provenance: dict[str, Any],
+    distribution: dict[str, Any],
 ) -> dict[str, Any]:
     """§9.4: the new policy carries its version, parent version, every parameter, the label-set
-    hash, the per-class counts and its validation metrics."""
+    hash, the per-class counts and its validation metrics; `provenance` (labels_not_in_log and,
+    when known, the fusion recipe) follows the counts, and `distribution` (the in-sample
+    score_distribution) closes the metadata."""
     cv = report["cross_validated"]
     summary = {
         name: _summary(figures)
@@ -47,6 +52,7 @@ def write_policy(
             "duckscore_version": __version__,
             "label_set_sha256": label_hash,
             "label_counts": counts,
+            **provenance,
             "inputs": {name: opened.given for name, opened in inputs.items()},
             "method": report["settings"] | {"tuned": tuned},
             "validation": {
@@ -55,9 +61,15 @@ def write_policy(
                 "targets": report["targets"],
             }
             | _probability_summary(report.get("probability")),
+            "score_distribution": distribution,
         },
         "parameters": parameters,
     }
+    return write_policy_document(out, document)
+
+
+def write_policy_document(out: Path, document: dict[str, Any]) -> dict[str, Any]:
+    """The policy file `out`, replaced atomically: nothing half-written."""
     with atomic_output_file(out) as staging:
         staging.write_text(
             yaml.safe_dump(document, sort_keys=False, allow_unicode=True), encoding="utf-8"

@@ -1,6 +1,6 @@
-"""P(good answer) for a calibrated policy (issue 24): Platt scaling or isotonic regression of the
-label `good` on the policy's own decisions, fitted here and applied by the score SQL (stage
-`probabilities` of sql/score/queries.sql).
+"""P(good answer) for a calibrated policy (issue 24): Platt scaling, beta calibration or isotonic
+regression of the label `good` on the policy's own decisions, fitted here and applied by the score
+SQL (stage `probabilities` of sql/score/queries.sql).
 
 A query without candidates counts as best score 0 and top-2 ratio 0, here as in the SQL.
 
@@ -8,6 +8,11 @@ A query without candidates counts as best score 0 and top-2 ratio 0, here as in 
   1/(N- + 2) for the others), by Newton's method — scikit-learn's `_sigmoid_calibration`
   minimises the same loss. Features: the best OverallScore, and the top-2 ratio beside it when
   that lowers the held-out Brier score of the calibration's folds.
+- beta (Kull, Silva Filho & Flach, AISTATS 2017): the same fit on ln s′ and ln(1 − s′), s′ the
+  best score clipped by BETA_CLIP. Kull et al. keep the slope of ln s′ at or above 0 and that of
+  ln(1 − s′) at or below 0 (a map that rises with the score): a slope of the wrong sign drops its
+  feature and the rest is refitted, as the betacal package does (again if need be: with neither
+  feature left, the map is a constant).
 - isotonic: pool-adjacent-violators on the best score (equal scores pooled first), kept as the
   breakpoints scikit-learn's IsotonicRegression interpolates between (clipped beyond the ends).
 """
@@ -20,10 +25,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..score.policy import BETA_CLIP, BETA_FEATURES
 from .settings import CalibrationError
 
 PLATT_BELOW = 1000  # labels; with more, isotonic (scikit-learn: it overfits small sets)
 FEATURES = ("best_overall_score", "top2_ratio")
+BETA_SIGNS = (1.0, -1.0)  # the sign a beta slope may take, per BETA_FEATURES (0 allowed)
 
 
 @dataclass(frozen=True)
@@ -39,17 +46,38 @@ class Variant:
 
 
 def chosen_method(method: str, labels: int) -> str:
-    """`auto` resolved by the number of labels."""
-    if method != "auto":
+    """The method whose variants are compared: `auto` is isotonic from PLATT_BELOW labels, and
+    below stays `auto` (Platt's variants and beta's)."""
+    if method != "auto" or labels < PLATT_BELOW:
         return method
-    return "platt" if labels < PLATT_BELOW else "isotonic"
+    return "isotonic"
 
 
 def variants(method: str) -> list[Variant]:
-    """The candidates a calibration compares under cross-validation (the first is the default)."""
-    if method == "platt":
-        return [Variant("platt", FEATURES[:1]), Variant("platt", FEATURES)]
-    return [Variant("isotonic", FEATURES[:1])]
+    """The candidates a calibration compares under cross-validation, simplest first (a tie in
+    held-out Brier keeps the earlier)."""
+    if method == "isotonic":
+        return [Variant("isotonic", FEATURES[:1])]
+    platt = [Variant("platt", FEATURES[:1]), Variant("platt", FEATURES)]
+    beta = [Variant("beta", FEATURES[:1])]
+    return {"platt": platt, "beta": beta, "auto": platt + beta}[method]
+
+
+def choose_variant(
+    method: str, trained: dict[str, pd.DataFrame], held_out: dict[str, pd.DataFrame]
+) -> tuple[Variant, dict[str, float]]:
+    """The variant of `method` whose maps, each fitted on a fold's training decisions, give the
+    folds' held-out decisions the lowest Brier score (a tie keeps the earlier), and that score of
+    every variant by name."""
+    outcomes = np.concatenate([outcome(frame) for frame in held_out.values()])
+    held_out_brier = {
+        v.name: brier(
+            np.concatenate([apply_map(fit_map(v, trained[n]), f) for n, f in held_out.items()]),
+            outcomes,
+        )
+        for v in variants(method)
+    }
+    return min(variants(method), key=lambda v: held_out_brier[v.name]), held_out_brier
 
 
 def feature_matrix(decisions: pd.DataFrame, features: tuple[str, ...]) -> np.ndarray:
@@ -68,19 +96,24 @@ def fit_map(variant: Variant, decisions: pd.DataFrame) -> dict[str, Any]:
         intercept, *slopes = fit_platt(x, y)
         coefficients = dict.fromkeys(FEATURES, 0.0) | dict(zip(variant.features, slopes))
         return {"method": "platt", "platt": {"intercept": intercept, **coefficients}}
+    if variant.method == "beta":
+        return {"method": "beta", "beta": fit_beta(x[:, 0], y)}
     xs, ys = fit_isotonic(x[:, 0], y)
     return {"method": "isotonic", "isotonic": {"x": xs, "y": ys}}
 
 
 def apply_map(block: dict[str, Any], decisions: pd.DataFrame) -> np.ndarray:
     """The map applied in Python (the SQL applies it in the score run)."""
-    if block["method"] == "platt":
-        c = block["platt"]
-        x = feature_matrix(decisions, FEATURES)
-        logit = c["intercept"] + x @ np.array([c[f] for f in FEATURES])
-        return np.asarray(1.0 / (1.0 + np.exp(-logit)))
-    x = feature_matrix(decisions, FEATURES[:1])[:, 0]
-    return np.asarray(np.interp(x, block["isotonic"]["x"], block["isotonic"]["y"]))
+    method = block["method"]
+    score = feature_matrix(decisions, FEATURES[:1])[:, 0]
+    if method == "isotonic":
+        return np.asarray(np.interp(score, block["isotonic"]["x"], block["isotonic"]["y"]))
+    if method == "platt":
+        keys, x = FEATURES, feature_matrix(decisions, FEATURES)
+    else:
+        keys, x = BETA_FEATURES, beta_features(score)
+    c = block[method]
+    return _sigmoid(c["intercept"] + x @ np.array([c[k] for k in keys]))
 
 
 def brier(p: np.ndarray, y: np.ndarray) -> float:
@@ -114,8 +147,31 @@ def fit_platt(x: np.ndarray, y: np.ndarray, iterations: int = 100) -> list[float
         if improvement <= 1e-15 * max(1.0, loss):
             break
     if not np.all(np.isfinite(theta)):
-        raise CalibrationError("--probability platt: the fit did not converge")
+        raise CalibrationError("p_good: the logistic fit did not converge")
     return [float(v) for v in theta]
+
+
+def beta_features(score: np.ndarray) -> np.ndarray:
+    """The columns of BETA_FEATURES: ln s′ and ln(1 − s′), s′ the score clipped by BETA_CLIP."""
+    clipped = np.clip(score, BETA_CLIP, 1.0 - BETA_CLIP)
+    return np.column_stack([np.log(clipped), np.log(1.0 - clipped)])
+
+
+def fit_beta(score: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """The beta map's coefficients: fit_platt on beta_features, a slope of the wrong sign (see
+    BETA_SIGNS) dropping its feature (0) and the rest refitted until every sign holds."""
+    x = beta_features(score)
+    kept = list(range(len(BETA_FEATURES)))
+    while True:
+        intercept, *slopes = fit_platt(x[:, kept], y)
+        wrong = [k for k, slope in zip(kept, slopes) if slope * BETA_SIGNS[k] < 0]
+        if not wrong:
+            break
+        kept.remove(wrong[0])
+    coefficients = dict.fromkeys(BETA_FEATURES, 0.0) | {
+        BETA_FEATURES[k]: slope for k, slope in zip(kept, slopes)
+    }
+    return {"intercept": intercept, **coefficients}
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:

@@ -99,7 +99,7 @@ def probability_section(probability: dict[str, Any] | None, figures: dict[str, b
     return f"""<h2>Probability of a good answer: <code>p_good</code></h2>
 <p>Method <b>{html.escape(probability["method"])}</b> on
 {html.escape(", ".join(probability["features"]))}, fitted on each fit's training queries (the
-features chosen by the held-out Brier score below). A constant prediction of each fold's training
+method and features chosen by the held-out Brier score below). A constant prediction of each fold's training
 base rate has a cross-validated Brier score of
 {cell(probability["cross_validated_base_rate_brier"])}.</p>
 <p>ECE is noisy on few queries: with these predictions and outcomes drawn from them (a perfectly

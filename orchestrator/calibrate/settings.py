@@ -9,7 +9,7 @@ from typing import Any
 from ..core.errors import DuckscoreError
 
 THRESHOLD_METHODS = ("quantile", "precision")
-PROBABILITY_METHODS = ("auto", "platt", "isotonic", "none")
+PROBABILITY_METHODS = ("auto", "platt", "beta", "isotonic", "none")
 LEVELS_BY = ("score", "probability")
 CLASSES = ("good", "ambiguous", "bad")
 

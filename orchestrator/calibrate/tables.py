@@ -1,4 +1,5 @@
-"""The labels `duckscore calibrate` learns from: one label per query, good / ambiguous / bad."""
+"""The labels `duckscore calibrate` learns from: one label per query, good / ambiguous / bad, of
+the queries that occur in its input."""
 
 from __future__ import annotations
 
@@ -30,3 +31,33 @@ def open_labels(session: Session, given: Table) -> tuple[OpenedInput, pd.DataFra
         )
     session.execute("CREATE OR REPLACE TEMP TABLE cal_labels AS SELECT query_id, label FROM labels")
     return opened, session.frame("SELECT query_id, label FROM cal_labels ORDER BY query_id")
+
+
+def keep_labels_in(
+    session: Session, labels_where: str, table: str, input_option: str, given: str
+) -> tuple[pd.DataFrame, int]:
+    """Keep in cal_labels the labelled queries that occur in `table` (the input of
+    `input_option`, given as `given`): refuse when none does, warn how many do not. The kept
+    labels as a frame ordered by query_id, and how many were left out."""
+    absent = f"NOT EXISTS (SELECT 1 FROM {table} AS t WHERE t.query_id = l.query_id)"
+    row = session.first_row(f"SELECT count(*), count(*) FILTER ({absent}) FROM cal_labels AS l")
+    assert row is not None
+    labelled, missing = int(row[0]), int(row[1])
+    if missing == labelled:
+        raise InputError(
+            f"{labels_where}: none of the {labelled} labelled query ids occurs in "
+            f"{input_option} ({given}); labelled e.g. {_examples(session, 'cal_labels')}, there "
+            f"e.g. {_examples(session, table)}"
+        )
+    if missing:
+        session.progress.warn(
+            f"--labels: {missing} of {labelled} labelled query ids do not occur in "
+            f"{input_option}; calibrating on the other {labelled - missing}"
+        )
+        session.execute(f"DELETE FROM cal_labels AS l WHERE {absent}")
+    return session.frame("SELECT query_id, label FROM cal_labels ORDER BY query_id"), missing
+
+
+def _examples(session: Session, table: str) -> str:
+    frame = session.frame(f"SELECT DISTINCT query_id FROM {table} ORDER BY query_id LIMIT 3")
+    return ", ".join(repr(q) for q in frame["query_id"])

@@ -14,6 +14,7 @@ from . import (  # noqa: F401
     macros,
     metrics,
     policy,
+    recalibrate,
     run,
     score,
     sql,

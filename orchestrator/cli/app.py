@@ -71,13 +71,13 @@ def _fail(message: str, status: int = 2) -> None:
     "--progress/--no-progress",
     default=None,
     help="Progress lines on stderr (default: only when stderr is a terminal); --no-progress "
-    "also silences the line a command prints when it succeeds.",
+    "also silences the lines a command prints when it succeeds (not its warnings).",
 )
 @click.option(
     "-q",
     "--quiet",
     is_flag=True,
-    help="No progress lines and no success line (same as --no-progress); errors still print.",
+    help="No progress lines, no success line and no warnings; errors still print.",
 )
 @click.pass_context
 def cli(ctx: click.Context, progress: bool | None, quiet: bool) -> None:
@@ -88,7 +88,7 @@ def cli(ctx: click.Context, progress: bool | None, quiet: bool) -> None:
     """
     if progress is None:
         progress = sys.stderr.isatty()
-    ctx.obj = Progress(enabled=progress and not quiet)
+    ctx.obj = Progress(enabled=progress and not quiet, warnings=not quiet)
 
 
 def main() -> None:

@@ -31,7 +31,7 @@ def _p_good_threshold(name: str, default: float, meaning: str) -> Callable[[F], 
     "--features", metavar="PATH", help="parent_features table (as written by `duckscore fuse`)."
 )
 @click.option("--log", metavar="PATH", help="Or a retrieval log, fused with --recipe first.")
-@recipe_options("canonical_rrf")
+@recipe_options()
 @click.option(
     "--labels",
     required=True,
@@ -56,7 +56,8 @@ def _p_good_threshold(name: str, default: float, meaning: str) -> Callable[[F], 
     "--version",
     "version",
     metavar="NAME",
-    help="score_policy_version of the new policy (default: <base>_cal_<label hash>).",
+    help="score_policy_version of the new policy (default: <base>_cal_<8 hex digits of the "
+    "sha256 of its parameters>).",
 )
 @click.option(
     "--report",
@@ -87,11 +88,12 @@ def _p_good_threshold(name: str, default: float, meaning: str) -> Callable[[F], 
 )
 @click.option(
     "--probability",
-    type=click.Choice(["auto", "platt", "isotonic", "none"]),
+    type=click.Choice(["auto", "platt", "beta", "isotonic", "none"]),
     default="auto",
     show_default=True,
-    help="Map the best score to p_good, P(label good): Platt scaling or isotonic regression "
-    "(auto: Platt below 1,000 labels); none writes no map.",
+    help="Map the best score to p_good, P(label good): Platt scaling, beta calibration or "
+    "isotonic regression (auto: below 1,000 labels the Platt or beta map of lowest held-out "
+    "Brier score, from 1,000 isotonic); none writes no map.",
 )
 @click.option(
     "--levels",
@@ -154,8 +156,10 @@ def calibrate(
     cross-validated ablation of alpha, beta and the weights, §9.2 thresholds, and a new
     versioned policy file carrying the label-set hash, counts and validation metrics.
 
-    Refuses (exit 2, one line) when a class has too few labels to estimate its quantile
-    (29 bad for P90, 29 good for P10, 9 ambiguous for P70) or when T_low >= T_high.
+    Refuses (exit 2, one line), before any work, when a class has too few labels to estimate
+    its quantile (29 bad for P90; 29 good for P10 with --thresholds quantile; 9 ambiguous for
+    P70), saying what would work; also when no labelled query occurs in the input, or when
+    T_low >= T_high. Labelled queries absent from the input are left out, with a warning.
     Prints the cross-validated figures against the issue-4 targets on stdout.
     """
     from ..calibrate.pipeline import calibrate as run_calibrate

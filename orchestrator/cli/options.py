@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
+from ..common.defaults import DEFAULT_POLICY, DEFAULT_RECIPE
 from ..engines import DIALECTS
 from ..fuse import LOG_FORMATS
 
@@ -92,9 +93,10 @@ def policy_options(default: str, example: str) -> Callable[[F], F]:
     return decorate
 
 
-def recipe_options(default: str = "hybrid_v1") -> Callable[[F], F]:
+def recipe_options(default: str | None = DEFAULT_RECIPE) -> Callable[[F], F]:
     """--recipe (a packaged fusion recipe or a YAML file) and --set-recipe KEY=VALUE
-    (`recipe_overrides`)."""
+    (`recipe_overrides`). `default` None: the recipe the command's --policy was calibrated on,
+    else the default recipe (the command resolves it)."""
 
     def decorate(command: F) -> F:
         command = click.option(
@@ -105,15 +107,30 @@ def recipe_options(default: str = "hybrid_v1") -> Callable[[F], F]:
             help="Override a recipe key (dotted, e.g. fusion.k=20 or "
             "sources.dense.weight=0.7). Repeatable.",
         )(command)
+        if default is None:
+            return click.option(
+                "--recipe",
+                metavar="NAME|PATH",
+                help="A packaged fusion recipe (canonical_rrf, hybrid_v1) or a recipe YAML file. "
+                f"Default: the recipe the policy was calibrated on, else {DEFAULT_RECIPE}.",
+            )(command)
         return click.option(
             "--recipe",
             default=default,
             show_default=True,
             metavar="NAME|PATH",
-            help="A packaged fusion recipe (hybrid_v1, canonical_rrf) or a recipe YAML file.",
+            help="A packaged fusion recipe (canonical_rrf, hybrid_v1) or a recipe YAML file.",
         )(command)
 
     return decorate
+
+
+allow_recipe_mismatch_option = click.option(
+    "--allow-recipe-mismatch",
+    is_flag=True,
+    help="Score features of another recipe than the one the policy was calibrated on "
+    "(its thresholds and p_good then do not hold as calibrated).",
+)
 
 
 def sources_option(what: str) -> Callable[[F], F]:
@@ -180,7 +197,7 @@ def pack_options(command: F) -> F:
         "--instinct-policy", "instinct_v1", "instinct policy (the Wilson z)"
     )(decorated)
     decorated = recipe_options()(decorated)
-    return policy_options("overall_v1", "normalization.eps=1e-6")(decorated)  # type: ignore[no-any-return]
+    return policy_options(DEFAULT_POLICY, "normalization.eps=1e-6")(decorated)  # type: ignore[no-any-return]
 
 
 class OutputPath(click.Path):

@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..common.defaults import DEFAULT_POLICY
 from .app import cli
 from .options import (
+    allow_recipe_mismatch_option,
     engine_options,
     explain_option,
     given_and_format,
@@ -19,7 +21,7 @@ from .options import (
     recipe_options,
     top_n_option,
 )
-from .summary import partitions_written, written
+from .summary import decided, partitions_written, written
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
@@ -65,9 +67,10 @@ if TYPE_CHECKING:
     help="With --partition-by: compute only partitions whose files, recipe or policy changed "
     "since the ledger's run; leave the others byte for byte.",
 )
-@recipe_options()
+@recipe_options(None)
+@allow_recipe_mismatch_option
 @explain_option
-@policy_options("overall_v1", "risk_flags.single_spike.max_score_norm_at_least=0.9")
+@policy_options(DEFAULT_POLICY, "risk_flags.single_spike.max_score_norm_at_least=0.9")
 @engine_options
 @click.pass_obj
 def run(
@@ -81,8 +84,9 @@ def run(
     shards: int,
     partition_by: str | None,
     incremental: bool,
-    recipe: str,
+    recipe: str | None,
     recipe_overrides: tuple[str, ...],
+    allow_recipe_mismatch: bool,
     explain: bool,
     policy: str,
     overrides: tuple[str, ...],
@@ -110,6 +114,7 @@ def run(
         partitioned = run_partitioned(
             given, out_dir, partition_by, incremental, recipe, policy, list(recipe_overrides),
             list(overrides), top_n, settings, progress, explain, log_format, compute,
+            allow_recipe_mismatch,
         )  # fmt: skip
         partitions_written(partitioned)
         return
@@ -118,7 +123,7 @@ def run(
 
         spark_result = run_on_spark(
             log, out_dir, recipe, policy, list(recipe_overrides), list(overrides), top_n,
-            shards, spark_master, progress,
+            shards, spark_master, progress, allow_recipe_mismatch,
         )  # fmt: skip
         progress.step(
             f"done on Spark: {spark_result.rows['queries']:,} queries, "
@@ -139,6 +144,7 @@ def run(
         settings,
         progress,
         explain,
+        allow_recipe_mismatch=allow_recipe_mismatch,
     )
     progress.step(f"done: {result.queries:,} queries, {result.parents:,} parents -> {out_dir}")
     written(
@@ -146,3 +152,4 @@ def run(
         out_dir,
         result.manifest,
     )
+    decided(result.decisions)

@@ -7,9 +7,17 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ..common.defaults import DEFAULT_POLICY
 from .app import cli
-from .options import engine_options, out_dir_option, policy_options, queries_option, top_n_option
-from .summary import written
+from .options import (
+    allow_recipe_mismatch_option,
+    engine_options,
+    out_dir_option,
+    policy_options,
+    queries_option,
+    top_n_option,
+)
+from .summary import decided, written
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
@@ -26,7 +34,8 @@ if TYPE_CHECKING:
 @out_dir_option()
 @queries_option
 @top_n_option
-@policy_options("overall_v1", "risk_flags.single_spike.max_score_norm_at_least=0.9")
+@policy_options(DEFAULT_POLICY, "risk_flags.single_spike.max_score_norm_at_least=0.9")
+@allow_recipe_mismatch_option
 @engine_options
 @click.pass_obj
 def score(
@@ -37,6 +46,7 @@ def score(
     top_n: int,
     policy: str,
     overrides: tuple[str, ...],
+    allow_recipe_mismatch: bool,
     settings: EngineSettings,
 ) -> None:
     """Score candidate parents (seed 000): OverallScore, confidence, risk flags, HITL, web fallback.
@@ -51,8 +61,13 @@ def score(
       manifest.json     policy version and parameters, SQL hashes, input fingerprints
       sql/              the rendered SQL that produced them
     """
+    from ..core.policy import load_policy
+    from ..fuse.policy_recipe import check_features_recipe
     from ..score.pipeline import score as run_score
+    from ..score.policy import SCORE_POLICY
 
+    loaded = load_policy(SCORE_POLICY, policy, list(overrides))
+    check_features_recipe(loaded, features, allow_recipe_mismatch)
     result = run_score(
         features, out_dir, policy, list(overrides), queries, top_n, settings, progress
     )
@@ -60,3 +75,4 @@ def score(
     written(
         f"scored {result.parents:,} parents of {result.queries:,} queries", out_dir, result.manifest
     )
+    decided(result.decisions)

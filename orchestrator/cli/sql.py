@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ..common.defaults import DEFAULT_POLICY
 from .app import DuckscoreGroup, cli
 from .options import (
     dialect_option,
@@ -56,7 +57,7 @@ def _answer_stages() -> Sequence[str]:
 @sql.command("score")
 @stage_option(_score_stages, default="contract")
 @click.option("--top-n", default=5, show_default=True, type=click.IntRange(min=1))
-@policy_options("overall_v1", "risk_flags.single_spike.max_score_norm_at_least=0.9")
+@policy_options(DEFAULT_POLICY, "risk_flags.single_spike.max_score_norm_at_least=0.9")
 @dialect_option
 def sql_score(
     stage: str, top_n: int, policy: str, overrides: tuple[str, ...], dialect: str

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..common.defaults import DEFAULT_POLICY
 from .app import cli
 from .options import (
     explain_option,
@@ -36,8 +37,8 @@ COLUMNS = ("partition", "queries", "parents", "recipe", "policy", "computed_at",
     help="The output folder of `run --partition-by`.",
 )
 @log_options(required=False, purpose="Check the partitions against this log: ")
-@recipe_options()
-@policy_options("overall_v1", "risk_flags.single_spike.max_score_norm_at_least=0.9")
+@recipe_options(None)
+@policy_options(DEFAULT_POLICY, "risk_flags.single_spike.max_score_norm_at_least=0.9")
 @top_n_option
 @explain_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per partition, on stdout.")
@@ -49,7 +50,7 @@ COLUMNS = ("partition", "queries", "parents", "recipe", "policy", "computed_at",
 def status(
     out_dir: Path,
     log: Any,
-    recipe: str,
+    recipe: str | None,
     recipe_overrides: tuple[str, ...],
     policy: str,
     overrides: tuple[str, ...],
@@ -69,9 +70,10 @@ def status(
     given, job = None, None
     if log is not None:
         given, log_format = given_and_format(log)
-        job = PartitionJob(
-            recipe, policy, list(recipe_overrides), list(overrides), top_n, explain, log_format
-        )
+        job = PartitionJob.resolved(
+            recipe, policy, list(recipe_overrides), list(overrides), top_n, explain, log_format,
+            allow_recipe_mismatch=True,
+        )  # fmt: skip
     states = partition_states(out_dir, given, job)
     if as_json:
         for state in states:

@@ -10,6 +10,7 @@ import click
 
 if TYPE_CHECKING:
     from ..run.incremental import PartitionedResult
+    from ..score.stages import DecisionCounts
 
 MAX_NAMES = 7
 
@@ -27,6 +28,13 @@ def written(
     if len(names) > MAX_NAMES:
         names = [*names[: MAX_NAMES - 1], f"and {len(names) - MAX_NAMES + 1} more"]
     click.echo(f"duckscore: {what} into {out_dir}/ ({', '.join(names)})", err=True)
+
+
+def decided(counts: DecisionCounts) -> None:
+    """`duckscore: <n> queries: high …, medium …, low … (thresholds); need_hitl … ` on stderr,
+    unless -q or --no-progress: what the policy decided, beside the thresholds that decided it."""
+    if not _quiet():
+        click.echo(f"duckscore: {counts.summary()}", err=True)
 
 
 def partitions_written(result: PartitionedResult) -> None:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 @cli.command()
 @log_option
 @qrels_option
-@recipe_options("canonical_rrf")
+@recipe_options()
 @click.option(
     "--grid",
     "grid",

@@ -26,13 +26,16 @@ SPLIT_SEED = 0
 DEMO_CALIBRATION = CalibrationSettings(folds=2, passes=1, thresholds="precision")
 POLICY_FILE = "calibrated_policy.yaml"
 SCORES_DIR = "calibrated"
+SEED_DIR = "seed"  # the seed's reference policy, overall_v1, on the same features
+SEED_POLICY = "overall_v1"
 
 
 def calibration_screen(
     out_dir: Path, qrels: Path, settings: EngineSettings | None, progress: Progress
 ) -> list[str]:
     """Calibrate on one half of the demo's labelled queries, score every query with the new
-    policy into `out_dir`/calibrated/, and compare both policies on the other half."""
+    policy into `out_dir`/calibrated/ and with the seed's overall_v1 into `out_dir`/seed/, and
+    compare the two on the other half."""
     labels = make_labels(out_dir / "fused.parquet", qrels, settings=settings)[["query_id", "label"]]
     half = labels["query_id"].map(assign_folds(labels, 2, SPLIT_SEED))
     learn, judge = labels[half == 0], labels[half == 1]
@@ -51,7 +54,8 @@ def calibration_screen(
         str(result.policy_path),
         settings=settings,
     )
-    seed_policy = _judged(out_dir / "queries.parquet", judge)
+    score(out_dir / "parent_features.parquet", out_dir / SEED_DIR, SEED_POLICY, settings=settings)
+    seed_policy = _judged(out_dir / SEED_DIR / "queries.parquet", judge)
     new_policy = _judged(out_dir / SCORES_DIR / "queries.parquet", judge)
     with Session(settings) as session:
         before = evaluate_decisions(session, seed_policy, has_qrels=False, bootstrap=0)

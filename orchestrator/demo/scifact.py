@@ -13,9 +13,7 @@ from ..core.session import Session
 from ..metrics.retrieval import evaluate
 from ..metrics.tables import QRELS
 from ..run.pipeline import run
-from .calibration import POLICY_FILE, SCORES_DIR, calibration_screen
-
-DEMO_RECIPE = "canonical_rrf"
+from .calibration import POLICY_FILE, SCORES_DIR, SEED_DIR, calibration_screen
 
 
 def scifact_path(name: str) -> Path:
@@ -27,7 +25,6 @@ def run_demo(out_dir: Path, settings: EngineSettings | None, progress: Progress)
     result = run(
         scifact_path("retrieval_log.parquet"),
         out_dir,
-        recipe=DEMO_RECIPE,
         queries=scifact_path("queries.parquet"),
         settings=settings,
         progress=progress,
@@ -47,12 +44,14 @@ def run_demo(out_dir: Path, settings: EngineSettings | None, progress: Progress)
     for level, queries, relevant, hitl, fallback in rows:
         lines.append(f"{level:<12}{queries:>8}{relevant:>16.1%}{hitl:>11}{fallback:>14}")
     lines += [
+        f"({result.policy.version} was calibrated on these queries' labels: in-sample)",
         "",
         *calibration_screen(out_dir, scifact_path("qrels.parquet"), settings, progress),
         "",
         f"outputs in {out_dir}/: fused.parquet, parent_features.parquet, parents.parquet, "
         "queries.parquet, contract.jsonl, manifest.json, sql/,",
-        f"  {POLICY_FILE} and {SCORES_DIR}/ (the calibrated policy and its scores)",
+        f"  {POLICY_FILE} and {SCORES_DIR}/ (the calibrated policy and its scores), {SEED_DIR}/ "
+        "(overall_v1's)",
     ]
     return "\n".join(lines)
 

@@ -23,10 +23,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..common.defaults import DEFAULT_POLICY
 from ..core.errors import DuckscoreError
 from ..core.outputs import atomic_output_dir, write_json
 from ..core.policy import load_policy
 from ..core.progress import SILENT, Progress
+from ..fuse.policy_recipe import checked_recipe_name
 from ..fuse.recipe import FUSE_RECIPE
 from ..run.pipeline import run
 from ..score.policy import SCORE_POLICY
@@ -68,6 +70,7 @@ class ShardJob:
                     self.policy_overrides,
                     top_n=self.top_n,
                     settings=None,
+                    allow_recipe_mismatch=True,  # the recipe was checked once, before the job
                 )
             except DuckscoreError as exc:
                 yield _bundle(ERROR, str(exc).replace(str(log), SHARD).encode("utf-8"))
@@ -128,18 +131,23 @@ class SparkRunResult:
 def run_on_spark(
     log: str | Path,
     out_dir: str | Path,
-    recipe: str = "hybrid_v1",
-    policy: str = "overall_v1",
+    recipe: str | None = None,
+    policy: str = DEFAULT_POLICY,
     recipe_overrides: list[str] | None = None,
     policy_overrides: list[str] | None = None,
     top_n: int = 5,
     shards: int = 8,
     master: str | None = None,
     progress: Progress = SILENT,
+    allow_recipe_mismatch: bool = False,
 ) -> SparkRunResult:
     """`duckscore run` with Spark sharding the log by query_id. Outputs: Parquet datasets
     fused.parquet/, parent_features.parquet/, parents.parquet/, queries.parquet/ (folders of
     parts, readable as one table), contract.jsonl/ (text parts) and manifest.json."""
+    recipe = checked_recipe_name(
+        load_policy(SCORE_POLICY, policy, list(policy_overrides or [])), recipe,
+        list(recipe_overrides or []), allow_recipe_mismatch,
+    )  # fmt: skip
     job = ShardJob(
         recipe, policy, list(recipe_overrides or []), list(policy_overrides or []), top_n
     )

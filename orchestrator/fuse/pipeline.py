@@ -8,6 +8,7 @@ from typing import Any
 
 import duckdb
 
+from ..common.defaults import DEFAULT_RECIPE
 from ..core.connection import EngineSettings
 from ..core.inputs import Table
 from ..core.policy import Policy, load_policy
@@ -31,7 +32,7 @@ class FuseResult:
 def fuse(
     log: Table,
     out_dir: str | Path | Relations,
-    recipe: str = "hybrid_v1",
+    recipe: str = DEFAULT_RECIPE,
     overrides: list[str] | None = None,
     settings: EngineSettings | None = None,
     progress: Progress = SILENT,

@@ -8,12 +8,15 @@ index that produced its hits, which duckscore does not run) are recorded, not us
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from ..common.patterns import re2_problem
-from ..core.errors import PolicyError
+from ..core.errors import InputError, PolicyError
 from ..core.policy import (
     Bounds,
     Choice,
@@ -26,6 +29,7 @@ from ..core.policy import (
     PolicyKind,
     Spec,
     Text,
+    canonical_json,
 )
 
 NORMALIZERS = (
@@ -286,3 +290,48 @@ def plan(
         needs_grid,
         log_view,
     )
+
+
+def recipe_record(policy: Policy) -> dict[str, str]:
+    """What a calibrated policy records of the recipe its features were fused with
+    (`metadata.recipe`): the recipe's version, the sha256 of its parameters and its source.
+
+    The sha256 is Policy.parameters_sha256, except that with `discover_sources` a source set to
+    exactly the `source_defaults` (what discovery adds) is left out first: so a recipe as loaded
+    and as resolved against a log by `plan` (what fuse and run write to their manifest) record
+    the same. The packaged recipes declare no source: theirs is Policy.parameters_sha256."""
+    return _record(policy.version, policy.parameters, policy.source)
+
+
+def recipe_record_from_manifest(path: str | Path) -> dict[str, str] | None:
+    """recipe_record of the recipe in the manifest.json of `duckscore fuse` or `duckscore run`;
+    `path` is the manifest or what lies beside it (a features file, glob or folder). None when
+    there is no manifest or it records no fusion recipe."""
+    path = Path(path)
+    manifest = path if path.name == "manifest.json" else _folder(path) / "manifest.json"
+    if not manifest.is_file():
+        return None
+    try:
+        document = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{manifest}: not a readable manifest ({exc})") from None
+    recipe = document.get("policy") if isinstance(document, dict) else None
+    if not isinstance(recipe, dict) or recipe.get("capability") != FUSE_RECIPE.capability:
+        return None
+    try:
+        return _record(recipe["recipe_id"], recipe["parameters"], recipe["source"])
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise InputError(f"{manifest}: policy is not a whole fusion recipe ({exc!r})") from None
+
+
+def _folder(path: Path) -> Path:
+    return path if path.is_dir() else path.parent
+
+
+def _record(version: str, parameters: dict[str, Any], source: str) -> dict[str, str]:
+    if parameters["discover_sources"]:
+        defaults = parameters["source_defaults"]
+        declared = {n: s for n, s in parameters["sources"].items() if s != defaults}
+        parameters = parameters | {"sources": declared}
+    digest = hashlib.sha256(canonical_json(parameters).encode()).hexdigest()
+    return {"recipe_id": version, "parameters_sha256": digest, "source": source}

@@ -9,6 +9,7 @@ from pathlib import Path
 import duckdb
 
 from ..answers.policy import ANSWER_POLICY
+from ..common.defaults import DEFAULT_POLICY, DEFAULT_RECIPE
 from ..core.connection import first_line
 from ..core.errors import OptionError, OutputError
 from ..core.policy import load_policy
@@ -26,9 +27,9 @@ _PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def pack_script(
-    policy: str = "overall_v1",
+    policy: str = DEFAULT_POLICY,
     overrides: Sequence[str] = (),
-    recipe: str = "hybrid_v1",
+    recipe: str = DEFAULT_RECIPE,
     recipe_overrides: Sequence[str] = (),
     instinct_policy: str = "instinct_v1",
     prefix: str = DEFAULT_PREFIX,

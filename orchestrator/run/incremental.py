@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from ..common.defaults import DEFAULT_POLICY
 from ..core.connection import EngineSettings
 from ..core.errors import InputError, OutputError
 from ..core.inputs import Table
@@ -32,6 +33,7 @@ from ..core.progress import SILENT, Progress
 from ..core.render import lit
 from ..core.session import Session
 from ..fuse.log import open_log
+from ..fuse.policy_recipe import checked_recipe_name
 from ..fuse.recipe import FUSE_RECIPE
 from ..fuse.traces import TraceLog
 from ..score.policy import SCORE_POLICY
@@ -71,7 +73,7 @@ class PartitionedResult:
 class PartitionJob:
     """What every partition of one run is computed with."""
 
-    recipe: str
+    recipe: str  # resolved: the policy's own recipe unless one was given (`resolved`)
     policy: str
     recipe_overrides: list[str]
     policy_overrides: list[str]
@@ -80,11 +82,32 @@ class PartitionJob:
     log_format: str
     settings: EngineSettings | None = None
 
+    @classmethod
+    def resolved(
+        cls,
+        recipe: str | None,
+        policy: str,
+        recipe_overrides: list[str],
+        policy_overrides: list[str],
+        top_n: int,
+        explain: bool,
+        log_format: str,
+        settings: EngineSettings | None = None,
+        allow_recipe_mismatch: bool = False,
+    ) -> PartitionJob:
+        """The job with `recipe` None resolved to the policy's recipe (or the default), and a
+        recipe that is not the policy's refused unless allowed."""
+        loaded = load_policy(SCORE_POLICY, policy, policy_overrides)
+        name = checked_recipe_name(loaded, recipe, recipe_overrides, allow_recipe_mismatch)
+        return cls(
+            name, policy, recipe_overrides, policy_overrides, top_n, explain, log_format, settings
+        )
+
     def loaded(self) -> tuple[Policy, Policy, str]:
         """The recipe and the policy, loaded, and the digest of every setting that decides a
         partition's outputs (what the ledger compares)."""
-        recipe = load_policy(FUSE_RECIPE, self.recipe, self.recipe_overrides)
         policy = load_policy(SCORE_POLICY, self.policy, self.policy_overrides)
+        recipe = load_policy(FUSE_RECIPE, self.recipe, self.recipe_overrides)
         digest = settings_digest(recipe, policy, self.top_n, self.explain, self.log_format)
         return recipe, policy, digest
 
@@ -116,6 +139,7 @@ def compute_on_duckdb(
         result = run(
             job.log_of(partition), folder, job.recipe, job.policy, job.recipe_overrides,
             job.policy_overrides, None, job.top_n, job.settings, SILENT, job.explain,
+            allow_recipe_mismatch=True,  # the job's recipe was checked when it was resolved
         )  # fmt: skip
         rows = {Path(name).stem: r["rows"] for name, r in result.manifest["outputs"].items()}
         yield Computed(partition, folder, rows)
@@ -126,8 +150,8 @@ def run_partitioned(
     out_dir: str | Path,
     partition_by: str,
     incremental: bool = False,
-    recipe: str = "hybrid_v1",
-    policy: str = "overall_v1",
+    recipe: str | None = None,
+    policy: str = DEFAULT_POLICY,
     recipe_overrides: list[str] | None = None,
     policy_overrides: list[str] | None = None,
     top_n: int = 5,
@@ -136,13 +160,14 @@ def run_partitioned(
     explain: bool = True,
     log_format: str = RETRIEVAL_LOG,
     compute: Compute = compute_on_duckdb,
+    allow_recipe_mismatch: bool = False,
 ) -> PartitionedResult:
     """Score the stale partitions of `log` into `out_dir` (see the module doc); `compute` runs
     them (on DuckDB, one at a time, unless another engine is given)."""
     key = checked_key(partition_by)
-    job = PartitionJob(
+    job = PartitionJob.resolved(
         recipe, policy, recipe_overrides or [], policy_overrides or [], top_n, explain,
-        log_format, settings,
+        log_format, settings, allow_recipe_mismatch,
     )  # fmt: skip
     loaded_recipe, loaded_policy, digest = job.loaded()
     partitions = find_partitions(log, key)

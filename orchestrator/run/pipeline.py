@@ -8,6 +8,7 @@ from typing import Any
 
 import duckdb
 
+from ..common.defaults import DEFAULT_POLICY
 from ..core.connection import EngineSettings
 from ..core.errors import DuckscoreError
 from ..core.inputs import Table
@@ -15,11 +16,11 @@ from ..core.policy import Policy, load_policy
 from ..core.progress import SILENT, Progress
 from ..core.session import Relations, Session, folder_of
 from ..fuse.log import open_log
-from ..fuse.recipe import FUSE_RECIPE
+from ..fuse.policy_recipe import recipe_for_policy
 from ..fuse.stages import manifest_fields, write_fuse_outputs
 from ..fuse.traces import write_spans
 from ..score.policy import SCORE_POLICY
-from ..score.stages import create_score_tables, write_score_outputs
+from ..score.stages import DecisionCounts, create_score_tables, decided, write_score_outputs
 from ..score.tables import QUERY_IDS
 
 
@@ -31,13 +32,14 @@ class RunResult:
     queries: int
     parents: int
     manifest: dict[str, Any]
+    decisions: DecisionCounts
 
 
 def run(
     log: Table,
     out_dir: str | Path | Relations,
-    recipe: str = "hybrid_v1",
-    policy: str = "overall_v1",
+    recipe: str | None = None,
+    policy: str = DEFAULT_POLICY,
     recipe_overrides: list[str] | None = None,
     policy_overrides: list[str] | None = None,
     queries: Table | None = None,
@@ -46,14 +48,18 @@ def run(
     progress: Progress = SILENT,
     explain: bool = True,
     connection: duckdb.DuckDBPyConnection | None = None,
+    allow_recipe_mismatch: bool = False,
 ) -> RunResult:
     """Fuse then score into out_dir: fused.parquet, parent_features.parquet, parents.parquet,
     queries.parquet, contract.jsonl, manifest.json (recipe and policy) and the rendered SQL.
-    `explain=False`: fused.parquet's contributions and best_provenance are NULL (faster)."""
+    `explain=False`: fused.parquet's contributions and best_provenance are NULL (faster).
+    `recipe` None: the recipe the policy was calibrated on, else the default recipe."""
     if top_n < 1:
         raise DuckscoreError(f"--top-n must be at least 1, got {top_n}")
-    loaded_recipe = load_policy(FUSE_RECIPE, recipe, recipe_overrides)
     loaded_policy = load_policy(SCORE_POLICY, policy, policy_overrides)
+    loaded_recipe = recipe_for_policy(
+        loaded_policy, recipe, recipe_overrides, allow_recipe_mismatch
+    )
     with Session(settings, progress, connection=connection) as session:
         progress.step(
             f"checking the log (recipe {loaded_recipe.version}, policy {loaded_policy.version})"
@@ -67,6 +73,7 @@ def run(
             write_spans(session, log, out)
             progress.step("scoring parents")
             create_score_tables(session, loaded_policy, top_n, with_query_ids=queries is not None)
+            decisions = decided(session, loaded_policy, progress)
             progress.step("writing scores and the contract")
             write_score_outputs(out, loaded_policy)
             manifest = out.manifest(
@@ -84,4 +91,5 @@ def run(
         out.counts["queries.parquet"],
         out.counts["parents.parquet"],
         manifest,
+        decisions,
     )

@@ -8,6 +8,7 @@ from typing import Any
 
 import duckdb
 
+from ..common.defaults import DEFAULT_POLICY
 from ..core.connection import EngineSettings
 from ..core.errors import DuckscoreError
 from ..core.inputs import Table
@@ -15,7 +16,7 @@ from ..core.policy import Policy, load_policy
 from ..core.progress import SILENT, Progress
 from ..core.session import Relations, Session, folder_of
 from .policy import SCORE_POLICY
-from .stages import create_score_tables, write_score_outputs
+from .stages import DecisionCounts, create_score_tables, decided, write_score_outputs
 from .tables import PARENT_FEATURES, QUERY_IDS
 
 
@@ -26,12 +27,13 @@ class ScoreResult:
     queries: int
     parents: int
     manifest: dict[str, Any]
+    decisions: DecisionCounts
 
 
 def score(
     features: Table,
     out_dir: str | Path | Relations,
-    policy: str = "overall_v1",
+    policy: str = DEFAULT_POLICY,
     overrides: list[str] | None = None,
     queries: Table | None = None,
     top_n: int = 5,
@@ -57,6 +59,7 @@ def score(
             with_query_ids=queries is not None,
             where=f"--features ({opened.given})",
         )
+        decisions = decided(session, loaded, progress)
         progress.step("writing outputs")
         with session.publish(out_dir) as out:
             write_score_outputs(out, loaded)
@@ -69,4 +72,5 @@ def score(
         out.counts["queries.parquet"],
         out.counts["parents.parquet"],
         manifest,
+        decisions,
     )

@@ -55,9 +55,13 @@ def _normalisation_complete(p: dict[str, Any]) -> None:
                 )
 
 
-PROBABILITY_METHODS = ("platt", "isotonic")
+PROBABILITY_METHODS = ("platt", "beta", "isotonic")
 LEVELS_BY = ("score", "probability")
 PLATT_FEATURES = ("best_overall_score", "top2_ratio")
+BETA_FEATURES = ("ln_score", "ln_one_minus_score")
+# beta's s′: the best score clipped to [BETA_CLIP, 1 − BETA_CLIP], where both logarithms are
+# finite; score/stages.py hands it to sql/score/queries.sql as `beta_clip`
+BETA_CLIP = 1e-6
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,9 @@ PROBABILITY: dict[str, Rule] = {
     "platt": Omissible(
         {"intercept": Number(), **{feature: Number() for feature in PLATT_FEATURES}}
     ),
+    # logit P(good) = intercept + ln_score·ln(s′) + ln_one_minus_score·ln(1 − s′), s′ the best
+    # score clipped by BETA_CLIP (beta calibration, Kull et al. 2017); every key a coefficient
+    "beta": Omissible({"intercept": Number(), **{key: Number() for key in BETA_FEATURES}}),
     # P(good) interpolated linearly between (x, y) breakpoints, constant beyond them
     "isotonic": Omissible({"x": Points(strictly=True), "y": Points(strictly=False)}),
     "levels_by": Choice(LEVELS_BY),

@@ -3,11 +3,14 @@ queries.sql decides per query; each stage is a named CTE that `duckscore sql sco
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..core.errors import InputError, PolicyError
 from ..core.policy import Policy
+from ..core.progress import Progress
 from ..core.render import ColumnParameter, RenderedSQL, ident, render
 from ..core.session import Destination, Session
-from .policy import evidence_columns
+from .policy import BETA_CLIP, evidence_columns
 
 # every CTE of the two templates, in order: parents.sql up to scored_parents, then queries.sql
 STAGES = (
@@ -69,6 +72,7 @@ def render_queries(
         "score/queries.sql",
         policy=policy.parameters,
         policy_version=policy.version,
+        beta_clip=BETA_CLIP,
         top_n=top_n,
         standalone=standalone,
         final=final,
@@ -134,3 +138,85 @@ def write_score_outputs(out: Destination, policy: Policy) -> None:
     out.copy("parents.parquet", "SELECT * FROM scored_parents ORDER BY query_id, rank")
     out.copy("queries.parquet", f"SELECT {flat} FROM score_contract ORDER BY query_id")
     out.copy("contract.jsonl", "SELECT * FROM score_contract ORDER BY query_id")
+
+
+@dataclass(frozen=True)
+class DecisionCounts:
+    """How a policy decided the queries of one run, and the thresholds that decided it."""
+
+    queries: int
+    levels: dict[str, int]
+    need_hitl: int
+    web_fallback: int
+    level_rule: str  # the thresholds behind the levels
+    r_hitl: float
+
+    def summary(self) -> str:
+        """One line: the levels, HITL and web fallback, each beside the threshold behind it."""
+        levels = ", ".join(f"{level} {self.levels[level]:,}" for level in LEVELS)
+        return (
+            f"{self.queries:,} quer{'y' if self.queries == 1 else 'ies'}: {levels} "
+            f"({self.level_rule}); need_hitl "
+            f"{self.need_hitl:,} (top-2 ratio >= R_hitl {self.r_hitl:.4g}); web_fallback "
+            f"{self.web_fallback:,} (low without HITL, or no candidate)"
+        )
+
+    def warnings(self, policy: Policy) -> list[str]:
+        """What looks wrong in the decisions: one level for every query, most sent to a human."""
+        found = []
+        one_level = next((lvl for lvl in LEVELS if self.levels[lvl] == self.queries), None)
+        if self.queries >= WARN_FROM and one_level is not None:
+            remedy = (
+                "`duckscore recalibrate` moves them to this log"
+                if "probability" in policy.parameters
+                else "`duckscore calibrate` fits a policy to labelled queries of this log, and "
+                "the default overall_v3 is calibrated"
+            )
+            found.append(
+                f"policy {policy.version} rates all {self.queries:,} queries {one_level}: its "
+                f"thresholds do not separate this log's queries ({remedy})"
+            )
+        if self.queries >= WARN_FROM and self.need_hitl > HITL_WARN_SHARE * self.queries:
+            found.append(
+                f"policy {policy.version} asks a human about {self.need_hitl:,} of "
+                f"{self.queries:,} queries (top-2 ratio >= R_hitl {self.r_hitl:.4g})"
+            )
+        return found
+
+
+LEVELS = ("high", "medium", "low")
+WARN_FROM = 10  # queries: fewer say little about a policy's thresholds
+HITL_WARN_SHARE = 0.5
+
+
+def decided(session: Session, policy: Policy, progress: Progress) -> DecisionCounts:
+    """The decisions counted, and what looks wrong in them warned about."""
+    counts = decision_counts(session, policy)
+    for warning in counts.warnings(policy):
+        progress.warn(warning)
+    return counts
+
+
+def decision_counts(session: Session, policy: Policy) -> DecisionCounts:
+    """The decisions in score_contract, counted."""
+    row = session.first_row(
+        "SELECT count(*), "
+        + ", ".join(f"count(*) FILTER (WHERE confidence_level = '{lvl}')" for lvl in LEVELS)
+        + ", count(*) FILTER (WHERE need_hitl), count(*) FILTER (WHERE web_fallback) "
+        "FROM score_contract"
+    )
+    assert row is not None  # an aggregate has one row
+    p = policy.parameters
+    probability = p.get("probability")
+    if probability is not None and probability["levels_by"] == "probability":
+        rule = f"by p_good: p_low {probability['p_low']:.4g}, p_high {probability['p_high']:.4g}"
+    else:
+        rule = f"by best score: T_low {p['T_low']:.4g}, T_high {p['T_high']:.4g}"
+    return DecisionCounts(
+        int(row[0]),
+        dict(zip(LEVELS, (int(v) for v in row[1:4]))),
+        int(row[4]),
+        int(row[5]),
+        rule,
+        p["R_hitl"],
+    )

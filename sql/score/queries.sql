@@ -46,13 +46,14 @@ probabilities AS (
     -- P(good answer) from the best OverallScore (0 for a query without candidates)
     SELECT
         s.query_id,
-{% if prob.method == 'platt' %}
+{% if prob.method in ('platt', 'beta') %}
         -- logistic of the logit, in the form whose exp() cannot overflow
         CASE
             WHEN s.logit >= 0 THEN {{ one }} / ({{ one }} + exp(-s.logit))
             ELSE exp(s.logit) / ({{ one }} + exp(s.logit))
         END AS p_good
     FROM (
+{% if prob.method == 'platt' %}
         SELECT
             a.query_id,
             {{ prob.platt.intercept | lit }}
@@ -60,6 +61,25 @@ probabilities AS (
             + {{ prob.platt.top2_ratio | lit }} * coalesce(q.top2_ratio, {{ zero }}) AS logit
         FROM all_queries AS a
         LEFT JOIN per_query AS q ON q.query_id = a.query_id
+{% else %}
+        -- beta calibration (Kull et al. 2017): the logit is linear in ln(x) and ln(1 - x), x the
+        -- best score clipped into (0, 1), where both logarithms are finite (beta_clip)
+        SELECT
+            c.query_id,
+            {{ prob.beta.intercept | lit }}
+            + {{ prob.beta.ln_score | lit }} * ln(c.x)
+            + {{ prob.beta.ln_one_minus_score | lit }} * ln({{ one }} - c.x) AS logit
+        FROM (
+            SELECT
+                a.query_id,
+                greatest(
+                    least(coalesce(q.best_overall_score, {{ zero }}), {{ (1 - beta_clip) | lit }}),
+                    {{ beta_clip | lit }}
+                ) AS x
+            FROM all_queries AS a
+            LEFT JOIN per_query AS q ON q.query_id = a.query_id
+        ) AS c
+{% endif %}
     ) AS s
 {% else %}
 {% set x, y = prob.isotonic.x, prob.isotonic.y %}

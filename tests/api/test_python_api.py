@@ -145,7 +145,7 @@ def test_connect_loads_the_macro_pack(tmp_path: Path) -> None:
     db = tmp_path / "analysis.duckdb"
     ds.connect(db, prefix="x_").close()
     with duckdb.connect(str(db)) as reopened:
-        assert reopened.execute("SELECT x_policy().recipe").fetchall() == [("hybrid_v1",)]
+        assert reopened.execute("SELECT x_policy().recipe").fetchall() == [("canonical_rrf",)]
 
 
 def test_a_bad_input_is_one_error_naming_it() -> None:

@@ -30,6 +30,7 @@ from duckscore.cli import cli
 from duckscore.core.check import check_sql
 from duckscore.core.policy import load_policy
 from duckscore.core.render import render
+from duckscore.fuse.recipe import FUSE_RECIPE, plan, recipe_record, recipe_record_from_manifest
 from duckscore.score.pipeline import score
 from duckscore.score.policy import SCORE_POLICY
 
@@ -167,7 +168,7 @@ def calibrated(scifact_labels: Path, tmp_path_factory: pytest.TempPathFactory):
         qrels=SCIFACT / "qrels.parquet",
         report_dir=out / "report",
         settings=CalibrationSettings(
-            folds=3, passes=1, thresholds="precision", target_precision=0.9
+            folds=3, passes=1, thresholds="precision", target_precision=0.9, probability="platt"
         ),
     )
     return out, result
@@ -181,10 +182,15 @@ def test_calibrated_policy_file_carries_section_9_4(calibrated, scifact_labels: 
     labels = pd.read_parquet(scifact_labels)
     lines = sorted(f"{q}\t{label}\n" for q, label in zip(labels.query_id, labels.label))
     label_hash = hashlib.sha256("".join(lines).encode()).hexdigest()
+    policy = load_policy(SCORE_POLICY, str(out / "policy.yaml"))  # a valid, loadable policy
     assert document["parent_version"] == "overall_v2"
-    assert document["score_policy_version"] == f"overall_v2_cal_{label_hash[:8]}"
+    assert document["score_policy_version"] == f"overall_v2_cal_{policy.parameters_sha256[:8]}"
     assert document["metadata"]["label_set_sha256"] == label_hash
     assert document["metadata"]["label_counts"] == {"good": 162, "ambiguous": 79, "bad": 59}
+    assert document["metadata"]["labels_not_in_log"] == 0
+    assert document["metadata"]["recipe"] == recipe_record(
+        load_policy(FUSE_RECIPE, "canonical_rrf")
+    )
     validation = document["metadata"]["validation"]
     assert 0.5 < validation["cross_validated"]["good_vs_bad"]["auroc"] <= 1
     assert set(validation["targets"]) == {
@@ -193,7 +199,6 @@ def test_calibrated_policy_file_carries_section_9_4(calibrated, scifact_labels: 
         "precision_high",
         "hitl_rate_at_most",
     }
-    policy = load_policy(SCORE_POLICY, str(out / "policy.yaml"))  # a valid, loadable policy
     p = policy.parameters
     assert (
         p["T_low"] <= p["T_high"]
@@ -232,6 +237,10 @@ def test_calibrated_policy_scores_and_the_report_is_complete(calibrated, tmp_pat
             str(features),
         ],
     )
+    # the recipe as the fuse manifest records it (resolved against the log's three sources) is
+    # the recipe the policy records (loaded, before the log was read)
+    recorded = yaml.safe_load((out / "policy.yaml").read_text(encoding="utf-8"))["metadata"]
+    assert recipe_record_from_manifest(features / "parent_features.parquet") == recorded["recipe"]
     scored = score(
         features / "parent_features.parquet", tmp_path / "scored", str(out / "policy.yaml")
     )
@@ -255,9 +264,99 @@ def test_calibrated_policy_scores_and_the_report_is_complete(calibrated, tmp_pat
     )
 
 
-def _overlapping(n_per_class: int = 30) -> tuple[pd.DataFrame, pd.DataFrame]:
+@pytest.mark.slow
+@pytest.mark.xdist_group("calibrated")  # its fixture computed once, on one worker
+def test_score_distribution_is_the_in_sample_decisions(calibrated) -> None:
+    out, result = calibrated
+    recorded = yaml.safe_load((out / "policy.yaml").read_text(encoding="utf-8"))["metadata"]
+    p = load_policy(SCORE_POLICY, str(out / "policy.yaml")).parameters
+    in_sample = result.predictions[result.predictions["fit"] == "all"]
+    score = in_sample["best_overall_score"].fillna(0.0)
+    expected = {
+        "queries": 300,
+        "base_rate": (in_sample["label"] == "good").mean(),
+        "below_T_low": (score < p["T_low"]).mean(),
+        "below_T_high": (score < p["T_high"]).mean(),
+        "hitl": (in_sample["top2_ratio"].fillna(-1.0) >= p["R_hitl"]).mean(),
+    }
+    quantiles = recorded["score_distribution"].pop("best_score_quantiles")
+    assert recorded["score_distribution"] == pytest.approx(expected, abs=1e-12)
+    ranked = np.sort(score.to_numpy())  # continuous quantiles: rank (n - 1)·q, interpolated
+    for level, value in zip([k / 100 for k in range(101)], quantiles, strict=True):
+        position = (len(ranked) - 1) * level
+        low, high = int(np.floor(position)), int(np.ceil(position))
+        interpolated = ranked[low] + (ranked[high] - ranked[low]) * (position - low)
+        assert value == pytest.approx(interpolated, abs=1e-12)
+    assert 0 < expected["below_T_low"] <= expected["below_T_high"] < 1 and 0 < expected["hitl"] < 1
+
+
+def _calibrated_version(tmp_path: Path, name: str, **settings: object) -> str:
+    features, labels = _overlapping(lead={"good": 0.002, "ambiguous": 0.001})
+    fast = {"folds": 2, "passes": 1, "thresholds": "precision", "target_precision": 0.8}
+    result = calibrate(
+        labels,
+        tmp_path / name,
+        features=features,
+        settings=CalibrationSettings(**(fast | settings)),  # type: ignore[arg-type]
+    )
+    version = result.document["score_policy_version"]
+    digest = load_policy(SCORE_POLICY, str(tmp_path / name)).parameters_sha256
+    assert version == f"overall_v2_cal_{digest[:8]}"
+    return str(version)
+
+
+def test_versions_tell_calibrations_apart(tmp_path: Path) -> None:
+    """The default version is the sha256 of the final parameters: it was the label-set hash, the
+    same for every setting."""
+    versions = [
+        _calibrated_version(tmp_path, "a.yaml"),
+        _calibrated_version(tmp_path, "b.yaml", target_precision=0.9),
+        _calibrated_version(tmp_path, "c.yaml", levels="probability"),
+        _calibrated_version(tmp_path, "d.yaml"),
+    ]
+    assert len(set(versions[:3])) == 3 and versions[3] == versions[0]
+
+
+def test_features_beside_a_fuse_manifest_record_its_recipe(tmp_path: Path) -> None:
+    """fuse's manifest holds the recipe resolved against the log's sources; the policy records it
+    as the recipe loaded (its sources undiscovered) would be recorded. No manifest, no record."""
+    features, labels = _overlapping(lead={"good": 0.002, "ambiguous": 0.001})
+    fast = CalibrationSettings(folds=2, passes=1, thresholds="precision", target_precision=0.8)
+    loaded = load_policy(FUSE_RECIPE, "canonical_rrf", ["fusion.k=20"])
+    resolved = plan(loaded, ["dense", "sparse"], has_rank=False).recipe
+    assert resolved.parameters_sha256 != loaded.parameters_sha256
+    for folder, manifest in (
+        ("with", {"command": "fuse", "policy": resolved.as_record()}),
+        ("without", None),
+    ):
+        (tmp_path / folder).mkdir()
+        features.to_parquet(tmp_path / folder / "parent_features.parquet")
+        if manifest is not None:
+            (tmp_path / folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    recorded = [
+        calibrate(
+            labels,
+            tmp_path / f"{folder}.yaml",
+            features=str(tmp_path / folder / "parent_features.parquet"),
+            settings=fast,
+        ).document["metadata"]
+        for folder in ("with", "without")
+    ]
+    assert recorded[0]["recipe"] == {
+        "recipe_id": loaded.version,  # canonical_rrf+<8 hex of the override>
+        "parameters_sha256": loaded.parameters_sha256,
+        "source": loaded.source,
+    }
+    assert "recipe" not in recorded[1]
+
+
+def _overlapping(
+    n_per_class: int = 30, lead: dict[str, float] | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Three candidate parents per query; `lead` raises the parent_rrf of a label's queries."""
     rows, labels = [], []
     for i, label in enumerate(["good"] * n_per_class + ["bad"] * n_per_class + ["ambiguous"] * 10):
+        shift = (lead or {}).get(label, 0.0)
         for j in range(3):
             rows.append(
                 {
@@ -268,7 +367,7 @@ def _overlapping(n_per_class: int = 30) -> tuple[pd.DataFrame, pd.DataFrame]:
                     "coverage": 2,
                     "total_chunks": 4,
                     "coverage_ratio": 0.5,
-                    "parent_rrf": 0.03 + 0.0001 * (i % 7) - 0.004 * j,
+                    "parent_rrf": 0.03 + shift + 0.0001 * (i % 7) - 0.004 * j,
                     "source_agreement": 0.5,
                     "score_lead": 0.1,
                 }
@@ -278,7 +377,7 @@ def _overlapping(n_per_class: int = 30) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def test_quantile_thresholds_refuse_when_classes_overlap(tmp_path: Path) -> None:
-    features, labels = _overlapping()
+    features, labels = _overlapping()  # parent_rrf varies alike in both classes
     with pytest.raises(
         CalibrationError, match=r"T_low = P90 of bad .* is not below T_high = P10 of good"
     ):
@@ -286,7 +385,6 @@ def test_quantile_thresholds_refuse_when_classes_overlap(tmp_path: Path) -> None
             labels,
             tmp_path / "p.yaml",
             features=features,
-            base="overall_v1",
             settings=CalibrationSettings(folds=2, passes=1),
         )
     assert not (tmp_path / "p.yaml").exists()
@@ -295,7 +393,7 @@ def test_quantile_thresholds_refuse_when_classes_overlap(tmp_path: Path) -> None
 def test_too_few_labels_refuse_with_the_count(tmp_path: Path) -> None:
     features, labels = _overlapping(n_per_class=20)
     with pytest.raises(
-        CalibrationError, match="20 `bad` labels; estimating their quantile needs at least 29"
+        CalibrationError, match="needs at least 29 `bad` queries; you have 20: label at least 9"
     ):
         calibrate(labels, tmp_path / "p.yaml", features=features)
 
@@ -303,7 +401,8 @@ def test_too_few_labels_refuse_with_the_count(tmp_path: Path) -> None:
 def test_more_folds_than_labels_of_a_class_refuse_at_once(tmp_path: Path) -> None:
     features, labels = _overlapping()  # 30 good, 30 bad, 10 ambiguous
     with pytest.raises(
-        CalibrationError, match="--folds 11: more folds than the 10 `ambiguous` labels; at most 10"
+        CalibrationError,
+        match="--folds 11: more folds than the 10 `ambiguous` queries; use --folds 10",
     ):
         calibrate(
             labels, tmp_path / "p.yaml", features=features, settings=CalibrationSettings(folds=11)
@@ -425,7 +524,7 @@ def test_p_good_equals_scikit_learn_on_the_same_folds(calibrated) -> None:
     out, result = calibrated
     report = json.loads((out / "report" / "report.json").read_text(encoding="utf-8"))
     probability = report["probability"]
-    assert probability["method"] == "platt"  # auto: 300 labels are fewer than 1,000
+    assert probability["method"] == "platt"
     held_out = result.predictions[result.predictions["fit"] != "all"]
     training = result.probability_training
     oracle = []

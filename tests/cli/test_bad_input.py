@@ -47,6 +47,9 @@ COLUMNS = (
     "total_chunks",
     "coverage_ratio",
 )
+# The seed's seven columns are overall_v1's; the default overall_v3 also reads parent_rrf and
+# score_lead, and refuses them. The runs that must succeed name it.
+SEED_POLICY = ("--policy", "overall_v1")
 
 # Five valid rows, two queries. Row-level cases break data row 4 (index 3), whose key
 # (q2, p1) shares its parent_id with row 1, so the message must carry both key columns.
@@ -227,7 +230,7 @@ def assert_row_error(
 @pytest.mark.parametrize("fmt", ["parquet", "csv", "jsonl"])
 def test_valid_baseline_scores(tmp_path: Path, fmt: str) -> None:
     path = write(tmp_path, valid_columns(), fmt)
-    result = invoke("score", "--features", str(path), "--out", str(tmp_path / "out"))
+    result = invoke("score", "--features", str(path), "--out", str(tmp_path / "out"), *SEED_POLICY)
     assert result.exit_code == 0, (result.stderr, result.exception)
     assert result.stderr == ""
     parents = pd.read_parquet(tmp_path / "out" / "parents.parquet")
@@ -615,7 +618,7 @@ def test_out_is_an_existing_file(tmp_path: Path) -> None:
     features = write(tmp_path, valid_columns())
     target = tmp_path / "out"
     target.write_bytes(b"not a folder\n")
-    result = invoke("score", "--features", str(features), "--out", str(target))
+    result = invoke("score", "--features", str(features), "--out", str(target), *SEED_POLICY)
     line = assert_one_line_error(result, "--out")
     assert "folder" in wording(line) or "directory" in wording(line), line
     assert target.read_bytes() == b"not a folder\n"
@@ -631,7 +634,7 @@ def test_hive_partitioned_folder_scores(tmp_path: Path) -> None:
         (folder / f"query_id={query_id}").mkdir(parents=True)
         write_parquet(folder / f"query_id={query_id}" / "part.parquet", part)
     out_dir = tmp_path / "out"
-    result = invoke("score", "--features", str(folder), "--out", str(out_dir))
+    result = invoke("score", "--features", str(folder), "--out", str(out_dir), *SEED_POLICY)
     assert result.exit_code == 0, (result.stderr, result.exception)
     parents = pd.read_parquet(out_dir / "parents.parquet")
     got = sorted(zip(parents["query_id"], parents["parent_id"]))
@@ -658,7 +661,9 @@ def test_hive_partitioned_glob_scores(tmp_path: Path) -> None:
         )
     out_dir = tmp_path / "out"
     result = invoke(
-        "score", "--features", str(folder / "query_id=*" / "*.parquet"), "--out", str(out_dir)
+        "score",
+        *("--features", str(folder / "query_id=*" / "*.parquet")),
+        *("--out", str(out_dir), *SEED_POLICY),
     )
     assert result.exit_code == 0, (result.stderr, result.exception)
     parents = pd.read_parquet(out_dir / "parents.parquet")
@@ -677,7 +682,7 @@ def test_key_value_folder_above_the_input_is_not_hive(tmp_path: Path, given: str
     path = write_parquet(folder / "features.parquet", cols)
     features = {"file": str(path), "glob": str(folder / "*.parquet"), "folder": str(folder)}[given]
     out_dir = tmp_path / "out"
-    result = invoke("score", "--features", features, "--out", str(out_dir))
+    result = invoke("score", "--features", features, "--out", str(out_dir), *SEED_POLICY)
     assert result.exit_code == 0, result.stderr
     parents = pd.read_parquet(out_dir / "parents.parquet")
     by_key = dict(zip(zip(parents["query_id"], parents["parent_id"]), parents["rrf_sum"]))
@@ -752,6 +757,7 @@ def test_set_accepts_exponent_notation(tmp_path: Path, features: Path) -> None:
         str(tmp_path / "out"),
         "--set",
         "normalization.eps=1e-6",
+        *SEED_POLICY,
     )
     assert result.exit_code == 0, result.stderr
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())

@@ -1,6 +1,7 @@
 """Success is not silent: `fuse`, `score`, `run`, `answers` and `bids` end with one line on
-stderr — what they did, where the outputs are — that -q and --no-progress silence; stdout stays
-empty. And a typo in --set-recipe is reported as --set-recipe on every command that takes it."""
+stderr — what they did, where the outputs are — and `score` and `run` add a line of how the policy
+decided the queries; -q and --no-progress silence both; stdout stays empty. And a typo in
+--set-recipe is reported as --set-recipe on every command that takes it."""
 
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ def command(name: str, tmp_path: Path) -> list[str]:
     return {
         "fuse": ["fuse", *log],
         "run": ["run", *log],
-        "score": ["score", "--features", str(tmp_path / "features.csv")],
+        # the seed's seven columns: overall_v1's, not the default overall_v3's (parent_rrf)
+        "score": ["score", "--features", str(tmp_path / "features.csv"), "--policy", "overall_v1"],
         "answers": [
             "answers",
             *("--answers", str(ANSWERS / "answers.csv")),
@@ -70,6 +72,24 @@ SUCCESS = {
     "bids": "scored 4 supplier evaluations into {out}/ (contract.jsonl, evaluations.parquet, "
     "criteria.parquet, candidates.parquet, evidence.parquet, gates.json, and 8 more)",
 }
+# the second line of `score` and `run`: their decisions, by the numbers above.
+# score, overall_v1 (per-query P10/P90, so of two parents the larger is 1 and the smaller 0, and a
+# lone parent is 0): q1's P123 has strength 1, coverage 0.5·1 + 0.5·0.5, stability
+# 0.5·(0.5 + 0.5·1), so 1^0.5 · 0.75^0.3 · 0.5^0.2 = 0.7986 >= T_high 0.68, and P456 strength 0,
+# so 0 and ratio 0; q2's lone P789 strength 0, so 0: low, no second parent, web fallback.
+# run, canonical_rrf then overall_v3 (0.7 strength, 0.3 separation): in q1 A and B are ranks 1
+# and 2 in one source and 2 and 1 in the other, so parent_rrf 1/61 + 1/62 = 0.0325 each, by
+# overall_v3's stored bounds (0.0297, 0.0492) 0.1437, and 0.1437^0.7 · 1^0.3 = 0.257 < T_low;
+# their separations 0.5 + 0.5·(12 − 9.5)/12/2 and 0.5 + 0.5·(0.79 − 0.65)/0.79/2 give a top-2
+# ratio (0.5443/0.5521)^0.3 = 0.996: HITL. In q2 A and C are each first in one source, 1/61 is
+# below the bounds, so both 0: low, no ratio, web fallback.
+DECISIONS = {
+    "score": "2 queries: high 1, medium 0, low 1 (by best score: T_low 0.35, T_high 0.68); "
+    "need_hitl 0 (top-2 ratio >= R_hitl 0.92); web_fallback 1 (low without HITL, or no candidate)",
+    "run": "2 queries: high 0, medium 0, low 2 (by best score: T_low 0.8202, T_high 0.8544); "
+    "need_hitl 1 (top-2 ratio >= R_hitl 0.9668); web_fallback 1 (low without HITL, or no "
+    "candidate)",
+}
 
 
 @pytest.mark.parametrize("name", list(SUCCESS))
@@ -78,8 +98,10 @@ def test_success_prints_one_line_on_stderr(name: str, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     assert result.stdout == ""
     lines = result.stderr.splitlines()  # bids adds its failed gates (tests/bids/test_bids.py)
-    assert len(lines) == (2 if name == "bids" else 1), result.stderr
+    assert len(lines) == (2 if name in ("bids", *DECISIONS) else 1), result.stderr
     first = lines[0]
+    if name in DECISIONS:
+        assert lines[1] == "duckscore: " + DECISIONS[name]
     assert first == "duckscore: " + SUCCESS[name].format(out=tmp_path / "out")
     for file in first.split("(", 1)[1].rstrip(")").split(", ")[:-1]:
         assert (tmp_path / "out" / file).exists(), file

@@ -314,7 +314,7 @@ def test_a_policy_without_extends_is_read_as_before(tmp_path: Path) -> None:
         ),
         (
             {"a.yaml": {"extends": "overall_v9"}},
-            "a.yaml: extends: unknown score policy 'overall_v9' (packaged: overall_v1, overall_v2)",
+            "a.yaml: extends: unknown score policy 'overall_v9' (packaged: overall_v1, overall_v2, overall_v3)",
         ),
         ({"a.yaml": {"extends": "nowhere.yaml"}}, "a.yaml: extends: policy file not found: "),
         ({"a.yaml": {"extends": ["overall_v1"]}}, "a.yaml: extends must be a policy name or a path, got ['overall_v1']"),

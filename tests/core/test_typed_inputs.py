@@ -43,7 +43,9 @@ def test_json_ids_are_kept_as_written(tmp_path: Path) -> None:
          "total_chunks": 8, "coverage_ratio": 0.25},
     ]  # fmt: skip
     features.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    done = invoke("score", "--features", str(features), "--out", str(tmp_path / "out"))
+    # the seed's seven columns: overall_v1's (the default overall_v3 also reads parent_rrf)
+    out = ["--out", str(tmp_path / "out"), "--policy", "overall_v1"]
+    done = invoke("score", "--features", str(features), *out)
     assert done.exit_code == 0, done.stderr
     assert contract_ids(tmp_path / "out") == [upper]
     parents = duckdb.sql(f"SELECT parent_id FROM '{tmp_path / 'out' / 'parents.parquet'}'")

@@ -327,9 +327,11 @@ def test_a_mounted_volume_as_out_is_replaced_in_place(
     volume = tmpfs("volume")
     (volume / "keep.txt").write_text("mine")
     for recipe in ("hybrid_v1", "canonical_rrf"):
+        # overall_v1 records no recipe; the default overall_v3 refuses hybrid_v1
         run = duckscore(
-            "run", "--log", SCIFACT_LOG, "--recipe", recipe, "--out", "volume", cwd=tmp_path
-        )
+            "run", "--log", SCIFACT_LOG, "--recipe", recipe, "--policy", "overall_v1",
+            "--out", "volume", cwd=tmp_path,
+        )  # fmt: skip
         assert finished(run) == (0, "")
         manifest = assert_complete(volume)
         assert manifest["recipe_id"] == recipe

@@ -86,7 +86,7 @@ def tables(tmp_path_factory: pytest.TempPathFactory) -> Iterator[duckdb.DuckDBPy
     open_input(con, RETRIEVAL_LOG, edge_log)
     con.execute("CREATE TABLE edge_log AS FROM retrieval_log")
     for name, log in (("scifact", SCIFACT_LOG), ("edge", edge_log)):
-        run(log, folder / name, recipe="hybrid_v1")
+        run(log, folder / name, recipe="hybrid_v1", policy="overall_v1")  # the features only
         open_input(con, PARENT_FEATURES, folder / name / "parent_features.parquet")
         con.execute(f"CREATE TABLE {name}_features AS FROM parent_features")
     for contract in (ANSWERS, CITATIONS, CHUNKS, EVENTS):
@@ -203,6 +203,12 @@ ISOTONIC_MAP = [
     "probability={method: isotonic, isotonic: {x: [0.2, 0.5, 0.9], y: [0.1, 0.4, 0.95]}, "
     "levels_by: probability, p_low: 0.3, p_high: 0.8}"
 ]
+# beta calibration (issue 32): ln of the best score clipped into (0, 1), SciFact's best scores
+# reaching 1 and the edge cases' 0
+BETA_MAP = [
+    "probability={method: beta, beta: {intercept: 0.5, ln_score: 2.0, ln_one_minus_score: -0.7}, "
+    "levels_by: probability, p_low: 0.3, p_high: 0.8}"
+]
 SCORE_CASES = [
     *(
         (policy, features, [])
@@ -210,19 +216,23 @@ SCORE_CASES = [
         for features in ("scifact", "edge")
     ),
     ("overall_v1", "edge", ISOTONIC_MAP),
+    ("overall_v1", "edge", BETA_MAP),
+    ("overall_v1", "scifact", BETA_MAP),
 ]
 
 
 @pytest.mark.parametrize(
     ("engine", "policy", "features", "overrides"),
-    # on Spark, SciFact (PostgreSQL runs it; Spark every edge case) and the map (PostgreSQL
-    # checks it) only in make test-extended: CI's 15 minutes
+    # on Spark, SciFact (PostgreSQL runs it; Spark every edge case) and the maps (PostgreSQL
+    # checks them) only in make test-extended: CI's 15 minutes
     on_engines(
         SCORE_CASES,
         [
             ("overall_v1", "scifact", []),
             ("overall_v2", "scifact", []),
             ("overall_v1", "edge", ISOTONIC_MAP),
+            ("overall_v1", "edge", BETA_MAP),
+            ("overall_v1", "scifact", BETA_MAP),
         ],
     ),
 )
@@ -463,7 +473,8 @@ def test_rewrites(text: str, dialect: str, expected: str) -> None:
 
 def test_cli_dialect_option(tmp_path: Path) -> None:
     runner = CliRunner()
-    score = runner.invoke(cli, ["sql", "score", "--dialect", "postgres"])
+    # the seed's overall_v1 normalises per query: quantiles (the default reads stored bounds)
+    score = runner.invoke(cli, ["sql", "score", "--policy", "overall_v1", "--dialect", "postgres"])
     assert score.exit_code == 0, score.output
     assert "PERCENTILE_CONT" in score.output and "WITHIN GROUP" in score.output
     refused = runner.invoke(cli, ["sql", "answers", "--stage", "contract", "--dialect", "spark"])

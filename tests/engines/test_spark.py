@@ -66,11 +66,17 @@ def assert_same_outputs(duck: Path, spark_out: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "recipe", [pytest.param("canonical_rrf", marks=pytest.mark.extended), "hybrid_v1"]
+    ("recipe", "policy"),
+    [
+        (None, "overall_v3"),  # the defaults: canonical_rrf, and a policy with a p_good map
+        pytest.param("hybrid_v1", "overall_v1", marks=pytest.mark.extended),
+    ],
 )
-def test_scifact_equals_the_duckdb_engine(spark, tmp_path: Path, recipe: str) -> None:
-    run(SCIFACT_LOG, tmp_path / "duck", recipe=recipe)
-    result = run_on_spark(SCIFACT_LOG, tmp_path / "spark", recipe=recipe, shards=3)
+def test_scifact_equals_the_duckdb_engine(
+    spark, tmp_path: Path, recipe: str | None, policy: str
+) -> None:
+    run(SCIFACT_LOG, tmp_path / "duck", recipe=recipe, policy=policy)
+    result = run_on_spark(SCIFACT_LOG, tmp_path / "spark", recipe=recipe, policy=policy, shards=3)
     assert result.rows["queries"] == 300 and result.rows["parents"] == 40_282
     assert_same_outputs(tmp_path / "duck", tmp_path / "spark")
 

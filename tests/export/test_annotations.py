@@ -161,13 +161,13 @@ def test_the_file_is_the_body_phoenix_takes(
         assert [a["name"] for a in trio] == list(NAMES)
         assert {a["span_id"] for a in trio} == {f"{decision['query_id']}-root"}  # the fixture's
         assert {a["annotator_kind"] for a in trio} == {"CODE"}
-        assert {a["identifier"] for a in trio} == {"duckscore:overall_v1"}
+        assert {a["identifier"] for a in trio} == {"duckscore:overall_v3"}  # the default policy
         assert [a["metadata"] for a in trio] == [{
             "query_id": decision["query_id"],
             "best_parent_id": decision["best_parent_id"],
             "best_overall_score": decision["best_overall_score"],
             "top2_ratio": None if pd.isna(decision["top2_ratio"]) else decision["top2_ratio"],
-            "score_policy_version": "overall_v1",
+            "score_policy_version": "overall_v3",
         }] * len(NAMES)  # fmt: skip
         confidence, hitl, fallback = (a["result"] for a in trio)
         assert confidence["label"] == decision["confidence_level"]

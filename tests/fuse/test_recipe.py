@@ -67,7 +67,7 @@ def test_the_seed_example_fuses_the_bundled_log(tmp_path: Path) -> None:
     assert manifest["sources"]["summary"]["index_dir"] == "/path/to/summary_index"
     # the same numbers as hybrid_v1 told the same things by overrides: type and index_dir are
     # recorded, file is doc, and nothing else changes
-    same = invoke("fuse", "--log", str(LOG), "--out", str(tmp_path / "set"), *(
+    same = invoke("fuse", "--log", str(LOG), "--recipe", "hybrid_v1", "--out", str(tmp_path / "set"), *(
         option for item in SEED_AS_OVERRIDES for option in ("--set-recipe", item)
     ))  # fmt: skip
     assert same.exit_code == 0, same.output

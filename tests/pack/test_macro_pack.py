@@ -161,7 +161,7 @@ def test_a_process_without_duckscore_reads_the_script_and_fuses_scifact(tmp_path
     assert ran.returncode == 0, ran.stderr
     worst, rows, default_k, recipe = ran.stdout.split()
     assert float(worst) < 1e-12 and rows == "40282" and default_k == "True"
-    assert recipe == "hybrid_v1"
+    assert recipe == "canonical_rrf"
 
 
 def test_install_persists_and_replaces(tmp_path: Path) -> None:
@@ -176,7 +176,7 @@ def test_install_persists_and_replaces(tmp_path: Path) -> None:
         macros = con.execute(
             "SELECT count(*) FROM duckdb_functions() WHERE function_name LIKE 'ds\\_%' ESCAPE '\\'"
         ).fetchone()
-    assert value == pytest.approx(1 / 21, rel=1e-15) and recipe.startswith("hybrid_v1+")
+    assert value == pytest.approx(1 / 21, rel=1e-15) and recipe.startswith("canonical_rrf+")
     assert macros == (18,)
 
 

@@ -40,6 +40,8 @@ def test_wheel_contains_the_sql_and_data(wheel: Path) -> None:
         "duckscore/sql/score/parents.sql",
         "duckscore/sql/score/_parent_stages.sql",
         "duckscore/sql/score/policies/overall_v1.yaml",
+        "duckscore/sql/score/policies/overall_v3.yaml",  # the default policy
+        "duckscore/sql/calibrate/domain_thresholds.sql",
         "duckscore/macros/clamp.sql",
         "duckscore/sql/bids/policies/bid_v1.yaml",
         "duckscore/score/contract.schema.json",
@@ -47,6 +49,8 @@ def test_wheel_contains_the_sql_and_data(wheel: Path) -> None:
         "duckscore/bids/contract.schema.json",
         "duckscore/fixtures/scifact/retrieval_log.parquet",
         "duckscore/fixtures/scifact/README.md",
+        "duckscore/fixtures/cisi/retrieval_log.parquet",  # recalibrate's example, the benchmark
+        "duckscore/fixtures/cisi/qrels.parquet",
         "duckscore/fixtures/bids/tender/rules.yaml",
     ):
         assert needed in names, needed
@@ -79,7 +83,7 @@ def test_installed_wheel_scores_from_another_directory(wheel: Path, tmp_path: Pa
         "frame = pd.DataFrame({'query_id': ['q', 'q'], 'parent_id': ['a', 'b'],\n"
         "    'rrf_sum': [0.1, 0.2], 'max_score': [1.0, 2.0], 'coverage': [1, 2],\n"
         "    'total_chunks': [3, 4], 'coverage_ratio': [0.5, 0.5]})\n"
-        "result = score(frame, 'out')\n"
+        "result = score(frame, 'out', policy='overall_v1')\n"  # the seed's seven columns
         "print(result.queries, result.policy.version)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(target)}

@@ -27,6 +27,7 @@ from ..helpers import SCIFACT
 SCIFACT_LOG = SCIFACT / "retrieval_log.parquet"
 PER_DAY = 10
 DATA = ("fused", "parent_features", "parents", "queries", "contract")
+DEFAULT_POLICY = "overall_v3"  # what a run without --policy records in the ledger
 
 
 def invoke(*args: str, quiet: bool = True) -> Result:
@@ -122,7 +123,10 @@ def test_partitions_are_the_plain_run_of_the_whole_log_split_by_day(
     entries = ledger(tmp_path / "scored")
     assert sorted(entries) == [day(n) for n in (1, 2, 3)]
     assert {e["rows"]["queries"] for e in entries.values()} == {PER_DAY}
-    assert {(e["recipe"], e["policy"]) for e in entries.values()} == {("hybrid_v1", "overall_v1")}
+    # the default policy, and the recipe it records (no --recipe given)
+    assert {(e["recipe"], e["policy"]) for e in entries.values()} == {
+        ("canonical_rrf", DEFAULT_POLICY)
+    }
 
 
 def test_incremental_leaves_fresh_partitions_as_the_same_files(
@@ -167,7 +171,8 @@ def test_a_changed_file_or_policy_makes_partitions_stale(three_days: Path, tmp_p
     assert check.exit_code == 1
     assert partitioned_run(three_days, out, "--incremental").exit_code == 0
     assert invoke("status", "--out", str(out), "--log", str(three_days), "--check").exit_code == 0
-    states = invoke("status", "--out", str(out), "--log", str(three_days), "--set", "T_high=0.6")
+    # above the default overall_v3's T_low (0.82)
+    states = invoke("status", "--out", str(out), "--log", str(three_days), "--set", "T_high=0.9")
     assert {line.split(maxsplit=6)[-1] for line in states.output.splitlines()[1:]} == {
         "settings changed"
     }
@@ -331,24 +336,24 @@ def test_thirty_days_then_one_more_then_a_new_policy_killed_and_resumed(tmp_path
     before = data_files(tmp_path / "scored")
 
     # a new policy recomputes all 31; that run is killed outright mid-way, then resumed
-    policy = ("--set", "alpha=0.5")  # every parent's strength, so every score, changes
+    policy = ("--set", "alpha=0.5")  # all but one of the 300 best scores change
     killed = duckscore(*run, *policy, "--out", "scored", cwd=tmp_path, progress=True)
     said = until(killed, "(8/31)")
     killed.send_signal(signal.SIGKILL)
     killed.communicate(timeout=60)
     assert any("31 to compute, 0 kept" in line for line in said), said
     versions = [e["policy"] for e in ledger(tmp_path / "scored").values()]
-    done = sum(v != "overall_v1" for v in versions)
+    done = sum(v != DEFAULT_POLICY for v in versions)
     assert 0 < done < 31 and len(versions) == 31, versions
     lines = ledger(tmp_path / "scored")
     for path, contents in data_files(tmp_path / "scored").items():  # every partition old or new
         kind, partition = path.split("/")[:2]
-        new = lines[partition.removeprefix("dt=")]["policy"] != "overall_v1"
+        new = lines[partition.removeprefix("dt=")]["policy"] != DEFAULT_POLICY
         if kind in ("parents", "queries", "contract"):  # the outputs the policy decides
             assert (contents != before[path]) == new, path
     resumed = completed(*run, *policy, "--out", "scored", cwd=tmp_path)
     assert f"{31 - done} to compute, {done} kept" in resumed
-    assert len({e["policy"] for e in ledger(tmp_path / "scored").values()} - {"overall_v1"}) == 1
+    assert len({e["policy"] for e in ledger(tmp_path / "scored").values()} - {DEFAULT_POLICY}) == 1
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
     # byte for byte what one uninterrupted run writes: the days around the kill, and the last

@@ -37,7 +37,7 @@ def run_sql(
     frame = pd.DataFrame(rows)
     sets = [f"{key}={json.dumps(value)}" for key, value in overrides.items()]
     ids = pd.DataFrame({"query_id": queries}) if queries is not None else None
-    score(frame, out, overrides=sets, queries=ids)
+    score(frame, out, policy="overall_v1", overrides=sets, queries=ids)
     return pd.read_parquet(out / "parents.parquet"), pd.read_parquet(out / "queries.parquet")
 
 

@@ -1,6 +1,7 @@
 """A score policy's probability map (issue 24): p_good computed by the score SQL equals the map
-written out in plain Python (math.exp, a hand-written interpolation), levels follow p_good when
-asked, the contract carries it, and a policy without a map writes what it always wrote."""
+written out in plain Python (math.exp and math.log, a hand-written interpolation), levels follow
+p_good when asked, the contract carries it, and a policy without a map writes what it always
+wrote."""
 
 from __future__ import annotations
 
@@ -27,6 +28,13 @@ SCHEMA = json.loads(contract_schema("score").read_text())
 PLATT = {
     "method": "platt",
     "platt": {"intercept": -3.0, "best_overall_score": 5.0, "top2_ratio": 0.5},
+    "levels_by": "score",
+    "p_low": 0.3,
+    "p_high": 0.8,
+}
+BETA = {
+    "method": "beta",
+    "beta": {"intercept": 0.5, "ln_score": 2.0, "ln_one_minus_score": -0.7},
     "levels_by": "score",
     "p_low": 0.3,
     "p_high": 0.8,
@@ -89,6 +97,14 @@ def _platt_by_hand(best: float | None, ratio: float | None, c: dict) -> float:
     return 1.0 / (1.0 + math.exp(-logit))
 
 
+def _beta_by_hand(best: float | None, c: dict) -> float:
+    s = min(max(best or 0.0, 1e-6), 1 - 1e-6)  # the clip the map is defined with
+    logit = c["intercept"] + c["ln_score"] * math.log(s)
+    logit += c["ln_one_minus_score"] * math.log(1 - s)
+    odds = math.exp(-abs(logit))  # e^-|logit|: never overflows
+    return 1.0 / (1.0 + odds) if logit >= 0 else odds / (1.0 + odds)
+
+
 def _interpolate_by_hand(x: float, xs: list[float], ys: list[float]) -> float:
     if x <= xs[0]:
         return ys[0]
@@ -132,12 +148,25 @@ def test_isotonic_map_equals_a_hand_written_interpolation(tmp_path: Path) -> Non
     assert queries.set_index("query_id").loc["no-candidates"].p_good == 0.1  # x = 0: the first y
 
 
-@pytest.mark.parametrize("x", [-1.0, 0.2, 0.35, 0.5, 0.7, 0.9, 0.95, 2.0])
-def test_isotonic_sql_at_and_between_the_breakpoints(x: float) -> None:
-    """The stage on its own over one query whose best score is x (a breakpoint, between two, or
-    beyond the ends)."""
+def test_beta_map_equals_the_formula_by_hand(tmp_path: Path) -> None:
+    queries, contract = _scored(tmp_path, BETA)
+    assert "p_good" in queries.columns
+    for row in queries.itertuples():
+        best = None if pd.isna(row.best_overall_score) else row.best_overall_score
+        assert math.isclose(row.p_good, _beta_by_hand(best, BETA["beta"]), rel_tol=1e-12)
+    empty = queries.set_index("query_id").loc["no-candidates"]
+    assert math.isclose(empty.p_good, _beta_by_hand(0.0, BETA["beta"]), rel_tol=1e-12)
+    assert 0 < empty.p_good < 1e-10  # ln(1e-6)·2: the clip keeps ln finite
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    for line in contract:
+        validator.validate(line)
+        assert list(line)[3:5] == ["best_overall_score", "p_good"]
+
+
+def _stage_p_good(probability: dict, x: float) -> float:
+    """The stage on its own over one query whose best score is x."""
     policy = load_policy(SCORE_POLICY, "overall_v1")
-    parameters = {**policy.parameters, "probability": ISOTONIC}
+    parameters = {**policy.parameters, "probability": probability}
     mapped = policy_from_parameters(SCORE_POLICY, "t", parameters, "test")
     con = duckdb.connect()
     con.execute(
@@ -148,8 +177,33 @@ def test_isotonic_sql_at_and_between_the_breakpoints(x: float) -> None:
     )
     sql = render_queries(mapped, 5, standalone=False, with_query_ids=False, final="probabilities")
     [(p_good,)] = con.execute(f"SELECT p_good FROM ({sql.text})").fetchall()
+    return float(p_good)
+
+
+@pytest.mark.parametrize("x", [-1.0, 0.2, 0.35, 0.5, 0.7, 0.9, 0.95, 2.0])
+def test_isotonic_sql_at_and_between_the_breakpoints(x: float) -> None:
+    """A breakpoint, between two, or beyond the ends."""
     xs, ys = ISOTONIC["isotonic"]["x"], ISOTONIC["isotonic"]["y"]
-    assert math.isclose(p_good, _interpolate_by_hand(x, xs, ys), rel_tol=1e-12)
+    assert math.isclose(_stage_p_good(ISOTONIC, x), _interpolate_by_hand(x, xs, ys), rel_tol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "x", [0.0, 1e-9, 1e-6, 2e-6, 0.01, 0.3, 0.5, 0.77, 0.99, 1 - 2e-6, 1 - 1e-6, 1 - 1e-9, 1.0]
+)
+@pytest.mark.parametrize(
+    "coefficients",
+    [
+        BETA["beta"],
+        {"intercept": -1.0, "ln_score": 0.0, "ln_one_minus_score": -3.0},
+        {"intercept": 40.0, "ln_score": 60.0, "ln_one_minus_score": 0.0},  # logits of ±800
+    ],
+)
+def test_beta_sql_at_the_ends_and_between(x: float, coefficients: dict) -> None:
+    """0 and 1, within the clip of either, at it, just inside it, and between."""
+    p_good = _stage_p_good({**BETA, "beta": coefficients}, x)
+    assert 0.0 <= p_good <= 1.0
+    expected = _beta_by_hand(x, coefficients)
+    assert math.isclose(p_good, expected, rel_tol=1e-12, abs_tol=1e-300)
 
 
 def test_extreme_logits_do_not_overflow(tmp_path: Path) -> None:
@@ -191,7 +245,8 @@ def test_without_a_map_nothing_changes(tmp_path: Path) -> None:
         assert "p_good" not in before
         del after["p_good"]
         assert before == after | {"score_policy_version": before["score_policy_version"]}
-    result = CliRunner().invoke(cli, ["sql", "score", "--stage", "probabilities"])
+    stage = ["sql", "score", "--stage", "probabilities", "--policy", "overall_v1"]
+    result = CliRunner().invoke(cli, stage)
     assert result.exit_code != 0
     assert "policy overall_v1 has no probability map" in result.output
 
@@ -217,6 +272,12 @@ def test_without_a_map_nothing_changes(tmp_path: Path) -> None:
         ({**PLATT, "levels_by": "odds"}, "'odds' is not one of score, probability"),
         ({**PLATT, "platt": {"intercept": 1.0, "best_overall_score": 2.0}}, "missing key"),
         ({**PLATT, "platt": {**PLATT["platt"], "slope": 1.0}}, "unknown key"),
+        ({**BETA, "beta": {"intercept": 0.5, "ln_score": 2.0}}, "missing key"),
+        ({**BETA, "beta": {**BETA["beta"], "top2_ratio": 1.0}}, "unknown key"),
+        ({**BETA, "beta": {**BETA["beta"], "ln_score": "steep"}}, "beta.ln_score"),
+        ({**PLATT, "beta": BETA["beta"]}, "probability.beta is not used by method: platt"),
+        ({**PLATT, "method": "beta"}, "probability.beta is required by method: beta"),
+        ({**BETA, "method": "logistic"}, "'logistic' is not one of platt, beta, isotonic"),
     ],
 )
 def test_a_malformed_map_is_refused_naming_the_key(

@@ -132,7 +132,7 @@ def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def run(features: pd.DataFrame, out_dir: Path, threads: int | None = None) -> Path:
-    score(features, out_dir, settings=EngineSettings(threads=threads))
+    score(features, out_dir, policy="overall_v1", settings=EngineSettings(threads=threads))
     return out_dir
 
 

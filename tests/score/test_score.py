@@ -84,8 +84,8 @@ def test_manifest_records_policy_sql_and_inputs(scored: Path, features: Path) ->
     import hashlib
 
     manifest = json.loads((scored / "manifest.json").read_text())
-    assert manifest["policy"]["score_policy_version"] == "overall_v1"
-    assert manifest["policy"]["parameters"]["alpha"] == 0.6
+    assert manifest["policy"]["score_policy_version"] == "overall_v3"
+    assert manifest["policy"]["parameters"]["alpha"] == 1.0
     [file] = manifest["inputs"]["features"]["files"]
     assert file["sha256"] == hashlib.sha256(features.read_bytes()).hexdigest()
     for template, record in manifest["sql"].items():
@@ -166,7 +166,7 @@ def test_overrides_reach_the_contract(features: Path, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     lines = read_contract(out)
     assert all(line["thresholds_used"]["T_high"] == 0.99 for line in lines)
-    assert lines[0]["score_policy_version"].startswith("overall_v1+")
+    assert lines[0]["score_policy_version"].startswith("overall_v3+")
     levels = {line["confidence_level"] for line in lines}
     assert "high" not in levels or all(
         line["best_overall_score"] >= 0.99 for line in lines if line["confidence_level"] == "high"
@@ -207,7 +207,11 @@ def test_demo_derivation_matches_a_pandas_reimplementation(features: Path) -> No
 
 def test_policy_list_and_show() -> None:
     listed = CliRunner().invoke(cli, ["policy", "list"])
-    assert listed.exit_code == 0 and listed.output.split() == ["overall_v1", "overall_v2"]
+    assert listed.exit_code == 0 and listed.output.split() == [
+        "overall_v1",
+        "overall_v2",
+        "overall_v3",
+    ]
     shown = CliRunner().invoke(cli, ["policy", "show", "overall_v1", "--set", "alpha=0.7"])
     assert shown.exit_code == 0, shown.output
     record = json.loads(shown.output)

@@ -1,0 +1,439 @@
+"""`recalibrate()`: a calibrated score policy adapted to a new domain (issue 32).
+
+The policy scores the new domain's log as it is (the same recipe, weights and reference bounds:
+what ranks queries carries over); what does not carry over is moved:
+
+1. p_good. Without labels, the map's prior is corrected to the base rate EM estimates from the
+   unlabelled queries' p_good (calibrate/recalibration.py). With labels, σ(a + b·logit p_good)
+   is fitted on them with a prior centred on that correction, its strength chosen by
+   cross-validated Brier score.
+2. The score thresholds. T_low, T_high and R_hitl move to the quantiles of the new domain's
+   best scores and top-2 ratios at which the calibration queries held them
+   (metadata.score_distribution; sql/calibrate/domain_thresholds.sql). With labels and a policy
+   whose T_high was set by precision, T_high is set again by that precision on the labels,
+   when they reach it.
+
+The new policy records what was done (metadata.recalibration), its own score distribution on
+the new domain (so it can be recalibrated again) and the recipe it belongs with.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..core.connection import EngineSettings
+from ..core.errors import DuckscoreError
+from ..core.inputs import Table
+from ..core.policy import Policy, load_policy, policy_from_parameters
+from ..core.progress import SILENT, Progress
+from ..core.render import RenderedSQL, render
+from ..core.session import Session
+from ..core.version import __version__
+from ..fuse.log import open_log
+from ..fuse.policy_recipe import recipe_for_policy
+from ..fuse.recipe import recipe_record
+from ..fuse.stages import create_fuse_hits, create_parent_features
+from ..score.policy import SCORE_POLICY
+from ..score.stages import create_score_tables, query_columns
+from .calibration_metrics import frame_metrics
+from .policy_file import write_policy_document
+from .probability import apply_map
+from .probability_report import ece_consistency
+from .recalibration import (
+    QUANTILE_LEVELS,
+    QUANTILES_KEY,
+    LogitMap,
+    compose,
+    em_prior,
+    prior_shift,
+    refit_on_labels,
+)
+from .settings import CalibrationError
+from .tables import open_labels
+
+DISTRIBUTION_KEYS = ("base_rate", "below_T_low", "below_T_high", "hitl")
+ADAPT_METHODS = ("quantile", "prior")
+MIN_LABELS = 10  # fewer: no cross-validated choice of the prior's strength is possible
+EM_BOUNDARY = 0.01  # an EM base rate this close to 0 or 1 has collapsed
+
+
+@dataclass(frozen=True)
+class RecalibrationResult:
+    policy_path: Path
+    document: dict[str, Any]
+    decisions: pd.DataFrame  # the new domain's queries under the new policy (p_good, levels …)
+    report: dict[str, Any]  # what metadata.recalibration records
+
+
+def recalibrate(
+    policy: str,
+    log: Table,
+    out: str | Path,
+    *,
+    recipe: str | None = None,
+    recipe_overrides: list[str] | None = None,
+    labels: Table | None = None,
+    adapt: str = "quantile",
+    folds: int = 5,
+    seed: int = 0,
+    version: str | None = None,
+    allow_recipe_mismatch: bool = False,
+    engine: EngineSettings | None = None,
+    progress: Progress = SILENT,
+) -> RecalibrationResult:
+    """Adapt the calibrated `policy` to the domain of `log` and write the new policy to `out`."""
+    if folds < 2:
+        raise DuckscoreError(f"--folds must be at least 2, got {folds}")
+    if adapt not in ADAPT_METHODS:
+        raise DuckscoreError(f"--adapt must be one of {', '.join(ADAPT_METHODS)}, got {adapt!r}")
+    old = load_policy(SCORE_POLICY, policy)
+    block, recorded = _calibration_of(old, adapt)
+    loaded_recipe = recipe_for_policy(old, recipe, recipe_overrides, allow_recipe_mismatch)
+    with Session(engine, progress) as session:
+        opened, plan = open_log(session, log, loaded_recipe)
+        where = f"--log ({opened.given})"
+        progress.step(
+            f"scoring {opened.rows:,} hits with {old.version} (recipe {loaded_recipe.version})"
+        )
+        create_fuse_hits(session, plan)
+        create_parent_features(session, plan)
+        decisions = _decisions(session, old, where)
+        new_quantiles = [
+            float(row["best_score"])
+            for row in session.rows(
+                _domain_sql(
+                    "quantiles", thresholds=None, levels=QUANTILE_LEVELS, **_shares_of(recorded)
+                )
+            )
+        ]
+        report: dict[str, Any] = {
+            "from": {"version": old.version, "parameters_sha256": old.parameters_sha256},
+            "log": opened.given,
+            "queries": len(decisions),
+            "adapt": adapt,
+            "fitted_base_rate": recorded["base_rate"],
+        }
+        adapted = _label_free(session, block, recorded, decisions, new_quantiles, adapt, report)
+        labelled: pd.DataFrame | None = None
+        if labels is not None:
+            labelled = _labelled(session, labels, decisions, opened.given)
+            correction = _refit(session, labelled, adapted, folds, seed, report)
+            adapted = compose(adapted, correction)
+        else:
+            report["labels"] = None
+        thresholds = _thresholds(session, old, recorded, labelled, report)
+        parameters = _new_parameters(old, adapted, thresholds)
+        candidate = policy_from_parameters(
+            SCORE_POLICY, "recalibrated", parameters, "recalibrate", old.version
+        )
+        new_version = version or f"{old.version}_recal_{candidate.parameters_sha256[:8]}"
+        new_policy = policy_from_parameters(
+            SCORE_POLICY, new_version, parameters, "recalibrate", old.version
+        )
+        new_decisions = _decisions(session, new_policy, where)
+        report["p_good_mean"] = float(new_decisions["p_good"].mean())
+        if labelled is None:
+            report["base_rate"] = report["p_good_mean"]
+        report["ece_of_perfect_calibration"] = ece_consistency(session, new_decisions, seed)
+        distribution = {
+            "queries": len(new_decisions),
+            "base_rate": report["base_rate"],
+            **{key: thresholds["levels"][key] for key in DISTRIBUTION_KEYS[1:]},
+            QUANTILES_KEY: [float(v) for v in new_quantiles],
+        }
+    document = _write(
+        Path(out), new_policy, old, loaded_recipe, report, distribution, session.inputs
+    )
+    return RecalibrationResult(Path(out), document, new_decisions, report)
+
+
+def _calibration_of(policy: Policy, adapt: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The policy's p_good map and the score distribution it was calibrated on."""
+    block = policy.parameters.get("probability")
+    if block is None:
+        raise CalibrationError(
+            f"--policy: {policy.version} has no p_good map to recalibrate "
+            "(`duckscore calibrate` fits one)"
+        )
+    recorded = policy.metadata.get("score_distribution")
+    needed = DISTRIBUTION_KEYS + ((QUANTILES_KEY,) if adapt == "quantile" else ())
+    if not isinstance(recorded, dict) or any(
+        not isinstance(recorded.get(k), int | float | list) for k in needed
+    ):
+        raise CalibrationError(
+            f"--policy: {policy.version} does not record the score distribution it was "
+            f"calibrated on (metadata.score_distribution: {', '.join(needed)}); "
+            "calibrate it again with this duckscore"
+        )
+    base_rate = float(recorded["base_rate"])
+    if not 0.0 < base_rate < 1.0:
+        raise CalibrationError(
+            f"--policy: {policy.version} records a base rate of {base_rate:g}; "
+            "a map fitted on one class only cannot be moved to another domain"
+        )
+    return block, recorded
+
+
+def _shares_of(recorded: dict[str, Any]) -> dict[str, float]:
+    return {k: float(recorded[k]) for k in ("below_T_low", "below_T_high", "hitl")}
+
+
+def _label_free(
+    session: Session,
+    block: dict[str, Any],
+    recorded: dict[str, Any],
+    decisions: pd.DataFrame,
+    new_quantiles: list[float],
+    adapt: str,
+    report: dict[str, Any],
+) -> dict[str, Any]:
+    """The map carried over without labels: by quantile (the score scale moved, the base rate
+    kept) or by prior (the base rate moved, estimated by EM). EM's estimate is reported either
+    way."""
+    fitted = float(recorded["base_rate"])
+    estimate = em_prior(decisions["p_good"].to_numpy(), fitted)
+    shift = prior_shift(fitted, estimate.prior)
+    report |= {"em_base_rate": estimate.prior, "em_iterations": estimate.iterations}
+    collapsed = not EM_BOUNDARY < estimate.prior < 1.0 - EM_BOUNDARY
+    if adapt == "prior":
+        report["prior_shift"] = shift
+        if collapsed:
+            session.progress.warn(
+                f"EM's base rate went to {estimate.prior:.3f}: the log's p_good do not look like "
+                "the calibration's at any base rate (its score scale moved, not only its base "
+                "rate); --adapt quantile or --labels carry the map over instead"
+            )
+        return compose(block, LogitMap(shift, 1.0))
+    return transported(block, recorded[QUANTILES_KEY], new_quantiles)
+
+
+def transported(
+    block: dict[str, Any], old_quantiles: list[float], new_quantiles: list[float]
+) -> dict[str, Any]:
+    """The isotonic map giving a new-domain score at quantile q the old map's p_good at the
+    calibration's score at q: breakpoints at the new domain's quantiles (ties merged, their
+    p_good averaged), kept non-decreasing."""
+    if block["method"] == "platt" and block["platt"].get("top2_ratio", 0.0) != 0.0:
+        raise CalibrationError(
+            "--adapt quantile: this policy's p_good reads the top-2 ratio beside the score; "
+            "carry it over with --adapt prior, or with --labels"
+        )
+    frame = pd.DataFrame({"best_overall_score": old_quantiles, "top2_ratio": 0.0})
+    p_good = pd.Series(apply_map(block, frame)).groupby(np.asarray(new_quantiles)).mean()
+    x, y = [float(v) for v in p_good.index], np.maximum.accumulate(p_good.to_numpy())
+    if len(x) == 1:  # one distinct score in the new domain: a constant
+        x, y = [x[0], x[0] + 1.0], np.repeat(y, 2)
+    levels = {k: block[k] for k in ("levels_by", "p_low", "p_high")}
+    return {
+        "method": "isotonic",
+        "isotonic": {"x": x, "y": [float(v) for v in np.clip(y, 0, 1)]},
+    } | levels
+
+
+def _decisions(session: Session, policy: Policy, where: str) -> pd.DataFrame:
+    create_score_tables(session, policy, top_n=2, with_query_ids=False, where=where)
+    return session.frame(
+        f"SELECT {', '.join(query_columns(policy))} FROM score_contract ORDER BY query_id"
+    )
+
+
+def _labelled(
+    session: Session, labels: Table, decisions: pd.DataFrame, log_given: str
+) -> pd.DataFrame:
+    opened, frame = open_labels(session, labels)
+    joined = frame.merge(decisions, on="query_id", how="inner")
+    missing = len(frame) - len(joined)
+    if joined.empty:
+        examples = ", ".join(repr(q) for q in frame["query_id"].head(3))
+        raise CalibrationError(
+            f"--labels ({opened.given}): none of the {len(frame)} labelled query ids occurs in "
+            f"--log ({log_given}); e.g. {examples}"
+        )
+    if missing:
+        session.progress.warn(
+            f"--labels: {missing} of {len(frame)} labelled query ids do not occur in "
+            f"--log; recalibrating on the other {len(joined)}"
+        )
+    outcome = (joined["label"] == "good").to_numpy()
+    if len(joined) < MIN_LABELS or outcome.all() or not outcome.any():
+        raise CalibrationError(
+            f"--labels ({opened.given}): {len(joined)} labelled queries in the log, "
+            f"{int(outcome.sum())} of them good; recalibrating p_good needs at least "
+            f"{MIN_LABELS}, with good and other labels both present (or leave --labels out: "
+            "the base rate is then estimated from the log)"
+        )
+    return joined.assign(outcome=outcome.astype(float))
+
+
+def _refit(
+    session: Session,
+    labelled: pd.DataFrame,
+    adapted: dict[str, Any],
+    folds: int,
+    seed: int,
+    report: dict[str, Any],
+) -> LogitMap:
+    """σ(a + b·logit p) on the labels, p the label-free map's p_good, shrunk toward p itself
+    (a = 0, b = 1); its cross-validated figures in `report`."""
+    y = labelled["outcome"].to_numpy()
+    minority = int(min(y.sum(), len(y) - y.sum()))
+    used_folds = min(folds, minority)
+    if used_folds < 2:
+        raise CalibrationError(
+            f"--labels: {minority} query of one outcome (good / not good); cross-validation "
+            "needs at least 2 of each"
+        )
+    p_good = apply_map(adapted, labelled)
+    refit = refit_on_labels(p_good, y, LogitMap(0.0, 1.0), used_folds, seed)
+    held_out = labelled.assign(score=refit.held_out)
+    figures = frame_metrics(session, held_out[["query_id", "score", "outcome"]])
+    base_rate = float(y.mean())
+    report["labels"] = {
+        "n": len(y),
+        "good": int(y.sum()),
+        "folds": used_folds,
+        "prior_strength": refit.strength,
+        "cv_brier_by_prior_strength": {str(k): v for k, v in refit.cv_brier.items()},
+        "cross_validated": {
+            "brier": figures["brier"],
+            "ece": figures["ece"],
+            "auroc": figures["auroc"],
+            "constant_brier": base_rate * (1.0 - base_rate),
+            "ece_of_perfect_calibration": ece_consistency(
+                session, held_out.assign(p_good=refit.held_out), seed
+            ),
+        },
+        "map": {"intercept": refit.fitted.intercept, "slope": refit.fitted.slope},
+    }
+    report["base_rate"] = base_rate
+    return refit.fitted
+
+
+def _thresholds(
+    session: Session,
+    old: Policy,
+    recorded: dict[str, float],
+    labelled: pd.DataFrame | None,
+    report: dict[str, Any],
+) -> dict[str, Any]:
+    """T_low, T_high, R_hitl at the recorded quantiles of the new domain; T_high by the
+    calibration's target precision on the labels where they reach it. Also the quantile levels
+    at which the new thresholds sit in the new domain (what the new policy records: the same
+    levels, unless the labels set T_high), and the shares of the log's queries they give."""
+    quantiles = _shares_of(recorded)
+    moved = _domain_thresholds(session, "moved", thresholds=None, levels=[0.5], **quantiles)
+    chosen = {"T_low": moved["T_low"], "T_high": moved["T_high"], "R_hitl": moved["R_hitl"]}
+    if recorded["hitl"] <= 0.0:
+        chosen["R_hitl"] = old.parameters["R_hitl"]  # no query was sent to a human: keep it so
+    method = old.metadata.get("method", {})
+    target = method.get("target_precision") if method.get("thresholds") == "precision" else None
+    by_precision = None
+    if labelled is not None and target is not None:
+        by_precision = _precise_threshold(session, labelled, float(target))
+        if by_precision is not None:
+            chosen["T_high"] = by_precision
+            chosen["T_low"] = min(chosen["T_low"], by_precision)
+    chosen["T_low"] = min(chosen["T_low"], chosen["T_high"])
+    shares = _domain_thresholds(session, "shares", thresholds=chosen, levels=[0.5], **quantiles)
+    levels = dict(quantiles)
+    if by_precision is not None:
+        levels["below_T_high"] = shares["below_T_high"]
+    if chosen["T_low"] == chosen["T_high"]:
+        levels["below_T_low"] = levels["below_T_high"]
+    report["thresholds"] = {
+        name: {"from": old.parameters[name], "to": chosen[name]} for name in chosen
+    } | {
+        "by_target_precision": None
+        if target is None or labelled is None
+        else {"target": target, "reached": by_precision is not None},
+        "shares_of_the_log": {k: shares[k] for k in ("below_T_low", "below_T_high", "hitl")},
+    }
+    return chosen | {"levels": levels}
+
+
+def _precise_threshold(session: Session, labelled: pd.DataFrame, target: float) -> float | None:
+    """calibrate's precision method on the labels (sql/calibrate/thresholds.sql): the lowest
+    best score at which the share of good among the labelled queries at or above it reaches
+    `target`."""
+    predictions = labelled.assign(
+        fit="recalibrate", score=labelled["best_overall_score"].fillna(0.0)
+    )
+    session.register(
+        "recal_predictions", predictions[["fit", "query_id", "score", "top2_ratio", "label"]]
+    )
+    [row] = session.rows(
+        render(
+            "calibrate/thresholds.sql",
+            inputs={"predictions": "recal_predictions"},
+            bad_quantile=0.9,
+            good_quantile=0.1,
+            hitl_quantile=0.7,
+            target_precision=target,
+            final="thresholds",
+        )
+    )
+    found = row["lowest_precise_score"]
+    return None if found is None else float(found)
+
+
+def _domain_sql(final: str, **context: Any) -> RenderedSQL:
+    """sql/calibrate/domain_thresholds.sql over the decisions in score_contract."""
+    return render(
+        "calibrate/domain_thresholds.sql",
+        inputs={"decisions": "score_contract"},
+        final=final,
+        **context,
+    )
+
+
+def _domain_thresholds(session: Session, final: str, **context: Any) -> dict[str, Any]:
+    [row] = session.rows(_domain_sql(final, **context))
+    return row
+
+
+def _new_parameters(
+    old: Policy, block: dict[str, Any], thresholds: dict[str, Any]
+) -> dict[str, Any]:
+    parameters = {**old.parameters, "probability": block}
+    parameters.update({k: float(thresholds[k]) for k in ("T_low", "T_high", "R_hitl")})
+    parameters["risk_flags"] = {
+        **parameters["risk_flags"],
+        "ambiguous_candidate": {"ratio_at_least": float(thresholds["R_hitl"])},
+    }
+    return parameters
+
+
+def _write(
+    out: Path,
+    policy: Policy,
+    old: Policy,
+    recipe: Policy,
+    report: dict[str, Any],
+    distribution: dict[str, Any],
+    inputs: dict[str, Any],
+) -> dict[str, Any]:
+    document = {
+        "score_policy_version": policy.version,
+        "parent_version": old.version,
+        "description": f"{old.version} recalibrated to the domain of {report['log']} "
+        f"({report['queries']} queries"
+        + (f", {report['labels']['n']} labelled" if report["labels"] else ", no labels")
+        + ") by duckscore recalibrate.",
+        "metadata": {
+            "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "duckscore_version": __version__,
+            "recipe": recipe_record(recipe),
+            "inputs": {name: opened.given for name, opened in inputs.items()},
+            "method": old.metadata.get("method"),
+            "recalibration": report,
+            "score_distribution": distribution,
+        },
+        "parameters": policy.parameters,
+    }
+    return write_policy_document(out, document)

@@ -1,0 +1,152 @@
+"""`duckscore recalibrate`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from .app import cli
+from .options import (
+    allow_recipe_mismatch_option,
+    engine_options,
+    log_option,
+    out_file_option,
+    recipe_options,
+)
+
+if TYPE_CHECKING:
+    from ..core.connection import EngineSettings
+    from ..core.progress import Progress
+
+
+@cli.command()
+@click.option(
+    "--policy",
+    required=True,
+    metavar="NAME|PATH",
+    help="A calibrated score policy (with a p_good map), packaged or a YAML file.",
+)
+@log_option
+@recipe_options(None)
+@allow_recipe_mismatch_option
+@click.option(
+    "--labels",
+    metavar="PATH",
+    help="Optional labels of some of the log's queries (query_id, label: good / ambiguous / "
+    "bad, as `duckscore labels` writes them); 30-50 are enough to refit p_good.",
+)
+@click.option(
+    "--adapt",
+    type=click.Choice(["quantile", "prior"]),
+    default="quantile",
+    show_default=True,
+    help="How p_good is carried over before any label: quantile (a query gets the p_good the "
+    "calibration gave a query at the same quantile of best scores: the score scale moved) or "
+    "prior (the base rate moved: EM on the log's p_good, Saerens et al. 2002).",
+)
+@out_file_option("the recalibrated policy YAML")
+@click.option(
+    "--version",
+    "version",
+    metavar="NAME",
+    help="score_policy_version of the new policy (default: <policy>_recal_<parameters hash>).",
+)
+@click.option(
+    "--folds",
+    default=5,
+    show_default=True,
+    type=click.IntRange(min=2),
+    help="With --labels: cross-validation folds (at most the count of the rarer outcome).",
+)
+@click.option(
+    "--seed", default=0, show_default=True, type=click.IntRange(0, 2**32 - 1), help="Fold seed."
+)
+@engine_options
+@click.pass_obj
+def recalibrate(
+    progress: Progress,
+    policy: str,
+    log: Any,
+    recipe: str | None,
+    recipe_overrides: tuple[str, ...],
+    allow_recipe_mismatch: bool,
+    labels: str | None,
+    adapt: str,
+    out_path: Path,
+    version: str | None,
+    folds: int,
+    seed: int,
+    settings: EngineSettings,
+) -> None:
+    """Adapt a calibrated policy to a new domain's log, with a few labels or none.
+
+    Without labels p_good is carried over by --adapt; with --labels it is then refitted on them,
+    shrunk toward that. T_low, T_high and R_hitl move to the quantiles of the new domain's
+    scores at which the calibration held them (T_high by the calibration's target precision on
+    the labels, where they reach it). Prints what it found; writes a new versioned policy.
+    """
+    from ..calibrate.recalibrate import recalibrate as run_recalibrate
+
+    result = run_recalibrate(
+        policy,
+        log,
+        out_path,
+        recipe=recipe,
+        recipe_overrides=list(recipe_overrides),
+        labels=labels,
+        adapt=adapt,
+        folds=folds,
+        seed=seed,
+        version=version,
+        allow_recipe_mismatch=allow_recipe_mismatch,
+        engine=settings,
+        progress=progress,
+    )
+    for line in summary_lines(result.report, result.document["score_policy_version"]):
+        click.echo(line)
+    progress.step(f"done: policy {result.document['score_policy_version']} -> {out_path}")
+
+
+def summary_lines(report: dict[str, Any], version: str) -> list[str]:
+    """What recalibrate found, a figure a line: base rate, p_good, thresholds."""
+    labels = report["labels"]
+    floor = report["ece_of_perfect_calibration"]
+    lines = [
+        f"{'recalibrated':28s} {report['from']['version']} -> {version} "
+        f"({report['queries']} queries of the log)",
+        f"{'base_rate':28s} {report['base_rate']:7.3f}  ("
+        + (
+            f"{labels['good']} good of {labels['n']} labels"
+            if labels
+            else f"mean p_good, carried over by {report['adapt']}"
+        )
+        + f"; EM on the log's p_good: {report['em_base_rate']:.3f}; the calibration's: "
+        f"{report['fitted_base_rate']:.3f})",
+        f"{'p_good_mean':28s} {report['p_good_mean']:7.3f}  (a perfectly calibrated p_good "
+        f"shows an ECE of {floor['ece_mean']:.3f}, P95 {floor['ece_p95']:.3f}, on "
+        f"{report['queries']} queries)",
+    ]
+    if labels:
+        cv = labels["cross_validated"]
+        lines += [
+            f"{'p_good_cv_brier':28s} {cv['brier']:7.3f}  (a constant at the labels' base rate: "
+            f"{cv['constant_brier']:.3f}; prior strength {labels['prior_strength']:g}, "
+            f"{labels['folds']} folds)",
+            f"{'p_good_cv_ece':28s} {cv['ece']:7.3f}  (a perfectly calibrated map shows "
+            f"{cv['ece_of_perfect_calibration']['ece_mean']:.3f}, P95 "
+            f"{cv['ece_of_perfect_calibration']['ece_p95']:.3f}, on {labels['n']} labels)",
+        ]
+    moves = report["thresholds"]
+    for name in ("T_low", "T_high", "R_hitl"):
+        lines.append(f"{name:28s} {moves[name]['to']:7.4f}  (was {moves[name]['from']:.4f})")
+    precision = moves["by_target_precision"]
+    if precision is not None:
+        state = (
+            "reached: T_high set by it"
+            if precision["reached"]
+            else ("not reached on these labels: T_high kept at the quantile")
+        )
+        lines.append(f"{'target_precision':28s} {precision['target']:7.3f}  ({state})")
+    return lines

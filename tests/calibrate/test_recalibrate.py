@@ -1,0 +1,236 @@
+"""`duckscore recalibrate` end to end (issue 32): the packaged default (calibrated on SciFact)
+carried to CISI, another domain, with no label and with 40; checked against numpy quantiles of
+the old policy's own scores, a penalised log-loss minimised by scipy on the decisions the
+label-free policy's SQL wrote, and the refusals, each one line with nothing written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+from scipy import optimize
+
+from duckscore.cli import cli
+from duckscore.common.defaults import DEFAULT_POLICY
+from duckscore.core.policy import load_policy
+from duckscore.core.resources import policies_dir
+from duckscore.score.policy import SCORE_POLICY
+
+from ..helpers import FIXTURES, SCIFACT
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("recalibrate")]
+
+CISI = FIXTURES / "cisi"
+LOG = str(CISI / "retrieval_log.parquet")
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(cli, ["-q", *args])
+
+
+def logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(p, 1e-12, 1 - 1e-12)
+    return np.log(p / (1 - p))
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("recalibrate")
+
+
+@pytest.fixture(scope="module")
+def cisi_labels(work: Path) -> pd.DataFrame:
+    out = work / "labels.parquet"
+    result = invoke(
+        "labels", "--run", str(CISI / "reference_rrf_k60.parquet"), "--qrels",
+        str(CISI / "qrels.parquet"), "--out", str(out),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return pd.read_parquet(out)
+
+
+@pytest.fixture(scope="module")
+def old_run(work: Path) -> pd.DataFrame:
+    """The default policy's decisions on CISI, as `run` writes them."""
+    result = invoke("run", "--log", LOG, "--out", str(work / "old"))
+    assert result.exit_code == 0, result.output
+    return pd.read_parquet(work / "old" / "queries.parquet")
+
+
+@pytest.fixture(scope="module")
+def label_free(work: Path) -> tuple[Result, dict]:
+    out = work / "free.yaml"
+    result = invoke("recalibrate", "--policy", DEFAULT_POLICY, "--log", LOG, "--out", str(out))
+    assert result.exit_code == 0, result.output
+    return result, yaml.safe_load(out.read_text())
+
+
+def default_document() -> dict:
+    return yaml.safe_load((policies_dir("score") / f"{DEFAULT_POLICY}.yaml").read_text())
+
+
+def test_label_free_versions_and_records(label_free: tuple[Result, dict], work: Path) -> None:
+    result, document = label_free
+    loaded = load_policy(SCORE_POLICY, str(work / "free.yaml"))
+    assert (
+        document["score_policy_version"] == f"{DEFAULT_POLICY}_recal_{loaded.parameters_sha256[:8]}"
+    )
+    assert document["parent_version"] == DEFAULT_POLICY
+    assert document["metadata"]["recipe"] == default_document()["metadata"]["recipe"]
+    report = document["metadata"]["recalibration"]
+    assert report["adapt"] == "quantile" and report["labels"] is None
+    names = [line.split()[0] for line in result.stdout.splitlines()]
+    assert names == ["recalibrated", "base_rate", "p_good_mean", "T_low", "T_high", "R_hitl"]
+
+
+def test_thresholds_move_to_the_recorded_quantiles(
+    label_free: tuple[Result, dict], old_run: pd.DataFrame
+) -> None:
+    _, document = label_free
+    recorded = default_document()["metadata"]["score_distribution"]
+    scores = old_run["best_overall_score"].fillna(0.0).to_numpy()
+    ratios = old_run["top2_ratio"].fillna(0.0).to_numpy()
+    p = document["parameters"]
+    assert p["T_low"] == pytest.approx(
+        min(np.quantile(scores, recorded["below_T_low"]), p["T_high"])
+    )
+    assert p["T_high"] == pytest.approx(np.quantile(scores, recorded["below_T_high"]))
+    assert p["R_hitl"] == pytest.approx(np.quantile(ratios, 1 - recorded["hitl"]))
+    assert p["risk_flags"]["ambiguous_candidate"]["ratio_at_least"] == p["R_hitl"]
+
+
+def test_quantile_adaptation_keeps_the_calibrations_p_good_by_rank(
+    label_free: tuple[Result, dict], work: Path, old_run: pd.DataFrame
+) -> None:
+    """The new p_good orders queries as their scores do, and averages what the calibration's
+    queries averaged (the base rate is kept; the score scale moved)."""
+    assert (
+        invoke(
+            "run", "--log", LOG, "--policy", str(work / "free.yaml"), "--out", str(work / "new")
+        ).exit_code
+        == 0
+    )
+    new = pd.read_parquet(work / "new" / "queries.parquet").merge(
+        old_run[["query_id", "best_overall_score"]], on="query_id", suffixes=("", "_old")
+    )
+    assert (new["best_overall_score"] == new["best_overall_score_old"]).all()
+    ordered = new.sort_values("best_overall_score")["p_good"].to_numpy()
+    assert (np.diff(ordered) >= -1e-12).all()
+    assert new["p_good"].mean() == pytest.approx(
+        default_document()["metadata"]["score_distribution"]["base_rate"], abs=0.03
+    )
+
+
+def test_forty_labels_refit_p_good_as_the_penalised_log_loss_says(
+    work: Path, cisi_labels: pd.DataFrame, label_free: tuple[Result, dict]
+) -> None:
+    labels = cisi_labels.sample(n=40, random_state=0)
+    labels.to_parquet(work / "forty.parquet")
+    out = work / "forty.yaml"
+    result = invoke(
+        "recalibrate", "--policy", DEFAULT_POLICY, "--log", LOG, "--labels",
+        str(work / "forty.parquet"), "--out", str(out),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = yaml.safe_load(out.read_text())["metadata"]["recalibration"]["labels"]
+    assert report["n"] == 40 and report["good"] == int((labels["label"] == "good").sum())
+    # the label-free policy's p_good, as its SQL wrote it, is what the labels refit
+    free = pd.read_parquet(work / "new" / "queries.parquet").merge(labels, on="query_id")
+    z, y = logit(free["p_good"].to_numpy()), (free["label"] == "good").to_numpy(float)
+    strength = report["prior_strength"]
+
+    def loss(theta: np.ndarray) -> float:
+        eta = theta[0] + theta[1] * z
+        return float(
+            np.sum(np.logaddexp(0, eta) - y * eta)
+            + strength / 2 * (theta[0] ** 2 + (theta[1] - 1) ** 2)
+        )
+
+    a, b = optimize.minimize(loss, np.array([0.0, 1.0]), method="BFGS", options={"gtol": 1e-10}).x
+    b = max(b, 0.0)
+    assert [report["map"]["intercept"], report["map"]["slope"]] == pytest.approx([a, b], abs=1e-4)
+    # the default's p_good is carried over by quantile as an isotonic map: its breakpoints move
+    free_map = label_free[1]["parameters"]["probability"]["isotonic"]
+    new_map = yaml.safe_load(out.read_text())["parameters"]["probability"]["isotonic"]
+    assert new_map["x"] == free_map["x"]
+    y_free = np.asarray(free_map["y"])
+    moved = 1 / (1 + np.exp(-(a + b * logit(y_free))))
+    expected_y = np.where((y_free <= 0) | (y_free >= 1), y_free, moved) if b > 0 else moved
+    np.testing.assert_allclose(new_map["y"], expected_y, atol=1e-4)
+    # … and the score SQL interpolates between them as numpy does
+    assert (
+        invoke(
+            "run", "--log", LOG, "--policy", str(out), "--out", str(work / "forty_run")
+        ).exit_code
+        == 0
+    )
+    refit = pd.read_parquet(work / "forty_run" / "queries.parquet")
+    scores = refit["best_overall_score"].fillna(0.0).to_numpy()
+    np.testing.assert_allclose(
+        refit["p_good"], np.interp(scores, new_map["x"], new_map["y"]), atol=1e-12
+    )
+
+
+def test_em_on_the_calibrations_own_domain_finds_its_base_rate(work: Path) -> None:
+    out = work / "scifact_prior.yaml"
+    result = invoke(
+        "recalibrate", "--policy", DEFAULT_POLICY, "--log", str(SCIFACT / "retrieval_log.parquet"),
+        "--adapt", "prior", "--out", str(out),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = yaml.safe_load(out.read_text())["metadata"]["recalibration"]
+    assert report["em_base_rate"] == pytest.approx(report["fitted_base_rate"], abs=0.05)
+
+
+def test_a_recalibrated_policy_recalibrates_again(
+    work: Path, label_free: tuple[Result, dict]
+) -> None:
+    out = work / "again.yaml"
+    result = invoke(
+        "recalibrate", "--policy", str(work / "free.yaml"), "--log", LOG, "--out", str(out)
+    )
+    assert result.exit_code == 0, result.output
+    parameters = yaml.safe_load(out.read_text())["parameters"]
+    before = label_free[1]["parameters"]
+    for name in ("T_low", "T_high", "R_hitl"):  # the same domain again: the thresholds stay
+        assert parameters[name] == pytest.approx(before[name], abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("no_map", "overall_v2 has no p_good map to recalibrate"),
+        ("no_distribution", "does not record the score distribution it was calibrated on"),
+        ("no_overlap", "none of the 3 labelled query ids occurs in --log"),
+        ("few_labels", "recalibrating p_good needs at least 10"),
+    ],
+)
+def test_refusals_are_one_line_and_write_nothing(
+    case: str, expected: str, tmp_path: Path, cisi_labels: pd.DataFrame
+) -> None:
+    policy, labels = DEFAULT_POLICY, None
+    if case == "no_map":
+        policy = "overall_v2"
+    elif case == "no_distribution":
+        document = default_document()
+        del document["metadata"]["score_distribution"]
+        (tmp_path / "p.yaml").write_text(yaml.safe_dump(document))
+        policy = str(tmp_path / "p.yaml")
+    elif case == "no_overlap":
+        pd.DataFrame({"query_id": ["x1", "x2", "x3"], "label": ["good", "bad", "good"]}).to_csv(
+            tmp_path / "l.csv", index=False
+        )
+        labels = str(tmp_path / "l.csv")
+    else:
+        cisi_labels.head(6).to_parquet(tmp_path / "l.parquet")
+        labels = str(tmp_path / "l.parquet")
+    args = ["recalibrate", "--policy", policy, "--log", LOG, "--out", str(tmp_path / "new.yaml")]
+    result = invoke(*args, *(["--labels", labels] if labels else []))
+    assert result.exit_code == 2
+    [line] = result.stderr.splitlines()
+    assert line.startswith("duckscore: error:") and expected in line
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("new", ".new"))) == []

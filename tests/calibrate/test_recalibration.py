@@ -1,0 +1,170 @@
+"""The arithmetic of `duckscore recalibrate` against oracles written here: a simulated prior
+shift with known class-conditional score densities, Saerens et al.'s posterior formula,
+scikit-learn's logistic regression and a penalised log-loss minimised by scipy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import optimize, stats
+from sklearn.linear_model import LogisticRegression
+
+from duckscore.calibrate.recalibration import (
+    LogitMap,
+    compose,
+    em_prior,
+    fit_logit_map,
+    prior_shift,
+    refit_on_labels,
+)
+from duckscore.calibrate.settings import CalibrationError
+
+GOOD, BAD = stats.beta(5, 2), stats.beta(2, 5)  # the class-conditional densities of the score
+TRAINING_PRIOR = 0.54
+
+
+def calibrated_posterior(scores: np.ndarray, prior: float) -> np.ndarray:
+    """P(good | score) by Bayes' rule under `prior`: a perfectly calibrated map."""
+    good = prior * GOOD.pdf(scores)
+    return good / (good + (1 - prior) * BAD.pdf(scores))
+
+
+def draw(prior: float, n: int, seed: int) -> np.ndarray:
+    """Scores of exactly round(n·prior) good queries and the rest bad: the prior is the one
+    set, the scores random."""
+    rng = np.random.default_rng(seed)
+    good = round(n * prior)
+    return np.concatenate([GOOD.rvs(good, random_state=rng), BAD.rvs(n - good, random_state=rng)])
+
+
+@pytest.mark.parametrize("new_prior", [0.3, 0.75])
+@pytest.mark.parametrize("seed", range(10))
+def test_em_recovers_a_known_prior_shift(new_prior: float, seed: int) -> None:
+    scores = draw(new_prior, 1000, seed)
+    estimate = em_prior(calibrated_posterior(scores, TRAINING_PRIOR), TRAINING_PRIOR)
+    assert abs(estimate.prior - new_prior) <= 0.03
+
+
+def test_em_keeps_the_prior_when_nothing_moved() -> None:
+    scores = draw(TRAINING_PRIOR, 20_000, 7)
+    estimate = em_prior(calibrated_posterior(scores, TRAINING_PRIOR), TRAINING_PRIOR)
+    assert abs(estimate.prior - TRAINING_PRIOR) <= 0.01
+
+
+def test_prior_shift_is_saerens_posterior_adjustment() -> None:
+    """p' = (π'/π)p / ((π'/π)p + ((1-π')/(1-π))(1-p)), Saerens et al. 2002, eq. 2.4."""
+    p = np.linspace(0.01, 0.99, 25)
+    old, new = 0.54, 0.21
+    up, down = new / old, (1 - new) / (1 - old)
+    expected = up * p / (up * p + down * (1 - p))
+    shifted = LogitMap(prior_shift(old, new), 1.0).apply(p)
+    np.testing.assert_allclose(shifted, expected, rtol=0, atol=1e-12)
+
+
+def test_the_adjusted_posterior_is_the_posterior_under_the_new_prior() -> None:
+    scores = np.linspace(0.05, 0.95, 19)
+    shifted = LogitMap(prior_shift(TRAINING_PRIOR, 0.3), 1.0).apply(
+        calibrated_posterior(scores, TRAINING_PRIOR)
+    )
+    np.testing.assert_allclose(shifted, calibrated_posterior(scores, 0.3), atol=1e-12)
+
+
+def test_an_unpenalised_refit_is_scikit_learns_logistic_regression() -> None:
+    rng = np.random.default_rng(3)
+    z = rng.normal(0, 1.5, 300)
+    y = (rng.random(300) < 1 / (1 + np.exp(-(0.4 + 0.7 * z)))).astype(float)
+    fitted = fit_logit_map(z, y, LogitMap(0.0, 1.0), strength=0.0)
+    reference = LogisticRegression(C=np.inf, tol=1e-12, max_iter=10_000).fit(z[:, None], y)
+    assert fitted.intercept == pytest.approx(reference.intercept_[0], abs=1e-6)
+    assert fitted.slope == pytest.approx(reference.coef_[0, 0], abs=1e-6)
+
+
+@pytest.mark.parametrize("strength", [0.5, 5.0, 50.0])
+def test_a_penalised_refit_minimises_the_penalised_log_loss(strength: float) -> None:
+    rng = np.random.default_rng(11)
+    z = rng.normal(0, 1.0, 40)
+    y = (rng.random(40) < 0.35).astype(float)
+    prior = LogitMap(-0.6, 1.0)
+
+    def loss(theta: np.ndarray) -> float:
+        eta = theta[0] + theta[1] * z
+        return float(
+            np.sum(np.logaddexp(0, eta) - y * eta)
+            + strength / 2 * ((theta[0] - prior.intercept) ** 2 + (theta[1] - prior.slope) ** 2)
+        )
+
+    reference = optimize.minimize(loss, np.zeros(2), method="BFGS", options={"gtol": 1e-10}).x
+    fitted = fit_logit_map(z, y, prior, strength)
+    assert [fitted.intercept, fitted.slope] == pytest.approx(list(reference), abs=1e-5)
+
+
+def test_a_strong_prior_keeps_the_prior_map() -> None:
+    rng = np.random.default_rng(5)
+    z, y = rng.normal(size=30), (rng.random(30) < 0.5).astype(float)
+    fitted = fit_logit_map(z, y, LogitMap(-1.2, 1.0), strength=1e9)
+    assert (fitted.intercept, fitted.slope) == pytest.approx((-1.2, 1.0), abs=1e-6)
+
+
+def test_the_prior_strength_is_chosen_by_cross_validated_brier() -> None:
+    """Labels drawn from the prior map itself: the strongest prior wins; labels far from it: a
+    weak one."""
+    rng = np.random.default_rng(2)
+    p = rng.uniform(0.05, 0.95, 60)
+    faithful = (rng.random(60) < p).astype(float)
+    refit = refit_on_labels(p, faithful, LogitMap(0.0, 1.0), folds=5, seed=0)
+    assert refit.cv_brier[refit.strength] == min(refit.cv_brier.values())
+    flipped = (rng.random(60) < 1 / (1 + np.exp(-(2.5 + 3 * np.log(p / (1 - p)))))).astype(float)
+    weak = refit_on_labels(p, flipped, LogitMap(0.0, 1.0), folds=5, seed=0)
+    assert weak.strength < 100
+    assert weak.fitted.slope > 1.5
+
+
+def test_compose_a_logistic_map() -> None:
+    block = {
+        "method": "platt",
+        "platt": {"intercept": -3.0, "best_overall_score": 5.0, "top2_ratio": 0.5},
+        "levels_by": "score",
+        "p_low": 0.5,
+        "p_high": 0.85,
+    }
+    correction = LogitMap(0.7, 1.3)
+    composed = compose(block, correction)
+    x, t = np.array([0.1, 0.6, 0.9]), np.array([0.2, 0.9, 0.0])
+    old = 1 / (1 + np.exp(-(-3.0 + 5.0 * x + 0.5 * t)))
+    c = composed["platt"]
+    new = 1 / (1 + np.exp(-(c["intercept"] + c["best_overall_score"] * x + c["top2_ratio"] * t)))
+    expected = 1 / (1 + np.exp(-(0.7 + 1.3 * np.log(old / (1 - old)))))
+    np.testing.assert_allclose(new, expected, atol=1e-12)
+    assert composed["levels_by"] == "score"
+    assert block["platt"]["intercept"] == -3.0  # the old block is left as it was
+
+
+def test_compose_an_isotonic_map_moves_its_breakpoints() -> None:
+    block = {"method": "isotonic", "isotonic": {"x": [0.1, 0.5, 0.9], "y": [0.0, 0.4, 1.0]}}
+    composed = compose(block, LogitMap(-0.5, 1.0))
+    y = composed["isotonic"]["y"]
+    assert y[0] == 0.0 and y[2] == 1.0
+    assert y[1] == pytest.approx(1 / (1 + np.exp(-(np.log(0.4 / 0.6) - 0.5))), abs=1e-12)
+    assert composed["isotonic"]["x"] == [0.1, 0.5, 0.9]
+
+
+def test_labels_that_reverse_the_map_give_a_constant() -> None:
+    """The MAP slope is held at 0 when the labels reverse the map: p_good is then the prior-
+    shrunk base rate of the labels, the same for every score."""
+    z = np.linspace(-2, 2, 40)
+    y = (z < 0).astype(float)
+    fitted = fit_logit_map(z, y, LogitMap(0.0, 1.0), strength=0.1)
+    assert fitted.slope == 0.0
+    penalised = optimize.minimize_scalar(
+        lambda a: np.sum(np.logaddexp(0, a) - y * a) + 0.1 / 2 * a**2
+    ).x
+    assert fitted.intercept == pytest.approx(penalised, abs=1e-6)
+    composed = compose({"method": "platt", "platt": {"intercept": 1.0, "top2_ratio": 2.0}}, fitted)
+    assert composed["platt"]["top2_ratio"] == 0.0
+    with pytest.raises(CalibrationError, match="keep the map's order"):
+        compose({"method": "platt", "platt": {"intercept": 0.0}}, LogitMap(0.0, -0.2))
+
+
+def test_em_refuses_a_map_fitted_on_one_class() -> None:
+    with pytest.raises(CalibrationError, match="strictly between 0 and 1"):
+        em_prior(np.array([0.2, 0.4]), 1.0)
