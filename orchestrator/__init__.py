@@ -1,8 +1,8 @@
 """duckscore: SQL-first confidence scoring for retrieval-augmented generation logs.
 
-From Python, `import duckscore as ds`: ds.fuse, ds.score, ds.run, ds.eval, ds.answers and
-ds.connect (duckscore/api/functions.py), imported on first use so that the command line starts
-fast.
+From Python, `import duckscore as ds`: ds.fuse, ds.score, ds.run, ds.eval, ds.answers,
+ds.connect (duckscore/api/functions.py) and ds.scorer (duckscore/api/scorer.py: live decisions),
+imported on first use so that the command line starts fast.
 """
 
 import sys
@@ -10,10 +10,11 @@ import types
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-API = ("answers", "connect", "eval", "fuse", "run", "score")
+API = ("answers", "connect", "eval", "fuse", "run", "score", "scorer")
 
 if TYPE_CHECKING:  # what an IDE and a type checker see: the functions, not the subpackages
     from .api.functions import answers, connect, eval, fuse, run, score  # noqa: F401
+    from .api.scorer import scorer  # noqa: F401
 
 
 class _Package(types.ModuleType):
@@ -21,6 +22,10 @@ class _Package(types.ModuleType):
     binds here as an attribute) is loaded; imports find subpackages through sys.modules."""
 
     def __getattribute__(self, name: str) -> Any:
+        if name == "scorer":
+            from .api import scorer
+
+            return scorer.scorer
         if name in API:
             from .api import functions
 

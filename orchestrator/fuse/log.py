@@ -30,13 +30,16 @@ RETRIEVAL_LOG = TableContract(
 )
 
 
-def open_log(session: Session, log: Table, recipe: Policy) -> tuple[OpenedInput, FusePlan]:
-    """The typed view retrieval_log (input `log`), checked, and `recipe` planned against it."""
-    opened = session.open("log", RETRIEVAL_LOG, as_log(session, log), "--log")
+def open_log(
+    session: Session, log: Table, recipe: Policy, label: str = "--log"
+) -> tuple[OpenedInput, FusePlan]:
+    """The typed view retrieval_log (input `log`), checked, and `recipe` planned against it;
+    errors name the input `label`."""
+    opened = session.open("log", RETRIEVAL_LOG, as_log(session, log), label)
     raw = {c.lower() for c in session.schema("__raw_retrieval_log")}
     present = {c.name for c in RETRIEVAL_LOG.columns if c.name.lower() in raw}
     if "score" not in present and "rank" not in present:
-        raise InputError(f"--log ({opened.given}): needs a score or a rank column")
+        raise InputError(f"{label} ({opened.given}): needs a score or a rank column")
     view = "retrieval_log"
     if "score" not in present:  # rank only: larger is better, so the score is -rank
         view = "retrieval_log_ranked"
@@ -53,7 +56,7 @@ def open_log(session: Session, log: Table, recipe: Policy) -> tuple[OpenedInput,
         ).fetchall()
     ]
     if recipe.parameters["query_analyzer"]["enabled"] and "query_text" not in present:
-        raise InputError(f"--log ({opened.given}): query_analyzer needs a query_text column")
+        raise InputError(f"{label} ({opened.given}): query_analyzer needs a query_text column")
     return opened, plan(recipe, sources, has_rank="rank" in present, log_view=view)
 
 
@@ -81,6 +84,6 @@ def _check_ranks_one_based(session: Session, opened: OpenedInput) -> None:
         f"smallest rank is {lowest}, not 1" if lowest != 1 else f"{repeated} rank values repeat"
     )
     raise InputError(
-        f"--log ({opened.given}, query_id={query_id!r}, source={source!r}): "
+        f"{opened.label} ({opened.given}, query_id={query_id!r}, source={source!r}): "
         f"column 'rank' is not 1-based and unique within (query_id, source): {problem}"
     )

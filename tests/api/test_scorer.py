@@ -1,0 +1,132 @@
+"""`duckscore.scorer` (issue 33, part 1): the live contract is the batch contract, line for line —
+for all 300 SciFact queries in one call, for one query, for fifty, for a policy with a p_good
+map and for the seed's — from every kind of input, from many threads at once, with nothing left
+behind; bad hits are one line naming them."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import duckscore as ds
+from duckscore.core.errors import DuckscoreError
+from duckscore.run.pipeline import run
+
+from ..helpers import SCIFACT
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("scorer")]
+
+LOG = SCIFACT / "retrieval_log.parquet"
+
+
+@pytest.fixture(scope="module")
+def hits() -> pa.Table:
+    return duckdb.sql(f"FROM read_parquet('{LOG}')").to_arrow_table()
+
+
+def batch_contract(tmp_path: Path, policy: str) -> dict[str, dict]:
+    """`duckscore run`'s contract.jsonl, by query_id, as JSON."""
+    run(LOG, tmp_path / policy, policy=policy)
+    lines = (tmp_path / policy / "contract.jsonl").read_text(encoding="utf-8").splitlines()
+    return {line["query_id"]: line for line in map(json.loads, lines)}
+
+
+@pytest.fixture(scope="module")
+def batches(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, dict]]:
+    folder = tmp_path_factory.mktemp("batch")
+    return {policy: batch_contract(folder, policy) for policy in ("overall_v3", "overall_v1")}
+
+
+def of_queries(hits: pa.Table, queries: list[str]) -> pa.Table:
+    return hits.filter(pa.compute.is_in(hits["query_id"], pa.array(queries)))
+
+
+@pytest.mark.parametrize("policy", ["overall_v3", "overall_v1"])
+def test_all_of_scifact_in_one_call_is_the_batch_contract(
+    hits: pa.Table, batches: dict[str, dict[str, dict]], policy: str
+) -> None:
+    with ds.scorer(policy=policy) as scorer:
+        live = scorer.score(hits).contract
+    batch = batches[policy]
+    assert [line["query_id"] for line in live] == sorted(batch)
+    assert live == [batch[line["query_id"]] for line in live]  # keys, values, floats: equal
+    assert ("p_good" in live[0]) == (policy == "overall_v3")
+
+
+def test_one_and_fifty_queries_give_their_batch_lines(
+    hits: pa.Table, batches: dict[str, dict[str, dict]]
+) -> None:
+    batch = batches["overall_v3"]
+    queries = sorted(batch)
+    with ds.scorer() as scorer:
+        for chosen in ([queries[0]], [queries[-1]], queries[100:150]):
+            live = scorer.score(of_queries(hits, chosen)).contract
+            assert live == [batch[q] for q in sorted(chosen)]
+
+
+def test_every_kind_of_input_gives_the_same_lines(hits: pa.Table) -> None:
+    one = of_queries(hits, ["1", "3"])
+    with ds.scorer() as scorer:
+        expected = scorer.score(one).contract
+        for given in (one.to_pylist(), one.to_pandas(), one.to_batches()[0], one.to_reader()):
+            assert scorer.score(given).contract == expected
+        tables = scorer.score(one, tables=True)
+    assert tables.contract == expected
+    assert set(tables.fused.column("query_id").to_pylist()) == {"1", "3"}
+    assert tables.parents.num_rows == len(
+        set(zip(tables.fused["query_id"].to_pylist(), tables.fused["item_id"].to_pylist()))
+    )
+
+
+def test_many_threads_at_once_and_nothing_left_behind(
+    hits: pa.Table, batches: dict[str, dict[str, dict]]
+) -> None:
+    batch = batches["overall_v3"]
+    queries = sorted(batch)[:40]
+    with ds.scorer() as scorer:
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            results = list(
+                pool.map(lambda q: scorer.score(of_queries(hits, [q])).contract, queries)
+            )
+        left = scorer._con.execute(  # the base connection: each call's tables went with its cursor
+            "SELECT count(*) FROM duckdb_tables() WHERE temporary"
+        ).fetchone()
+    assert results == [[batch[q]] for q in queries]
+    assert left == (0,)
+
+
+def test_bad_hits_are_one_line_naming_them(hits: pa.Table) -> None:
+    broken = of_queries(hits, ["1"]).to_pandas()
+    broken.loc[3, "score"] = float("nan")
+    with ds.scorer() as scorer, pytest.raises(DuckscoreError) as raised:
+        scorer.score(broken)
+    message = str(raised.value)
+    # pandas' NaN is DuckDB's NULL: the message says which row and column, as `run` would
+    assert message.startswith("hits (<DataFrame>, row 4, query_id='1'") and "'score'" in message
+    assert "\n" not in message
+
+
+def test_the_policys_recipe_is_used_and_another_refused() -> None:
+    assert ds.scorer().recipe.version == "canonical_rrf"
+    with pytest.raises(DuckscoreError, match="--recipe: recipe hybrid_v1 is not the recipe"):
+        ds.scorer(recipe="hybrid_v1")
+    assert ds.scorer(recipe="hybrid_v1", policy="overall_v1").recipe.version == "hybrid_v1"
+
+
+def test_an_empty_request_is_refused_as_run_refuses_it() -> None:
+    empty = pd.DataFrame(
+        {"query_id": pd.Series(dtype=str), "source": pd.Series(dtype=str),
+         "item_id": pd.Series(dtype=str), "parent_id": pd.Series(dtype=str),
+         "score": pd.Series(dtype=float)}
+    )  # fmt: skip
+    with (
+        ds.scorer() as scorer,
+        pytest.raises(DuckscoreError, match=r"^hits \(<DataFrame>\): no rows$"),
+    ):
+        scorer.score(empty)
