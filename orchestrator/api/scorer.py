@@ -19,6 +19,9 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from ..answers.pipeline import open_answer_inputs
+from ..answers.policy import ANSWER_POLICY
+from ..answers.stages import render_answers, render_contract
 from ..common.defaults import DEFAULT_POLICY
 from ..core.connection import EngineSettings, connect
 from ..core.inputs import Table
@@ -56,6 +59,15 @@ class _Prepared:
     fused: RenderedSQL
     fuse_hits_view: bool
 
+    def contract_only(self) -> str:
+        """The contract as JSON lines in one statement, the stages as its CTEs."""
+        return (
+            f"WITH fuse_hits AS ({self.fuse_hits.text}),\n"
+            f"parent_features AS ({self.parent_features.text}),\n"
+            f"scored_parents AS ({self.scored_parents.text})\n"
+            f"SELECT to_json(c)::VARCHAR FROM ({self.contract.text}) AS c ORDER BY query_id"
+        )
+
 
 class Scorer:
     """The decisions of `policy` (fused with its recipe) on the hits of one or many queries."""
@@ -70,8 +82,10 @@ class Scorer:
         top_n: int = 5,
         threads: int = 1,
         allow_recipe_mismatch: bool = False,
+        answer_policy: str = "answer_v1",
     ) -> None:
         self.policy: Policy = load_policy(SCORE_POLICY, policy, list(set))
+        self.answer_policy: Policy = load_policy(ANSWER_POLICY, answer_policy)
         self.recipe: Policy = recipe_for_policy(
             self.policy, recipe, list(set_recipe), allow_recipe_mismatch
         )
@@ -80,6 +94,7 @@ class Scorer:
         self.top_n = top_n
         self._con = connect(EngineSettings(threads=threads))
         self._prepared: dict[tuple[Any, ...], _Prepared] = {}
+        self._answer_sql: dict[bool, tuple[RenderedSQL, RenderedSQL]] = {}
         self._lock = threading.Lock()
 
     def score(self, hits: Hits, *, tables: bool = False) -> Live:
@@ -90,6 +105,9 @@ class Scorer:
             session = Session(connection=cursor)
             _, fuse_plan = open_log(session, _as_table(hits), self.recipe, label="hits")
             prepared = self._statements(session, fuse_plan)
+            if not tables:  # one statement: DuckDB plans it once, nothing is materialised
+                rows = cursor.execute(prepared.contract_only()).fetchall()
+                return Live([json.loads(row[0]) for row in rows])
             _create(cursor, "fuse_hits", prepared.fuse_hits, view=prepared.fuse_hits_view)
             _create(cursor, "parent_features", prepared.parent_features)
             _create(cursor, "scored_parents", prepared.scored_parents)
@@ -97,8 +115,6 @@ class Scorer:
                 f"SELECT to_json(c)::VARCHAR FROM ({prepared.contract.text}) AS c ORDER BY query_id"
             ).fetchall()
             contract = [json.loads(row[0]) for row in rows]
-            if not tables:
-                return Live(contract)
             fused = cursor.sql(
                 f"SELECT * FROM ({prepared.fused.text}) ORDER BY query_id, rank"
             ).to_arrow_table()
@@ -106,6 +122,31 @@ class Scorer:
                 "SELECT * FROM scored_parents ORDER BY query_id, rank"
             ).to_arrow_table()
             return Live(contract, fused, parents)
+        finally:
+            cursor.close()
+
+    def answers(
+        self, answers: Hits, citations: Hits, chunks: Hits, events: Hits | None = None
+    ) -> Live:
+        """Seed 001's answer confidence of the logged answers (and contradiction events): the
+        lines `duckscore answers` writes to contract.jsonl for them, ordered by answer_id."""
+        cursor = self._con.cursor()
+        try:
+            session = Session(connection=cursor)
+            open_answer_inputs(
+                session,
+                self.answer_policy,
+                _as_table(answers),
+                _as_table(citations),
+                _as_table(chunks),
+                None if events is None else _as_table(events),
+            )
+            scored, contract = self._answer_statements(session, events is not None)
+            _create(cursor, "scored_answers", scored)
+            rows = cursor.execute(
+                f"SELECT to_json(c)::VARCHAR FROM ({contract.text}) AS c ORDER BY answer_id"
+            ).fetchall()
+            return Live([json.loads(row[0]) for row in rows])
         finally:
             cursor.close()
 
@@ -148,6 +189,22 @@ class Scorer:
             self._prepared.setdefault(key, prepared)
         return prepared
 
+    def _answer_statements(
+        self, session: Session, with_events: bool
+    ) -> tuple[RenderedSQL, RenderedSQL]:
+        with self._lock:
+            found = self._answer_sql.get(with_events)
+        if found is not None:
+            return found
+        scored = render_answers(self.answer_policy, with_events, ordered=False)
+        contract = render_contract(self.answer_policy, with_events, standalone=False)
+        session.check(scored)
+        _create(session.con, "scored_answers", scored)
+        session.check(contract)
+        with self._lock:
+            self._answer_sql.setdefault(with_events, (scored, contract))
+        return scored, contract
+
 
 def _create(
     con: duckdb.DuckDBPyConnection, name: str, rendered: RenderedSQL, view: bool = False
@@ -177,6 +234,7 @@ def scorer(
     top_n: int = 5,
     threads: int = 1,
     allow_recipe_mismatch: bool = False,
+    answer_policy: str = "answer_v1",
 ) -> Scorer:
     """A Scorer: the policy (and the recipe it was calibrated on, unless `recipe` names one)
     loaded once, its SQL rendered and checked once per request shape."""
@@ -188,4 +246,5 @@ def scorer(
         top_n=top_n,
         threads=threads,
         allow_recipe_mismatch=allow_recipe_mismatch,
+        answer_policy=answer_policy,
     )

@@ -15,14 +15,16 @@ import pyarrow as pa
 import pytest
 
 import duckscore as ds
+from duckscore.answers.pipeline import score_answers
 from duckscore.core.errors import DuckscoreError
 from duckscore.run.pipeline import run
 
-from ..helpers import SCIFACT
+from ..helpers import FIXTURES, SCIFACT
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("scorer")]
 
 LOG = SCIFACT / "retrieval_log.parquet"
+ANSWERS_DIR = FIXTURES / "answers"
 
 
 @pytest.fixture(scope="module")
@@ -130,3 +132,28 @@ def test_an_empty_request_is_refused_as_run_refuses_it() -> None:
         pytest.raises(DuckscoreError, match=r"^hits \(<DataFrame>\): no rows$"),
     ):
         scorer.score(empty)
+
+
+@pytest.mark.parametrize("with_events", [False, True])
+def test_answers_are_the_batch_contract(tmp_path: Path, with_events: bool) -> None:
+    """Seed 001 on the bundled answers: `duckscore answers`' contract.jsonl, line for line."""
+    tables = {name: ANSWERS_DIR / f"{name}.csv" for name in ("answers", "citations", "chunks")}
+    events = ANSWERS_DIR / "events.csv" if with_events else None
+    score_answers(
+        tables["answers"], tables["citations"], tables["chunks"], tmp_path / "batch", events=events
+    )
+    batch = [json.loads(line) for line in (tmp_path / "batch" / "contract.jsonl").open()]
+    frames = {name: pd.read_csv(path, dtype=str) for name, path in tables.items()}
+    read = duckdb.connect()
+    typed = {  # the live call gets Arrow tables read by DuckDB, as a service would pass its rows
+        name: read.sql(f"FROM read_csv('{path}')").to_arrow_table() for name, path in tables.items()
+    }
+    with ds.scorer() as scorer:
+        live = scorer.answers(
+            typed["answers"],
+            typed["citations"],
+            typed["chunks"],
+            None if events is None else read.sql(f"FROM read_csv('{events}')").to_arrow_table(),
+        ).contract
+    assert live == batch
+    assert len(frames["answers"]) == len(live)

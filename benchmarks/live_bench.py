@@ -1,0 +1,99 @@
+"""Issue 33: the latency of one live request, in process, beside DuckDB's own floor.
+
+For each of the 300 SciFact queries (about 250 hits each), alternating in one run: (a) the floor
+— one prepared DuckDB statement over the query's hits (an Arrow table), GROUP BY parent with
+reciprocal-rank fusion (Σ 1/(60 + rank)) and ORDER BY, fetched; (b) `duckscore.scorer().score`
+of the same hits — checks, fusion, parent features, scores, the contract as dicts. Prints p50 and
+p99 of each, the ratios to the floor's p50, queries per second of (b) and the peak RSS.
+
+    python benchmarks/live_bench.py [--rounds 3] [--queries 300] [--json results/live.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import duckscore as ds
+from duckscore.core.resources import fixtures_dir
+
+FLOOR = """
+SELECT parent_id, sum(1.0 / (60 + rank)) AS rrf
+FROM hits GROUP BY parent_id ORDER BY rrf DESC, parent_id
+"""
+
+
+def percentile(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
+
+
+def per_query(log: pa.Table) -> list[pa.Table]:
+    ids = sorted(set(log.column("query_id").to_pylist()))
+    return [log.filter(pc.equal(log["query_id"], q)) for q in ids]
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--queries", type=int, default=300, help="the first N SciFact queries")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    log = duckdb.sql(
+        f"FROM read_parquet('{fixtures_dir() / 'scifact' / 'retrieval_log.parquet'}')"
+    ).to_arrow_table()
+    queries = per_query(log)[: args.queries]
+    floor_con = duckdb.connect(config={"threads": 1})
+    floor_ms: list[float] = []
+    live_ms: list[float] = []
+    with ds.scorer() as scorer:
+        scorer.score(queries[0])  # the request shape's SQL rendered and checked once
+        started = time.perf_counter()
+        for _ in range(args.rounds):
+            for hits in queries:
+                t = time.perf_counter()
+                floor_con.register("hits", hits)
+                floor_con.execute(FLOOR).fetchall()
+                floor_con.unregister("hits")
+                floor_ms.append((time.perf_counter() - t) * 1000)
+                t = time.perf_counter()
+                scorer.score(hits)
+                live_ms.append((time.perf_counter() - t) * 1000)
+        elapsed = time.perf_counter() - started
+    floor_p50 = percentile(floor_ms, 0.5)
+    results = {
+        "requests": len(live_ms),
+        "hits_per_request": round(sum(q.num_rows for q in queries) / len(queries)),
+        "floor_p50_ms": floor_p50,
+        "floor_p99_ms": percentile(floor_ms, 0.99),
+        "live_p50_ms": percentile(live_ms, 0.5),
+        "live_p99_ms": percentile(live_ms, 0.99),
+        "live_p50_over_floor_p50": percentile(live_ms, 0.5) / floor_p50,
+        "live_p99_over_floor_p50": percentile(live_ms, 0.99) / floor_p50,
+        "live_queries_per_second": len(live_ms) / (sum(live_ms) / 1000),
+        "wall_s": elapsed,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+    print(
+        f"{results['requests']} requests of ~{results['hits_per_request']} hits: floor p50 "
+        f"{results['floor_p50_ms']:.2f} ms, p99 {results['floor_p99_ms']:.2f} ms; scorer p50 "
+        f"{results['live_p50_ms']:.1f} ms ({results['live_p50_over_floor_p50']:.1f}x the floor's "
+        f"p50), p99 {results['live_p99_ms']:.1f} ms ({results['live_p99_over_floor_p50']:.1f}x); "
+        f"{results['live_queries_per_second']:.0f} queries/s; peak RSS "
+        f"{results['peak_rss_mb']:.0f} MB"
+    )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    return results
+
+
+if __name__ == "__main__":
+    main()
