@@ -17,6 +17,7 @@ from . import (  # noqa: F401
     recalibrate,
     run,
     score,
+    serve,
     sql,
     status,
     tune,

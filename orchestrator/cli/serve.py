@@ -1,0 +1,75 @@
+"""`duckscore serve`."""
+
+from __future__ import annotations
+
+import click
+
+from ..common.defaults import DEFAULT_POLICY
+from ..core.errors import DuckscoreError
+from .app import cli
+from .options import allow_recipe_mismatch_option, policy_options, recipe_options, top_n_option
+
+EXTRA = "duckscore serve needs the serve extra: pip install 'duckscore[serve]'"
+
+
+@cli.command()
+@recipe_options(None)
+@policy_options(DEFAULT_POLICY, "T_high=0.7")
+@allow_recipe_mismatch_option
+@top_n_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="TCP port."
+)
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Worker processes (uvicorn's factory mode when over 1: each loads the policy; "
+    "SIGHUP restarts them, POST /v1/reload reloads only the worker that answers).",
+)
+@click.option(
+    "--max-body-bytes",
+    default=10 * 1024 * 1024,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Larger request bodies are refused (413).",
+)
+def serve(
+    recipe: str | None,
+    recipe_overrides: tuple[str, ...],
+    policy: str,
+    overrides: tuple[str, ...],
+    allow_recipe_mismatch: bool,
+    top_n: int,
+    host: str,
+    port: int,
+    workers: int,
+    max_body_bytes: int,
+) -> None:
+    """Serve the policy's decisions over HTTP: POST /v1/score {"hits": […]} answers the
+    contract lines `duckscore run` would write for those queries.
+
+    Also GET /healthz, GET /v1/policy, POST /v1/reload (SIGHUP does the same: the policy is
+    read from disk again) and GET /openapi.json. One JSON access-log line a request on stderr;
+    SIGTERM finishes the requests in flight, then exits 0. Needs `pip install 'duckscore[serve]'`.
+    """
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise DuckscoreError(EXTRA) from None
+    from ..serve.server import ScorerSettings
+    from ..serve.server import serve as run_server
+
+    settings = ScorerSettings(
+        recipe=recipe,
+        policy=policy,
+        set_recipe=recipe_overrides,
+        set=overrides,
+        top_n=top_n,
+        allow_recipe_mismatch=allow_recipe_mismatch,
+        max_body_bytes=max_body_bytes,
+    )
+    run_server(settings, host, port, workers)

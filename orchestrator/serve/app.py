@@ -1,0 +1,289 @@
+"""The Starlette app of `duckscore serve`: POST /v1/score, GET /v1/policy, POST /v1/reload,
+GET /healthz, GET /openapi.json.
+
+Every answer carries the policy version that computed it (`policy_version` in the body and the
+X-Duckscore-Policy-Version header). A reload builds the new Scorer first, then swaps it in at
+once: a request takes the Scorer current when it starts and finishes on it; a Scorer a reload
+retired is closed when its last request ends. Scoring is blocking DuckDB work: it runs in a worker
+thread, so the event loop keeps answering. Errors are one line of JSON, `{"error": …}`; a
+traceback goes to the server's log, never to the client.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import pyarrow as pa
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..api.scorer import Scorer
+from ..core.errors import DuckscoreError
+from .openapi import openapi_schema
+
+VERSION_HEADER = "X-Duckscore-Policy-Version"
+DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
+log = logging.getLogger("duckscore.serve")
+
+
+class Service:
+    """The current Scorer, swapped whole by a reload; each Scorer counts its requests in
+    flight, and one a reload retired is closed by the last of them."""
+
+    def __init__(self, make_scorer: Callable[[], Scorer]) -> None:
+        self._make = make_scorer
+        self._lock = threading.Lock()  # guards _current and _in_flight
+        self._reloading = threading.Lock()  # one reload at a time
+        self._current = make_scorer()
+        self._in_flight: dict[int, int] = {}
+        self._closed = False
+
+    @property
+    def current(self) -> Scorer:
+        return self._current
+
+    @contextmanager
+    def using(self) -> Iterator[Scorer]:
+        with self._lock:
+            scorer = self._current
+            self._in_flight[id(scorer)] = self._in_flight.get(id(scorer), 0) + 1
+        try:
+            yield scorer
+        finally:
+            with self._lock:
+                left = self._in_flight.pop(id(scorer)) - 1
+                if left:
+                    self._in_flight[id(scorer)] = left
+                retire = not left and (scorer is not self._current or self._closed)
+            if retire:
+                scorer.close()
+
+    def reload(self) -> Scorer:
+        """Load the policy and recipe again (the same names and paths, read from disk), then
+        swap; a policy that no longer loads raises, and the old one stays."""
+        with self._reloading:
+            new = self._make()
+            with self._lock:
+                old, self._current = self._current, new
+                retire = id(old) not in self._in_flight
+            if retire:
+                old.close()
+            return new
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            retire = id(self._current) not in self._in_flight
+        if retire:
+            self._current.close()
+
+
+def policy_record(scorer: Scorer) -> dict[str, str]:
+    return {
+        "policy_version": scorer.policy.version,
+        "parameters_sha256": scorer.policy.parameters_sha256,
+        "recipe_id": scorer.recipe.version,
+        "recipe_parameters_sha256": scorer.recipe.parameters_sha256,
+    }
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _answer(body: dict[str, Any], status: int = 200, version: str | None = None) -> Response:
+    headers = {VERSION_HEADER: version} if version is not None else None
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The body, refused past `limit` bytes: by its Content-Length, and by counting what comes
+    (a chunked body has none)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _TooLarge
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _hits_of(body: bytes) -> list[dict[str, Any]] | str:
+    """The body's hits, or the one line saying why there are none (a 400)."""
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return f"the body is not JSON: {one_line(str(exc))}"
+    if not isinstance(payload, dict) or "hits" not in payload:
+        return 'the body must be a JSON object with "hits": a list of hit objects'
+    hits = payload["hits"]
+    if not isinstance(hits, list):
+        return f'"hits" must be a list of hit objects, not {type(hits).__name__}'
+    for i, hit in enumerate(hits):
+        if not isinstance(hit, dict):
+            return f'"hits" must be a list of hit objects: item {i} is {type(hit).__name__}'
+    return hits
+
+
+def create_app(
+    make_scorer: Callable[[], Scorer],
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    access_log: bool = True,
+) -> Starlette:
+    """The app; `make_scorer` is called once now and again by each reload."""
+    service = Service(make_scorer)
+
+    async def score(request: Request) -> Response:
+        try:
+            body = await _read_body(request, max_body_bytes)
+        except _TooLarge:
+            return _answer(
+                {"error": f"the body is over {max_body_bytes} bytes (--max-body-bytes)"},
+                413,
+                service.current.policy.version,
+            )
+        hits = _hits_of(body)
+        if isinstance(hits, str):
+            return _answer({"error": hits}, 400, service.current.policy.version)
+
+        def compute() -> tuple[int, dict[str, Any], str]:
+            with service.using() as scorer:
+                version = scorer.policy.version
+                try:
+                    if not hits:
+                        raise DuckscoreError("hits: no rows (give the hits of one query or more)")
+                    try:
+                        table = pa.Table.from_pylist(hits)
+                    except (pa.ArrowException, TypeError, ValueError) as exc:
+                        raise DuckscoreError(f"hits: {exc}") from exc
+                    contract = scorer.score(table).contract
+                except DuckscoreError as exc:
+                    return 422, {"error": one_line(str(exc))}, version
+                request.state.queries = len(contract)
+                return (
+                    200,
+                    {
+                        "contract": contract,
+                        "policy_version": version,
+                        "recipe_id": scorer.recipe.version,
+                    },
+                    version,
+                )
+
+        status, answer, version = await run_in_threadpool(compute)
+        return _answer(answer, status, version)
+
+    async def policy(request: Request) -> Response:
+        scorer = service.current
+        return _answer(policy_record(scorer), version=scorer.policy.version)
+
+    async def reload(request: Request) -> Response:
+        try:
+            scorer = await run_in_threadpool(service.reload)
+        except DuckscoreError as exc:
+            return _answer({"error": one_line(str(exc))}, 422, service.current.policy.version)
+        log.info("reloaded: policy %s", scorer.policy.version)
+        return _answer(policy_record(scorer), version=scorer.policy.version)
+
+    async def healthz(request: Request) -> Response:
+        version = service.current.policy.version
+        return _answer({"status": "ok", "policy_version": version}, version=version)
+
+    schema: dict[str, Any] = {}
+
+    async def openapi(request: Request) -> Response:
+        if not schema:
+            from .. import __version__
+
+            schema.update(openapi_schema(__version__))
+        return JSONResponse(schema)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+
+    async def internal_error(request: Request, exc: Exception) -> Response:
+        # the traceback goes to the server's log: Starlette raises the exception on to uvicorn
+        log.error("internal error on %s %s: %r", request.method, request.url.path, exc)
+        return JSONResponse({"error": "internal error"}, status_code=500)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> Any:
+        yield
+        service.close()
+
+    app = Starlette(
+        routes=[
+            Route("/v1/score", score, methods=["POST"]),
+            Route("/v1/policy", policy, methods=["GET"]),
+            Route("/v1/reload", reload, methods=["POST"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/openapi.json", openapi, methods=["GET"]),
+        ],
+        exception_handlers={HTTPException: http_error, Exception: internal_error},
+        lifespan=lifespan,
+    )
+    app.state.service = service
+    if access_log:
+        app.add_middleware(AccessLog)
+    return app
+
+
+class AccessLog:
+    """One JSON line a request on stderr: time, method, path, status, latency_ms, queries (the
+    queries scored, or null) and the policy version that answered (or null)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        scope.setdefault("state", {})
+        seen: dict[str, Any] = {"status": 500, "version": None}
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                seen["status"] = message["status"]
+                for name, value in message.get("headers", ()):
+                    if name.decode("latin-1").lower() == VERSION_HEADER.lower():
+                        seen["version"] = value.decode("latin-1")
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            line = {
+                "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+                "method": scope["method"],
+                "path": scope["path"],
+                "status": seen["status"],
+                "latency_ms": round((time.perf_counter() - started) * 1000, 3),
+                "queries": scope["state"].get("queries"),
+                "policy_version": seen["version"],
+            }
+            sys.stderr.write(json.dumps(line) + "\n")
+            sys.stderr.flush()

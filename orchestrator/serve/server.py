@@ -1,0 +1,111 @@
+"""Running the app under uvicorn: one process, or N workers in uvicorn's factory mode.
+
+With one process the Scorer is loaded before uvicorn starts (a bad policy fails at once, in one
+line), SIGHUP reloads it (the same as POST /v1/reload), and SIGTERM or Ctrl-C stop the server
+gracefully: uvicorn stops accepting, finishes the requests in flight, and the command exits 0.
+With N > 1 workers uvicorn needs an import string: each worker process builds its own app with
+`app_from_environment`, from the settings this process puts in DUCKSCORE_SERVE_SETTINGS; uvicorn's
+supervisor then restarts the workers on SIGHUP (each loads the policy from disk again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..api.scorer import Scorer
+from .app import DEFAULT_MAX_BODY_BYTES, create_app
+
+SETTINGS_VARIABLE = "DUCKSCORE_SERVE_SETTINGS"
+FACTORY = "duckscore.serve.server:app_from_environment"
+log = logging.getLogger("duckscore.serve")
+
+
+@dataclass(frozen=True)
+class ScorerSettings:
+    """What `duckscore.scorer(...)` is called with, at start and on each reload."""
+
+    recipe: str | None = None
+    policy: str | None = None
+    set_recipe: tuple[str, ...] = ()
+    set: tuple[str, ...] = ()
+    top_n: int = 5
+    allow_recipe_mismatch: bool = False
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+
+    def make_scorer(self) -> Scorer:
+        from ..common.defaults import DEFAULT_POLICY
+
+        return Scorer(
+            self.recipe,
+            self.policy or DEFAULT_POLICY,
+            self.set_recipe,
+            self.set,
+            top_n=self.top_n,
+            allow_recipe_mismatch=self.allow_recipe_mismatch,
+        )
+
+
+def app_from_environment() -> Any:
+    """uvicorn's factory for N workers: the app of the settings in DUCKSCORE_SERVE_SETTINGS."""
+    raw = json.loads(os.environ[SETTINGS_VARIABLE])
+    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
+    settings = ScorerSettings(**values)
+    return create_app(settings.make_scorer, max_body_bytes=settings.max_body_bytes)
+
+
+def serve(settings: ScorerSettings, host: str, port: int, workers: int = 1) -> None:
+    """Serve until SIGTERM or Ctrl-C; returns once the requests in flight are answered."""
+    import uvicorn
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
+    common: dict[str, Any] = {"host": host, "port": port, "access_log": False, "lifespan": "on"}
+    if workers > 1:
+        os.environ[SETTINGS_VARIABLE] = json.dumps(asdict(settings))
+        settings.make_scorer().close()  # a policy that does not load fails here, in one line
+        _quiet_after_shutdown()
+        uvicorn.run(FACTORY, factory=True, workers=workers, **common)
+        return
+    app = create_app(settings.make_scorer, max_body_bytes=settings.max_body_bytes)
+    server = uvicorn.Server(uvicorn.Config(app, **common))
+    service = app.state.service
+
+    async def reload_on_hup() -> None:
+        try:
+            scorer = await asyncio.to_thread(service.reload)
+        except Exception as exc:  # the old policy stays; say why in one line
+            log.error("SIGHUP: reload failed, policy %s kept: %s",
+                      service.current.policy.version, " ".join(str(exc).split()))  # fmt: skip
+        else:
+            log.info("SIGHUP: reloaded, policy %s", scorer.policy.version)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        tasks: set[asyncio.Task[None]] = set()
+
+        def on_hup() -> None:
+            task = loop.create_task(reload_on_hup())
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+        loop.add_signal_handler(signal.SIGHUP, on_hup)
+        try:
+            await server.serve()
+        finally:
+            loop.remove_signal_handler(signal.SIGHUP)
+
+    _quiet_after_shutdown()
+    asyncio.run(main())
+
+
+def _quiet_after_shutdown() -> None:
+    """uvicorn catches SIGTERM and SIGINT while it serves, shuts down gracefully, then raises
+    the signal again for the handler it found: that is the `duckscore` command's, which would
+    report an interrupted command (status 143 or 130). A server stopped so has done its job."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: None)
