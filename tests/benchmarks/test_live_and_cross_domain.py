@@ -1,4 +1,4 @@
-"""The issue-33 and issue-32 measurement scripts run and report what their docs say they do."""
+"""The issue-32 and issue-33 measurement scripts run and report what their docs say they do."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import cross_domain, live_bench
+from benchmarks import cross_domain, live_bench, serve_bench
 
 pytestmark = pytest.mark.slow
 
@@ -37,3 +37,15 @@ def test_cross_domain_measures_both_collections() -> None:
     ]  # fmt: skip
     assert results["target"][3]["n"] == 36  # judged on the 36 judged queries not learned from
     assert "| cisi | 76 |" in printed[0]
+
+
+@pytest.mark.xdist_group("serve")  # a real server process, as tests/serve starts them
+def test_serve_bench_loads_a_real_server(tmp_path: Path) -> None:
+    results = serve_bench.main(
+        ["--requests", "3", "--clients", "1,2", "--json", str(tmp_path / "s.json")]
+    )
+    assert [row["clients"] for row in results["load"]] == [1, 2]
+    assert [row["requests"] for row in results["load"]] == [3, 6]
+    for row in results["load"]:
+        assert 0 < row["p50_ms"] <= row["p99_ms"] and row["queries_per_second"] > 0
+    assert results["rss_mb_after"] > 0

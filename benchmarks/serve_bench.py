@@ -1,0 +1,131 @@
+"""Issue 33: `duckscore serve` under load — a real server process on 127.0.0.1 and real HTTP
+clients (httpx), each request the hits of one SciFact query (about 250 hits, JSON).
+
+For 1, 4 and 16 concurrent clients (threads, each with its own connection), every client sends
+--requests requests in turn, cycling through the 300 queries; prints p50 and p99 latency, the
+throughput in queries per second, and the server's RSS before and after (its VmRSS from /proc).
+The floor beside it is the in-process DuckDB GROUP BY + RRF of `live_bench.py`.
+
+    python benchmarks/serve_bench.py [--requests 200] [--clients 1,4,16] [--json results/serve.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import httpx
+
+from duckscore.core.resources import fixtures_dir
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def bodies() -> list[bytes]:
+    log = fixtures_dir() / "scifact" / "retrieval_log.parquet"
+    frame = duckdb.sql(f"FROM read_parquet('{log}')").df()
+    return [
+        json.dumps({"hits": group.to_dict(orient="records")}, default=str).encode()
+        for _, group in frame.groupby("query_id", sort=True)
+    ]
+
+
+def start(port: int) -> subprocess.Popen[bytes]:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "duckscore", "serve", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    server.kill()
+    raise RuntimeError("duckscore serve did not answer /healthz within 60 s")
+
+
+def load(port: int, payloads: list[bytes], clients: int, requests: int) -> dict[str, Any]:
+    url = f"http://127.0.0.1:{port}/v1/score"
+
+    def client(offset: int) -> list[float]:
+        times = []
+        with httpx.Client(timeout=60) as http:
+            for i in range(requests):
+                body = payloads[(offset + i) % len(payloads)]
+                t = time.perf_counter()
+                answer = http.post(url, content=body, headers={"Content-Type": "application/json"})
+                times.append((time.perf_counter() - t) * 1000)
+                if answer.status_code != 200:
+                    raise RuntimeError(f"status {answer.status_code}: {answer.text[:200]}")
+        return times
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=clients) as pool:
+        latencies = [t for times in pool.map(client, range(0, clients * 7, 7)) for t in times]
+    wall = time.perf_counter() - started
+    cuts = statistics.quantiles(latencies, n=100, method="inclusive")
+    return {
+        "clients": clients,
+        "requests": len(latencies),
+        "p50_ms": cuts[49],
+        "p99_ms": cuts[98],
+        "queries_per_second": len(latencies) / wall,
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=200, help="per client")
+    parser.add_argument("--clients", default="1,4,16")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    payloads = bodies()
+    port = free_port()
+    server = start(port)
+    try:
+        before = rss_mb(server.pid)
+        rows = [load(port, payloads, int(c), args.requests) for c in args.clients.split(",")]
+        after = rss_mb(server.pid)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    for row in rows:
+        print(
+            f"{row['clients']:>3} clients: {row['requests']} requests, p50 {row['p50_ms']:.1f} ms, "
+            f"p99 {row['p99_ms']:.1f} ms, {row['queries_per_second']:.0f} queries/s"
+        )
+    print(
+        f"server RSS: {before:.0f} MB before, {after:.0f} MB after {sum(r['requests'] for r in rows)} requests"
+    )
+    results = {"load": rows, "rss_mb_before": before, "rss_mb_after": after, "cpus": os.cpu_count()}
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    return results
+
+
+if __name__ == "__main__":
+    main()
