@@ -30,11 +30,18 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..answers.tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
 from ..api.scorer import Scorer
 from ..core.errors import DuckscoreError
 from .openapi import openapi_schema
 
 VERSION_HEADER = "X-Duckscore-Policy-Version"
+ANSWER_TABLES = ("answers", "citations", "chunks")
+# the required columns of each table seed 001 reads: an empty list is that table with no rows
+ANSWER_COLUMNS = {
+    t.name: tuple(c.name for c in t.columns if c.required)
+    for t in (ANSWERS, CITATIONS, CHUNKS, EVENTS)
+}
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
 log = logging.getLogger("duckscore.serve")
 
@@ -128,21 +135,37 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _hits_of(body: bytes) -> list[dict[str, Any]] | str:
-    """The body's hits, or the one line saying why there are none (a 400)."""
+def _lists_of(
+    body: bytes, required: tuple[str, ...], optional: tuple[str, ...] = ()
+) -> dict[str, list[dict[str, Any]]] | str:
+    """The body's lists of row objects by name, or the one line saying why not (a 400)."""
     try:
         payload = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         return f"the body is not JSON: {one_line(str(exc))}"
-    if not isinstance(payload, dict) or "hits" not in payload:
-        return 'the body must be a JSON object with "hits": a list of hit objects'
-    hits = payload["hits"]
-    if not isinstance(hits, list):
-        return f'"hits" must be a list of hit objects, not {type(hits).__name__}'
-    for i, hit in enumerate(hits):
-        if not isinstance(hit, dict):
-            return f'"hits" must be a list of hit objects: item {i} is {type(hit).__name__}'
-    return hits
+    wanted = ", ".join(f'"{name}"' for name in required)
+    if not isinstance(payload, dict) or any(name not in payload for name in required):
+        return f"the body must be a JSON object with {wanted}: lists of row objects"
+    found: dict[str, list[dict[str, Any]]] = {}
+    for name in (*required, *(n for n in optional if payload.get(n) is not None)):
+        rows = payload[name]
+        if not isinstance(rows, list):
+            return f'"{name}" must be a list of objects, not {type(rows).__name__}'
+        for i, row in enumerate(rows):
+            if not isinstance(row, dict):
+                return f'"{name}" must be a list of objects: item {i} is {type(row).__name__}'
+        found[name] = rows
+    return found
+
+
+def _table(name: str, rows: list[dict[str, Any]], columns: tuple[str, ...] = ()) -> pa.Table:
+    """Rows as an Arrow table; no rows as `columns` of text (a contract's empty table)."""
+    if not rows and columns:
+        return pa.table({column: pa.array([], pa.string()) for column in columns})
+    try:
+        return pa.Table.from_pylist(rows)
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        raise DuckscoreError(f"{name}: {exc}") from exc
 
 
 def create_app(
@@ -163,9 +186,10 @@ def create_app(
                 413,
                 service.current.policy.version,
             )
-        hits = _hits_of(body)
-        if isinstance(hits, str):
-            return _answer({"error": hits}, 400, service.current.policy.version)
+        lists = _lists_of(body, ("hits",))
+        if isinstance(lists, str):
+            return _answer({"error": lists}, 400, service.current.policy.version)
+        hits = lists["hits"]
 
         def compute() -> tuple[int, dict[str, Any], str]:
             with service.using() as scorer:
@@ -173,11 +197,7 @@ def create_app(
                 try:
                     if not hits:
                         raise DuckscoreError("hits: no rows (give the hits of one query or more)")
-                    try:
-                        table = pa.Table.from_pylist(hits)
-                    except (pa.ArrowException, TypeError, ValueError) as exc:
-                        raise DuckscoreError(f"hits: {exc}") from exc
-                    contract = scorer.score(table).contract
+                    contract = scorer.score(_table("hits", hits)).contract
                 except DuckscoreError as exc:
                     return 422, {"error": one_line(str(exc))}, version
                 request.state.queries = len(contract)
@@ -190,6 +210,37 @@ def create_app(
                     },
                     version,
                 )
+
+        status, answer, version = await run_in_threadpool(compute)
+        return _answer(answer, status, version)
+
+    async def answers(request: Request) -> Response:
+        version = service.current.answer_policy.version
+        try:
+            body = await _read_body(request, max_body_bytes)
+        except _TooLarge:
+            too_large = f"the body is over {max_body_bytes} bytes (--max-body-bytes)"
+            return _answer({"error": too_large}, 413, version)
+        lists = _lists_of(body, ANSWER_TABLES, ("events",))
+        if isinstance(lists, str):
+            return _answer({"error": lists}, 400, version)
+
+        def compute() -> tuple[int, dict[str, Any], str]:
+            with service.using() as scorer:
+                version = scorer.answer_policy.version
+                try:
+                    tables = {
+                        name: _table(name, rows, ANSWER_COLUMNS[name])
+                        for name, rows in lists.items()
+                    }
+                    contract = scorer.answers(
+                        tables["answers"], tables["citations"], tables["chunks"],
+                        tables.get("events"),
+                    ).contract  # fmt: skip
+                except DuckscoreError as exc:
+                    return 422, {"error": one_line(str(exc))}, version
+                request.state.queries = len(contract)
+                return 200, {"contract": contract, "policy_version": version}, version
 
         status, answer, version = await run_in_threadpool(compute)
         return _answer(answer, status, version)
@@ -236,6 +287,7 @@ def create_app(
     app = Starlette(
         routes=[
             Route("/v1/score", score, methods=["POST"]),
+            Route("/v1/answers", answers, methods=["POST"]),
             Route("/v1/policy", policy, methods=["GET"]),
             Route("/v1/reload", reload, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),

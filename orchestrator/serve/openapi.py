@@ -33,8 +33,8 @@ def _error(description: str) -> dict[str, Any]:
     return _json({"$ref": "#/components/schemas/Error"}, description)
 
 
-def _contract_line() -> dict[str, Any]:
-    schema: dict[str, Any] = json.loads(contract_schema("score").read_text(encoding="utf-8"))
+def _contract_line(capability: str = "score") -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads(contract_schema(capability).read_text(encoding="utf-8"))
     for key in ("$schema", "$id"):  # a component, not a document of its own
         schema.pop(key, None)
     return schema
@@ -104,6 +104,30 @@ def openapi_schema(version: str) -> dict[str, Any]:
                     },
                 }
             },
+            "/v1/answers": {
+                "post": {
+                    "operationId": "answers",
+                    "summary": "Seed 001's answer confidence of the logged answers: the lines "
+                    "`duckscore answers` writes to contract.jsonl, by answer_id.",
+                    "requestBody": {
+                        "required": True,
+                        "content": {
+                            "application/json": {
+                                "schema": {"$ref": "#/components/schemas/AnswersRequest"}
+                            }
+                        },
+                    },
+                    "responses": {
+                        "200": _json(
+                            {"$ref": "#/components/schemas/AnswersResponse"}, "The decisions."
+                        ),
+                        "400": _error("The body is not JSON, or a table is not a list of objects."),
+                        "413": _error("The body is over the server's --max-body-bytes."),
+                        "422": _error("The tables fail the answers' checks (docs/answers.md)."),
+                        "500": _error("An internal error (logged by the server)."),
+                    },
+                }
+            },
             "/v1/policy": {
                 "get": {
                     "operationId": "policy",
@@ -162,6 +186,28 @@ def openapi_schema(version: str) -> dict[str, Any]:
                         },
                         "policy_version": {"type": "string"},
                         "recipe_id": {"type": "string"},
+                    },
+                },
+                "AnswersRequest": {
+                    "type": "object",
+                    "description": "The tables of `duckscore answers` (docs/answers.md), a list "
+                    "of row objects each; `events` is optional.",
+                    "required": ["answers", "citations", "chunks"],
+                    "properties": {
+                        name: {"type": "array", "items": {"type": "object"}}
+                        for name in ("answers", "citations", "chunks", "events")
+                    },
+                },
+                "AnswerContractLine": _contract_line("answers"),
+                "AnswersResponse": {
+                    "type": "object",
+                    "required": ["contract", "policy_version"],
+                    "properties": {
+                        "contract": {
+                            "type": "array",
+                            "items": {"$ref": "#/components/schemas/AnswerContractLine"},
+                        },
+                        "policy_version": {"type": "string"},
                     },
                 },
                 "Policy": policy,

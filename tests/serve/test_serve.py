@@ -27,13 +27,15 @@ import pyarrow.compute as pc
 import pytest
 
 import duckscore as ds
+from duckscore.answers.pipeline import score_answers
 from duckscore.run.pipeline import run
 
-from ..helpers import ROOT, SCIFACT
+from ..helpers import FIXTURES, ROOT, SCIFACT
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serve")]
 
 LOG = SCIFACT / "retrieval_log.parquet"
+ANSWERS_DIR = FIXTURES / "answers"
 HEADER = "X-Duckscore-Policy-Version"
 LOG_FIELDS = {"time", "method", "path", "status", "latency_ms", "queries", "policy_version"}
 
@@ -126,7 +128,9 @@ def test_healthz_and_policy_name_the_loaded_policy(server: Server, scorer: Any) 
     }
     schema = httpx.get(f"{server.url}/openapi.json").json()
     assert schema["openapi"].startswith("3.1")
-    assert {"/v1/score", "/v1/policy", "/v1/reload", "/healthz"} <= set(schema["paths"])
+    assert {"/v1/score", "/v1/answers", "/v1/policy", "/v1/reload", "/healthz"} <= set(
+        schema["paths"]
+    )
     line = schema["components"]["schemas"]["ContractLine"]
     assert "best_parent_id" in line["required"]
 
@@ -147,12 +151,35 @@ def test_fifty_queries_are_the_scorer_and_the_batch_contract(
     assert [line["query_id"] for line in body["contract"]] == queries[100:150]
 
 
+@pytest.mark.parametrize("with_events", [False, True])
+def test_answers_are_the_batch_contract(server: Server, tmp_path: Path, with_events: bool) -> None:
+    """POST /v1/answers with the bundled answers' tables gives `duckscore answers`' lines."""
+    names = ("answers", "citations", "chunks", *(("events",) if with_events else ()))
+    read = duckdb.connect()
+    tables = {n: read.sql(f"FROM read_csv('{ANSWERS_DIR / f'{n}.csv'}')").df() for n in names}
+    score_answers(
+        *(ANSWERS_DIR / f"{n}.csv" for n in ("answers", "citations", "chunks")),
+        tmp_path / "batch",
+        events=ANSWERS_DIR / "events.csv" if with_events else None,
+    )
+    batch = [json.loads(line) for line in (tmp_path / "batch" / "contract.jsonl").open()]
+    payload = {
+        n: json.loads(t.to_json(orient="records", date_format="iso")) for n, t in tables.items()
+    }
+    answer = httpx.post(f"{server.url}/v1/answers", json=payload, timeout=60)
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"contract": batch, "policy_version": "answer_v1"}
+    assert answer.headers[HEADER] == "answer_v1"
+    missing = httpx.post(f"{server.url}/v1/answers", json={"answers": []}, timeout=60)
+    assert missing.status_code == 400 and '"citations"' in missing.json()["error"]
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
         (b'{"hits": [', "the body is not JSON"),
         (b"\xff\xfe", "the body is not JSON"),
-        (b'{"hits": 3}', '"hits" must be a list of hit objects, not int'),
+        (b'{"hits": 3}', '"hits" must be a list of objects, not int'),
         (b'{"rows": []}', 'with "hits"'),
         (b'{"hits": [1, 2]}', "item 0 is int"),
     ],
