@@ -37,7 +37,8 @@ DEPENDS_ON: dict[str, set[str]] = {
     "engines": BASE | {"run", "fuse", "score"},
     "pack": BASE | {"fuse", "score", "instincts", "metrics", "answers"},
     "api": BASE | {"fuse", "score", "run", "answers", "metrics", "pack"},
-    "serve": BASE | {"api", "answers"},  # duckscore serve: the live scorer over HTTP (Starlette, uvicorn)
+    "serve": BASE
+    | {"api", "answers"},  # duckscore serve: the live scorer over HTTP (Starlette, uvicorn)
     "cli": BASE
     | {
         "fuse",
