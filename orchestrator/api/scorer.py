@@ -60,12 +60,12 @@ class _Prepared:
     fuse_hits_view: bool
 
     def contract_only(self) -> str:
-        """The contract as JSON lines in one statement, the stages as its CTEs."""
+        """The contract in one statement, the stages as its CTEs."""
         return (
             f"WITH fuse_hits AS ({self.fuse_hits.text}),\n"
             f"parent_features AS ({self.parent_features.text}),\n"
             f"scored_parents AS ({self.scored_parents.text})\n"
-            f"SELECT to_json(c)::VARCHAR FROM ({self.contract.text}) AS c ORDER BY query_id"
+            f"SELECT * FROM ({self.contract.text})"
         )
 
 
@@ -106,15 +106,11 @@ class Scorer:
             _, fuse_plan = open_log(session, _as_table(hits), self.recipe, label="hits")
             prepared = self._statements(session, fuse_plan)
             if not tables:  # one statement: DuckDB plans it once, nothing is materialised
-                rows = cursor.execute(prepared.contract_only()).fetchall()
-                return Live([json.loads(row[0]) for row in rows])
+                return Live(_json_lines(cursor, prepared.contract_only(), "query_id"))
             _create(cursor, "fuse_hits", prepared.fuse_hits, view=prepared.fuse_hits_view)
             _create(cursor, "parent_features", prepared.parent_features)
             _create(cursor, "scored_parents", prepared.scored_parents)
-            rows = cursor.execute(
-                f"SELECT to_json(c)::VARCHAR FROM ({prepared.contract.text}) AS c ORDER BY query_id"
-            ).fetchall()
-            contract = [json.loads(row[0]) for row in rows]
+            contract = _json_lines(cursor, prepared.contract.text, "query_id")
             fused = cursor.sql(
                 f"SELECT * FROM ({prepared.fused.text}) ORDER BY query_id, rank"
             ).to_arrow_table()
@@ -143,10 +139,7 @@ class Scorer:
             )
             scored, contract = self._answer_statements(session, events is not None)
             _create(cursor, "scored_answers", scored)
-            rows = cursor.execute(
-                f"SELECT to_json(c)::VARCHAR FROM ({contract.text}) AS c ORDER BY answer_id"
-            ).fetchall()
-            return Live([json.loads(row[0]) for row in rows])
+            return Live(_json_lines(cursor, contract.text, "answer_id"))
         finally:
             cursor.close()
 
@@ -206,6 +199,13 @@ class Scorer:
         return scored, contract
 
 
+def _json_lines(con: duckdb.DuckDBPyConnection, query: str, key: str) -> list[dict[str, Any]]:
+    """The rows of `query` as the dicts of the JSON lines DuckDB writes for them (`COPY … TO
+    contract.jsonl` and to_json serialise alike), ordered by `key`."""
+    rows = con.execute(f"SELECT to_json(c)::VARCHAR FROM ({query}) AS c ORDER BY {key}").fetchall()
+    return [json.loads(row[0]) for row in rows]
+
+
 def _create(
     con: duckdb.DuckDBPyConnection, name: str, rendered: RenderedSQL, view: bool = False
 ) -> None:
@@ -225,26 +225,5 @@ def _as_table(hits: Hits) -> Table:
     return hits
 
 
-def scorer(
-    recipe: str | None = None,
-    policy: str = DEFAULT_POLICY,
-    set_recipe: Sequence[str] = (),
-    set: Sequence[str] = (),
-    *,
-    top_n: int = 5,
-    threads: int = 1,
-    allow_recipe_mismatch: bool = False,
-    answer_policy: str = "answer_v1",
-) -> Scorer:
-    """A Scorer: the policy (and the recipe it was calibrated on, unless `recipe` names one)
-    loaded once, its SQL rendered and checked once per request shape."""
-    return Scorer(
-        recipe,
-        policy,
-        set_recipe,
-        set,
-        top_n=top_n,
-        threads=threads,
-        allow_recipe_mismatch=allow_recipe_mismatch,
-        answer_policy=answer_policy,
-    )
+# `duckscore.scorer(...)`: the class is the factory
+scorer = Scorer

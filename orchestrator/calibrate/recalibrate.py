@@ -55,7 +55,7 @@ from .recalibration import (
     refit_on_labels,
 )
 from .settings import CalibrationError
-from .tables import open_labels
+from .tables import keep_labels_in, open_labels
 
 DISTRIBUTION_KEYS = ("base_rate", "below_T_low", "below_T_high", "hitl")
 ADAPT_METHODS = ("quantile", "prior")
@@ -246,20 +246,13 @@ def _decisions(session: Session, policy: Policy, where: str) -> pd.DataFrame:
 def _labelled(
     session: Session, labels: Table, decisions: pd.DataFrame, log_given: str
 ) -> pd.DataFrame:
-    opened, frame = open_labels(session, labels)
-    joined = frame.merge(decisions, on="query_id", how="inner")
-    missing = len(frame) - len(joined)
-    if joined.empty:
-        examples = ", ".join(repr(q) for q in frame["query_id"].head(3))
-        raise CalibrationError(
-            f"--labels ({opened.given}): none of the {len(frame)} labelled query ids occurs in "
-            f"--log ({log_given}); e.g. {examples}"
-        )
-    if missing:
-        session.progress.warn(
-            f"--labels: {missing} of {len(frame)} labelled query ids do not occur in "
-            f"--log; recalibrating on the other {len(joined)}"
-        )
+    """The labelled queries of the log (score_contract holds its decisions), with outcomes."""
+    opened, _ = open_labels(session, labels)
+    kept, _ = keep_labels_in(
+        session, f"--labels ({opened.given})", "score_contract", "--log", log_given,
+        doing="recalibrating",
+    )  # fmt: skip
+    joined = kept.merge(decisions, on="query_id", how="inner")
     outcome = (joined["label"] == "good").to_numpy()
     if len(joined) < MIN_LABELS or outcome.all() or not outcome.any():
         raise CalibrationError(

@@ -34,11 +34,16 @@ def open_labels(session: Session, given: Table) -> tuple[OpenedInput, pd.DataFra
 
 
 def keep_labels_in(
-    session: Session, labels_where: str, table: str, input_option: str, given: str
+    session: Session,
+    labels_where: str,
+    table: str,
+    input_option: str,
+    given: str,
+    doing: str = "calibrating",
 ) -> tuple[pd.DataFrame, int]:
     """Keep in cal_labels the labelled queries that occur in `table` (the input of
-    `input_option`, given as `given`): refuse when none does, warn how many do not. The kept
-    labels as a frame ordered by query_id, and how many were left out."""
+    `input_option`, given as `given`): refuse when none does, warn how many do not (`doing` on
+    the others). The kept labels as a frame ordered by query_id, and how many were left out."""
     absent = f"NOT EXISTS (SELECT 1 FROM {table} AS t WHERE t.query_id = l.query_id)"
     row = session.first_row(f"SELECT count(*), count(*) FILTER ({absent}) FROM cal_labels AS l")
     assert row is not None
@@ -52,7 +57,7 @@ def keep_labels_in(
     if missing:
         session.progress.warn(
             f"--labels: {missing} of {labelled} labelled query ids do not occur in "
-            f"{input_option}; calibrating on the other {labelled - missing}"
+            f"{input_option}; {doing} on the other {labelled - missing}"
         )
         session.execute(f"DELETE FROM cal_labels AS l WHERE {absent}")
     return session.frame("SELECT query_id, label FROM cal_labels ORDER BY query_id"), missing
