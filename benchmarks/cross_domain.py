@@ -31,6 +31,7 @@ from duckscore.common.defaults import DEFAULT_POLICY
 from duckscore.core.progress import SILENT
 from duckscore.core.resources import fixtures_dir
 from duckscore.metrics.labels import make_labels
+from duckscore.run.job import Job
 from duckscore.run.pipeline import run
 
 COLLECTIONS = ("scifact", "cisi")
@@ -67,7 +68,7 @@ def auroc(score: np.ndarray, positive: np.ndarray) -> float:
 
 
 def decisions(policy: str, collection: str, out: Path) -> pd.DataFrame:
-    run(fixture(collection, "retrieval_log.parquet"), out, policy=policy, progress=SILENT)
+    run(fixture(collection, "retrieval_log.parquet"), out, Job(policy=policy), progress=SILENT)
     return pd.read_parquet(out / "queries.parquet")
 
 

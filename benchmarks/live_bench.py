@@ -4,9 +4,11 @@ For each of the 300 SciFact queries (about 250 hits each), alternating in one ru
 — one prepared DuckDB statement over the query's hits (an Arrow table), GROUP BY parent with
 reciprocal-rank fusion (Σ 1/(60 + rank)) and ORDER BY, fetched; (b) `duckscore.scorer().score`
 of the same hits — checks, fusion, parent features, scores, the contract as dicts. Prints p50 and
-p99 of each, the ratios to the floor's p50, queries per second of (b) and the peak RSS.
+p99 of each, the ratios to the floor's p50, queries per second of (b) and the peak RSS. With
+--soak N, then N more calls cycling through the queries, the resident memory (VmRSS) read every
+N/10 calls: flat memory is the same RSS at the end as after the first tenth.
 
-    python benchmarks/live_bench.py [--rounds 3] [--queries 300] [--json results/live.json]
+    python benchmarks/live_bench.py [--rounds 3] [--queries 300] [--soak 100000] [--json F]
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import duckscore as ds
+from duckscore.api.scorer import Scorer
 from duckscore.core.resources import fixtures_dir
 
 FLOOR = """
@@ -36,6 +39,29 @@ def percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
 
 
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def soak(scorer: Scorer, queries: list[pa.Table], calls: int) -> dict[str, Any]:
+    """RSS (MB) after every tenth of `calls` scorer calls."""
+    checkpoints = []
+    started = time.perf_counter()
+    for i in range(calls):
+        scorer.score(queries[i % len(queries)])
+        if (i + 1) % max(1, calls // 10) == 0:
+            checkpoints.append([i + 1, round(rss_mb(), 1)])
+            print(f"  {i + 1} calls: RSS {checkpoints[-1][1]:.1f} MB", flush=True)
+    return {
+        "soak_calls": calls,
+        "soak_rss_mb": checkpoints,
+        "soak_wall_s": time.perf_counter() - started,
+    }
+
+
 def per_query(log: pa.Table) -> list[pa.Table]:
     ids = sorted(set(log.column("query_id").to_pylist()))
     return [log.filter(pc.equal(log["query_id"], q)) for q in ids]
@@ -45,6 +71,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--queries", type=int, default=300, help="the first N SciFact queries")
+    parser.add_argument("--soak", type=int, default=0, help="calls after the rounds, RSS read")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     log = duckdb.sql(
@@ -68,6 +95,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 scorer.score(hits)
                 live_ms.append((time.perf_counter() - t) * 1000)
         elapsed = time.perf_counter() - started
+        soaked = soak(scorer, queries, args.soak) if args.soak else {}
     floor_p50 = percentile(floor_ms, 0.5)
     results = {
         "requests": len(live_ms),
@@ -81,6 +109,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "live_queries_per_second": len(live_ms) / (sum(live_ms) / 1000),
         "wall_s": elapsed,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        **soaked,
     }
     print(
         f"{results['requests']} requests of ~{results['hits_per_request']} hits: floor p50 "

@@ -64,6 +64,7 @@ def main() -> None:
     with timed("import duckscore"):
         from duckscore.core import session as session_module
         from duckscore.core.connection import EngineSettings
+        from duckscore.run.job import Job
         from duckscore.run.pipeline import run
 
     wrap(
@@ -90,10 +91,12 @@ def main() -> None:
         run(
             str(args.log),
             Path(scratch) / "out",
-            recipe=args.recipe,
-            policy=args.policy,
-            settings=EngineSettings(threads=args.threads),
-            explain=args.explain,
+            Job(
+                args.recipe,
+                args.policy,
+                explain=args.explain,
+                settings=EngineSettings(threads=args.threads),
+            ),
         )
     total = next(seconds for name, seconds in STEPS if name == "run (total)")
     for name, seconds in STEPS:

@@ -32,6 +32,7 @@ from ..fuse.traces import TraceLog
 from ..metrics.catalog import DEFAULT_METRICS
 from ..metrics.retrieval import run_evaluation
 from ..pack.install import pack_script
+from ..run.job import Job
 from ..run.pipeline import run as run_log
 from ..score.pipeline import score as score_features
 from ..score.policy import SCORE_POLICY
@@ -210,19 +211,11 @@ def run(
     """Fuse a retrieval log and score its parents, as `duckscore run` does (`recipe` None: the
     recipe the policy was calibrated on, else the default)."""
     outputs = _Outputs(connection(con), out, "run")
+    job = Job(recipe, policy, tuple(set_recipe), tuple(set), top_n, explain, allow_recipe_mismatch)
     done = run_log(
-        _as_format(log, log_format),
-        outputs.destination,
-        recipe,
-        policy,
-        list(set_recipe),
-        list(set),
-        queries,
-        top_n,
-        explain=explain,
+        _as_format(log, log_format), outputs.destination, job, queries=queries,
         connection=outputs.con,
-        allow_recipe_mismatch=allow_recipe_mismatch,
-    )
+    )  # fmt: skip
     return Ran(
         outputs.relation("fused.parquet"),
         outputs.relation("parent_features.parquet"),

@@ -10,7 +10,6 @@ line: the same SQL, serialised by the same DuckDB JSON writer.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,11 +28,11 @@ from ..core.policy import Policy, load_policy
 from ..core.render import RenderedSQL
 from ..core.session import Session
 from ..fuse.log import open_log
-from ..fuse.policy_recipe import recipe_for_policy
 from ..fuse.recipe import FusePlan
 from ..fuse.stages import render_fused, render_parent_features
-from ..score.policy import SCORE_POLICY
+from ..run.job import Job
 from ..score.stages import render_parents, render_queries
+from .lanes import Lanes, json_lines_sql, read_json_lines
 
 Hits = Table | Sequence[dict[str, Any]] | pa.RecordBatch | pa.RecordBatchReader
 
@@ -70,40 +69,39 @@ class _Prepared:
 
 
 class Scorer:
-    """The decisions of `policy` (fused with its recipe) on the hits of one or many queries."""
+    """The decisions of a job's policy (fused with its recipe) on the hits of one or many
+    queries; `duckscore.scorer(...)` builds the job from keywords."""
 
-    def __init__(
-        self,
-        recipe: str | None = None,
-        policy: str = DEFAULT_POLICY,
-        set_recipe: Sequence[str] = (),
-        set: Sequence[str] = (),
-        *,
-        top_n: int = 5,
-        threads: int = 1,
-        allow_recipe_mismatch: bool = False,
-        answer_policy: str = "answer_v1",
-    ) -> None:
-        self.policy: Policy = load_policy(SCORE_POLICY, policy, list(set))
+    def __init__(self, job: Job, answer_policy: str = "answer_v1") -> None:
+        self.job = job
+        self.recipe, self.policy = job.load()
         self.answer_policy: Policy = load_policy(ANSWER_POLICY, answer_policy)
-        self.recipe: Policy = recipe_for_policy(
-            self.policy, recipe, list(set_recipe), allow_recipe_mismatch
-        )
-        if top_n < 1:
-            raise ValueError(f"top_n must be at least 1, got {top_n}")
-        self.top_n = top_n
-        self._con = connect(EngineSettings(threads=threads))
+        self.top_n = job.top_n
+        self._con = connect(job.settings)
         self._prepared: dict[tuple[Any, ...], _Prepared] = {}
         self._answer_sql: dict[bool, tuple[RenderedSQL, RenderedSQL]] = {}
         self._lock = threading.Lock()
+        self._lanes = Lanes(self._con, self.recipe, self._contract_sql)
 
     def score(self, hits: Hits, *, tables: bool = False) -> Live:
         """The contract lines of the queries in `hits` (the retrieval log's columns), ordered by
         query_id; with `tables`, also the fused items and the scored parents."""
+        given = _as_table(hits)
+        if tables:
+            return self._score_checked(given, tables=True)
+        warm = self._lanes.contract(given)
+        if warm is not None:
+            return Live(warm)
+        live = self._score_checked(given, tables=False)
+        self._lanes.open(given)  # the next hits of this shape take the warm path
+        return live
+
+    def _score_checked(self, hits: Table, tables: bool) -> Live:
+        """The hits checked and scored on a cursor of their own; a refusal names the row."""
         cursor = self._con.cursor()
         try:
             session = Session(connection=cursor)
-            _, fuse_plan = open_log(session, _as_table(hits), self.recipe, label="hits")
+            _, fuse_plan = open_log(session, hits, self.recipe, label="hits")
             prepared = self._statements(session, fuse_plan)
             if not tables:  # one statement: DuckDB plans it once, nothing is materialised
                 return Live(_json_lines(cursor, prepared.contract_only(), "query_id"))
@@ -144,6 +142,7 @@ class Scorer:
             cursor.close()
 
     def close(self) -> None:
+        self._lanes.close()
         self._con.close()
 
     def __enter__(self) -> Scorer:
@@ -182,6 +181,9 @@ class Scorer:
             self._prepared.setdefault(key, prepared)
         return prepared
 
+    def _contract_sql(self, session: Session, fuse_plan: FusePlan) -> str:
+        return json_lines_sql(self._statements(session, fuse_plan).contract_only(), "query_id")
+
     def _answer_statements(
         self, session: Session, with_events: bool
     ) -> tuple[RenderedSQL, RenderedSQL]:
@@ -200,10 +202,7 @@ class Scorer:
 
 
 def _json_lines(con: duckdb.DuckDBPyConnection, query: str, key: str) -> list[dict[str, Any]]:
-    """The rows of `query` as the dicts of the JSON lines DuckDB writes for them (`COPY … TO
-    contract.jsonl` and to_json serialise alike), ordered by `key`."""
-    rows = con.execute(f"SELECT to_json(c)::VARCHAR FROM ({query}) AS c ORDER BY {key}").fetchall()
-    return [json.loads(row[0]) for row in rows]
+    return read_json_lines(con, json_lines_sql(query, key))
 
 
 def _create(
@@ -214,16 +213,34 @@ def _create(
 
 
 def _as_table(hits: Hits) -> Table:
-    """A list of dicts, a RecordBatch or a stream of them (read once) as an Arrow table; every
-    other kind as it is."""
+    """A list of dicts, a RecordBatch or a stream of them (read once), a DuckDB relation, as an
+    Arrow table; every other kind as it is."""
     if isinstance(hits, pa.RecordBatch):
         return pa.Table.from_batches([hits])
     if isinstance(hits, pa.RecordBatchReader):
         return hits.read_all()
     if isinstance(hits, list | tuple):
         return pa.Table.from_pylist(list(hits))
+    if isinstance(hits, duckdb.DuckDBPyRelation):  # of another connection: read through Arrow
+        return hits.to_arrow_table()
     return hits
 
 
-# `duckscore.scorer(...)`: the class is the factory
-scorer = Scorer
+def scorer(
+    recipe: str | None = None,
+    policy: str = DEFAULT_POLICY,
+    set_recipe: Sequence[str] = (),
+    set: Sequence[str] = (),
+    *,
+    top_n: int = 5,
+    threads: int = 1,
+    allow_recipe_mismatch: bool = False,
+    answer_policy: str = "answer_v1",
+) -> Scorer:
+    """`duckscore.scorer(...)`: a Scorer of the job these keywords describe (`recipe` None: the
+    recipe the policy was calibrated on); a recipe that is not the policy's is refused."""
+    job = Job(
+        recipe, policy, tuple(set_recipe), tuple(set), top_n,
+        allow_recipe_mismatch=allow_recipe_mismatch, settings=EngineSettings(threads=threads),
+    )  # fmt: skip
+    return Scorer(job, answer_policy)

@@ -100,6 +100,12 @@ def run(
                               (not isinstance(log, str), "--log-format")):  # fmt: skip
             if refused:
                 raise click.UsageError(f"{flag} is not supported with --engine spark yet")
+    from ..run.job import Job
+
+    job = Job(
+        recipe, policy, recipe_overrides, overrides, top_n, explain, allow_recipe_mismatch,
+        settings,
+    )  # fmt: skip
     if partition_by is not None:
         if queries is not None:
             raise click.UsageError("--queries is not supported with --partition-by")
@@ -112,9 +118,8 @@ def run(
             compute = compute_on_spark(shards, spark_master)
         given, log_format = given_and_format(log)
         partitioned = run_partitioned(
-            given, out_dir, partition_by, incremental, recipe, policy, list(recipe_overrides),
-            list(overrides), top_n, settings, progress, explain, log_format, compute,
-            allow_recipe_mismatch,
+            given, out_dir, partition_by, job, incremental=incremental, progress=progress,
+            log_format=log_format, compute=compute,
         )  # fmt: skip
         partitions_written(partitioned)
         return
@@ -122,9 +127,8 @@ def run(
         from ..engines.spark import run_on_spark
 
         spark_result = run_on_spark(
-            log, out_dir, recipe, policy, list(recipe_overrides), list(overrides), top_n,
-            shards, spark_master, progress, allow_recipe_mismatch,
-        )  # fmt: skip
+            log, out_dir, job, shards=shards, master=spark_master, progress=progress
+        )
         progress.step(
             f"done on Spark: {spark_result.rows['queries']:,} queries, "
             f"{spark_result.rows['parents']:,} parents -> {out_dir}"
@@ -132,20 +136,7 @@ def run(
         return
     from ..run.pipeline import run as run_pipeline
 
-    result = run_pipeline(
-        log,
-        out_dir,
-        recipe,
-        policy,
-        list(recipe_overrides),
-        list(overrides),
-        queries,
-        top_n,
-        settings,
-        progress,
-        explain,
-        allow_recipe_mismatch=allow_recipe_mismatch,
-    )
+    result = run_pipeline(log, out_dir, job, queries=queries, progress=progress)
     progress.step(f"done: {result.queries:,} queries, {result.parents:,} parents -> {out_dir}")
     written(
         f"fused and scored {result.parents:,} parents of {result.queries:,} queries",

@@ -36,6 +36,11 @@ EXTRA = "duckscore serve needs the serve extra: pip install 'duckscore[serve]'"
     type=click.IntRange(min=1),
     help="Larger request bodies are refused (413).",
 )
+@click.option(
+    "--scoring-threads",
+    type=click.IntRange(min=1),
+    help="Requests scored at once, each on a thread of its own  [default: the CPU count].",
+)
 def serve(
     recipe: str | None,
     recipe_overrides: tuple[str, ...],
@@ -47,6 +52,7 @@ def serve(
     port: int,
     workers: int,
     max_body_bytes: int,
+    scoring_threads: int | None,
 ) -> None:
     """Serve the policy's decisions over HTTP: POST /v1/score {"hits": […]} answers the
     contract lines `duckscore run` would write for those queries.
@@ -60,16 +66,14 @@ def serve(
         import uvicorn  # noqa: F401
     except ImportError:
         raise DuckscoreError(EXTRA) from None
+    from ..core.connection import EngineSettings
+    from ..run.job import Job
     from ..serve.server import ScorerSettings
     from ..serve.server import serve as run_server
 
-    settings = ScorerSettings(
-        recipe=recipe,
-        policy=policy,
-        set_recipe=recipe_overrides,
-        set=overrides,
-        top_n=top_n,
-        allow_recipe_mismatch=allow_recipe_mismatch,
-        max_body_bytes=max_body_bytes,
-    )
+    job = Job(
+        recipe, policy, recipe_overrides, overrides, top_n,
+        allow_recipe_mismatch=allow_recipe_mismatch, settings=EngineSettings(threads=1),
+    )  # fmt: skip
+    settings = ScorerSettings(job, max_body_bytes, scoring_threads)
     run_server(settings, host, port, workers)

@@ -63,6 +63,7 @@ def status(
     --log (and the run's --recipe, --policy … options), whether each is fresh, stale (files or
     settings changed), new, or has no log."""
     from ..run.incremental import PartitionJob
+    from ..run.job import Job
     from ..run.status import partition_states
 
     if check and log is None:
@@ -71,9 +72,8 @@ def status(
     if log is not None:
         given, log_format = given_and_format(log)
         job = PartitionJob.resolved(
-            recipe, policy, list(recipe_overrides), list(overrides), top_n, explain, log_format,
-            allow_recipe_mismatch=True,
-        )  # fmt: skip
+            Job(recipe, policy, recipe_overrides, overrides, top_n, explain, True), log_format
+        )
     states = partition_states(out_dir, given, job)
     if as_json:
         for state in states:

@@ -25,7 +25,14 @@ from .connection import first_line, first_row
 from .errors import InputError
 from .render import ident, lit
 from .tables import InputFile, OpenedInput, TableContract
-from .validate import FILE_COLUMN, ROW_COLUMN, check_columns, check_types, check_values
+from .validate import (
+    FILE_COLUMN,
+    ROW_COLUMN,
+    check_columns,
+    check_types,
+    check_values,
+    raw_view,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -75,7 +82,7 @@ def open_input(
     """Create the typed view `contract.name` over `given` (path, glob, folder or DataFrame),
     after checking the whole contract."""
     label = label or contract.name
-    raw = f"__raw_{contract.name}"
+    raw = raw_view(contract)
     files: tuple[InputFile, ...]
     if isinstance(given, Derived):
         shown, fmt, files = given.shown, given.format, given.files

@@ -146,6 +146,26 @@ def check_values(
     return total
 
 
+def raw_view(contract: TableContract) -> str:
+    """The view of an input's columns as given (plus file and row), under its typed view."""
+    return f"__raw_{contract.name}"
+
+
+def fault_probe(contract: TableContract, names: dict[str, str], raw: str) -> str:
+    """One query whose one value is true when `raw` breaks a rule check_values enforces: no
+    rows, a value rule, a repeated key (or, rarely, two keys of one hash). It says nothing of
+    what or where: a caller that finds it true runs check_values for the message."""
+    broken = [] if contract.allow_empty else ["count(*) = 0"]
+    conditions = [condition for _, condition, _ in _value_checks(contract, names)]
+    if conditions:
+        either = " OR ".join(f"({condition})" for condition in conditions)
+        broken.append(f"count(*) FILTER (WHERE {either}) > 0")
+    if contract.key:
+        keys = ", ".join(ident(names[k]) for k in contract.key)
+        broken.append(f"count(DISTINCT hash({keys})) <> count(*)")
+    return f"SELECT {' OR '.join(broken) or 'FALSE'} FROM {ident(raw)}"
+
+
 def _value_checks(
     contract: TableContract, names: dict[str, str]
 ) -> list[tuple[str, str, str | None]]:
@@ -311,7 +331,7 @@ def check_rows(
     """Raise one error naming the first row (file, row, key) of `opened` where the SQL condition
     `failing` (over its raw columns, see typed_column) holds; `{value}` in `problem` becomes the
     value of `shown` in that row."""
-    raw = f"{ident('__raw_' + opened.contract.name)} AS child"
+    raw = f"{ident(raw_view(opened.contract))} AS child"
     row = first_row(con, f"SELECT count(*) FROM {raw} WHERE {failing}")
     if not row or not row[0]:
         return

@@ -12,6 +12,7 @@ from ..core.resources import fixtures_dir
 from ..core.session import Session
 from ..metrics.retrieval import evaluate
 from ..metrics.tables import QRELS
+from ..run.job import Job
 from ..run.pipeline import run
 from .calibration import POLICY_FILE, SCORES_DIR, SEED_DIR, calibration_screen
 
@@ -25,8 +26,8 @@ def run_demo(out_dir: Path, settings: EngineSettings | None, progress: Progress)
     result = run(
         scifact_path("retrieval_log.parquet"),
         out_dir,
+        Job(settings=settings),
         queries=scifact_path("queries.parquet"),
-        settings=settings,
         progress=progress,
     )
     rows = summarise(out_dir / "queries.parquet", settings)

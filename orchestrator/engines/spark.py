@@ -16,22 +16,18 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..common.defaults import DEFAULT_POLICY
 from ..core.errors import DuckscoreError
 from ..core.outputs import atomic_output_dir, write_json
-from ..core.policy import load_policy
 from ..core.progress import SILENT, Progress
-from ..fuse.policy_recipe import checked_recipe_name
-from ..fuse.recipe import FUSE_RECIPE
+from ..run.job import DEFAULT_JOB, Job
 from ..run.pipeline import run
-from ..score.policy import SCORE_POLICY
 
 TABLES = ("fused", "parent_features", "parents", "queries")
 ERROR = "__error__"
@@ -41,13 +37,10 @@ BUNDLE_SCHEMA = "table string, payload binary"
 
 @dataclass(frozen=True)
 class ShardJob:
-    """What every shard runs: the pipeline's arguments, pickled to the executors."""
+    """What every shard runs: the run's job (its recipe named, Job.resolved), pickled to the
+    executors."""
 
-    recipe: str
-    policy: str
-    recipe_overrides: list[str] = field(default_factory=list)
-    policy_overrides: list[str] = field(default_factory=list)
-    top_n: int = 5
+    job: Job
     tag: str | None = None  # a column of the log copied to every output row (by query_id)
 
     def __call__(self, shard: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -61,17 +54,7 @@ class ShardJob:
             pq.write_table(shard_log, log)
             out = Path(folder) / "out"
             try:
-                run(
-                    log,
-                    out,
-                    self.recipe,
-                    self.policy,
-                    self.recipe_overrides,
-                    self.policy_overrides,
-                    top_n=self.top_n,
-                    settings=None,
-                    allow_recipe_mismatch=True,  # the recipe was checked once, before the job
-                )
+                run(log, out, replace(self.job, settings=None))
             except DuckscoreError as exc:
                 yield _bundle(ERROR, str(exc).replace(str(log), SHARD).encode("utf-8"))
                 return
@@ -131,37 +114,24 @@ class SparkRunResult:
 def run_on_spark(
     log: str | Path,
     out_dir: str | Path,
-    recipe: str | None = None,
-    policy: str = DEFAULT_POLICY,
-    recipe_overrides: list[str] | None = None,
-    policy_overrides: list[str] | None = None,
-    top_n: int = 5,
+    job: Job = DEFAULT_JOB,
+    *,
     shards: int = 8,
     master: str | None = None,
     progress: Progress = SILENT,
-    allow_recipe_mismatch: bool = False,
 ) -> SparkRunResult:
     """`duckscore run` with Spark sharding the log by query_id. Outputs: Parquet datasets
     fused.parquet/, parent_features.parquet/, parents.parquet/, queries.parquet/ (folders of
     parts, readable as one table), contract.jsonl/ (text parts) and manifest.json."""
-    recipe = checked_recipe_name(
-        load_policy(SCORE_POLICY, policy, list(policy_overrides or [])), recipe,
-        list(recipe_overrides or []), allow_recipe_mismatch,
-    )  # fmt: skip
-    job = ShardJob(
-        recipe, policy, list(recipe_overrides or []), list(policy_overrides or []), top_n
-    )
-    recipe_record = load_policy(
-        FUSE_RECIPE, recipe, job.recipe_overrides
-    ).as_record()  # fail early, once
-    policy_record = load_policy(SCORE_POLICY, policy, job.policy_overrides).as_record()
+    shard_job = ShardJob(job.resolved())
+    recipe, policy = shard_job.job.load()  # fail early, once
     if shards < 1:
         raise DuckscoreError(f"--shards must be at least 1, got {shards}")
     spark = spark_session(master)
     progress.step(
         f"reading {log} on Spark ({spark.sparkContext.master}), {shards} shards by query_id"
     )
-    bundle = scored_shards(read_log(spark, str(log)), job, shards, str(log))
+    bundle = scored_shards(read_log(spark, str(log)), shard_job, shards, str(log))
     try:
         rows: dict[str, int] = {}
         with atomic_output_dir(Path(out_dir)) as stage:
@@ -173,9 +143,9 @@ def run_on_spark(
                 "spark_master": spark.sparkContext.master,
                 "shards": shards,
                 "log": str(log),
-                "recipe": recipe_record,
-                "score_policy": policy_record,
-                "top_n": top_n,
+                "recipe": recipe.as_record(),
+                "score_policy": policy.as_record(),
+                "top_n": job.top_n,
                 "rows": rows,
             }
             write_json(stage / "manifest.json", manifest)

@@ -36,9 +36,7 @@ def compute_on_spark(shards: int, master: str | None) -> Compute:
             f"{len(partitions)} partitions on Spark ({spark.sparkContext.master}), "
             f"{shards} shards by query_id"
         )
-        shard_job = ShardJob(
-            job.recipe, job.policy, job.recipe_overrides, job.policy_overrides, job.top_n, TAG
-        )
+        shard_job = ShardJob(job.job, TAG)
         bundle = scored_shards(_tagged_log(spark, partitions), shard_job, shards, "--log")
         stage = scratch / "spark"
         try:
@@ -60,8 +58,8 @@ def compute_on_spark(shards: int, master: str | None) -> Compute:
             write_json(
                 folder / "manifest.json",
                 {"command": "run", "engine": "spark", "spark_master": spark.sparkContext.master,
-                 "shards": shards, "log": partition.folder, "recipe": job.recipe,
-                 "score_policy": job.policy, "top_n": job.top_n, "rows": counts},
+                 "shards": shards, "log": partition.folder, "recipe": job.job.recipe,
+                 "score_policy": job.job.policy, "top_n": job.job.top_n, "rows": counts},
             )  # fmt: skip
             yield Computed(partition, folder, counts)
 

@@ -8,6 +8,7 @@ from ..core.inputs import Table
 from ..core.policy import Policy
 from ..core.session import Session
 from ..core.tables import Column, OpenedInput, TableContract
+from ..core.validate import fault_probe, raw_view
 from .recipe import FusePlan, plan
 from .traces import as_log
 
@@ -36,7 +37,7 @@ def open_log(
     """The typed view retrieval_log (input `log`), checked, and `recipe` planned against it;
     errors name the input `label`."""
     opened = session.open("log", RETRIEVAL_LOG, as_log(session, log), label)
-    raw = {c.lower() for c in session.schema("__raw_retrieval_log")}
+    raw = {c.lower() for c in session.schema(raw_view(RETRIEVAL_LOG))}
     present = {c.name for c in RETRIEVAL_LOG.columns if c.name.lower() in raw}
     if "score" not in present and "rank" not in present:
         raise InputError(f"{label} ({opened.given}): needs a score or a rank column")
@@ -60,18 +61,33 @@ def open_log(
     return opened, plan(recipe, sources, has_rank="rank" in present, log_view=view)
 
 
-def _check_ranks_one_based(session: Session, opened: OpenedInput) -> None:
-    # Fast exact test first: ranks up to 64 are distinct when their bitmap has one bit per row;
-    # larger ranks (rare) are grouped themselves. count(DISTINCT rank) is diagnosed only on failure.
-    suspect = session.first_row(
-        "SELECT 1 FROM retrieval_log GROUP BY query_id, source HAVING min(rank) <> 1 "
-        "OR bit_count(bit_or(CASE WHEN rank <= 64 THEN 1::UBIGINT << (rank - 1)::UBIGINT END)) "
-        "<> count(*) FILTER (WHERE rank <= 64) "
-        "UNION ALL "
-        "SELECT 1 FROM retrieval_log WHERE rank > 64 GROUP BY query_id, source, rank HAVING count(*) > 1 "
-        "LIMIT 1"
+# A row when some (query, source) list's ranks may not be 1, 2, …: its smallest is not 1, or a
+# rank repeats (ranks up to 64 by a bitmap of one bit per row, larger ones grouped themselves).
+RANKS_SUSPECT = (
+    "SELECT 1 FROM retrieval_log GROUP BY query_id, source HAVING min(rank) <> 1 "
+    "OR bit_count(bit_or(CASE WHEN rank <= 64 THEN 1::UBIGINT << (rank - 1)::UBIGINT END)) "
+    "<> count(*) FILTER (WHERE rank <= 64) "
+    "UNION ALL "
+    "SELECT 1 FROM retrieval_log WHERE rank > 64 GROUP BY query_id, source, rank HAVING count(*) > 1 "
+    "LIMIT 1"
+)
+
+
+def log_probe(opened: OpenedInput, has_rank: bool) -> str:
+    """One query over the log opened as `opened` (same columns, new rows): (broken, sources) —
+    broken when open_log would refuse the rows (it says why), sources as open_log plans them."""
+    broken = f"({fault_probe(opened.contract, opened.columns, raw_view(opened.contract))})"
+    if has_rank:
+        broken += f" OR EXISTS ({RANKS_SUSPECT})"
+    return (
+        f"SELECT {broken} AS broken, "
+        "(SELECT list(DISTINCT source ORDER BY source) FROM retrieval_log) AS sources"
     )
-    if suspect is None:
+
+
+def _check_ranks_one_based(session: Session, opened: OpenedInput) -> None:
+    # count(DISTINCT rank) is diagnosed only when the fast test fails
+    if session.first_row(RANKS_SUSPECT) is None:
         return
     bad = session.first_row(
         "SELECT query_id, source, min(rank), count(*) - count(DISTINCT rank) "

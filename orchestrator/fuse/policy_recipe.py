@@ -48,18 +48,6 @@ def recipe_for_policy(
     return loaded
 
 
-def checked_recipe_name(
-    policy: Policy,
-    recipe: str | None,
-    recipe_overrides: list[str],
-    allow_mismatch: bool = False,
-) -> str:
-    """recipe_name_for `policy`, checked as recipe_for_policy checks it: for the paths that hand
-    a recipe's name down (partitions, Spark executors)."""
-    recipe_for_policy(policy, recipe, recipe_overrides, allow_mismatch)
-    return recipe_name_for(policy, recipe)
-
-
 def check_features_recipe(policy: Policy, features: Any, allow_mismatch: bool = False) -> None:
     """Refuse parent features that `duckscore fuse` wrote with another recipe than the policy's
     (known from the manifest.json beside them; features without one are taken as they are)."""

@@ -23,20 +23,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from ..common.defaults import DEFAULT_POLICY
-from ..core.connection import EngineSettings
 from ..core.errors import InputError, OutputError
 from ..core.inputs import Table
 from ..core.outputs import OutputTarget, output_target, write_json
-from ..core.policy import Policy, load_policy
+from ..core.policy import Policy
 from ..core.progress import SILENT, Progress
 from ..core.render import lit
 from ..core.session import Session
 from ..fuse.log import open_log
-from ..fuse.policy_recipe import checked_recipe_name
-from ..fuse.recipe import FUSE_RECIPE
 from ..fuse.traces import TraceLog
-from ..score.policy import SCORE_POLICY
+from .job import DEFAULT_JOB, Job
 from .partitions import (
     LEDGER,
     MANIFESTS,
@@ -71,44 +67,21 @@ class PartitionedResult:
 
 @dataclass(frozen=True)
 class PartitionJob:
-    """What every partition of one run is computed with."""
+    """What every partition of one run is computed with: the run's job, its recipe named
+    (Job.resolved), and the log's format."""
 
-    recipe: str  # resolved: the policy's own recipe unless one was given (`resolved`)
-    policy: str
-    recipe_overrides: list[str]
-    policy_overrides: list[str]
-    top_n: int
-    explain: bool
-    log_format: str
-    settings: EngineSettings | None = None
+    job: Job
+    log_format: str = RETRIEVAL_LOG
 
     @classmethod
-    def resolved(
-        cls,
-        recipe: str | None,
-        policy: str,
-        recipe_overrides: list[str],
-        policy_overrides: list[str],
-        top_n: int,
-        explain: bool,
-        log_format: str,
-        settings: EngineSettings | None = None,
-        allow_recipe_mismatch: bool = False,
-    ) -> PartitionJob:
-        """The job with `recipe` None resolved to the policy's recipe (or the default), and a
-        recipe that is not the policy's refused unless allowed."""
-        loaded = load_policy(SCORE_POLICY, policy, policy_overrides)
-        name = checked_recipe_name(loaded, recipe, recipe_overrides, allow_recipe_mismatch)
-        return cls(
-            name, policy, recipe_overrides, policy_overrides, top_n, explain, log_format, settings
-        )
+    def resolved(cls, job: Job, log_format: str = RETRIEVAL_LOG) -> PartitionJob:
+        return cls(job.resolved(), log_format)
 
     def loaded(self) -> tuple[Policy, Policy, str]:
         """The recipe and the policy, loaded, and the digest of every setting that decides a
         partition's outputs (what the ledger compares)."""
-        policy = load_policy(SCORE_POLICY, self.policy, self.policy_overrides)
-        recipe = load_policy(FUSE_RECIPE, self.recipe, self.recipe_overrides)
-        digest = settings_digest(recipe, policy, self.top_n, self.explain, self.log_format)
+        recipe, policy = self.job.load()
+        digest = settings_digest(recipe, policy, self.job.top_n, self.job.explain, self.log_format)
         return recipe, policy, digest
 
     def log_of(self, partition: Partition) -> Table:
@@ -136,11 +109,7 @@ def compute_on_duckdb(
     for number, partition in enumerate(partitions, 1):
         progress.step(f"{partition.name} ({number}/{len(partitions)}): fusing and scoring")
         folder = scratch / partition.name
-        result = run(
-            job.log_of(partition), folder, job.recipe, job.policy, job.recipe_overrides,
-            job.policy_overrides, None, job.top_n, job.settings, SILENT, job.explain,
-            allow_recipe_mismatch=True,  # the job's recipe was checked when it was resolved
-        )  # fmt: skip
+        result = run(job.log_of(partition), folder, job.job)
         rows = {Path(name).stem: r["rows"] for name, r in result.manifest["outputs"].items()}
         yield Computed(partition, folder, rows)
 
@@ -149,27 +118,18 @@ def run_partitioned(
     log: str,
     out_dir: str | Path,
     partition_by: str,
+    job: Job = DEFAULT_JOB,
+    *,
     incremental: bool = False,
-    recipe: str | None = None,
-    policy: str = DEFAULT_POLICY,
-    recipe_overrides: list[str] | None = None,
-    policy_overrides: list[str] | None = None,
-    top_n: int = 5,
-    settings: EngineSettings | None = None,
     progress: Progress = SILENT,
-    explain: bool = True,
     log_format: str = RETRIEVAL_LOG,
     compute: Compute = compute_on_duckdb,
-    allow_recipe_mismatch: bool = False,
 ) -> PartitionedResult:
     """Score the stale partitions of `log` into `out_dir` (see the module doc); `compute` runs
     them (on DuckDB, one at a time, unless another engine is given)."""
     key = checked_key(partition_by)
-    job = PartitionJob.resolved(
-        recipe, policy, recipe_overrides or [], policy_overrides or [], top_n, explain,
-        log_format, settings, allow_recipe_mismatch,
-    )  # fmt: skip
-    loaded_recipe, loaded_policy, digest = job.loaded()
+    each = PartitionJob.resolved(job, log_format)
+    loaded_recipe, loaded_policy, digest = each.loaded()
     partitions = find_partitions(log, key)
     with output_target(out_dir, inputs=[p.folder for p in partitions]) as target:
         ledger = _ledger_of(target, key)
@@ -187,13 +147,13 @@ def run_partitioned(
         progress.step(
             f"{len(partitions)} partitions by {key}: {len(stale)} to compute, {len(kept)} kept"
         )
-        _check_queries(stale, kept, key, target.destination, job, loaded_recipe)
+        _check_queries(stale, kept, key, target.destination, each, loaded_recipe)
         versions = (loaded_recipe.version, loaded_policy.version, digest)
         queries = parents = 0
         scratch = target.scratch()
         finished = 0
         try:
-            for computed in compute(job, stale, scratch, progress):
+            for computed in compute(each, stale, scratch, progress):
                 entry = _publish(
                     target, ledger, computed, records[computed.partition.value], versions
                 )
@@ -241,7 +201,7 @@ def _check_queries(
     partitions (the kept ones' queries read from their outputs)."""
     if not stale:
         return
-    with Session(job.settings) as session:
+    with Session(job.job.settings) as session:
         session.execute("CREATE TEMP TABLE query_partitions (query_id VARCHAR, part VARCHAR)")
         for partition in stale:
             open_log(session, job.log_of(partition), recipe)

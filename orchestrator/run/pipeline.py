@@ -8,20 +8,16 @@ from typing import Any
 
 import duckdb
 
-from ..common.defaults import DEFAULT_POLICY
-from ..core.connection import EngineSettings
-from ..core.errors import DuckscoreError
 from ..core.inputs import Table
-from ..core.policy import Policy, load_policy
+from ..core.policy import Policy
 from ..core.progress import SILENT, Progress
 from ..core.session import Relations, Session, folder_of
 from ..fuse.log import open_log
-from ..fuse.policy_recipe import recipe_for_policy
 from ..fuse.stages import manifest_fields, write_fuse_outputs
 from ..fuse.traces import write_spans
-from ..score.policy import SCORE_POLICY
 from ..score.stages import DecisionCounts, create_score_tables, decided, write_score_outputs
 from ..score.tables import QUERY_IDS
+from .job import DEFAULT_JOB, Job
 
 
 @dataclass(frozen=True)
@@ -38,29 +34,18 @@ class RunResult:
 def run(
     log: Table,
     out_dir: str | Path | Relations,
-    recipe: str | None = None,
-    policy: str = DEFAULT_POLICY,
-    recipe_overrides: list[str] | None = None,
-    policy_overrides: list[str] | None = None,
+    job: Job = DEFAULT_JOB,
+    *,
     queries: Table | None = None,
-    top_n: int = 5,
-    settings: EngineSettings | None = None,
     progress: Progress = SILENT,
-    explain: bool = True,
     connection: duckdb.DuckDBPyConnection | None = None,
-    allow_recipe_mismatch: bool = False,
 ) -> RunResult:
     """Fuse then score into out_dir: fused.parquet, parent_features.parquet, parents.parquet,
     queries.parquet, contract.jsonl, manifest.json (recipe and policy) and the rendered SQL.
-    `explain=False`: fused.parquet's contributions and best_provenance are NULL (faster).
-    `recipe` None: the recipe the policy was calibrated on, else the default recipe."""
-    if top_n < 1:
-        raise DuckscoreError(f"--top-n must be at least 1, got {top_n}")
-    loaded_policy = load_policy(SCORE_POLICY, policy, policy_overrides)
-    loaded_recipe = recipe_for_policy(
-        loaded_policy, recipe, recipe_overrides, allow_recipe_mismatch
-    )
-    with Session(settings, progress, connection=connection) as session:
+    `job.explain` False: fused.parquet's contributions and best_provenance are NULL (faster)."""
+    loaded_recipe, loaded_policy = job.load()
+    top_n, explain = job.top_n, job.explain
+    with Session(job.settings, progress, connection=connection) as session:
         progress.step(
             f"checking the log (recipe {loaded_recipe.version}, policy {loaded_policy.version})"
         )

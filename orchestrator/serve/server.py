@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..api.scorer import Scorer
+from ..core.connection import EngineSettings
+from ..run.job import Job
 from .app import DEFAULT_MAX_BODY_BYTES, create_app
 
 SETTINGS_VARIABLE = "DUCKSCORE_SERVE_SETTINGS"
@@ -28,35 +30,42 @@ log = logging.getLogger("duckscore.serve")
 
 @dataclass(frozen=True)
 class ScorerSettings:
-    """What `duckscore.scorer(...)` is called with, at start and on each reload."""
+    """What the server scores with (the job, loaded again on each reload) and its body limit."""
 
-    recipe: str | None = None
-    policy: str | None = None
-    set_recipe: tuple[str, ...] = ()
-    set: tuple[str, ...] = ()
-    top_n: int = 5
-    allow_recipe_mismatch: bool = False
+    job: Job
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    scoring_threads: int | None = None
 
     def make_scorer(self) -> Scorer:
-        from ..common.defaults import DEFAULT_POLICY
+        return Scorer(self.job)
 
-        return Scorer(
-            self.recipe,
-            self.policy or DEFAULT_POLICY,
-            self.set_recipe,
-            self.set,
-            top_n=self.top_n,
-            allow_recipe_mismatch=self.allow_recipe_mismatch,
-        )
+    def record(self) -> str:
+        """As JSON, for the worker processes (from_record reads it back)."""
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_record(cls, text: str) -> ScorerSettings:
+        raw = json.loads(text)
+        job: dict[str, Any] = {
+            k: tuple(v) if isinstance(v, list) else v for k, v in raw["job"].items()
+        }
+        if job["settings"] is not None:
+            job["settings"] = EngineSettings(**job["settings"])
+        return cls(Job(**job), raw["max_body_bytes"], raw["scoring_threads"])
 
 
 def app_from_environment() -> Any:
     """uvicorn's factory for N workers: the app of the settings in DUCKSCORE_SERVE_SETTINGS."""
-    raw = json.loads(os.environ[SETTINGS_VARIABLE])
-    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
-    settings = ScorerSettings(**values)
-    return create_app(settings.make_scorer, max_body_bytes=settings.max_body_bytes)
+    settings = ScorerSettings.from_record(os.environ[SETTINGS_VARIABLE])
+    return app_of(settings)
+
+
+def app_of(settings: ScorerSettings) -> Any:
+    return create_app(
+        settings.make_scorer,
+        max_body_bytes=settings.max_body_bytes,
+        scoring_threads=settings.scoring_threads,
+    )
 
 
 def serve(settings: ScorerSettings, host: str, port: int, workers: int = 1) -> None:
@@ -66,12 +75,12 @@ def serve(settings: ScorerSettings, host: str, port: int, workers: int = 1) -> N
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     common: dict[str, Any] = {"host": host, "port": port, "access_log": False, "lifespan": "on"}
     if workers > 1:
-        os.environ[SETTINGS_VARIABLE] = json.dumps(asdict(settings))
+        os.environ[SETTINGS_VARIABLE] = settings.record()
         settings.make_scorer().close()  # a policy that does not load fails here, in one line
         _quiet_after_shutdown()
         uvicorn.run(FACTORY, factory=True, workers=workers, **common)
         return
-    app = create_app(settings.make_scorer, max_body_bytes=settings.max_body_bytes)
+    app = app_of(settings)
     server = uvicorn.Server(uvicorn.Config(app, **common))
     service = app.state.service
 

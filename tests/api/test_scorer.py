@@ -11,12 +11,14 @@ from pathlib import Path
 
 import duckdb
 import pandas as pd
+import polars as pl
 import pyarrow as pa
 import pytest
 
 import duckscore as ds
 from duckscore.answers.pipeline import score_answers
 from duckscore.core.errors import DuckscoreError
+from duckscore.run.job import Job
 from duckscore.run.pipeline import run
 
 from ..helpers import FIXTURES, SCIFACT
@@ -34,7 +36,7 @@ def hits() -> pa.Table:
 
 def batch_contract(tmp_path: Path, policy: str) -> dict[str, dict]:
     """`duckscore run`'s contract.jsonl, by query_id, as JSON."""
-    run(LOG, tmp_path / policy, policy=policy)
+    run(LOG, tmp_path / policy, Job(policy=policy))
     lines = (tmp_path / policy / "contract.jsonl").read_text(encoding="utf-8").splitlines()
     return {line["query_id"]: line for line in map(json.loads, lines)}
 
@@ -76,8 +78,12 @@ def test_every_kind_of_input_gives_the_same_lines(hits: pa.Table) -> None:
     one = of_queries(hits, ["1", "3"])
     with ds.scorer() as scorer:
         expected = scorer.score(one).contract
-        for given in (one.to_pylist(), one.to_pandas(), one.to_batches()[0], one.to_reader()):
+        kinds = (one.to_pylist(), one.to_pandas(), pl.from_arrow(one), duckdb.arrow(one),
+                 one.to_batches()[0], one.to_reader())  # fmt: skip
+        for given in kinds:
             assert scorer.score(given).contract == expected
+        with pytest.raises(DuckscoreError, match=r"^hits: cannot read an object of type dict"):
+            scorer.score({"query_id": "1"})  # type: ignore[arg-type]
         tables = scorer.score(one, tables=True)
     assert tables.contract == expected
     assert set(tables.fused.column("query_id").to_pylist()) == {"1", "3"}

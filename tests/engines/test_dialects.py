@@ -30,6 +30,7 @@ from duckscore.engines.dialects import to_dialect
 from duckscore.fuse.log import RETRIEVAL_LOG
 from duckscore.fuse.recipe import FUSE_RECIPE, plan
 from duckscore.fuse.stages import render_fused
+from duckscore.run.job import Job
 from duckscore.run.pipeline import run
 from duckscore.score.policy import SCORE_POLICY
 from duckscore.score.stages import render_parents, render_queries
@@ -86,7 +87,7 @@ def tables(tmp_path_factory: pytest.TempPathFactory) -> Iterator[duckdb.DuckDBPy
     open_input(con, RETRIEVAL_LOG, edge_log)
     con.execute("CREATE TABLE edge_log AS FROM retrieval_log")
     for name, log in (("scifact", SCIFACT_LOG), ("edge", edge_log)):
-        run(log, folder / name, recipe="hybrid_v1", policy="overall_v1")  # the features only
+        run(log, folder / name, Job("hybrid_v1", "overall_v1"))  # the features only
         open_input(con, PARENT_FEATURES, folder / name / "parent_features.parquet")
         con.execute(f"CREATE TABLE {name}_features AS FROM parent_features")
     for contract in (ANSWERS, CITATIONS, CHUNKS, EVENTS):

@@ -16,6 +16,7 @@ from duckscore.core.errors import DuckscoreError, InputError, PolicyError
 from duckscore.fuse.pipeline import fuse
 from duckscore.fuse.recipe import FUSIONS, NORMALIZERS
 from duckscore.fuse.stages import STAGES as FUSE_STAGES
+from duckscore.run.job import Job
 from duckscore.run.pipeline import run
 
 from ..helpers import SCIFACT
@@ -366,7 +367,7 @@ def test_printed_fuse_sql_matches_the_runner(canonical: pd.DataFrame) -> None:
 
 
 def test_run_outputs_score_the_fused_parents(tmp_path: Path) -> None:
-    result = run(LOG, tmp_path / "r", "canonical_rrf")
+    result = run(LOG, tmp_path / "r", Job("canonical_rrf"))
     assert result.queries == 300
     features = pd.read_parquet(tmp_path / "r" / "parent_features.parquet")
     parents = pd.read_parquet(tmp_path / "r" / "parents.parquet")

@@ -38,7 +38,7 @@ DEPENDS_ON: dict[str, set[str]] = {
     "pack": BASE | {"fuse", "score", "instincts", "metrics", "answers"},
     "api": BASE | {"fuse", "score", "run", "answers", "metrics", "pack"},
     "serve": BASE
-    | {"api", "answers"},  # duckscore serve: the live scorer over HTTP (Starlette, uvicorn)
+    | {"api", "answers", "run"},  # duckscore serve: the live scorer of a run's Job over HTTP
     "cli": BASE
     | {
         "fuse",

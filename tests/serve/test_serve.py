@@ -151,6 +151,29 @@ def test_fifty_queries_are_the_scorer_and_the_batch_contract(
     assert [line["query_id"] for line in body["contract"]] == queries[100:150]
 
 
+def test_all_of_scifact_in_one_request_and_one_query_a_request(
+    hits: pa.Table, queries: list[str], tmp_path: Path
+) -> None:
+    """Parity for all 300 queries over HTTP: in one request (about 12 MB of JSON, under a raised
+    body limit), and one query per request (each after the first on the server's warm lane)."""
+    run(LOG, tmp_path / "batch")
+    lines = (tmp_path / "batch" / "contract.jsonl").read_text(encoding="utf-8").splitlines()
+    batch = [json.loads(line) for line in lines]
+    big = Server(tmp_path, "--max-body-bytes", "50000000")
+    try:
+        whole = post(big.url, {"hits": hits.to_pylist()})
+        assert whole.status_code == 200, whole.text
+        assert whole.json()["contract"] == batch
+        with httpx.Client(timeout=60) as http:
+            one_by_one = [
+                http.post(f"{big.url}/v1/score", json={"hits": of_queries(hits, [q]).to_pylist()})
+                for q in queries
+            ]
+    finally:
+        big.stop()
+    assert [answer.json()["contract"] for answer in one_by_one] == [[line] for line in batch]
+
+
 @pytest.mark.parametrize("with_events", [False, True])
 def test_answers_are_the_batch_contract(server: Server, tmp_path: Path, with_events: bool) -> None:
     """POST /v1/answers with the bundled answers' tables gives `duckscore answers`' lines."""

@@ -1,0 +1,136 @@
+"""The scorer's warm lanes (orchestrator/api/lanes.py): after the first request of a shape, a
+request of that shape skips the checked path — and still gives the batch lines for every SciFact
+query one at a time, the same refusal as a cold scorer for every kind of bad hits, the lines of a
+new set of sources, and nothing kept between calls."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import duckscore as ds
+from duckscore.api.scorer import Scorer
+from duckscore.core.connection import EngineSettings
+from duckscore.core.errors import DuckscoreError
+from duckscore.run.job import Job
+from duckscore.run.pipeline import run
+
+from ..helpers import SCIFACT
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("scorer")]
+
+LOG = SCIFACT / "retrieval_log.parquet"
+
+
+@pytest.fixture(scope="module")
+def hits() -> pa.Table:
+    return duckdb.sql(
+        f"FROM read_parquet('{LOG}') ORDER BY query_id, source, rank"
+    ).to_arrow_table()
+
+
+def query(hits: pa.Table, query_id: str) -> pa.Table:
+    return hits.filter(pc.equal(hits["query_id"], query_id))
+
+
+class Counted(Scorer):
+    """A Scorer that counts the requests it scores the checked way."""
+
+    checked = 0
+
+    def _score_checked(self, hits, tables):  # type: ignore[no-untyped-def]
+        self.checked += 1
+        return super()._score_checked(hits, tables)
+
+
+def counted() -> Counted:
+    return Counted(Job(settings=EngineSettings(threads=1)))  # as ds.scorer() builds it
+
+
+def test_every_query_one_at_a_time_is_its_batch_line_and_warm(
+    hits: pa.Table, tmp_path: Path
+) -> None:
+    run(LOG, tmp_path, Job(policy="overall_v3"))
+    lines = (tmp_path / "contract.jsonl").read_text(encoding="utf-8").splitlines()
+    batch = {line["query_id"]: line for line in map(json.loads, lines)}
+    with counted() as scorer:
+        live = {q: scorer.score(query(hits, q)).contract for q in sorted(batch)}
+    assert live == {q: [line] for q, line in batch.items()}
+    assert scorer.checked == 1  # the first request of the shape; 299 warm ones
+
+
+def bad_hits(hits: pa.Table) -> dict[str, pa.Table]:
+    one = query(hits, "1")
+    score, rank = one.schema.get_field_index("score"), one.schema.get_field_index("rank")
+    scores, ranks = one["score"].to_pylist(), one["rank"].to_pylist()
+    return {
+        "nan score": one.set_column(score, "score", pa.array([float("nan"), *scores[1:]])),
+        "null score": one.set_column(score, "score", pa.array([None, *scores[1:]], pa.float64())),
+        "repeated key": pa.concat_tables([one, one.slice(5, 1)]),
+        "rank not from 1": one.set_column(rank, "rank", pa.array([r + 1 for r in ranks])),
+        "repeated rank": one.set_column(rank, "rank", pa.array([1, *ranks[:-1]])),
+        "no rows": one.slice(0, 0),
+        "empty id": one.set_column(0, "query_id", pa.array(["", *one["query_id"].to_pylist()[1:]])),
+    }
+
+
+def refusal(scorer: Scorer, given: pa.Table) -> str:
+    with pytest.raises(DuckscoreError) as raised:
+        scorer.score(given)
+    return str(raised.value)
+
+
+def test_bad_hits_after_warm_ones_get_the_cold_scorers_refusal(hits: pa.Table) -> None:
+    with counted() as warm:
+        warm.score(query(hits, "3"))
+        for name, given in bad_hits(hits).items():
+            with ds.scorer() as cold:
+                assert refusal(warm, given) == refusal(cold, given), name
+        assert warm.score(query(hits, "1")).contract == ds.scorer().score(query(hits, "1")).contract
+    assert warm.checked == 1 + len(bad_hits(hits))  # every fault went the checked way
+
+
+def test_a_new_set_of_sources_in_a_warm_lane(hits: pa.Table) -> None:
+    one = query(hits, "1")
+    sparse_only = one.filter(pc.equal(one["source"], "sparse"))
+    with counted() as scorer:
+        scorer.score(query(hits, "3"))
+        warm = scorer.score(sparse_only).contract
+        assert scorer.score(one).contract == ds.scorer().score(one).contract
+    assert warm == ds.scorer().score(sparse_only).contract
+    assert warm[0]["best_parent_id"] is not None
+    assert scorer.checked == 1
+
+
+def test_each_thread_its_own_lane_nothing_kept_and_closed(hits: pa.Table) -> None:
+    scorer = ds.scorer()
+    expected = ds.scorer().score(query(hits, "5")).contract
+
+    def twice() -> None:
+        assert scorer.score(query(hits, "1")).contract  # the thread's lane opens
+        assert scorer.score(query(hits, "5")).contract == expected  # and is warm
+
+    threads = [threading.Thread(target=twice) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    lanes = [lane for t in scorer._lanes._threads.values() for lane in t.lanes.values()]
+    assert len(lanes) == 3
+    # between calls a lane's table is empty: each call's rows lived in a rolled-back transaction
+    assert [
+        lane.cursor.execute("SELECT count(*) FROM __live_hits").fetchone() for lane in lanes
+    ] == [(0,)] * 3
+    scorer.score(query(hits, "5"))  # a new thread's lane: the ended threads' lanes are closed
+    assert len(scorer._lanes._threads) == 1
+    with pytest.raises(duckdb.ConnectionException):
+        lanes[0].cursor.execute("SELECT 1")
+    scorer.close()
+    with pytest.raises(duckdb.ConnectionException):
+        scorer._con.execute("SELECT 1")
