@@ -10,7 +10,8 @@ a fresh worker process runs the config once and reports its wall seconds and pea
   c pandas     `benchmarks.pandas_pipeline.run_pandas`, the same pipeline in idiomatic pandas
   d ranx       ranx RRF (k = 60) of the three sources' document-level runs: reading the log with
                pandas and building the runs with `Run.from_df` included; numba's JIT is warmed
-               on a two-document run before the clock starts
+               before the clock along the same calls (from_df, fuse) on a tiny log whose doc ids
+               have the log's widths (numba compiles per id width)
   e fuse       `duckscore fuse --recipe canonical_rrf`: the same document-level RRF as d (checked
                equal by --check), with duckscore's validation and parquet outputs: the
                like-for-like fusion comparison (d/e) beside d/b
@@ -211,9 +212,13 @@ def load_pandas(log: Path, workdir: Path, engine: Engine) -> TimedRun:
 def ranx_document_runs(log: Path) -> list[Any]:
     """The three sources' runs at parent level, the way a user builds them from a DataFrame."""
     import pandas as pd
+
+    return ranx_runs(pd.read_parquet(log, columns=["query_id", "source", "parent_id", "score"]))
+
+
+def ranx_runs(hits: Any) -> list[Any]:
     from ranx import Run
 
-    hits = pd.read_parquet(log, columns=["query_id", "source", "parent_id", "score"])
     keys = ["query_id", "source", "parent_id"]
     documents = hits.groupby(keys, sort=False, as_index=False)["score"].max()
     # Run.from_df asserts object-dtype ids; pandas 3 reads strings as `str`
@@ -232,18 +237,32 @@ def ranx_rrf(log: Path) -> Any:
     return fuse(runs=ranx_document_runs(log), method="rrf", norm=None, params={"k": RRF_K})
 
 
-def warm_ranx() -> None:
-    from ranx import Run, fuse
+def warm_ranx(log: Path) -> None:
+    """numba's JIT compiled before the clock along the timed calls themselves (Run.from_df on
+    object ids, then fuse), for the doc ids' widths of each source of `log`: numba compiles
+    ranx's kernels once per fixed width of the ids (UnicodeCharSeq(n)), so warming with
+    Run.from_dict on short ids, as this did before issue 34, left seconds of compilation inside
+    ranx's clock."""
+    import pandas as pd
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from ranx import fuse
 
-    runs = [
-        Run.from_dict({"q": {"d": 1.0}}, name="x"),
-        Run.from_dict({"q": {"d": 2.0, "e": 1.0}}, name="y"),
+    ids = pq.read_table(log, columns=["source", "parent_id"])
+    lengths = ids.append_column("width", pc.utf8_length(ids["parent_id"]))
+    widths = lengths.group_by("source").aggregate([("width", "max")]).to_pylist()
+    rows = [
+        (query, str(w["source"]), f"{document}".rjust(int(w["width_max"]), "d"), score)
+        for w in widths
+        for query in ("q1", "q2")
+        for document, score in ((1, 2.0), (2, 1.0))
     ]
-    fuse(runs=runs, method="rrf", norm=None, params={"k": RRF_K})
+    hits = pd.DataFrame(rows, columns=["query_id", "source", "parent_id", "score"])
+    fuse(runs=ranx_runs(hits), method="rrf", norm=None, params={"k": RRF_K})
 
 
 def load_ranx(log: Path, workdir: Path, engine: Engine) -> TimedRun:
-    warm_ranx()
+    warm_ranx(log)
     return lambda: {"queries": len(ranx_rrf(log))}
 
 

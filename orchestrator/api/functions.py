@@ -84,10 +84,10 @@ class _Outputs:
 
 @dataclass(frozen=True)
 class Fused:
-    """`fuse`: fused.parquet's and parent_features.parquet's rows."""
+    """`fuse`: fused.parquet's and parent_features.parquet's rows (None with features=False)."""
 
     fused: duckdb.DuckDBPyRelation
-    parent_features: duckdb.DuckDBPyRelation
+    parent_features: duckdb.DuckDBPyRelation | None
     recipe: Policy
     manifest: dict[str, Any]
 
@@ -141,6 +141,7 @@ def fuse(
     set_recipe: Sequence[str] = (),
     *,
     explain: bool = True,
+    features: bool = True,
     log_format: str = "retrieval_log",
     out: str | Path | None = None,
     con: duckdb.DuckDBPyConnection | None = None,
@@ -155,10 +156,11 @@ def fuse(
         list(set_recipe),
         explain=explain,
         connection=outputs.con,
+        features=features,
     )
     return Fused(
         outputs.relation("fused.parquet"),
-        outputs.relation("parent_features.parquet"),
+        outputs.relation("parent_features.parquet") if features else None,
         done.recipe,
         done.manifest,
     )

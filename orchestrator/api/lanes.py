@@ -74,10 +74,10 @@ class Lanes:
         finds rows `open_log` would refuse."""
         thread = self._thread()
         shape = _shape(thread.describe, hits)
-        lane = None if shape is None else thread.lanes.get(shape)
-        if lane is None:
+        if shape is None or shape not in thread.lanes:
             return None
         thread.lanes.move_to_end(shape)
+        lane = thread.lanes[shape]
         lines = _read_contract(lane, hits)
         if not isinstance(lines, tuple):
             return lines

@@ -21,6 +21,13 @@ if TYPE_CHECKING:
 @out_dir_option()
 @recipe_options()
 @explain_option
+@click.option(
+    "--features/--no-features",
+    default=True,
+    show_default=True,
+    help="Derive parent_features.parquet (what `score` reads). --no-features writes "
+    "fused.parquet only: fusion alone, the like-for-like of ranx.",
+)
 @engine_options
 @click.pass_obj
 def fuse(
@@ -30,6 +37,7 @@ def fuse(
     recipe: str,
     recipe_overrides: tuple[str, ...],
     explain: bool,
+    features: bool,
     settings: EngineSettings,
 ) -> None:
     """Fuse a multi-source retrieval log (seed 003): align, normalise, fuse, rank.
@@ -39,13 +47,17 @@ def fuse(
       fused.parquet            query_id, item_id (target granularity), fused_score, rank,
                                n_sources, contributions (per source: original id, raw and
                                normalised score, rank, weight, contribution), best_provenance
-      parent_features.parquet  the seed-000 inputs of every candidate parent
+      parent_features.parquet  the seed-000 inputs of every candidate parent (not with
+                               --no-features)
       manifest.json            recipe_id, sources, fusion, target granularity, SQL hashes, inputs
       sql/                     the rendered SQL
     """
     from ..fuse.pipeline import fuse as run_fuse
 
-    result = run_fuse(log, out_dir, recipe, list(recipe_overrides), settings, progress, explain)
+    result = run_fuse(
+        log, out_dir, recipe, list(recipe_overrides), settings, progress, explain,
+        features=features,
+    )  # fmt: skip
     progress.step(f"done: {result.fused_rows:,} fused items -> {out_dir}")
     hits, sources = result.manifest["inputs"]["log"]["rows"], len(result.manifest["sources"])
     written(

@@ -25,7 +25,7 @@ class FuseResult:
     out_dir: Path | None  # None: the outputs are tables of the connection (Relations)
     recipe: Policy
     fused_rows: int
-    parents: int
+    parents: int  # rows of parent_features.parquet (0 when it was not written)
     manifest: dict[str, Any]
 
 
@@ -38,28 +38,30 @@ def fuse(
     progress: Progress = SILENT,
     explain: bool = True,
     connection: duckdb.DuckDBPyConnection | None = None,
+    features: bool = True,
 ) -> FuseResult:
     """Fuse a retrieval log into out_dir: fused.parquet, parent_features.parquet, manifest.json
     (and spans.parquet for a log of trace spans).
-    `explain=False`: fused.parquet's contributions and best_provenance are NULL (faster)."""
+    `explain=False`: fused.parquet's contributions and best_provenance are NULL (faster);
+    `features=False`: no parent_features.parquet (fusion alone)."""
     loaded = load_policy(FUSE_RECIPE, recipe, overrides)
     with Session(settings, progress, connection=connection) as session:
         progress.step(f"checking the log (recipe {loaded.version})")
         opened, fuse_plan = open_log(session, log, loaded)
         progress.step(f"{opened.rows:,} hits from {len(fuse_plan.sources)} sources")
         with session.publish(out_dir) as out:
-            write_fuse_outputs(session, fuse_plan, out, explain)
+            write_fuse_outputs(session, fuse_plan, out, explain, features)
             write_spans(session, log, out)
             manifest = out.manifest(
                 "fuse",
                 fuse_plan.recipe.as_record(),
                 {"settings": session.settings.record()},
-                **manifest_fields(fuse_plan, explain),
+                **manifest_fields(fuse_plan, explain, features),
             )
     return FuseResult(
         folder_of(out_dir),
         fuse_plan.recipe,
         out.counts["fused.parquet"],
-        out.counts["parent_features.parquet"],
+        out.counts.get("parent_features.parquet", 0),
         manifest,
     )

@@ -65,10 +65,15 @@ def create_parent_features(session: Session, fuse_plan: FusePlan) -> None:
 
 
 def write_fuse_outputs(
-    session: Session, fuse_plan: FusePlan, out: Destination, explain: bool = True
+    session: Session,
+    fuse_plan: FusePlan,
+    out: Destination,
+    explain: bool = True,
+    features: bool = True,
 ) -> None:
     """fused.parquet and parent_features.parquet, leaving the view `parent_features` for scoring.
-    `explain=False` leaves fused.parquet's contributions and best_provenance NULL."""
+    `explain=False` leaves fused.parquet's contributions and best_provenance NULL;
+    `features=False` writes fused.parquet only (fusion alone, as ranx computes it)."""
     create_fuse_hits(session, fuse_plan)
     session.progress.step("fusing into fused.parquet")
     # Straight from the query to the file: a table of the fused items (nested contributions)
@@ -76,6 +81,8 @@ def write_fuse_outputs(
     fused_sql = render_fused(fuse_plan, explain=explain)
     session.check(fused_sql)
     out.copy("fused.parquet", fused_sql.text, fused_sql)
+    if not features:
+        return
     session.progress.step("deriving parent features")
     create_parent_features(session, fuse_plan)
     out.copy(
@@ -84,9 +91,11 @@ def write_fuse_outputs(
     )
 
 
-def manifest_fields(fuse_plan: FusePlan, explain: bool = True) -> dict[str, Any]:
+def manifest_fields(
+    fuse_plan: FusePlan, explain: bool = True, features: bool = True
+) -> dict[str, Any]:
     """§6.5: recipe_id, sources (top_k, weight, normaliser), fusion, target granularity; and
-    whether fused.parquet holds the explanations."""
+    whether fused.parquet holds the explanations and parent_features.parquet was written."""
     p = fuse_plan.recipe.parameters
     return {
         "recipe_id": fuse_plan.recipe.version,
@@ -97,4 +106,5 @@ def manifest_fields(fuse_plan: FusePlan, explain: bool = True) -> dict[str, Any]
         "target_granularity": p["target_granularity"],
         "query_analyzer": p["query_analyzer"],
         "explanations": explain,
+        "parent_features": features,
     }

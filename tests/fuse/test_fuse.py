@@ -354,6 +354,25 @@ def test_cli_fuse_and_run(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and bad.stderr.count("\n") == 1 and not (tmp_path / "b").exists()
 
 
+def test_no_features_is_fusion_alone(canonical: pd.DataFrame, tmp_path: Path) -> None:
+    """`fuse --no-features` (issue 34): the same fused.parquet, no parent_features.parquet."""
+    out = tmp_path / "f"
+    result = CliRunner().invoke(
+        cli,
+        ["-q", "fuse", "--log", str(LOG), "--out", str(out), "--recipe", "canonical_rrf",
+         "--no-features"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["fused.parquet", "manifest.json", "sql"]
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "fused.parquet"), canonical)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["parent_features"] is False and manifest["explanations"] is True
+    assert "parent_features.parquet" not in manifest["outputs"]
+    assert not any("parent_features" in p.name for p in (out / "sql").rglob("*"))
+    done = fuse(LOG, tmp_path / "g", "canonical_rrf", features=False)
+    assert done.parents == 0 and done.fused_rows == len(canonical)
+
+
 def test_printed_fuse_sql_matches_the_runner(canonical: pd.DataFrame) -> None:
     result = CliRunner().invoke(cli, ["sql", "fuse", "--recipe", "canonical_rrf"])
     assert result.exit_code == 0, result.output
