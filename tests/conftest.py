@@ -1,7 +1,9 @@
 """Shared fixtures."""
 
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,6 +12,16 @@ from typing import Any
 import pytest
 
 from .helpers import SCIFACT
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The tests' cache folder (core/cache.py) is their own, empty at the start and removed at
+    the end: nothing is read from or left in the user's ~/.cache."""
+    os.environ["DUCKSCORE_CACHE_DIR"] = tempfile.mkdtemp(prefix="duckscore-test-cache-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(os.environ.pop("DUCKSCORE_CACHE_DIR", ""), ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -7,8 +7,10 @@ ambiguous quantile functions, bare decimal literals (DECIMAL in DuckDB), window 
 without an explicit NULLS placement, ranking windows without an id tie-breaker, and unguarded
 division.
 
-Both steps are pure functions of the SQL text (and the schema), so each is done once per process:
-parsing the SQL of a large template costs more than running it on a small input.
+Both steps are pure functions of the SQL text (and the schema), so each is done once: per
+process, and across processes through the cache folder (core/cache.py), keyed by the SQL, the
+schema and this checker's code (this file and sqlglot's version): parsing the SQL of a large
+template costs more than running it on a small input, and every CLI run is a new process.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import itertools
 import json
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
+from importlib import metadata
 
 import sqlglot
 from sqlglot import exp
@@ -24,6 +27,7 @@ from sqlglot.errors import OptimizeError, ParseError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.tokenizer_core import Token, TokenType
 
+from . import cache
 from .errors import TemplateError
 from .render import RenderedSQL
 
@@ -51,11 +55,15 @@ _QUALIFIED: set[tuple[str, str]] = set()
 def check_sql(rendered: RenderedSQL, schema: Mapping[str, Mapping[str, str]]) -> None:
     """Parse, lint and qualify `rendered` against `schema` (table -> column -> type); raise
     TemplateError naming the template on failure."""
-    tree = _parsed(rendered.template, rendered.text)
     tables: dict[str, object] = {k: dict(v) for k, v in schema.items()}
     key = (rendered.sha256, json.dumps(tables, sort_keys=True))
     if key in _QUALIFIED:
         return
+    stored = cache.digest(_checker(), rendered.text, key[1])
+    if cache.read("checked", stored) is True:
+        _QUALIFIED.add(key)
+        return
+    tree = _parsed(rendered.template, rendered.text)
     try:
         qualify(
             tree.copy(),
@@ -69,6 +77,7 @@ def check_sql(rendered: RenderedSQL, schema: Mapping[str, Mapping[str, str]]) ->
             f"sql/{rendered.template}: {exc} (inputs: {_describe(schema)})"
         ) from None
     _QUALIFIED.add(key)
+    cache.write("checked", stored, True)
 
 
 def tables_read(rendered: RenderedSQL) -> list[str]:
@@ -76,8 +85,24 @@ def tables_read(rendered: RenderedSQL) -> list[str]:
     return list(_tables_read(rendered.template, rendered.text))
 
 
+@lru_cache(maxsize=1)
+def _checker() -> str:
+    """What a cached check depends on besides its SQL and schema: this code and sqlglot's."""
+    return cache.code_id(__file__, f"sqlglot {metadata.version('sqlglot')}")
+
+
 @lru_cache(maxsize=128)
 def _tables_read(template: str, text: str) -> tuple[str, ...]:
+    stored = cache.digest(_checker(), text)
+    found = cache.read("tables", stored)
+    if isinstance(found, list):
+        return tuple(found)
+    names = _tables_named(template, text)
+    cache.write("tables", stored, list(names))
+    return names
+
+
+def _tables_named(template: str, text: str) -> tuple[str, ...]:
     tree = _parsed(template, text)
     ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     names = {

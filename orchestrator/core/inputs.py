@@ -16,11 +16,13 @@ import json
 import os
 import sys
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
 import duckdb
 
+from . import cache
 from .connection import first_line, first_row
 from .errors import InputError
 from .render import ident, lit
@@ -110,9 +112,55 @@ def open_input(
             raise InputError(f"{label} ({shown}): no rows") from None
         # a header-only CSV types every column as text: with no rows, only presence matters
         names = check_columns(contract, actual, label, shown)
-    rows = check_values(con, contract, raw, names, label, shown)
+    rows = _values_checked_once(
+        con, contract, raw, names, actual, label, shown, files_key(fmt, files)
+    )
     _create_typed_view(con, contract, raw, names)
     return OpenedInput(contract, label, shown, fmt, files, rows, names)
+
+
+def files_key(fmt: str, files: tuple[InputFile, ...]) -> str | None:
+    """What a check of files' rows depends on in them: their paths and sha256; None for an
+    object in memory or a table derived from files, which a cache must not vouch for."""
+    if fmt not in ("parquet", "csv", "json"):
+        return None
+    return cache.digest(fmt, json.dumps([(f.path, f.sha256) for f in files]))
+
+
+@lru_cache(maxsize=1)
+def _validator() -> str:
+    here = Path(__file__).parent
+    return cache.code_id(
+        str(here / "validate.py"), str(here / "inputs.py"), str(here / "tables.py"),
+        f"duckdb {duckdb.__version__}",
+    )  # fmt: skip
+
+
+def _values_checked_once(
+    con: duckdb.DuckDBPyConnection,
+    contract: TableContract,
+    raw: str,
+    names: dict[str, str],
+    actual: dict[str, str],
+    label: str,
+    shown: str,
+    files: str | None,
+) -> int:
+    """check_values, once per content: the rows of files that passed are kept in the cache
+    (core/cache.py), keyed by the files (files_key), their columns, the contract and the code
+    that checks; objects in memory, which can change under one name, are checked every time."""
+    if files is None:
+        return check_values(con, contract, raw, names, label, shown)
+    key = cache.digest(
+        _validator(), files, repr(contract), json.dumps(names, sort_keys=True),
+        json.dumps(actual, sort_keys=True),
+    )  # fmt: skip
+    found = cache.read("validated", key)
+    if isinstance(found, int):
+        return found
+    rows = check_values(con, contract, raw, names, label, shown)
+    cache.write("validated", key, rows)
+    return rows
 
 
 def resolve_files(given: str | FileSet, label: str) -> tuple[list[str], bool]:

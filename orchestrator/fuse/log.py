@@ -3,8 +3,13 @@ source for one query. `open_log` checks it and plans the recipe against its sour
 
 from __future__ import annotations
 
+from functools import lru_cache
+
+import duckdb
+
+from ..core import cache
 from ..core.errors import InputError
-from ..core.inputs import Table
+from ..core.inputs import Table, files_key
 from ..core.policy import Policy
 from ..core.session import Session
 from ..core.tables import Column, OpenedInput, TableContract
@@ -49,7 +54,12 @@ def open_log(
             "SELECT * REPLACE (-CAST(rank AS DOUBLE) AS score) FROM retrieval_log"
         )
     if "rank" in present:
-        _check_ranks_one_based(session, opened)
+        files = files_key(opened.format, opened.files)
+        key = None if files is None else cache.digest(_ranks_checker(), files)
+        if key is None or cache.read("ranks_checked", key) is not True:
+            _check_ranks_one_based(session, opened)
+            if key is not None:
+                cache.write("ranks_checked", key, True)
     sources = [
         row[0]
         for row in session.con.execute(
@@ -83,6 +93,11 @@ def log_probe(opened: OpenedInput, has_rank: bool) -> str:
         f"SELECT {broken} AS broken, "
         "(SELECT list(DISTINCT source ORDER BY source) FROM retrieval_log) AS sources"
     )
+
+
+@lru_cache(maxsize=1)
+def _ranks_checker() -> str:
+    return cache.code_id(__file__, f"duckdb {duckdb.__version__}")
 
 
 def _check_ranks_one_based(session: Session, opened: OpenedInput) -> None:
