@@ -17,7 +17,8 @@ a fresh worker process runs the config once and reports its wall seconds and pea
                like-for-like fusion comparison (d/e) beside d/b
   f lean       b with --no-explain (fused.parquet without per-source contributions and
                provenance; every score, rank and the contract unchanged)
-  g fuse_lean  e with --no-explain: what ranx computes, scores and ranks only (d/g)
+  g fuse_lean  e with --no-explain --no-features: what ranx computes, fused scores and ranks
+               only (d/g)
 
 Imports happen before the clock in a, c and d. Peak RSS is the worker's VmHWM (a, c, d) or the
 duckscore child's ru_maxrss (b). The DuckDB configs (a, b) get --threads,
@@ -200,7 +201,9 @@ def load_lean(log: Path, workdir: Path, engine: Engine) -> TimedRun:
 
 
 def load_fuse_lean(log: Path, workdir: Path, engine: Engine) -> TimedRun:
-    return timed_cli([*fuse_arguments(log, engine), "--no-explain"], workdir / "fuse_lean")
+    return timed_cli(
+        [*fuse_arguments(log, engine), "--no-explain", "--no-features"], workdir / "fuse_lean"
+    )
 
 
 def load_pandas(log: Path, workdir: Path, engine: Engine) -> TimedRun:
