@@ -1,4 +1,4 @@
-"""Issue #8 benchmark: the floor, `duckscore run`, the pipeline in pandas and ranx RRF, side by side.
+"""Issue #8 benchmark: the floor, `duckscore run`, the pipeline in pandas and Polars, ranx RRF.
 
 For each log size (synthetic logs from `synthetic_log.py`, cached in --data-dir) and each config,
 a fresh worker process runs the config once and reports its wall seconds and peak RSS:
@@ -19,12 +19,15 @@ a fresh worker process runs the config once and reports its wall seconds and pea
                provenance; every score, rank and the contract unchanged)
   g fuse_lean  e with --no-explain --no-features: what ranx computes, fused scores and ranks
                only (d/g)
+  h polars     `benchmarks.polars_pipeline.run_polars`, the same pipeline as one lazy Polars
+               query, written independently of c (whose constants and `compare` it shares)
 
-Imports happen before the clock in a, c and d. Peak RSS is the worker's VmHWM (a, c, d) or the
-duckscore child's ru_maxrss (b). The DuckDB configs (a, b) get --threads,
---memory-limit and --temp-dir; with --temp-dir the parent polls the disk use of each run's spill
-folder every 0.2 s and reports the peak. Prints a Markdown table (rows/s, peak RSS, the time
-ratios b/a, c/b, d/b, d/e, e/a) and writes it all, with the machine's facts, as JSON.
+Imports happen before the clock in a, c, d and h. Peak RSS is the worker's VmHWM (a, c, d, h) or
+the duckscore child's ru_maxrss (b). The DuckDB configs (a, b) get --threads,
+--memory-limit and --temp-dir, Polars (h) as many threads (POLARS_MAX_THREADS); with --temp-dir
+the parent polls the disk use of each run's spill folder every 0.2 s and reports the peak. Prints
+a Markdown table (rows/s, peak RSS, the time ratios b/a, c/b, d/b, d/e, e/a, h/b, h/c) and
+writes it all, with the machine's facts, as JSON.
 
     python benchmarks/bench.py --sizes 1M,10M,30M
     python benchmarks/bench.py --sizes 30M --configs duckscore --memory-limit 1GB --temp-dir /tmp/spill
@@ -54,15 +57,16 @@ from pathlib import Path
 from typing import Any
 
 # Only the standard library at module level: a worker's peak RSS should hold what its config
-# needs and nothing else, so numpy, pyarrow, pandas, duckdb and ranx are imported where used.
+# needs and nothing else, so numpy, pyarrow, pandas, polars, duckdb and ranx are imported where
+# used.
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
 if str(REPO_ROOT) not in sys.path:  # `python benchmarks/bench.py` from any folder
     sys.path.insert(0, str(REPO_ROOT))
 
-CONFIGS = ("floor", "duckscore", "pandas", "ranx", "fuse", "lean", "fuse_lean")
-LETTER = dict(zip(CONFIGS, "abcdefg"))
+CONFIGS = ("floor", "duckscore", "pandas", "ranx", "fuse", "lean", "fuse_lean", "polars")
+LETTER = dict(zip(CONFIGS, "abcdefgh"))
 RATIO_BASES = {
     "duckscore": ("floor",),
     "pandas": ("duckscore", "lean"),
@@ -70,6 +74,7 @@ RATIO_BASES = {
     "fuse": ("floor",),
     "lean": ("floor",),
     "fuse_lean": ("floor",),
+    "polars": ("duckscore", "lean", "pandas"),
 }
 CLI_CONFIGS = ("duckscore", "fuse", "lean", "fuse_lean")  # run as a `duckscore` child process
 # the ones given --memory-limit and --temp-dir
@@ -212,6 +217,14 @@ def load_pandas(log: Path, workdir: Path, engine: Engine) -> TimedRun:
     return lambda: run_pandas(log, workdir / "pandas")
 
 
+def load_polars(log: Path, workdir: Path, engine: Engine) -> TimedRun:
+    import polars  # noqa: F401 - before the clock, its thread pool sized by POLARS_MAX_THREADS
+
+    from benchmarks.polars_pipeline import run_polars
+
+    return lambda: run_polars(log, workdir / "polars")
+
+
 def ranx_document_runs(log: Path) -> list[Any]:
     """The three sources' runs at parent level, the way a user builds them from a DataFrame."""
     import pandas as pd
@@ -277,6 +290,7 @@ LOADERS: dict[str, Callable[[Path, Path, Engine], TimedRun]] = {
     "fuse": load_fuse,
     "lean": load_lean,
     "fuse_lean": load_fuse_lean,
+    "polars": load_polars,
 }
 
 
@@ -443,6 +457,7 @@ def worker_environment(threads: int) -> dict[str, str]:
     env["OMP_NUM_THREADS"] = str(threads)  # Arrow's thread pool (pandas.read_parquet) follows it
     # ranx's numba threads; more than the cores is an error
     env["NUMBA_NUM_THREADS"] = str(min(threads, os.cpu_count() or 1))
+    env["POLARS_MAX_THREADS"] = str(threads)  # read once, when polars is imported
     return env
 
 
@@ -583,6 +598,12 @@ def check_pandas_against_duckscore(workdir_duckscore: Path, workdir_pandas: Path
     return {"result": compare(workdir_duckscore / "duckscore", workdir_pandas / "pandas")}
 
 
+def check_polars_against_duckscore(workdir_duckscore: Path, workdir_polars: Path) -> dict[str, Any]:
+    from benchmarks.pandas_pipeline import compare
+
+    return {"result": compare(workdir_duckscore / "duckscore", workdir_polars / "polars")}
+
+
 def run_checks(
     size: Size, log: Path, results: list[Result], work_root: Path, engine: Engine
 ) -> dict[str, Any]:
@@ -599,6 +620,13 @@ def run_checks(
         )
     else:
         checks["pandas_vs_duckscore"] = {"skipped": "needs successful duckscore and pandas runs"}
+    if {"duckscore", "polars"} <= finished:
+        progress(f"{size.label}: comparing the polars outputs with duckscore's")
+        checks["polars_vs_duckscore"] = check_polars_against_duckscore(
+            work_dir(work_root, size, "duckscore"), work_dir(work_root, size, "polars")
+        )
+    elif "polars" in {r.config for r in results if r.size == size.label}:
+        checks["polars_vs_duckscore"] = {"skipped": "needs successful duckscore and polars runs"}
     return checks
 
 
@@ -670,7 +698,16 @@ def machine_facts() -> dict[str, Any]:
         "python": platform.python_version(),
         "versions": {
             name: package_version(name)
-            for name in ("duckscore", "duckdb", "pandas", "pyarrow", "numpy", "ranx", "numba")
+            for name in (
+                "duckscore",
+                "duckdb",
+                "pandas",
+                "polars",
+                "pyarrow",
+                "numpy",
+                "ranx",
+                "numba",
+            )
         },
         "git": git_state(),
     }
@@ -737,7 +774,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--check",
         action="store_true",
-        help="at the smallest size, compare ranx with canonical_rrf and pandas with duckscore",
+        help="at the smallest size, compare ranx with canonical_rrf, pandas and polars with "
+        "duckscore",
     )
     return parser.parse_args(argv)
 
@@ -754,13 +792,27 @@ def pandas_pipeline_problem() -> str | None:
     return None
 
 
+def polars_pipeline_problem() -> str | None:
+    try:
+        from benchmarks.polars_pipeline import run_polars  # noqa: F401
+    except ImportError as error:
+        return f"benchmarks.polars_pipeline.run_polars is not importable ({error})"
+    return None
+
+
 def skip_reason(
-    config: str, size: Size, args: argparse.Namespace, pandas_problem: str | None
+    config: str,
+    size: Size,
+    args: argparse.Namespace,
+    pandas_problem: str | None,
+    polars_problem: str | None = None,
 ) -> str | None:
     if config == "ranx" and size.rows > args.ranx_max:
         return "above --ranx-max"
     if config == "pandas":
         return pandas_problem
+    if config == "polars":
+        return polars_problem
     return None
 
 
@@ -771,12 +823,13 @@ def run_size(
     work_root: Path,
     pandas_problem: str | None,
     keep: bool,
+    polars_problem: str | None = None,
 ) -> tuple[Path, list[Result]]:
     log = ensure_log(args.data_dir, size)
     rows = parquet_rows(log)
     results = []
     for config in args.configs:
-        reason = skip_reason(config, size, args, pandas_problem)
+        reason = skip_reason(config, size, args, pandas_problem, polars_problem)
         if reason:
             progress(f"{size.label} {config}: skipped: {reason}")
             results.append(Result(size.label, config, "skipped", rows, reason=reason))
@@ -810,13 +863,18 @@ def main(argv: list[str] | None = None) -> int:
     pandas_problem = pandas_pipeline_problem() if "pandas" in args.configs else None
     if pandas_problem:
         progress(f"skipping config c pandas: {pandas_problem}")
+    polars_problem = polars_pipeline_problem() if "polars" in args.configs else None
+    if polars_problem:
+        progress(f"skipping config h polars: {polars_problem}")
     smallest = min(args.sizes, key=lambda size: size.rows)
     results: list[Result] = []
     checks: dict[str, Any] = {}
     with work_folder("duckscore-bench-", args.keep_outputs) as work_root:
         for size in args.sizes:
             keep = args.keep_outputs or (args.check and size == smallest)
-            log, size_results = run_size(size, args, engine, work_root, pandas_problem, keep)
+            log, size_results = run_size(
+                size, args, engine, work_root, pandas_problem, keep, polars_problem
+            )
             results += size_results
             if args.check and size == smallest:
                 checks = run_checks(size, log, results, work_root, engine)
@@ -840,9 +898,10 @@ def main(argv: list[str] | None = None) -> int:
             "notes": [
                 "seconds: one run each, in a fresh process; b and e are the `duckscore` child's wall "
                 "time, interpreter start and imports included (see duckscore_cli_startup_seconds)",
-                "a, c, d: imports before the clock; d warms numba's JIT before the clock "
+                "a, c, d, h: imports before the clock; d warms numba's JIT before the clock "
                 "(setup_seconds holds that time)",
-                "peak RSS: VmHWM of the worker (a, c, d); ru_maxrss of the duckscore child (b, e)",
+                "peak RSS: VmHWM of the worker (a, c, d, h); ru_maxrss of the duckscore child "
+                "(b, e)",
                 "spill peak: disk use of the run's folder under --temp-dir, polled every 0.2 s",
             ],
             "results": [asdict(r) for r in results],
