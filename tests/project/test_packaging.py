@@ -16,7 +16,18 @@ from ..helpers import ROOT
 # One worker builds the wheel once, from a copy of the tracked tree: a build in the checkout
 # shares its build/ folder with every other build there (CI saw one vanish mid-copy).
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]
-NOT_SOURCES = (".git", ".venv", "build", "*.egg-info", ".*_cache", ".hypothesis", "benchmarks")
+# not sources; `.tmp` is DuckDB's spill folder of a run started in the checkout: tests running
+# beside this one create and remove it, and copying it as it vanishes fails
+NOT_SOURCES = (
+    ".git",
+    ".venv",
+    "build",
+    "*.egg-info",
+    ".*_cache",
+    ".hypothesis",
+    "benchmarks",
+    ".tmp",
+)
 
 
 @pytest.fixture(scope="module")
