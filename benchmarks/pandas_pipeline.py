@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -377,8 +378,9 @@ def compare(duckscore_dir: str | Path, pandas_dir: str | Path, rel_tol: float = 
     return problems
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def peer_main(doc: str, run: Callable[[Path, Path], dict[str, int]], argv: list[str] | None) -> int:
+    """The command line of a peer pipeline: `LOG OUT [--check DUCKSCORE_RUN_DIR]`."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("log", type=Path)
     parser.add_argument("out", type=Path)
     parser.add_argument(
@@ -388,13 +390,17 @@ def main(argv: list[str] | None = None) -> int:
         help="compare the outputs with a `duckscore run` folder; exit 1 on a difference",
     )
     args = parser.parse_args(argv)
-    for name, rows in run_pandas(args.log, args.out).items():
+    for name, rows in run(args.log, args.out).items():
         print(f"{name}: {rows:,} rows")
     if args.check:
         problems = compare(args.check, args.out)
         print("\n".join(problems) if problems else f"same as {args.check}")
         return 1 if problems else 0
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return peer_main(__doc__, run_pandas, argv)
 
 
 if __name__ == "__main__":

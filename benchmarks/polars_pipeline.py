@@ -29,7 +29,6 @@ folder, table by table.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -383,25 +382,9 @@ def run_polars(log: str | Path, out_dir: str | Path) -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("log", type=Path)
-    parser.add_argument("out", type=Path)
-    parser.add_argument(
-        "--check",
-        type=Path,
-        metavar="DUCKSCORE_RUN_DIR",
-        help="compare the outputs with a `duckscore run` folder; exit 1 on a difference",
-    )
-    args = parser.parse_args(argv)
-    for name, rows in run_polars(args.log, args.out).items():
-        print(f"{name}: {rows:,} rows")
-    if args.check:
-        from benchmarks.pandas_pipeline import compare  # pandas: only to check
+    from benchmarks.pandas_pipeline import peer_main  # pandas: only on the command line
 
-        problems = compare(args.check, args.out)
-        print("\n".join(problems) if problems else f"same as {args.check}")
-        return 1 if problems else 0
-    return 0
+    return peer_main(__doc__, run_polars, argv)
 
 
 if __name__ == "__main__":
