@@ -1,7 +1,8 @@
 """Issue #8 benchmark: the floor, `duckscore run`, the pipeline in pandas and Polars, ranx RRF.
 
 For each log size (synthetic logs from `synthetic_log.py`, cached in --data-dir) and each config,
-a fresh worker process runs the config once and reports its wall seconds and peak RSS:
+a fresh worker process runs the config once (per repetition) and reports its wall seconds, CPU
+seconds and peak RSS:
 
   a floor      a fresh DuckDB connection reads the needed columns and runs one
                GROUP BY query_id, parent_id into a temp table
@@ -21,15 +22,32 @@ a fresh worker process runs the config once and reports its wall seconds and pea
                only (d/g)
   h polars     `benchmarks.polars_pipeline.run_polars`, the same pipeline as one lazy Polars
                query, written independently of c (whose constants and `compare` it shares)
+  i lean_sql   the lean-SQL measuring device (only with --lean-sql DIR, a folder outside the
+               project; benchmarks/bench_lean.py): DIR/run_explain.sql, hand-written DuckDB SQL
+               writing what b writes, its statements run in order in the worker like a
+  j lean_sql_noexplain  DIR/run_noexplain.sql: what f writes
+  k lean_rrf   DIR/rrf_fused_parquet.sql: what g writes
 
-Imports happen before the clock in a, c, d and h. Peak RSS is the worker's VmHWM (a, c, d, h) or
-the duckscore child's ru_maxrss (b). The DuckDB configs (a, b) get --threads,
+Imports happen before the clock in a, c, d, h and i-k. Peak RSS is the worker's VmHWM (a, c, d,
+h, i-k) or the duckscore child's ru_maxrss (b, e, f, g). CPU seconds are user + system CPU over
+the clock: the worker's own (every thread) plus its waited-for children's (the duckscore child
+of b, e, f, g), none of the parent's. The DuckDB configs (a, b, e, f, g, i-k) get --threads,
 --memory-limit and --temp-dir, Polars (h) as many threads (POLARS_MAX_THREADS); with --temp-dir
-the parent polls the disk use of each run's spill folder every 0.2 s and reports the peak. Prints
-a Markdown table (rows/s, peak RSS, the time ratios b/a, c/b, d/b, d/e, e/a, h/b, h/c) and
-writes it all, with the machine's facts, as JSON.
+the parent polls the disk use of each run's spill folder every 0.2 s and reports the peak.
+
+--repeat N runs every config of a size N times, round-robin, the configs' order rotated by one
+each repetition (a b c, then b c a, then c a b), so a slow drift of the machine hits all alike.
+The Markdown table shows medians over the repetitions (seconds, CPU seconds, peak RSS) and the
+ratios b/a, c/b, d/b, d/e, e/a, h/b, h/c … (and with --lean-sql b/i, f/j, g/k: the issue's
+target is b/i <= 1.1), each the median of the ratios within each repetition, for time and for
+CPU; the JSON holds every repetition's numbers and the machine's facts. With --lean-sql, the
+first repetition in which both ran compares i's, j's and k's outputs with b's, f's and g's
+(Parquet EXCEPT ALL both ways, contract.jsonl by sha256): a difference is a warning, as the
+device matches duckscore only on logs like the synthetic ones (no granularity column …).
+Synthetic logs are cached in --data-dir.
 
     python benchmarks/bench.py --sizes 1M,10M,30M
+    python benchmarks/bench.py --sizes 1M,10M --repeat 3 --lean-sql ../shared/lean-sql
     python benchmarks/bench.py --sizes 30M --configs duckscore --memory-limit 1GB --temp-dir /tmp/spill
 """
 
@@ -43,6 +61,7 @@ import resource
 import shlex
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -65,20 +84,31 @@ REPO_ROOT = BENCH_DIR.parent
 if str(REPO_ROOT) not in sys.path:  # `python benchmarks/bench.py` from any folder
     sys.path.insert(0, str(REPO_ROOT))
 
-CONFIGS = ("floor", "duckscore", "pandas", "ranx", "fuse", "lean", "fuse_lean", "polars")
-LETTER = dict(zip(CONFIGS, "abcdefgh"))
-RATIO_BASES = {
-    "duckscore": ("floor",),
+from benchmarks.bench_lean import (  # noqa: E402 - after the path; standard library only
+    LEAN_FILES,
+    LEAN_PAIRS,
+    compare_outputs,
+    describe_comparison,
+    lean_sql_problem,
+    load_lean_sql,
+)
+
+LEAN_CONFIGS = tuple(LEAN_FILES)  # i, j, k: only with --lean-sql DIR
+BASE_CONFIGS = ("floor", "duckscore", "pandas", "ranx", "fuse", "lean", "fuse_lean", "polars")
+CONFIGS = BASE_CONFIGS + LEAN_CONFIGS
+LETTER = dict(zip(CONFIGS, "abcdefghijk"))
+RATIO_BASES = {  # a config -> the configs its time (and CPU) is divided by
+    "duckscore": ("floor", "lean_sql"),
     "pandas": ("duckscore", "lean"),
     "ranx": ("duckscore", "fuse", "fuse_lean"),
     "fuse": ("floor",),
-    "lean": ("floor",),
-    "fuse_lean": ("floor",),
+    "lean": ("floor", "lean_sql_noexplain"),
+    "fuse_lean": ("floor", "lean_rrf"),
     "polars": ("duckscore", "lean", "pandas"),
 }
 CLI_CONFIGS = ("duckscore", "fuse", "lean", "fuse_lean")  # run as a `duckscore` child process
 # the ones given --memory-limit and --temp-dir
-DUCKDB_CONFIGS = ("floor", "duckscore", "fuse", "lean", "fuse_lean")
+DUCKDB_CONFIGS = ("floor", "duckscore", "fuse", "lean", "fuse_lean", *LEAN_CONFIGS)
 FLOOR_SQL = (
     "CREATE TEMP TABLE floor AS SELECT query_id, parent_id, count(*) AS hits, "
     "max(score) AS max_score, min(rank) AS best_rank "
@@ -116,8 +146,8 @@ class Engine:
             flags += ["--temp-dir", str(self.temp_dir)]
         return flags
 
-    def duckdb_config(self) -> dict[str, str]:
-        config = {"threads": str(self.threads)}
+    def duckdb_config(self) -> dict[str, Any]:
+        config: dict[str, Any] = {"threads": str(self.threads)}
         if self.memory_limit:
             config["memory_limit"] = self.memory_limit
         if self.temp_dir:
@@ -126,20 +156,42 @@ class Engine:
 
 
 @dataclass
+class Repetition:
+    """One run of one config: the raw numbers, kept in the JSON."""
+
+    rep: int  # 0 .. --repeat - 1
+    status: str  # ok | failed
+    seconds: float | None = None
+    cpu_seconds: float | None = None  # user + system over the clock, children included
+    setup_seconds: float | None = None  # imports (and ranx's JIT warm-up) before the clock
+    peak_rss_bytes: int | None = None
+    spill_peak_bytes: int | None = None  # disk use of the run's spill folder, when --temp-dir
+    outputs: dict[str, int] = field(default_factory=dict)
+    reason: str | None = None
+    load_before: float | None = None  # 1-minute load average as the run started: others' work
+    position: int | None = None  # its place in the repetition's order of configs
+
+
+@dataclass
 class Result:
+    """One config at one size: medians over its successful repetitions."""
+
     size: str
     config: str
     status: str  # ok | failed | skipped
     rows: int
     seconds: float | None = None
-    setup_seconds: float | None = None  # imports (and ranx's JIT warm-up) before the clock
-    rows_per_second: float | None = None
+    setup_seconds: float | None = None
+    rows_per_second: float | None = None  # rows over the median seconds
     peak_rss_bytes: int | None = None
-    spill_peak_bytes: int | None = None  # disk use of the run's spill folder, when --temp-dir
+    spill_peak_bytes: int | None = None
     outputs: dict[str, int] = field(default_factory=dict)
     reason: str | None = None
     ratios: dict[str, float | None] = field(default_factory=dict)  # "b/a": b's seconds over a's
-    load_before: float | None = None  # 1-minute load average as the run started: others' work
+    load_before: float | None = None
+    cpu_seconds: float | None = None
+    cpu_ratios: dict[str, float | None] = field(default_factory=dict)  # b's CPU over a's
+    repetitions: list[Repetition] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------- worker: one config, timed
@@ -157,8 +209,8 @@ def load_floor(log: Path, workdir: Path, engine: Engine) -> TimedRun:
     def run() -> dict[str, int]:
         connection = duckdb.connect(config=engine.duckdb_config())
         connection.execute(FLOOR_SQL.format(log=sql_string(log)))
-        (groups,) = connection.execute("SELECT count(*) FROM floor").fetchone()
-        return {"groups": groups}
+        row = connection.execute("SELECT count(*) FROM floor").fetchone()
+        return {"groups": row[0] if row else 0}
 
     return run
 
@@ -311,21 +363,46 @@ def children_peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # Linux reports KiB
 
 
+def cpu_seconds() -> float:
+    """User + system CPU of this process (all its threads) and of its waited-for children."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def parquet_rows(log: Path) -> int:
     import pyarrow.parquet as pq
 
     return pq.read_metadata(log).num_rows
 
 
-def run_worker(config: str, log: Path, workdir: Path, engine: Engine) -> dict[str, Any]:
+def load_config(
+    config: str, log: Path, workdir: Path, engine: Engine, lean_sql: Path | None = None
+) -> TimedRun:
+    if config in LEAN_FILES:
+        if lean_sql is None:
+            raise ValueError(f"config {config} needs --lean-sql DIR")
+        sql_file = lean_sql / LEAN_FILES[config]
+        return load_lean_sql(
+            sql_file, log, workdir / config, engine.duckdb_config(), engine.threads
+        )
+    return LOADERS[config](log, workdir, engine)
+
+
+def run_worker(
+    config: str, log: Path, workdir: Path, engine: Engine, lean_sql: Path | None = None
+) -> dict[str, Any]:
     setup_start = time.perf_counter()
-    timed_run = LOADERS[config](log, workdir, engine)
+    timed_run = load_config(config, log, workdir, engine, lean_sql)
+    cpu_start = cpu_seconds()
     start = time.perf_counter()
     outputs = timed_run()
     seconds = time.perf_counter() - start
+    cpu = cpu_seconds() - cpu_start
     peak = children_peak_rss_bytes() if config in CLI_CONFIGS else own_peak_rss_bytes()
     return {
         "seconds": seconds,
+        "cpu_seconds": cpu,
         "setup_seconds": start - setup_start,
         "peak_rss_bytes": peak,
         "rows": parquet_rows(log),
@@ -341,9 +418,10 @@ def worker_main(argv: list[str]) -> int:
     parser.add_argument("--threads", type=int, required=True)
     parser.add_argument("--memory-limit")
     parser.add_argument("--temp-dir", type=Path)
+    parser.add_argument("--lean-sql", type=Path)
     args = parser.parse_args(argv)
     engine = Engine(args.threads, args.memory_limit, args.temp_dir)
-    print(json.dumps(run_worker(args.worker, args.log, args.workdir, engine)))
+    print(json.dumps(run_worker(args.worker, args.log, args.workdir, engine, args.lean_sql)))
     return 0
 
 
@@ -461,7 +539,9 @@ def worker_environment(threads: int) -> dict[str, str]:
     return env
 
 
-def worker_command(config: str, log: Path, workdir: Path, engine: Engine) -> list[str]:
+def worker_command(
+    config: str, log: Path, workdir: Path, engine: Engine, lean_sql: Path | None = None
+) -> list[str]:
     command = [
         sys.executable,
         str(Path(__file__).resolve()),
@@ -478,19 +558,31 @@ def worker_command(config: str, log: Path, workdir: Path, engine: Engine) -> lis
         command += ["--memory-limit", engine.memory_limit]
     if engine.temp_dir:
         command += ["--temp-dir", str(engine.temp_dir)]
+    if lean_sql is not None and config in LEAN_FILES:
+        command += ["--lean-sql", str(lean_sql)]
     return command
 
 
 def run_config(
-    config: str, size: Size, log: Path, rows: int, workdir: Path, engine: Engine
-) -> Result:
+    config: str,
+    size: Size,
+    log: Path,
+    workdir: Path,
+    engine: Engine,
+    rep: int = 0,
+    lean_sql: Path | None = None,
+) -> Repetition:
+    """One run of `config` in a fresh worker process."""
     load_before = os.getloadavg()[0]
-    progress(f"{size.label} {LETTER[config]} {config}: running (load average {load_before:.2f})")
+    progress(
+        f"{size.label} {LETTER[config]} {config}{f' (repetition {rep + 1})' if rep else ''}: "
+        f"running (load average {load_before:.2f})"
+    )
     workdir.mkdir(parents=True, exist_ok=True)
     with spill_folder(engine.temp_dir, size, config) as spill:
         memory_limit = engine.memory_limit if config in DUCKDB_CONFIGS else None
         run_engine = Engine(engine.threads, memory_limit, spill)
-        command = worker_command(config, log, workdir, run_engine)
+        command = worker_command(config, log, workdir, run_engine, lean_sql)
         with PeakDiskUse(spill) as spill_use:
             finished = subprocess.run(
                 command,
@@ -500,49 +592,113 @@ def run_config(
                 env=worker_environment(engine.threads),
             )
     if finished.returncode != 0:
-        result = Result(
-            size.label,
-            config,
-            "failed",
-            rows,
-            reason=failure_reason(finished.returncode, finished.stderr),
-            load_before=load_before,
-        )
-        progress(f"{size.label} {config}: failed: {result.reason}")
-        return result
+        reason = failure_reason(finished.returncode, finished.stderr)
+        progress(f"{size.label} {config}: failed: {reason}")
+        return Repetition(rep, "failed", reason=reason, load_before=load_before)
     report = json.loads(finished.stdout.strip().splitlines()[-1])
-    result = Result(
-        size.label,
-        config,
+    run = Repetition(
+        rep,
         "ok",
-        report["rows"],
         seconds=report["seconds"],
+        cpu_seconds=report["cpu_seconds"],
         setup_seconds=report["setup_seconds"],
-        rows_per_second=report["rows"] / report["seconds"],
         peak_rss_bytes=report["peak_rss_bytes"],
         spill_peak_bytes=spill_use.peak,
         outputs=report["outputs"],
         load_before=load_before,
     )
     progress(
-        f"{size.label} {config}: {result.seconds:.2f} s, {result.rows_per_second:,.0f} rows/s, "
-        f"peak RSS {result.peak_rss_bytes / MB:,.0f} MB"
+        f"{size.label} {config}: {report['seconds']:.2f} s, CPU {report['cpu_seconds']:.2f} s, "
+        f"{report['rows'] / report['seconds']:,.0f} rows/s, "
+        f"peak RSS {report['peak_rss_bytes'] / MB:,.0f} MB"
     )
-    return result
+    return run
+
+
+def rotated(configs: list[str], rep: int) -> list[str]:
+    """The order of repetition `rep`: `configs` rotated left by `rep` (a b c, b c a, c a b …)."""
+    if not configs:
+        return []
+    shift = rep % len(configs)
+    return configs[shift:] + configs[:shift]
+
+
+def median(values: list[float | None]) -> float | None:
+    present = [value for value in values if value is not None]
+    return statistics.median(present) if present else None
+
+
+def median_bytes(values: list[int | None]) -> int | None:
+    middle = median([None if value is None else float(value) for value in values])
+    return None if middle is None else round(middle)
+
+
+def summarise(size: Size, config: str, rows: int, runs: list[Repetition]) -> Result:
+    """The Result of a config's repetitions: medians over the successful ones; failed when none
+    succeeded; a failed repetition among successful ones is named in `reason`."""
+    ok = [run for run in runs if run.status == "ok"]
+    failed = [run for run in runs if run.status != "ok"]
+    if not ok:
+        return Result(
+            size.label,
+            config,
+            failed[0].status,
+            rows,
+            reason=failed[0].reason,
+            load_before=median([run.load_before for run in runs]),
+            repetitions=runs,
+        )
+    seconds = median([run.seconds for run in ok])
+    return Result(
+        size.label,
+        config,
+        "ok",
+        rows,
+        seconds=seconds,
+        setup_seconds=median([run.setup_seconds for run in ok]),
+        rows_per_second=rows / seconds if seconds else None,
+        peak_rss_bytes=median_bytes([run.peak_rss_bytes for run in ok]),
+        spill_peak_bytes=median_bytes([run.spill_peak_bytes for run in ok]),
+        outputs=ok[0].outputs,
+        reason=f"{len(failed)} of {len(runs)} runs failed: {failed[0].reason}" if failed else None,
+        load_before=median([run.load_before for run in ok]),
+        cpu_seconds=median([run.cpu_seconds for run in ok]),
+        repetitions=runs,
+    )
+
+
+def per_repetition(result: Result, attribute: str) -> dict[int, float]:
+    """A successful result's `attribute` (seconds, cpu_seconds) by repetition; a result built
+    without repetitions counts as one repetition, 0."""
+    if result.repetitions:
+        values = {run.rep: getattr(run, attribute) for run in result.repetitions}
+        oks = {run.rep for run in result.repetitions if run.status == "ok"}
+        return {rep: value for rep, value in values.items() if rep in oks and value is not None}
+    value = getattr(result, attribute)
+    return {0: value} if result.status == "ok" and value is not None else {}
+
+
+def median_ratio(result: Result, base: Result | None, attribute: str) -> float | None:
+    """The median over the repetitions in which both ran of result's `attribute` over base's."""
+    if base is None:
+        return None
+    tops, bases = per_repetition(result, attribute), per_repetition(base, attribute)
+    return median([tops[rep] / bases[rep] for rep in tops if bases.get(rep)])
 
 
 def add_ratios(results: list[Result]) -> None:
-    """b/a, c/b, d/b, d/e and e/a per size: a config's seconds over a base config's seconds
-    (None when either did not finish; left out when the base was not asked for)."""
-    finished = {(r.size, r.config): r for r in results if r.status == "ok"}
-    asked = {(r.size, r.config) for r in results}
+    """b/a, c/b, d/b, d/e, e/a, b/i … per size: a config's seconds (and CPU seconds) over a base
+    config's, the median of the ratios within each repetition (None when no repetition has
+    both; left out when the base was not asked for)."""
+    by_key = {(r.size, r.config): r for r in results}
     for result in results:
         for base_config in RATIO_BASES.get(result.config, ()):
-            if (result.size, base_config) not in asked:
+            if (result.size, base_config) not in by_key:
                 continue
-            base = finished.get((result.size, base_config))
-            ratio = result.seconds / base.seconds if result.status == "ok" and base else None
-            result.ratios[f"{LETTER[result.config]}/{LETTER[base_config]}"] = ratio
+            base = by_key[(result.size, base_config)]
+            name = f"{LETTER[result.config]}/{LETTER[base_config]}"
+            result.ratios[name] = median_ratio(result, base, "seconds")
+            result.cpu_ratios[name] = median_ratio(result, base, "cpu_seconds")
 
 
 # ---------------------------------------------------------------- checks (--check)
@@ -633,8 +789,14 @@ def run_checks(
 # ---------------------------------------------------------------- report
 
 
-def format_seconds(result: Result) -> str:
-    return f"{result.seconds:.2f}" if result.status == "ok" else f"{result.status}: {result.reason}"
+def format_seconds(result: Result, attribute: str = "seconds") -> str:
+    if result.status != "ok":
+        return f"{result.status}: {result.reason}" if attribute == "seconds" else "–"
+    text = format_optional(getattr(result, attribute), "{:.2f}")
+    ran = sum(run.status == "ok" for run in result.repetitions)
+    if attribute == "seconds" and ran < len(result.repetitions):  # some repetitions failed
+        text += f" ({ran} of {len(result.repetitions)} ran)"
+    return text
 
 
 def format_optional(value: float | None, pattern: str) -> str:
@@ -645,20 +807,32 @@ def megabytes(value: int | None) -> str:
     return format_optional(None if value is None else value / MB, "{:,.0f}")
 
 
-def markdown_table(results: list[Result]) -> str:
-    lines = [
-        "| size | rows | config | seconds | rows/s | peak RSS (MB) | time ratio "
-        "| spill peak (MB) |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+def format_ratios(ratios: dict[str, float | None]) -> str:
+    return ", ".join(
+        f"{name} = {format_optional(value, '{:.2f}')}" for name, value in ratios.items()
+    )
+
+
+def markdown_table(results: list[Result], repeat: int = 1) -> str:
+    lines = []
+    if repeat > 1:
+        lines += [
+            f"Medians of {repeat} runs per config, round-robin, the configs' order rotated by one "
+            "each round; a ratio is the median of the ratios within each round.",
+            "",
+        ]
+    lines += [
+        "| size | rows | config | seconds | CPU s | rows/s | peak RSS (MB) | time ratio "
+        "| CPU ratio | spill peak (MB) |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in results:
-        ratio = ", ".join(
-            f"{name} = {format_optional(value, '{:.2f}')}" for name, value in r.ratios.items()
-        )
         lines.append(
             f"| {r.size} | {r.rows:,} | {LETTER[r.config]} {r.config} | {format_seconds(r)} | "
-            f"{format_optional(r.rows_per_second, '{:,.0f}')} | "
-            f"{megabytes(r.peak_rss_bytes)} | {ratio} | {megabytes(r.spill_peak_bytes)} |"
+            f"{format_seconds(r, 'cpu_seconds')} | "
+            f"{format_optional(r.rows_per_second, '{:,.0f}')} | {megabytes(r.peak_rss_bytes)} | "
+            f"{format_ratios(r.ratios)} | {format_ratios(r.cpu_ratios)} | "
+            f"{megabytes(r.spill_peak_bytes)} |"
         )
     return "\n".join(lines)
 
@@ -745,8 +919,24 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--configs",
         type=parse_configs,
-        default=",".join(CONFIGS),
-        help=f"any of {','.join(CONFIGS)} (default all)",
+        help=f"any of {','.join(BASE_CONFIGS)} and, with --lean-sql, {','.join(LEAN_CONFIGS)} "
+        "(default all)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=positive_count,
+        default=1,
+        metavar="N",
+        help="runs of each config per size, round-robin, the order rotated by one each round; "
+        "the table shows medians (default 1)",
+    )
+    parser.add_argument(
+        "--lean-sql",
+        type=Path,
+        metavar="DIR",
+        help="a folder outside the project holding hand-written SQL (run_explain.sql, "
+        "run_noexplain.sql, rrf_fused_parquet.sql), run as configs i, j, k beside the others "
+        "and compared with b's, f's and g's outputs (no default)",
     )
     parser.add_argument(
         "--ranx-max",
@@ -755,11 +945,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="run ranx only on logs up to this size (default 10M)",
     )
     parser.add_argument("--threads", type=int, default=2, help="DuckDB threads (default 2)")
-    parser.add_argument("--memory-limit", help="DuckDB memory limit for a and b, e.g. 1GB")
+    parser.add_argument(
+        "--memory-limit",
+        help="DuckDB memory limit for the DuckDB configs (a, b, e-g, i-k), e.g. 1GB",
+    )
     parser.add_argument(
         "--temp-dir",
         type=Path,
-        help="where a and b spill; the peak disk use of each run is reported",
+        help="where the DuckDB configs spill; the peak disk use of each run is reported",
     )
     parser.add_argument(
         "--data-dir",
@@ -767,7 +960,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=BENCH_DIR / "data",
         help="cache of generated logs (default benchmarks/data)",
     )
-    parser.add_argument("--out", type=Path, default=BENCH_DIR / "results" / "bench.json")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=BENCH_DIR / "results" / "bench.json",
+        help="the JSON results (default benchmarks/results/bench.json)",
+    )
     parser.add_argument(
         "--keep-outputs", action="store_true", help="keep every config's output folder"
     )
@@ -780,8 +978,30 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def work_dir(work_root: Path, size: Size, config: str) -> Path:
-    return work_root / f"{size.label}-{config}"
+def positive_count(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def chosen_configs(args: argparse.Namespace) -> tuple[list[str], str | None]:
+    """The configs to run (the default: all, with i-k only with --lean-sql) and a one-line
+    error, or None."""
+    configs = args.configs or [
+        c for c in CONFIGS if c not in LEAN_CONFIGS or args.lean_sql is not None
+    ]
+    lean = [c for c in configs if c in LEAN_CONFIGS]
+    if lean and args.lean_sql is None:
+        named = ", ".join(f"{LETTER[c]} {c}" for c in lean)
+        return configs, f"config {named} needs --lean-sql DIR (a folder of hand-written SQL)"
+    if args.lean_sql is not None:
+        return configs, lean_sql_problem(args.lean_sql, lean)
+    return configs, None
+
+
+def work_dir(work_root: Path, size: Size, config: str, rep: int = 0) -> Path:
+    return work_root / (f"{size.label}-{config}" + (f"-rep{rep}" if rep else ""))
 
 
 def pandas_pipeline_problem() -> str | None:
@@ -816,6 +1036,22 @@ def skip_reason(
     return None
 
 
+def compare_lean(
+    size: Size, rep: int, lean: str, ours: Path, theirs: Path, threads: int
+) -> dict[str, Any]:
+    """A lean config's outputs against its duckscore config's: recorded, a difference warned."""
+    partner = LEAN_PAIRS[lean]
+    comparison = compare_outputs(ours / partner, theirs / lean, threads)
+    line = describe_comparison(comparison)
+    pair = f"{LETTER[partner]} {partner} vs {LETTER[lean]} {lean}"
+    if comparison["ok"]:
+        progress(f"{size.label} {pair}: {line}")
+    else:
+        caveat = "the lean SQL matches duckscore only on logs like those it was written for"
+        progress(f"WARNING: {size.label} {pair}: {line} ({caveat})")
+    return {"size": size.label, "rep": rep, "duckscore": partner, "lean": lean, **comparison}
+
+
 def run_size(
     size: Size,
     args: argparse.Namespace,
@@ -824,21 +1060,63 @@ def run_size(
     pandas_problem: str | None,
     keep: bool,
     polars_problem: str | None = None,
-) -> tuple[Path, list[Result]]:
+) -> tuple[Path, list[Result], list[dict[str, Any]]]:
+    """Every config `args.repeat` times, round-robin, rotated; with --lean-sql the first round
+    in which a lean config and its duckscore config both ran compares their outputs."""
     log = ensure_log(args.data_dir, size)
     rows = parquet_rows(log)
-    results = []
-    for config in args.configs:
+    configs: list[str] = args.configs
+    lean_sql: Path | None = args.lean_sql
+    skipped: dict[str, str] = {}
+    for config in configs:
         reason = skip_reason(config, size, args, pandas_problem, polars_problem)
         if reason:
             progress(f"{size.label} {config}: skipped: {reason}")
-            results.append(Result(size.label, config, "skipped", rows, reason=reason))
-            continue
-        workdir = work_dir(work_root, size, config)
-        results.append(run_config(config, size, log, rows, workdir, engine))
-        if not keep:
-            shutil.rmtree(workdir, ignore_errors=True)
-    return log, results
+            skipped[config] = reason
+    runnable = [c for c in configs if c not in skipped]
+    # lean config -> its duckscore config, while their outputs are still to compare
+    pending = {
+        lean: partner
+        for lean, partner in LEAN_PAIRS.items()
+        if lean in runnable and partner in runnable and lean_sql is not None
+    }
+    comparisons: list[dict[str, Any]] = []
+    runs: dict[str, list[Repetition]] = {config: [] for config in runnable}
+    for rep in range(args.repeat):
+        held: dict[str, Path] = {}  # configs of this round whose outputs await the comparison
+        for position, config in enumerate(rotated(runnable, rep)):
+            workdir = work_dir(work_root, size, config, rep)
+            run = run_config(config, size, log, workdir, engine, rep, lean_sql)
+            run.position = position
+            runs[config].append(run)
+            pair = next((item for item in pending.items() if config in item), None)
+            if pair is None or run.status != "ok":
+                if not keep:
+                    shutil.rmtree(workdir, ignore_errors=True)
+                continue
+            lean, partner = pair
+            other = partner if config == lean else lean
+            if other not in held:
+                held[config] = workdir
+                continue
+            ours, theirs = (
+                (held.pop(other), workdir) if config == lean else (workdir, held.pop(other))
+            )
+            comparisons.append(compare_lean(size, rep, lean, ours, theirs, engine.threads))
+            del pending[lean]
+            if not keep:
+                shutil.rmtree(ours, ignore_errors=True)
+                shutil.rmtree(theirs, ignore_errors=True)
+        for workdir in held.values():
+            if not keep:
+                shutil.rmtree(workdir, ignore_errors=True)
+    results = [
+        Result(size.label, config, "skipped", rows, reason=skipped[config])
+        if config in skipped
+        else summarise(size, config, rows, runs[config])
+        for config in configs
+    ]
+    return log, results, comparisons
 
 
 @contextmanager
@@ -859,6 +1137,10 @@ def main(argv: list[str] | None = None) -> int:
     if "--worker" in argv:
         return worker_main(argv)
     args = parse_args(argv)
+    args.configs, problem = chosen_configs(args)
+    if problem:
+        print(f"bench.py: error: {problem}", file=sys.stderr)
+        return 2
     engine = Engine(args.threads, args.memory_limit, args.temp_dir)
     pandas_problem = pandas_pipeline_problem() if "pandas" in args.configs else None
     if pandas_problem:
@@ -869,20 +1151,33 @@ def main(argv: list[str] | None = None) -> int:
     smallest = min(args.sizes, key=lambda size: size.rows)
     results: list[Result] = []
     checks: dict[str, Any] = {}
+    lean_checks: list[dict[str, Any]] = []
     with work_folder("duckscore-bench-", args.keep_outputs) as work_root:
         for size in args.sizes:
             keep = args.keep_outputs or (args.check and size == smallest)
-            log, size_results = run_size(
+            log, size_results, size_lean_checks = run_size(
                 size, args, engine, work_root, pandas_problem, keep, polars_problem
             )
             results += size_results
+            lean_checks += size_lean_checks
             if args.check and size == smallest:
                 checks = run_checks(size, log, results, work_root, engine)
     add_ratios(results)
-    table = markdown_table(results)
+    if lean_checks:
+        checks["lean_sql_outputs"] = lean_checks
+    table = markdown_table(results, args.repeat)
     print(table)
-    if checks:
-        print("\nchecks: " + json.dumps(checks, indent=2, default=str))
+    if lean_checks:
+        print()
+    for lean_check in lean_checks:
+        lean, partner = lean_check["lean"], lean_check["duckscore"]
+        print(
+            f"{lean_check['size']} {LETTER[partner]} {partner} vs {LETTER[lean]} {lean}: "
+            f"{describe_comparison(lean_check)}"
+        )
+    shown = {name: check for name, check in checks.items() if name != "lean_sql_outputs"}
+    if shown:  # the lean SQL's comparisons are the lines above; in full in the JSON
+        print("\nchecks: " + json.dumps(shown, indent=2, default=str))
     write_json(
         args.out,
         {
@@ -893,16 +1188,24 @@ def main(argv: list[str] | None = None) -> int:
                 "threads": args.threads,
                 "memory_limit": args.memory_limit,
                 "temp_dir": str(args.temp_dir) if args.temp_dir else None,
+                "repeat": args.repeat,
+                "lean_sql": str(args.lean_sql) if args.lean_sql else None,
                 "duckscore_cli_startup_seconds": cli_startup_seconds(),
             },
             "notes": [
-                "seconds: one run each, in a fresh process; b and e are the `duckscore` child's wall "
+                "seconds: each run in a fresh process; b, e, f, g are the `duckscore` child's wall "
                 "time, interpreter start and imports included (see duckscore_cli_startup_seconds)",
-                "a, c, d, h: imports before the clock; d warms numba's JIT before the clock "
-                "(setup_seconds holds that time)",
-                "peak RSS: VmHWM of the worker (a, c, d, h); ru_maxrss of the duckscore child "
-                "(b, e)",
+                "cpu_seconds: user + system CPU over the clock of the worker (all threads) and its "
+                "waited-for children (the duckscore child of b, e, f, g)",
+                "a, c, d, h, i-k: imports before the clock; d warms numba's JIT before the clock "
+                "(setup_seconds holds that time); i-k open their connection inside the clock, "
+                "as a does",
+                "peak RSS: VmHWM of the worker (a, c, d, h, i-k); ru_maxrss of the duckscore child "
+                "(b, e, f, g)",
                 "spill peak: disk use of the run's folder under --temp-dir, polled every 0.2 s",
+                "with --repeat N: each result's seconds, cpu_seconds, peak and spill are medians "
+                "over its successful repetitions (all in `repetitions`, with their place in the "
+                "round's order); ratios and cpu_ratios are medians of the ratios within a round",
             ],
             "results": [asdict(r) for r in results],
             "table": table,

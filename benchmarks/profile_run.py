@@ -1,10 +1,11 @@
-"""Where `duckscore run` spends its time: wall seconds per SQL statement, check and write.
+"""Where `duckscore run` spends its time: wall and CPU seconds per SQL statement, check and write.
 
     python benchmarks/profile_run.py benchmarks/data/log_10m.parquet [--recipe R] [--policy P] [--no-explain]
 
 Runs the pipeline in this process (imports timed separately) with every statement the Session
 executes, every check of rendered SQL and every COPY to an output timed, then prints one line per
-step in order and the total. The statements are labelled by their template, or by the first
+step in order (wall seconds, share of the run's wall time, CPU seconds of the process — all its
+threads, DuckDB's included) and the total. The statements are labelled by their template, or by the first
 words of the SQL.
 """
 
@@ -20,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-STEPS: list[tuple[str, float]] = []
+STEPS: list[tuple[str, float, float]] = []  # (name, wall seconds, CPU seconds)
 
 
 def label(statement: str, rendered: Any) -> str:
@@ -32,11 +33,11 @@ def label(statement: str, rendered: Any) -> str:
 
 @contextmanager
 def timed(name: str) -> Iterator[None]:
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     try:
         yield
     finally:
-        STEPS.append((name, time.perf_counter() - start))
+        STEPS.append((name, time.perf_counter() - start, time.process_time() - start_cpu))
 
 
 def wrap(owner: Any, attribute: str, name_of: Callable[..., str]) -> None:
@@ -98,10 +99,11 @@ def main() -> None:
                 settings=EngineSettings(threads=args.threads),
             ),
         )
-    total = next(seconds for name, seconds in STEPS if name == "run (total)")
-    for name, seconds in STEPS:
+    total = next(seconds for name, seconds, _ in STEPS if name == "run (total)")
+    print(f"{'wall':>9} {'share':>6} {'CPU':>9}  step")
+    for name, seconds, cpu in STEPS:
         if seconds >= args.min_seconds or name.startswith("run"):
-            print(f"{seconds:8.2f}s {100 * seconds / total:5.1f}%  {name}")
+            print(f"{seconds:8.2f}s {100 * seconds / total:5.1f}% {cpu:8.2f}s  {name}")
     sys.stdout.flush()
 
 

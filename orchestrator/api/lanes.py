@@ -141,8 +141,9 @@ class Lanes:
 
     def _add_view(self, lane: _Lane, sources: Sequence[str]) -> str:
         """The contract view of the lane's hits with these sources, created once."""
+        known = lane.fuse_plan
         fuse_plan = plan(
-            self._recipe, list(sources), lane.fuse_plan.has_rank, lane.fuse_plan.log_view
+            self._recipe, list(sources), known.has_rank, known.log_view, known.has_snippet
         )
         view = f"__live_contract_{len(lane.views)}"
         statement = self._contract_sql(lane.session, fuse_plan)

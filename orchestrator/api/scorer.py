@@ -154,7 +154,12 @@ class Scorer:
     def _statements(self, session: Session, fuse_plan: FusePlan) -> _Prepared:
         """The request shape's statements; the first request of a shape checks them with
         sqlglot against its own tables, as `duckscore run` does on every run."""
-        key = (tuple(fuse_plan.sources), fuse_plan.has_rank, fuse_plan.log_view)
+        key = (
+            tuple(fuse_plan.sources),
+            fuse_plan.has_rank,
+            fuse_plan.log_view,
+            fuse_plan.has_snippet,
+        )
         with self._lock:
             found = self._prepared.get(key)
         if found is not None:

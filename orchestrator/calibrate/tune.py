@@ -177,7 +177,9 @@ def evaluate_grid(
     log_sources = sorted({*base_plan.sources, *base_plan.ignored_sources})
     keyed = []
     for index, loaded in enumerate(recipes):
-        point_plan = plan(loaded, log_sources, base_plan.has_rank, base_plan.log_view)
+        point_plan = plan(
+            loaded, log_sources, base_plan.has_rank, base_plan.log_view, base_plan.has_snippet
+        )
         view = f"tune_fused_{index}"
         session.create(view, render_fused(point_plan, final="ranked", explain=False), view=True)
         keyed.append({"key": f"g{index:0{KEY_WIDTH}d}:", "view": view})

@@ -68,7 +68,13 @@ def open_log(
     ]
     if recipe.parameters["query_analyzer"]["enabled"] and "query_text" not in present:
         raise InputError(f"{label} ({opened.given}): query_analyzer needs a query_text column")
-    return opened, plan(recipe, sources, has_rank="rank" in present, log_view=view)
+    return opened, plan(
+        recipe,
+        sources,
+        has_rank="rank" in present,
+        log_view=view,
+        has_snippet="snippet" in present,
+    )
 
 
 # A row when some (query, source) list's ranks may not be 1, 2, …: its smallest is not 1, or a

@@ -210,6 +210,7 @@ class FusePlan:
     missing: str
     needs_grid: bool
     log_view: str = "retrieval_log"
+    has_snippet: bool = True  # False: the log has no snippet column (best_snippet is NULL)
 
     @property
     def context(self) -> dict[str, Any]:
@@ -218,14 +219,27 @@ class FusePlan:
             "recipe": p,
             "sources": self.sources,
             "has_rank": self.has_rank,
+            "has_snippet": self.has_snippet,
             "missing": self.missing,
             "needs_grid": self.needs_grid,
-            "inputs": {"retrieval_log": self.log_view},
+            "with_features": False,
+            "inputs": {"retrieval_log": self.log_view, "entries": None},
         }
+
+    @property
+    def by_parent(self) -> bool:
+        """Fusion aggregates hits per (query, source, parent) first, as parent features do: a
+        document target aligned before fusion (block targets and delayed alignment do not)."""
+        p = self.recipe.parameters
+        return bool(p["target_granularity"] == "doc" and p["aligner"]["order"] != "after_fusion")
 
 
 def plan(
-    recipe: Policy, log_sources: list[str], has_rank: bool, log_view: str = "retrieval_log"
+    recipe: Policy,
+    log_sources: list[str],
+    has_rank: bool,
+    log_view: str = "retrieval_log",
+    has_snippet: bool = True,
 ) -> FusePlan:
     p = recipe.parameters
     declared = dict(p["sources"])
@@ -289,6 +303,7 @@ def plan(
         missing,
         needs_grid,
         log_view,
+        has_snippet,
     )
 
 

@@ -27,17 +27,38 @@ STAGES = (
 )
 
 
+# the (query, source, parent) aggregate fusion and parent features share (FusePlan.by_parent)
+SOURCE_PARENTS = "fuse_source_parents"
+# a block-type mask is one UBIGINT: more types than its bits take the portable third level
+MASKED_BLOCK_TYPES = 64
+
+
 def render_fused(
-    fuse_plan: FusePlan, final: str = "fused_items", explain: bool = True
+    fuse_plan: FusePlan,
+    final: str = "fused_items",
+    explain: bool = True,
+    *,
+    entries: str | None = None,
+    with_features: bool = False,
 ) -> RenderedSQL:
-    return render("fuse/fused.sql", final=final, explain=explain, **fuse_plan.context)
+    context = fuse_plan.context
+    context["inputs"] |= {"entries": entries}
+    context["with_features"] = with_features
+    return render("fuse/fused.sql", final=final, explain=explain, **context)
 
 
-def render_parent_features(fuse_plan: FusePlan, ordered: bool = True) -> RenderedSQL:
+def render_parent_features(
+    fuse_plan: FusePlan,
+    ordered: bool = True,
+    *,
+    source_parents: str | None = None,
+    block_types: list[str] | None = None,
+) -> RenderedSQL:
     p = fuse_plan.recipe.parameters
     return render(
         "fuse/parent_features.sql",
-        inputs={"hits": "fuse_hits"},
+        inputs={"hits": "fuse_hits", "source_parents": source_parents},
+        block_types=block_types,
         rrf_k=p["fusion"]["k"],
         rank_base=p["fusion"]["rank_base"],
         max_score=p["parent_features"]["max_score"],
@@ -56,12 +77,31 @@ def create_fuse_hits(session: Session, fuse_plan: FusePlan) -> None:
     session.create("fuse_hits", render_fused(fuse_plan, final="cut"), view=fuse_plan.has_rank)
 
 
-def create_parent_features(session: Session, fuse_plan: FusePlan) -> None:
-    """The seed-000 parent features of `fuse_hits`, as the `parent_features` view scoring reads."""
-    session.create("parent_features_table", render_parent_features(fuse_plan, ordered=False))
+def create_parent_features(
+    session: Session, fuse_plan: FusePlan, source_parents: str | None = None
+) -> None:
+    """The seed-000 parent features of `fuse_hits`, as the `parent_features` view scoring reads;
+    from the table `source_parents` (render_fused's `with_features` entries) when given."""
+    rendered = render_parent_features(
+        fuse_plan,
+        ordered=False,
+        source_parents=source_parents,
+        block_types=hit_block_types(session),
+    )
+    session.create("parent_features_table", rendered)
     session.execute(
         "CREATE OR REPLACE TEMP VIEW parent_features AS SELECT * FROM parent_features_table"
     )
+
+
+def hit_block_types(session: Session) -> list[str] | None:
+    """The block types of `fuse_hits` (NULL as 'unknown'), sorted; None when there are more
+    than a block-type mask holds."""
+    rows = session.con.execute(
+        "SELECT coalesce(block_type, 'unknown') AS block_type FROM fuse_hits "
+        f"GROUP BY ALL ORDER BY block_type LIMIT {MASKED_BLOCK_TYPES + 1}"
+    ).fetchall()
+    return [row[0] for row in rows] if len(rows) <= MASKED_BLOCK_TYPES else None
 
 
 def write_fuse_outputs(
@@ -75,16 +115,22 @@ def write_fuse_outputs(
     `explain=False` leaves fused.parquet's contributions and best_provenance NULL;
     `features=False` writes fused.parquet only (fusion alone, as ranx computes it)."""
     create_fuse_hits(session, fuse_plan)
+    shared = SOURCE_PARENTS if features and fuse_plan.by_parent else None
+    if shared is not None:
+        # one (query, source, parent) aggregate of the hits for fusion and parent features
+        session.create(shared, render_fused(fuse_plan, final="entries", with_features=True))
     session.progress.step("fusing into fused.parquet")
     # Straight from the query to the file: a table of the fused items (nested contributions)
     # would hold memory the parent features need, which ran out of it under --memory-limit.
-    fused_sql = render_fused(fuse_plan, explain=explain)
+    fused_sql = render_fused(fuse_plan, explain=explain, entries=shared)
     session.check(fused_sql)
     out.copy("fused.parquet", fused_sql.text, fused_sql)
     if not features:
         return
     session.progress.step("deriving parent features")
-    create_parent_features(session, fuse_plan)
+    create_parent_features(session, fuse_plan, shared)
+    if shared is not None:
+        session.execute(f"DROP TABLE {shared}")
     out.copy(
         "parent_features.parquet",
         "SELECT * FROM parent_features_table ORDER BY query_id, parent_id",

@@ -20,7 +20,6 @@ STAGES = (
     "subscores",
     "combined",
     "ranked",
-    "top_two",
     "flagged",
     "scored_parents",
     "per_query",

@@ -36,7 +36,7 @@ best AS (
         parent_id AS best_parent_id,
         overall_score AS score,
         top2_score / NULLIF(top1_score, 0) AS top2_ratio
-    FROM top_two
+    FROM ranked
     WHERE rank = 1
 )
 SELECT * FROM {{ final | ident }}

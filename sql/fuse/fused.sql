@@ -1,9 +1,12 @@
 {#-
 Seed 003: multi-source fusion of a retrieval log (docs/fusion-semantics.md is the contract).
-Context: recipe (validated), sources (names used, sorted), has_rank, missing (effective policy:
+Context: recipe (validated), sources (names used, sorted), has_rank, has_snippet, missing (effective policy:
 zero | skip | list_min), needs_grid, inputs.retrieval_log, final (the CTE to select;
 fused_items comes sorted by query_id, rank), explain (false: fused_items has NULL contributions
 and best_provenance, of the same types, and DuckDB prunes the aggregates that build them).
+With a document target aligned before fusion, `entries` is one row per (query, source, parent):
+`with_features` adds what sql/fuse/parent_features.sql needs of it (worst_score, rrf_part), so
+one aggregate, kept as a table, feeds both; `inputs.entries` names that table, read instead.
 Stages: source_settings, log_rows, cut, [block_items, expanded], entries, lists, stats,
 list_stats, normalized, [candidates], [grid], per_source, source_pivot, fused, ranked, [parents_fused],
 fused_items.
@@ -104,10 +107,15 @@ entries AS (
         {{ 'original_id' if delayed else 'item_id' }} AS best_item_id, score AS best_item_score,
         snippet AS best_snippet, weight
     FROM {{ 'expanded' if delayed else 'cut' }}
-{% else %}
+{% elif inputs.entries %}
     SELECT
         query_id, source, target_id, parent_id, raw_score, best_rank,
         best_item_id, best_item_score, best_snippet, weight
+    FROM {{ inputs.entries | ident }}
+{% else %}
+    SELECT
+        query_id, source, target_id, parent_id, raw_score, best_rank,
+        best_item_id, best_item_score, best_snippet, weight{{ ', worst_score, rrf_part' if with_features }}
     FROM (
         SELECT
             query_id,
@@ -116,13 +124,24 @@ entries AS (
             parent_id,
             {{ aligned_score('score') }} AS raw_score,
             min(rank) AS best_rank,
-            -- the best hit: highest score, then lowest rank, then item_id (one field per arg_min:
-            -- a struct value would need field access, which PostgreSQL's jsonb loses the types of)
-{% set best_hit = 'struct_pack(neg_score := -score, rank := rank, item_id := item_id)' %}
+            -- the best hit: highest score, then lowest rank (ranks are unique within a list:
+            -- the log's are checked, derived ones are row numbers); so its score is the max.
+            -- One field per arg_min: a struct value would need field access, which
+            -- PostgreSQL's jsonb loses the types of.
+{% set best_hit = 'struct_pack(neg_score := -score, rank := rank)' %}
             arg_min(item_id, {{ best_hit }}) AS best_item_id,
-            arg_min(score, {{ best_hit }}) AS best_item_score,
+            max(score) AS best_item_score,
+{% if has_snippet %}
             arg_min(snippet, {{ best_hit }}) AS best_snippet,
-            any_value(weight) AS weight
+{% else %}
+            CAST(NULL AS VARCHAR) AS best_snippet,
+{% endif %}
+            max(weight) AS weight{{ ',' if with_features }}
+{% if with_features %}
+            min(score) AS worst_score,
+            -- exact (the same bits in any order): sql/fuse/parent_features.sql's rrf_sum adds these
+            CAST(sum(CAST(weight / (rank + {{ (f.k - 1 + f.rank_base) | float | lit }}) AS DECIMAL(38, 24))) AS DOUBLE) AS rrf_part
+{% endif %}
         FROM cut
         GROUP BY query_id, source, parent_id
     ) AS by_parent

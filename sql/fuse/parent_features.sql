@@ -23,7 +23,12 @@ ranks by its best hit (lowest rank, then parent_id), the document order of canon
                    number of sources. Meaningful for real scores; a rank-only log gives 1.
 
 Reads `inputs.hits` (query_id, source, item_id, parent_id, score, rank, granularity, block_type,
-total_chunks, weight); `sources` are the log's sources in name order. Distinct counts come from
+total_chunks, weight); `sources` are the log's sources in name order. `inputs.source_parents`,
+when set, is the (query, source, parent) aggregate sql/fuse/fused.sql kept (`with_features`),
+read instead of grouping the hits again. `block_types`, when set, are the hits' block types
+(at most 64, NULL as 'unknown'): distinct items are then grouped once per parent, coverage
+counted as the bits of a block-type mask; without it (portable SQL), in a third grouping level.
+Distinct counts come from
 GROUP BY steps, never count(DISTINCT …); sums over sources are pivoted per source in name order,
 sums over hits are exact (DECIMAL(38, 24), then DOUBLE: the same bits in any order, and a
 fixed-size state DuckDB can spill); the recipe bounds a hit's weight by 1e9 so they cannot overflow.
@@ -33,7 +38,8 @@ fixed-size state DuckDB can spill); the recipe bounds a hit's weight by 1e9 so t
 {%- for name in sources %}coalesce(any_value({{ value }}) FILTER (WHERE source = {{ name | lit }}), {{ 0.0 | lit }}){{ ' + ' if not loop.last }}{% endfor %}
 {%- endmacro %}
 WITH
--- read twice (by source and by item): scanning the log again beats storing it
+-- read by source and by item (by item only with inputs.source_parents): scanning the log again
+-- beats storing it
 hits AS NOT MATERIALIZED (
     SELECT
         query_id,
@@ -49,6 +55,10 @@ hits AS NOT MATERIALIZED (
     FROM {{ inputs.hits | ident }}
 ),
 source_parents AS (
+{% if inputs.source_parents %}
+    SELECT query_id, source, parent_id, best_rank, best_item_score AS best_score, worst_score, weight, rrf_part
+    FROM {{ inputs.source_parents | ident }}
+{% else %}
     SELECT
         query_id,
         source,
@@ -60,6 +70,7 @@ source_parents AS (
         CAST(sum(CAST(weight / (rank + {{ rrf_offset }}) AS DECIMAL(38, 24))) AS DOUBLE) AS rrf_part
     FROM hits
     GROUP BY query_id, source, parent_id
+{% endif %}
 ),
 parent_positions AS (
     SELECT
@@ -118,6 +129,25 @@ items AS (
     FROM hits
     GROUP BY query_id, parent_id, item_id, block_type
 ),
+{% if block_types %}
+parent_coverage AS (
+    SELECT
+        query_id,
+        parent_id,
+        CAST(bit_count(bit_or(CAST(1 AS UBIGINT) << CASE block_type
+{% for name in block_types %}
+            WHEN {{ name | lit }} THEN CAST({{ loop.index0 | lit }} AS UBIGINT)
+{% endfor %}
+        END)) AS BIGINT) AS coverage,
+        coalesce(max(total_chunks), 0) AS total_chunks,
+        CASE
+            WHEN max(total_chunks) > 0 THEN least({{ 1.0 | lit }}, count(*) FILTER (WHERE is_block) / NULLIF(max(total_chunks), 0))
+            ELSE {{ 0.0 | lit }}
+        END AS coverage_ratio
+    FROM items
+    GROUP BY query_id, parent_id
+),
+{% else %}
 parent_block_types AS (
     SELECT
         query_id,
@@ -141,6 +171,7 @@ parent_coverage AS (
     FROM parent_block_types
     GROUP BY query_id, parent_id
 ),
+{% endif %}
 features_with_evidence AS (
     SELECT
         e.query_id,

@@ -96,18 +96,17 @@ combined AS (
         {{ weighted_geomean(geomean_terms, p.subscore_floor) }} AS overall_score
     FROM subscores
 ),
+{# the rank and the scores ranked first and second, from one ordering of the query's parents
+    (DuckDB sorts once for window functions of the same partition and order) #}
+{% set by_score = 'PARTITION BY query_id ORDER BY overall_score DESC NULLS LAST, parent_id ASC NULLS LAST' %}
+{% set whole_query = by_score ~ ' ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING' %}
 ranked AS (
     SELECT
         *,
-        {{ rank_desc('overall_score', ['query_id'], 'parent_id') }} AS rank
+        {{ rank_desc('overall_score', ['query_id'], 'parent_id') }} AS rank,
+        first_value(overall_score) OVER ({{ whole_query }}) AS top1_score,
+        nth_value(overall_score, 2) OVER ({{ whole_query }}) AS top2_score
     FROM combined
-),
-top_two AS (
-    SELECT
-        *,
-        max(CASE WHEN rank = 1 THEN overall_score END) OVER (PARTITION BY query_id) AS top1_score,
-        max(CASE WHEN rank = 2 THEN overall_score END) OVER (PARTITION BY query_id) AS top2_score
-    FROM ranked
 ),
 flagged AS (
     SELECT
@@ -121,7 +120,7 @@ flagged AS (
         total_chunks >= {{ p.risk_flags.huge_doc_sparse.total_chunks_at_least | lit }}
             AND coverage_ratio < {{ p.risk_flags.huge_doc_sparse.coverage_ratio_below | lit }} AS flag_huge_doc_sparse,
         coalesce(rank = 2 AND top2_score / NULLIF(top1_score, 0) >= {{ p.risk_flags.ambiguous_candidate.ratio_at_least | lit }}, FALSE) AS flag_ambiguous_candidate
-    FROM top_two
+    FROM ranked
 ),
 scored_parents AS (
     SELECT

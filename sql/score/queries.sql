@@ -16,6 +16,8 @@ WITH
 {{ parent_stages() }},
 {% endif %}
 per_query AS (
+    -- from the first top-n parents only: the best is among them, top2_ratio is the query's on
+    -- every row, and the ordered list is built from top-n rows, not from every candidate
     SELECT
         query_id,
         max(CASE WHEN rank = 1 THEN parent_id END) AS best_parent_id,
@@ -30,8 +32,9 @@ per_query AS (
                 stability := s_stability,
                 risk_flags := risk_flags
             ) ORDER BY rank ASC NULLS LAST
-        ) FILTER (WHERE rank <= {{ top_n | int | lit }}) AS top_parents
+        ) AS top_parents
     FROM {{ 'scored_parents' if standalone else inputs.scored_parents | ident }}
+    WHERE rank <= {{ top_n | int | lit }}
     GROUP BY query_id
 ),
 all_queries AS (

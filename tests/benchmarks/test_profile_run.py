@@ -31,9 +31,12 @@ def test_prints_each_step_with_its_share(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    steps = [line.split("%", 1)[1].strip() for line in lines]
+    header, *lines = done.stdout.splitlines()
+    assert header.split() == ["wall", "share", "CPU", "step"]
+    steps = [line.split("%", 1)[1].split("s  ", 1)[1] for line in lines]
     assert steps[-1] == "run (total)" and lines[-1].split()[1] == "100.0%"
+    total_cpu = float(lines[-1].split()[2].rstrip("s"))
+    assert total_cpu > 0
     for step in ("read and validate log", "write fused.parquet", "write contract.jsonl"):
         assert step in steps, steps
     assert any(step.startswith("create scored_parents") for step in steps)

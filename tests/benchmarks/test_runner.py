@@ -58,8 +58,13 @@ def test_runs_every_config_once_and_reports(
         assert result["size"] == TINY and result["rows"] > 15_000
         assert result["rows_per_second"] == pytest.approx(result["rows"] / result["seconds"])
         assert result["rows_per_second"] > 0 and result["peak_rss_bytes"] > 10_000_000
+        assert result["cpu_seconds"] > 0 and len(result["repetitions"]) == 1
     seconds = {config: r["seconds"] for config, r in by_config.items()}
-    assert by_config["floor"]["ratios"] == {}
+    assert by_config["floor"]["ratios"] == {} == by_config["floor"]["cpu_ratios"]
+    cpu = {config: r["cpu_seconds"] for config, r in by_config.items()}
+    assert by_config["duckscore"]["cpu_ratios"] == {
+        "b/a": pytest.approx(cpu["duckscore"] / cpu["floor"])
+    }
     assert by_config["duckscore"]["ratios"] == {
         "b/a": pytest.approx(seconds["duckscore"] / seconds["floor"])
     }
@@ -80,7 +85,7 @@ def test_runs_every_config_once_and_reports(
         }
 
     printed = capsys.readouterr().out
-    assert printed.startswith("| size | rows | config | seconds | rows/s | peak RSS (MB) |")
+    assert printed.startswith("| size | rows | config | seconds | CPU s | rows/s | peak RSS (MB) |")
     for config in configs:
         assert f"| {TINY} | " in printed and f" {bench.LETTER[config]} {config} |" in printed
     assert "b/a = " in printed and "d/b = " in printed and "d/e = " in printed
