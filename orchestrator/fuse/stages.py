@@ -118,7 +118,8 @@ def write_fuse_outputs(
     shared = SOURCE_PARENTS if features and fuse_plan.by_parent else None
     if shared is not None:
         # one (query, source, parent) aggregate of the hits for fusion and parent features
-        session.create(shared, render_fused(fuse_plan, final="entries", with_features=True))
+        entries = render_fused(fuse_plan, "entries", explain, with_features=True)
+        session.create(shared, entries)
     session.progress.step("fusing into fused.parquet")
     # Straight from the query to the file: a table of the fused items (nested contributions)
     # would hold memory the parent features need, which ran out of it under --memory-limit.

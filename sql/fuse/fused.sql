@@ -3,7 +3,8 @@ Seed 003: multi-source fusion of a retrieval log (docs/fusion-semantics.md is th
 Context: recipe (validated), sources (names used, sorted), has_rank, has_snippet, missing (effective policy:
 zero | skip | list_min), needs_grid, inputs.retrieval_log, final (the CTE to select;
 fused_items comes sorted by query_id, rank), explain (false: fused_items has NULL contributions
-and best_provenance, of the same types, and DuckDB prunes the aggregates that build them).
+and best_provenance, of the same types; the best hit's item and snippet are not computed, and
+DuckDB prunes the other aggregates only they read).
 With a document target aligned before fusion, `entries` is one row per (query, source, parent):
 `with_features` adds what sql/fuse/parent_features.sql needs of it (worst_score, rrf_part), so
 one aggregate, kept as a table, feeds both; `inputs.entries` names that table, read instead.
@@ -127,11 +128,17 @@ entries AS (
             -- the best hit: highest score, then lowest rank (ranks are unique within a list:
             -- the log's are checked, derived ones are row numbers); so its score is the max.
             -- One field per arg_min: a struct value would need field access, which
-            -- PostgreSQL's jsonb loses the types of.
+            -- PostgreSQL's jsonb loses the types of. Only explanations read the best hit's
+            -- item and snippet: without them (or a snippet column) they are not computed, also
+            -- where this aggregate is kept as a table and DuckDB could not prune them.
 {% set best_hit = 'struct_pack(neg_score := -score, rank := rank)' %}
+{% if explain %}
             arg_min(item_id, {{ best_hit }}) AS best_item_id,
+{% else %}
+            CAST(NULL AS VARCHAR) AS best_item_id,
+{% endif %}
             max(score) AS best_item_score,
-{% if has_snippet %}
+{% if has_snippet and explain %}
             arg_min(snippet, {{ best_hit }}) AS best_snippet,
 {% else %}
             CAST(NULL AS VARCHAR) AS best_snippet,
