@@ -47,7 +47,7 @@ device matches duckscore only on logs like the synthetic ones (no granularity co
 Synthetic logs are cached in --data-dir.
 
     python benchmarks/bench.py --sizes 1M,10M,30M
-    python benchmarks/bench.py --sizes 1M,10M --repeat 3 --lean-sql ../shared/lean-sql
+    python benchmarks/bench.py --sizes 1M,10M --repeat 3 --lean-sql LEAN_SQL_DIR
     python benchmarks/bench.py --sizes 30M --configs duckscore --memory-limit 1GB --temp-dir /tmp/spill
 """
 
