@@ -9,10 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..core.outputs import atomic_output_file
-from ..core.policy import Policy
+from ..core.policy import Policy, dump_yaml
 from ..core.tables import OpenedInput
 from ..core.version import __version__
 from .settings import CalibrationSettings
@@ -65,15 +63,22 @@ def write_policy(
         },
         "parameters": parameters,
     }
-    return write_policy_document(out, document)
+    base_file = {"--base": base.source} if Path(base.source).is_file() else {}
+    return write_policy_document(out, document, {**inputs, **base_file})
 
 
-def write_policy_document(out: Path, document: dict[str, Any]) -> dict[str, Any]:
-    """The policy file `out`, replaced atomically: nothing half-written."""
-    with atomic_output_file(out) as staging:
-        staging.write_text(
-            yaml.safe_dump(document, sort_keys=False, allow_unicode=True), encoding="utf-8"
-        )
+def write_policy_document(
+    out: Path, document: dict[str, Any], inputs: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The policy file `out`, replaced atomically: nothing half-written. It never replaces, nor
+    is, one of `inputs` (option -> given, or OpenedInput; by default the inputs the document
+    records, `--<name>`: what it was made from), and a name that says another format than YAML
+    is refused (docs/outputs.md)."""
+    if inputs is None:
+        recorded = document.get("metadata", {}).get("inputs", {})
+        inputs = {f"--{name}": given for name, given in recorded.items()}
+    with atomic_output_file(out, "--out", inputs, "yaml") as staging:
+        staging.write_text(dump_yaml(document), encoding="utf-8")
     return document
 
 

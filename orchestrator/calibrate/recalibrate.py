@@ -30,6 +30,7 @@ import pandas as pd
 from ..core.connection import EngineSettings
 from ..core.errors import DuckscoreError
 from ..core.inputs import Table
+from ..core.outputs import check_output_file
 from ..core.policy import Policy, load_policy, policy_from_parameters
 from ..core.progress import SILENT, Progress
 from ..core.render import RenderedSQL, render
@@ -92,6 +93,10 @@ def recalibrate(
         raise DuckscoreError(f"--folds must be at least 2, got {folds}")
     if adapt not in ADAPT_METHODS:
         raise DuckscoreError(f"--adapt must be one of {', '.join(ADAPT_METHODS)}, got {adapt!r}")
+    inputs = {"--log": log, "--labels": labels}
+    if Path(policy).is_file():  # a policy file, not a packaged name
+        inputs["--policy"] = policy
+    check_output_file(out, "--out", inputs, "yaml")  # before any work
     old = load_policy(SCORE_POLICY, policy)
     block, recorded = _calibration_of(old, adapt)
     loaded_recipe = recipe_for_policy(old, recipe, recipe_overrides, allow_recipe_mismatch)

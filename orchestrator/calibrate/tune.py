@@ -21,13 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from ..core.connection import EngineSettings
 from ..core.errors import PolicyError
 from ..core.inputs import Table
-from ..core.outputs import atomic_output_dir, atomic_output_file
-from ..core.policy import Policy, load_policy
+from ..core.outputs import atomic_output_dir, atomic_output_file, check_output_file
+from ..core.policy import Policy, dump_yaml, load_policy
 from ..core.progress import SILENT, Progress
 from ..core.render import render
 from ..core.session import Session
@@ -37,6 +36,7 @@ from ..fuse.recipe import FUSE_RECIPE, FusePlan, plan
 from ..fuse.stages import render_fused
 from ..metrics.catalog import Metric, parse_metrics
 from ..metrics.retrieval import render_per_query
+from ..metrics.significance import p_value_text
 from ..metrics.tables import open_qrels
 from .tune_grid import (
     Axis,
@@ -102,6 +102,10 @@ def tune(
         )
     if permutations < 1:
         raise TuneError(f"--permutations {permutations}: at least 1")
+    inputs = {"--log": log, "--qrels": qrels}
+    if Path(recipe).is_file():  # a recipe file, not a packaged name
+        inputs["--recipe"] = recipe
+    check_output_file(out, "--out", inputs, "yaml")  # before any work
     parsed = parse_metrics(metric)
     if len(parsed) != 1:
         raise TuneError(f"--metric {metric!r}: give one metric")
@@ -150,10 +154,8 @@ def tune(
     document = recipe_document(
         result, chosen, version, {"log": opened.given, "qrels": judged.given}
     )
-    with atomic_output_file(out) as staging:
-        staging.write_text(
-            yaml.safe_dump(document, sort_keys=False, allow_unicode=True), encoding="utf-8"
-        )
+    with atomic_output_file(out, "--out", inputs, "yaml") as staging:
+        staging.write_text(dump_yaml(document), encoding="utf-8")
     if report_dir is not None:
         write_report(Path(report_dir), result)
     return replace(result, document=document)
@@ -325,7 +327,7 @@ def format_summary(result: TuneResult) -> str:
         "",
         f"{result.metric:<{width}}{'tuned':>10}{'base':>10}{'difference':>12}{'p-value':>10}",
         f"{'cross-validated':<{width}}{s.cross_validated:>10.6f}{result.base_mean:>10.6f}"
-        f"{result.difference:>+12.6f}{result.p_value:>10.4f}",
+        f"{result.difference:>+12.6f}{p_value_text(result.p_value, result.permutations):>10}",
         f"{'all queries':<{width}}{s.means[s.best]:>10.6f}{result.base_mean:>10.6f}"
         f"{s.means[s.best] - result.base_mean:>+12.6f}",
         "",

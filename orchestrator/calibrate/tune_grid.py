@@ -3,7 +3,8 @@ axes, their grid points (every combination, the last key varying fastest), the f
 queries, and the cross-validated choice of a grid point from per-query metric values.
 
 A grid value is a list (`a,b,c`) or an inclusive range (`a:b:step`, b included within a
-tolerance of a millionth of a step); each value is read as `--set-recipe` reads one (YAML).
+tolerance of a millionth of a step); each value is read as `--set-recipe` reads one (YAML 1.2
+numbers and booleans, core/policy.py's load_yaml: `010` is refused, `0o10` is 8, `yes` is text).
 Keys are checked when the grid points are loaded as recipes (the `--set-recipe` machinery)."""
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import yaml
 
 from ..core.errors import DuckscoreError
-from ..core.policy import load_yaml
+from ..core.policy import AmbiguousNumber, dump_yaml, load_yaml
 
 MAX_GRID_POINTS = 10_000
 MAX_RANGE_VALUES = 10_000
@@ -77,12 +78,7 @@ def as_overrides(point: Mapping[str, Any]) -> list[str]:
 
 
 def _yaml(value: Any) -> str:
-    return (
-        yaml.safe_dump(value, default_flow_style=True, width=10_000)
-        .strip()
-        .removesuffix("...")
-        .strip()
-    )
+    return dump_yaml(value, flow=True, width=10_000).strip().removesuffix("...").strip()
 
 
 def _value(item: str, raw: str) -> Any:
@@ -90,6 +86,8 @@ def _value(item: str, raw: str) -> Any:
         raise TuneError(f"--grid {item!r}: an empty value")
     try:
         return load_yaml(raw)
+    except AmbiguousNumber as exc:
+        raise TuneError(f"--grid {item!r}: {exc.problem}") from None
     except yaml.YAMLError:
         raise TuneError(f"--grid {item!r}: {raw.strip()!r} is not valid YAML") from None
 

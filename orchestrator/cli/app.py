@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -21,6 +22,8 @@ class DuckscoreGroup(click.Group):
             return super().invoke(ctx)
         except KeyboardInterrupt as exc:
             _interrupted(exc)
+        except BrokenPipeError:
+            _reader_gone()
         except DuckscoreError as exc:
             _fail(str(exc))
         except RuntimeError as exc:
@@ -53,6 +56,14 @@ class DuckscoreGroup(click.Group):
             )
             _fail(f"{exc.format_message()} (see `{command} --help`)", status=exc.exit_code)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _reader_gone() -> None:
+    """The reader of stdout stopped reading (`duckscore status | head`): it has what it wanted,
+    so exit 0 (click's own answer is a silent 1), and let no later flush complain of the pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(0)
 
 
 def _interrupted(interrupted: BaseException | None = None) -> None:
@@ -91,6 +102,19 @@ def cli(ctx: click.Context, progress: bool | None, quiet: bool) -> None:
     ctx.obj = Progress(enabled=progress and not quiet, warnings=not quiet)
 
 
+# the group's own options, also taken where users type them: after the command
+GLOBAL_FLAGS = frozenset({"-q", "--quiet", "--progress", "--no-progress"})
+
+
+def hoist_global_flags(args: list[str]) -> list[str]:
+    """`args` with the global flags moved before the command (up to a `--`, after which every
+    argument is a value)."""
+    end = args.index("--") if "--" in args else len(args)
+    options = args[:end]
+    flags = [arg for arg in options if arg in GLOBAL_FLAGS]
+    return flags + [arg for arg in options if arg not in GLOBAL_FLAGS] + args[end:]
+
+
 def main() -> None:
     catch_sigterm()
-    cli(prog_name="duckscore")
+    cli(args=hoist_global_flags(sys.argv[1:]), prog_name="duckscore")

@@ -164,7 +164,14 @@ def calibrate(
     """
     from ..calibrate.pipeline import calibrate as run_calibrate
     from ..calibrate.settings import CalibrationSettings
+    from ..core.outputs import check_output_file
 
+    given = {"--features": features, "--log": log, "--labels": labels, "--qrels": qrels}
+    policies = {"--base": base, "--recipe": recipe if log is not None else None}
+    inputs = {option: path for option, path in given.items() if path is not None} | {
+        option: path for option, path in policies.items() if path and _policy_file(path)
+    }
+    check_output_file(out_path, "--out", inputs, "yaml")  # before any work
     chosen = CalibrationSettings(
         folds=folds,
         seed=seed,
@@ -205,6 +212,12 @@ def calibrate(
     if "probability" in validation:
         _echo_probability(validation["probability"])
     progress.step(f"done: policy {result.document['score_policy_version']} -> {out_path}")
+
+
+def _policy_file(name_or_path: str) -> bool:
+    """Whether --base or --recipe names a file rather than a packaged policy (the loader's rule)."""
+    path = Path(name_or_path)
+    return path.suffix in {".yaml", ".yml"} or len(path.parts) > 1
 
 
 def _echo_probability(probability: dict[str, Any]) -> None:

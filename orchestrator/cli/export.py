@@ -8,6 +8,7 @@ import click
 
 from .app import DuckscoreGroup, cli
 from .options import out_file_option
+from .summary import done
 
 ANNOTATION_FORMATS = ("phoenix",)
 
@@ -58,7 +59,7 @@ def export_annotations(scored: Path, annotation_format: str, out_path: Path) -> 
     missing = exported.without_spans
     plural = "queries" if missing != 1 else "query"
     left_out = f"; left out {missing:,} {plural} without spans" if missing else ""
-    click.echo(
+    done(
         f"wrote {exported.annotations:,} {annotation_format} annotations of "
         f"{exported.traces:,} traces to {out_path}{left_out}"
     )

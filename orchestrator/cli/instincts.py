@@ -10,6 +10,7 @@ import click
 
 from .app import DuckscoreGroup, cli
 from .options import OutputPath, db_option, now_option
+from .summary import done
 
 if TYPE_CHECKING:
     from ..instincts.workspace import Store
@@ -36,7 +37,7 @@ def instincts_init(db: Store, policy: str) -> None:
     from ..instincts.store import init_store
     from ..instincts.workspace import shown
 
-    click.echo(f"{shown(db)}: {init_store(db, policy)}")
+    done(f"{shown(db)}: {init_store(db, policy)}")
 
 
 @instincts.command("ingest")
@@ -64,7 +65,7 @@ def instincts_ingest(
     if new_instincts is None and events is None:
         raise click.UsageError("give --instincts and/or --events")
     counts = ingest(db, events, new_instincts, now)
-    click.echo(", ".join(f"{value:,} {name.replace('_', ' ')}" for name, value in counts.items()))
+    done(", ".join(f"{value:,} {name.replace('_', ' ')}" for name, value in counts.items()))
 
 
 @instincts.command("migrate")
@@ -86,7 +87,7 @@ def instincts_migrate(source: Path, target: str) -> None:
 
     copied = migrate_store(source, target)
     rows = ", ".join(f"{count:,} {table}" for table, count in copied.items())
-    click.echo(f"{source} -> {shown(target)}: {rows}")
+    done(f"{source} -> {shown(target)}: {rows}")
 
 
 @instincts.command("recompute")
@@ -98,7 +99,7 @@ def instincts_recompute(db: Store, now: dt.datetime | None) -> None:
     from ..instincts.store import recompute
 
     counts = recompute(db, now)
-    click.echo(f"{counts['changed']:,} of {counts['instincts']:,} instincts changed")
+    done(f"{counts['changed']:,} of {counts['instincts']:,} instincts changed")
 
 
 @instincts.command("decay")
@@ -111,9 +112,9 @@ def instincts_decay(db: Store, now: dt.datetime | None) -> None:
 
     result = decay(db, now)
     if result.already_ran:
-        click.echo(f"Decay job already ran for the week of {result.week_start}: nothing changed")
+        done(f"Decay job already ran for the week of {result.week_start}: nothing changed")
     else:
-        click.echo(
+        done(
             f"Decay job complete: {result.decayed} decayed, {result.deprecated} deprecated, "
             f"{result.deleted} deleted"
         )
@@ -146,5 +147,7 @@ def instincts_report(db: Store, out_dir: Path, limit: int) -> None:
     """The dashboard: radar charts of the three scores and confidence trends, in report.html."""
     from ..instincts.report import write_report
 
-    write_report(db, out_dir, limit)
-    click.echo(f"{out_dir / 'report.html'}")
+    report = write_report(db, out_dir, limit)
+    count = len(report["instincts"])
+    files = ", ".join(["report.html", "report.json", *report["figures"]])
+    done(f"wrote the dashboard of {count:,} instinct{'s' * (count != 1)} into {out_dir}/ ({files})")

@@ -8,6 +8,7 @@ import click
 
 from .app import DuckscoreGroup, cli
 from .options import pack_options
+from .summary import done
 
 
 @cli.group(cls=DuckscoreGroup)
@@ -35,4 +36,16 @@ def macros_install(db: Path, script: str) -> None:
     from ..pack.install import install
 
     names = install(db, script)
-    click.echo(f"installed {len(names)} macros into {db}: {', '.join(names)}")
+    done(f"installed {len(names)} macros into {db}: {', '.join(names)}")
+    done(f"{db} opens with DuckDB {storage_version(db)} or later (its storage version)")
+
+
+def storage_version(db: Path) -> str:
+    """The DuckDB release that wrote `db`'s storage format (an older DuckDB cannot open it)."""
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        row = con.execute(
+            "SELECT tags['storage_version'] FROM duckdb_databases() WHERE NOT internal"
+        ).fetchone()
+    return str(row[0]).rstrip("+") if row and row[0] else f"v{duckdb.__version__}"

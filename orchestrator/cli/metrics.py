@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -38,7 +39,8 @@ if TYPE_CHECKING:
     "per_query_path",
     type=OutputPath(dir_okay=False, path_type=Path),
     metavar="FILE",
-    help="Also write the per-query values to this Parquet file.",
+    help="Also write the per-query values to this file: Parquet, CSV, TSV or JSON Lines as its "
+    "suffix says (.parquet, .pq, .csv, .tsv, .json, .jsonl, .ndjson).",
 )
 @click.option(
     "--baseline",
@@ -114,8 +116,12 @@ def eval_command(
 
     \b
     With --baseline B: per metric the run's mean, the baseline's, their difference and the
-    p-value of a paired two-sided test (--test), `*` where p <= --alpha; --json prints
-    {metric: {run, baseline, difference, p_value, significant}}.
+    p-value of a paired two-sided test (--test), `*` where p <= --alpha, and how many judged
+    queries each run has rows for (a run with none is refused); --json prints {metric: {run,
+    baseline, difference, p_value, p_value_below, significant, judged_queries, run_covers,
+    baseline_covers}}. With no permutation as extreme as observed, p < 1/(permutations + 1):
+    the table prints `< 0.0001`, the JSON p_value 0 and p_value_below 1/(permutations + 1).
+    JSON never holds NaN or Infinity (null instead).
     """
     progress: Progress = ctx.obj
     if baseline_path is not None:
@@ -129,16 +135,36 @@ def eval_command(
               and ctx.get_parameter_source(p.name) != click.core.ParameterSource.DEFAULT]  # fmt: skip
     if chosen:
         raise click.UsageError(f"{', '.join(chosen)} needs --baseline")
-    from ..metrics.retrieval import format_table, run_evaluation, write_per_query
+    from ..metrics.retrieval import format_table, no_coverage, run_evaluation, write_per_query
 
-    result = run_evaluation(run_path, qrels_path, metrics, settings, progress)
     if per_query_path is not None:
-        write_per_query(result.per_query, per_query_path)
+        _check_output(per_query_path, "--per-query", run_path, qrels_path)
+    result = run_evaluation(run_path, qrels_path, metrics, settings, progress)
+    if (uncovered := no_coverage(result)) is not None:
+        progress.warn(f"{uncovered}: every metric is 0")
+    if per_query_path is not None:
+        write_per_query(result.per_query, per_query_path, result.inputs)
     if as_json:
-        click.echo(json.dumps(result.means, ensure_ascii=False))
+        click.echo(json_line(result.means))
     else:
         click.echo(format_table(result))
     progress.step(f"done: {result.queries:,} queries evaluated")
+
+
+def json_line(value: Any) -> str:
+    """One line of JSON: NaN and ±inf, which JSON has no words for (Python would print `NaN`),
+    written as null."""
+
+    def finite(item: Any) -> Any:
+        if isinstance(item, float) and not math.isfinite(item):
+            return None
+        if isinstance(item, dict):
+            return {key: finite(entry) for key, entry in item.items()}
+        if isinstance(item, (list, tuple)):
+            return [finite(entry) for entry in item]
+        return item
+
+    return json.dumps(finite(value), ensure_ascii=False, allow_nan=False)
 
 
 def _compare(
@@ -157,17 +183,24 @@ def _compare(
     result = compare_runs(run_path, baseline_path, qrels_path, metrics, test, alpha,
                           permutations, seed, settings, progress)  # fmt: skip
     if as_json:
-        click.echo(json.dumps({m.metric: {"run": m.run, "baseline": m.baseline,
-                                          "difference": m.difference, "p_value": m.p_value,
-                                          "significant": m.significant}
-                               for m in result.metrics}, ensure_ascii=False))  # fmt: skip
+        click.echo(json_line({m.metric: {"run": m.run, "baseline": m.baseline,
+                                         "difference": m.difference, "p_value": m.p_value,
+                                         "p_value_below": m.p_value_below,
+                                         "significant": m.significant,
+                                         "judged_queries": result.queries,
+                                         "run_covers": result.run_covers,
+                                         "baseline_covers": result.baseline_covers}
+                              for m in result.metrics}))  # fmt: skip
     else:
         click.echo(format_comparison(result))
 
 
 @cli.command(name="labels")
 @run_and_qrels_options
-@out_file_option("the labels: Parquet, or CSV when FILE ends with .csv")
+@out_file_option(
+    "the labels: Parquet, CSV, TSV or JSON Lines as its suffix says (.parquet, .pq, .csv, "
+    ".tsv, .json, .jsonl, .ndjson)"
+)
 @click.option(
     "--k",
     "k",
@@ -212,7 +245,16 @@ def labels_command(
     """
     from ..metrics.labels import format_summary, run_labels, write_labels
 
+    _check_output(out_path, "--out", run_path, qrels_path)
     result = run_labels(run_path, qrels_path, k, settings, progress)
-    write_labels(result.labels, out_path)
+    write_labels(result.labels, out_path, result.inputs)
     click.echo(format_summary(result))
     progress.step(f"done: {result.queries:,} queries labelled -> {out_path}")
+
+
+def _check_output(path: Path, option: str, run_path: str, qrels_path: str) -> None:
+    """Before any work: the output file is not --run or --qrels (nor inside, nor matched by
+    them), and its suffix names a table format (docs/outputs.md)."""
+    from ..core.outputs import check_output_file
+
+    check_output_file(path, option, {"--run": run_path, "--qrels": qrels_path}, "table")

@@ -64,8 +64,14 @@ if TYPE_CHECKING:
 @click.option(
     "--incremental",
     is_flag=True,
-    help="With --partition-by: compute only partitions whose files, recipe or policy changed "
-    "since the ledger's run; leave the others byte for byte.",
+    help="With --partition-by: compute only partitions whose files changed or whose outputs "
+    "are damaged since the ledger's run; leave the others byte for byte.",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With --partition-by --incremental: compute every partition again when the recipe, "
+    "policy or options are not those of the ledger (refused without it).",
 )
 @recipe_options(None)
 @allow_recipe_mismatch_option
@@ -84,6 +90,7 @@ def run(
     shards: int,
     partition_by: str | None,
     incremental: bool,
+    force: bool,
     recipe: str | None,
     recipe_overrides: tuple[str, ...],
     allow_recipe_mismatch: bool,
@@ -93,8 +100,9 @@ def run(
     settings: EngineSettings,
 ) -> None:
     """Fuse a retrieval log, then score its parents: every output of `fuse` and `score`."""
-    if incremental and partition_by is None:
-        raise click.UsageError("--incremental needs --partition-by")
+    for needs_partitions, flag in ((incremental, "--incremental"), (force, "--force")):
+        if needs_partitions and partition_by is None:
+            raise click.UsageError(f"{flag} needs --partition-by")
     if engine == "spark":
         for refused, flag in ((queries is not None, "--queries"), (not explain, "--no-explain"),
                               (not isinstance(log, str), "--log-format")):  # fmt: skip
@@ -118,8 +126,8 @@ def run(
             compute = compute_on_spark(shards, spark_master)
         given, log_format = given_and_format(log)
         partitioned = run_partitioned(
-            given, out_dir, partition_by, job, incremental=incremental, progress=progress,
-            log_format=log_format, compute=compute,
+            given, out_dir, partition_by, job, incremental=incremental, force=force,
+            progress=progress, log_format=log_format, compute=compute,
         )  # fmt: skip
         partitions_written(partitioned)
         return

@@ -45,7 +45,7 @@ COLUMNS = ("partition", "queries", "parents", "recipe", "policy", "computed_at",
 @click.option(
     "--check",
     is_flag=True,
-    help="Exit with status 1 when a partition is stale or new (needs --log).",
+    help="Exit with status 1 when a partition is stale, damaged or new (needs --log).",
 )
 def status(
     out_dir: Path,
@@ -59,9 +59,10 @@ def status(
     as_json: bool,
     check: bool,
 ) -> None:
-    """List the partitions of a partitioned output with their versions, rows and time; with
-    --log (and the run's --recipe, --policy … options), whether each is fresh, stale (files or
-    settings changed), new, or has no log."""
+    """List the partitions of a partitioned output with their versions, rows and time, and
+    whether their outputs are damaged; with --log (and the run's --recipe, --policy …
+    options), whether each is fresh, stale (files or settings changed, or damaged), new, or
+    has no log."""
     from ..run.incremental import PartitionJob
     from ..run.job import Job
     from ..run.status import partition_states
@@ -78,12 +79,11 @@ def status(
     if as_json:
         for state in states:
             entry = asdict(state.entry) if state.entry else None
-            click.echo(
-                json.dumps({"partition": state.partition, "state": state.state, "ledger": entry})
-            )
+            line = {"partition": state.partition, "state": state.state, "ledger": entry}
+            click.echo(json.dumps(line | ({"damage": state.damage} if state.damage else {})))
     else:
         _print_table([_columns(state) for state in states])
-    if check and any(state.state not in ("fresh", "no log") for state in states):
+    if check and any(state.state not in ("fresh", "no log", "damaged, no log") for state in states):
         sys.exit(1)
 
 

@@ -1,4 +1,8 @@
-"""The one line a command that writes an output folder prints when it succeeds."""
+"""What a command says it did, on stderr: one rule for every command (docs/outputs.md, "What a
+command prints"). stdout holds a command's data — a table, JSON, SQL, the lines a user pipes or
+parses — and nothing else; a message — what was done, where the outputs are — is a line
+`duckscore: …` on stderr, printed by `done` (and the helpers below, which phrase the lines of the
+commands that write an output folder), silenced by -q and by --no-progress."""
 
 from __future__ import annotations
 
@@ -27,14 +31,13 @@ def written(
     names = [*first, *(name for name in others if name not in first)]
     if len(names) > MAX_NAMES:
         names = [*names[: MAX_NAMES - 1], f"and {len(names) - MAX_NAMES + 1} more"]
-    click.echo(f"duckscore: {what} into {out_dir}/ ({', '.join(names)})", err=True)
+    done(f"{what} into {out_dir}/ ({', '.join(names)})")
 
 
 def decided(counts: DecisionCounts) -> None:
     """`duckscore: <n> queries: high …, medium …, low … (thresholds); need_hitl … ` on stderr,
     unless -q or --no-progress: what the policy decided, beside the thresholds that decided it."""
-    if not _quiet():
-        click.echo(f"duckscore: {counts.summary()}", err=True)
+    done(counts.summary())
 
 
 def partitions_written(result: PartitionedResult) -> None:
@@ -51,10 +54,18 @@ def partitions_written(result: PartitionedResult) -> None:
     others = [f"{len(result.kept)} kept"] + (
         [f"{len(result.removed)} removed"] if result.removed else []
     )
-    click.echo(
-        f"duckscore: {what} {'into' if computed else 'in'} {result.out_dir}/ (by {result.partition_by}; {', '.join(others)})",
-        err=True,
+    done(
+        f"{what} {'into' if computed else 'in'} {result.out_dir}/ "
+        f"(by {result.partition_by}; {', '.join(others)})"
     )
+
+
+def done(message: str) -> None:
+    """`duckscore: <message>` on stderr — what a command did: `installed 18 macros into …`,
+    `2 of 2 instincts changed` — unless -q or --no-progress. Never on stdout, which holds a
+    command's data only (an empty stdout for a command that has none)."""
+    if not _quiet():
+        click.echo(f"duckscore: {message}", err=True)
 
 
 def _quiet() -> bool:

@@ -232,7 +232,9 @@ def _create_object_view(
     """The raw view over an in-memory object, scanned in place (no copy): DuckDB reads pandas,
     Polars and Arrow memory and relations of its own connection directly. Two cases are copied:
     a pandas frame DuckDB cannot scan (a view with negative strides, e.g. `frame[::-1]`), and a
-    relation of another connection (read through Arrow)."""
+    relation of another connection (read through Arrow). An ENUM column — a pandas `category`
+    of text, or a DuckDB ENUM — is read as its values, VARCHAR (categories of numbers DuckDB
+    already reads as the numbers), as the same frame without categories would be."""
     scanned = f"{raw}_object"
     try:
         con.register(scanned, given)
@@ -248,8 +250,14 @@ def _create_object_view(
                 f"({first_line(exc)}); give a path, a pandas or Polars DataFrame, an Arrow "
                 "table or dataset, or a DuckDB relation"
             ) from None
+    enums = [
+        f"CAST({ident(name)} AS {TEXT}) AS {ident(name)}"
+        for name, dtype in _actual_columns(con, scanned).items()
+        if dtype.startswith("ENUM(")
+    ]
+    columns = f"* REPLACE ({', '.join(enums)})" if enums else "*"
     con.execute(
-        f"CREATE OR REPLACE TEMP VIEW {ident(raw)} AS SELECT *, "
+        f"CREATE OR REPLACE TEMP VIEW {ident(raw)} AS SELECT {columns}, "
         f"{lit(shown)} AS {FILE_COLUMN}, row_number() OVER () AS {ROW_COLUMN} "
         f"FROM {ident(scanned)}"
     )

@@ -13,18 +13,24 @@
   files it does not change stay the same files, byte for byte) and moves in as above.
 - **Permissions** follow the umask, as any file the user creates.
 - **Never inside an input**: an output that is, holds or lies inside an input is refused, and so
-  is the current folder (or one holding it) and an empty name.
+  is the current folder (or one holding it) and an empty name. A single file is also refused when
+  it is an input file by another name (a symlink, a hard link) or an input glob matches it.
+- **The suffix names the format** of a single file: a table is Parquet, CSV, TSV or JSON Lines as
+  its suffix says (the suffixes the input reader reads it back by); a document (JSON, YAML) is
+  refused under a suffix that names another format.
 
 A failure at any point, an interrupt included, leaves the old output exactly as it was.
 """
 
 from __future__ import annotations
 
+import fnmatch
+import glob
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -32,14 +38,35 @@ from typing import TYPE_CHECKING, Any, Literal
 import duckdb
 
 from .errors import OutputError
+from .inputs import FORMATS
 from .locks import output_lock, remove_stale, umask
 from .render import lit
 from .swap import publish_folder, publish_in_place
+from .tables import OpenedInput
 
 if TYPE_CHECKING:
     import pandas as pd
 
 IN_PLACE_PREFIX = ".duckscore."
+# A single file's format by its suffix: the input reader's suffixes (what a table output is read
+# back by), TSV kept apart from CSV for its delimiter, and YAML (policies, recipes).
+SUFFIXES = {suffix: "tsv" if suffix == ".tsv" else fmt for suffix, fmt in FORMATS.items()} | {
+    ".yaml": "yaml",
+    ".yml": "yaml",
+}
+TABLE_FORMATS = ("parquet", "csv", "tsv", "json")
+FORMAT_NAMES = {"parquet": "Parquet", "csv": "CSV", "tsv": "TSV", "json": "JSON", "yaml": "YAML"}
+COPY_OPTIONS = {
+    "parquet": "FORMAT parquet",
+    "csv": "FORMAT csv, HEADER true",
+    "tsv": "FORMAT csv, HEADER true, DELIMITER '\t'",
+    "json": "FORMAT json",  # newline-delimited: one object per row
+}
+# What a single-file output is: a table (its format by suffix) or a document of one format.
+FileKind = Literal["table", "json", "yaml"]
+# A command's inputs, by option: what was given (a path, glob or folder) or the OpenedInput;
+# anything else (a DataFrame, a relation) has no file to protect.
+Inputs = Mapping[str, Any]
 
 
 @contextmanager
@@ -116,14 +143,15 @@ def _link_tree(source: Path, copy: Path, skip: str) -> None:
         target = copy / entry.name
         try:
             if entry.is_dir() and not entry.is_symlink():
-                shutil.copytree(entry, target, symlinks=True, copy_function=_link_or_copy)
+                shutil.copytree(entry, target, symlinks=True, copy_function=link_or_copy)
             else:
-                _link_or_copy(entry, target)
+                link_or_copy(entry, target)
         except (OSError, shutil.Error) as exc:
             raise OutputError(f"cannot copy {entry} into the new output ({exc})") from None
 
 
-def _link_or_copy(source: Path | str, target: Path | str) -> None:
+def link_or_copy(source: Path | str, target: Path | str) -> None:
+    """`target` a hard link to `source`, or a copy where the file system has no hard links."""
     try:
         os.link(source, target, follow_symlinks=False)
     except OSError:
@@ -169,12 +197,16 @@ def _staging_place(destination: Path, shown: str) -> tuple[Path, str, bool]:
 
 
 @contextmanager
-def atomic_output_file(destination: Path | str, option: str = "--out") -> Iterator[Path]:
+def atomic_output_file(
+    destination: Path | str,
+    option: str = "--out",
+    inputs: Inputs | None = None,
+    kind: FileKind | None = None,
+) -> Iterator[Path]:
     """Yield a temporary sibling path; on success rename it to `destination`. A failure (also an
-    OSError or DuckDB error inside the block) leaves the destination as it was."""
-    destination, shown = _checked_destination(destination, option)
-    if destination.is_dir():
-        raise OutputError(f"{shown}: is a folder")
+    OSError or DuckDB error inside the block) leaves the destination as it was. Checked first
+    (`check_output_file`): not an input of the command, a suffix that fits `kind`."""
+    destination, shown, _ = check_output_file(destination, option, inputs, kind)
     parent, prefix = destination.parent, f".{destination.name}."
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -199,6 +231,115 @@ def atomic_output_file(destination: Path | str, option: str = "--out") -> Iterat
             staging.unlink(missing_ok=True)
 
 
+def check_output_file(
+    destination: Path | str,
+    option: str = "--out",
+    inputs: Inputs | None = None,
+    kind: FileKind | None = None,
+) -> tuple[Path, str, str | None]:
+    """What a single-file output is checked for before anything is written — and, by a command
+    that calls it first, before any work: a name, not the current folder nor a folder, none of
+    `inputs` (`refuse_file_overlap`), a suffix that fits `kind` (`output_format`). Returns the
+    output resolved, how messages name it, and its format."""
+    resolved, shown = _checked_destination(destination, option)
+    if resolved.is_dir():
+        raise OutputError(f"{shown}: is a folder")
+    for label, given in (inputs or {}).items():
+        refuse_file_overlap(resolved, label, given, shown)
+    return resolved, shown, output_format(destination, option, kind)
+
+
+def output_format(destination: Path | str, option: str, kind: FileKind | None) -> str | None:
+    """The format a single file is written in: a table's by its suffix (refused without one the
+    input reader knows); a document's own, refused under a suffix that names another format."""
+    if kind is None:
+        return None
+    named = SUFFIXES.get(Path(destination).suffix.lower())
+    if kind == "table":
+        if named in TABLE_FORMATS:
+            return named
+        accepted = [suffix for suffix, fmt in SUFFIXES.items() if fmt in TABLE_FORMATS]
+        raise OutputError(f"{option} {destination}: unknown file type (use {', '.join(accepted)})")
+    if named is None or named == kind:
+        return kind
+    accepted = [suffix for suffix, fmt in SUFFIXES.items() if fmt == kind]
+    raise OutputError(
+        f"{option} {destination}: the output is {FORMAT_NAMES[kind]}, not {FORMAT_NAMES[named]} "
+        f"(use {', '.join(accepted)})"
+    )
+
+
+def refuse_file_overlap(destination: Path, label: str, given: Any, shown: str) -> None:
+    """A single-file output (resolved) must not be the input `given` — the same path, or the same
+    file by a symlink or hard link — nor lie inside it (a folder, or a `**` glob's folder), nor be
+    a name its glob matches: each would replace the input or be read as one by the next run."""
+    where, paths, patterns = _input_names(label, given)
+    try:
+        written = destination.stat()
+    except OSError:
+        written = None
+    for pattern in patterns:
+        root, rest = _glob_parts(pattern)
+        if "**" in pattern:
+            if root == destination or root in destination.parents:
+                raise OutputError(
+                    f"{shown}: is inside the input {where}; write the output elsewhere"
+                )
+        elif _glob_matches(root, rest, destination):
+            raise OutputError(f"{shown}: matches the input {where}; write the output elsewhere")
+    for path in paths:
+        source = Path(path).expanduser().resolve()
+        if source == destination or (written is not None and _same_file(source, written)):
+            raise OutputError(f"{shown}: is the input {where}; write the output elsewhere")
+        if source in destination.parents:
+            raise OutputError(f"{shown}: is inside the input {where}; write the output elsewhere")
+
+
+def _input_names(label: str, given: Any) -> tuple[str, list[str], list[str]]:
+    """How messages name an input (`--run (runs/*.parquet)`), its paths (files or a folder), and
+    its glob patterns: what an OpenedInput read, else what `given` names as the reader reads it."""
+    if isinstance(given, OpenedInput):
+        if given.format == "memory":
+            return "", [], []
+        where = f"{given.label} ({given.given})"
+        paths, patterns = _given_names(given.given)
+        return where, paths + [f.path for f in given.files], patterns
+    if isinstance(given, (str, os.PathLike)):
+        return f"{label} ({os.fspath(given)})", *_given_names(os.fspath(given))
+    return "", [], []
+
+
+def _given_names(given: str) -> tuple[list[str], list[str]]:
+    if os.path.isdir(given) or not glob.has_magic(given):
+        return [given], []
+    return [], [given]
+
+
+def _glob_parts(pattern: str) -> tuple[Path, tuple[str, ...]]:
+    """A glob's folder before its first wildcard (resolved) and the parts from there on."""
+    parts = Path(os.path.expanduser(pattern)).parts
+    fixed = next(i for i, part in enumerate(parts) if glob.has_magic(part))
+    return Path(*parts[:fixed]).resolve() if fixed else Path.cwd().resolve(), parts[fixed:]
+
+
+def _glob_matches(root: Path, rest: tuple[str, ...], destination: Path) -> bool:
+    try:
+        relative = destination.relative_to(root).parts
+    except ValueError:
+        return False
+    return len(relative) == len(rest) and all(
+        fnmatch.fnmatchcase(name, part) for name, part in zip(relative, rest, strict=True)
+    )
+
+
+def _same_file(source: Path, written: os.stat_result) -> bool:
+    try:
+        found = source.stat()
+    except OSError:
+        return False
+    return (found.st_dev, found.st_ino) == (written.st_dev, written.st_ino)
+
+
 def write_json(path: Path, document: Any) -> None:
     path.write_text(
         json.dumps(document, indent=2, sort_keys=False, ensure_ascii=False) + "\n", encoding="utf-8"
@@ -210,15 +351,17 @@ def write_frame(
     destination: Path,
     option: str = "--out",
     select: str = "SELECT * FROM frame",
-    fmt: Literal["parquet", "csv"] = "parquet",
+    inputs: Inputs | None = None,
 ) -> None:
-    """Write `select` over the DataFrame (as the view `frame`) to one Parquet or CSV file,
-    atomically: on failure the destination is left as it was."""
-    options = "FORMAT parquet" if fmt == "parquet" else "FORMAT csv, HEADER true"
-    with atomic_output_file(destination, option) as staging:
+    """Write `select` over the DataFrame (as the view `frame`) to one file in the format its
+    suffix names (Parquet, CSV, TSV or JSON Lines), atomically: on failure, or when it would
+    replace one of `inputs`, the destination is left as it was."""
+    fmt = output_format(destination, option, "table")
+    assert fmt is not None
+    with atomic_output_file(destination, option, inputs, "table") as staging:
         con = duckdb.connect(":memory:")
         try:
             con.register("frame", frame)
-            con.execute(f"COPY ({select}) TO {lit(str(staging))} ({options})")
+            con.execute(f"COPY ({select}) TO {lit(str(staging))} ({COPY_OPTIONS[fmt]})")
         finally:
             con.close()

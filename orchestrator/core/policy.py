@@ -37,6 +37,7 @@ from .trees import (
 
 # the rules are part of this module's interface: a capability declares its spec with them
 __all__ = [
+    "AmbiguousNumber",
     "Bounds",
     "Choice",
     "Flag",
@@ -52,6 +53,7 @@ __all__ = [
     "Words",
     "available_policies",
     "canonical_json",
+    "dump_yaml",
     "load_policy",
     "load_yaml",
     "parse_overrides",
@@ -61,15 +63,92 @@ __all__ = [
 _VERSION_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 
 
-class _Loader(yaml.SafeLoader):
-    """YAML with 1.2-style floats: PyYAML reads `1e-9` (no dot) as a string."""
-
-
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+$"),
-    list("-+0123456789."),
+_BOOL, _INT, _FLOAT = (f"tag:yaml.org,2002:{name}" for name in ("bool", "int", "float"))
+# YAML 1.1's implicit types that YAML 1.2's core schema reads otherwise (or not at all):
+# booleans yes/no/on/off, octal 010, binary, 1_000, sexagesimal 1:30, and `=` (value)
+_YAML_1_1_ONLY = {_BOOL, _INT, _FLOAT, "tag:yaml.org,2002:value"}
+_LEADING_ZERO = re.compile(r"[-+]?0[0-9]+")
+_INT_FORMS = (
+    (re.compile(r"[-+]?[0-9]+"), 10),
+    (re.compile(r"0o[0-7]+"), 8),
+    (re.compile(r"0x[0-9a-fA-F]+"), 16),
 )
+
+
+class AmbiguousNumber(yaml.constructor.ConstructorError):
+    """An integer written with a leading zero (`010`): octal 8 in YAML 1.1, 10 in YAML 1.2."""
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML with the numbers and booleans of YAML 1.2's core schema (PyYAML reads YAML 1.1):
+    `1e-9` is a float (a string to 1.1); `0o10` and `0x10` are integers; only true/false (any
+    case) are booleans, so `yes`, `no`, `on`, `off` are text, as are `1_000` and `1:30`; an
+    integer with a leading zero (`010`) is refused, since YAML 1.1 reads it as octal and 1.2 as
+    decimal. Policy files, rule files and every KEY=VALUE value are read with it."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag not in _YAML_1_1_ONLY]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_YAML_1_2 = (
+    (_BOOL, r"true|True|TRUE|false|False|FALSE", "tTfF"),
+    (_INT, r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+", "-+0123456789"),
+    (
+        _FLOAT,
+        r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)",
+        "-+0123456789.",
+    ),
+)
+for _tag, _pattern, _first in _YAML_1_2:
+    _Loader.add_implicit_resolver(_tag, re.compile(f"^(?:{_pattern})$"), list(_first))
+
+
+class _Dumper(yaml.SafeDumper):
+    """PyYAML's safe dumper, quoting a text that YAML 1.1 or the loader above (YAML 1.2) would
+    read as anything but that text: `'yes'` as before, and now `'09'`, `'0o17'`, `'1e5'`."""
+
+
+for _tag, _pattern, _first in _YAML_1_2:
+    _Dumper.add_implicit_resolver(_tag, re.compile(f"^(?:{_pattern})$"), list(_first))
+
+
+def dump_yaml(value: Any, flow: bool = False, width: int | None = None) -> str:
+    """YAML text that load_yaml reads back as `value`: keys in order, UTF-8; `flow`: in flow
+    style (`{a: 1}`), on lines of at most `width` characters."""
+    return yaml.dump(
+        value,
+        Dumper=_Dumper,
+        sort_keys=False,
+        allow_unicode=True,
+        default_flow_style=flow,
+        width=width,
+    )
+
+
+def _yaml_1_2_int(loader: _Loader, node: yaml.ScalarNode) -> int:
+    text = str(loader.construct_scalar(node))
+    if _LEADING_ZERO.fullmatch(text):
+        digits = text.lstrip("+-").lstrip("0") or "0"
+        sign = "-" if text.startswith("-") else ""
+        octal = "" if sign or set(digits) - set("01234567") else f", or 0o{digits} for octal"
+        raise AmbiguousNumber(
+            None,
+            None,
+            f"{text} has a leading zero, which YAML 1.1 and YAML 1.2 read differently: "
+            f"write {sign}{digits}{octal} (quote it for text)",
+            node.start_mark,
+        )
+    for pattern, base in _INT_FORMS:
+        if pattern.fullmatch(text):
+            return int(text if base == 10 else text[2:], base)
+    raise yaml.constructor.ConstructorError(
+        None, None, f"{text!r} is not a YAML 1.2 integer", node.start_mark
+    )
+
+
+_Loader.add_constructor(_INT, _yaml_1_2_int)
 
 
 def _mapping_without_repeats(loader: _Loader, node: yaml.MappingNode) -> dict[Any, Any]:
@@ -89,6 +168,8 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping
 
 
 def load_yaml(text: str) -> Any:
+    """YAML as duckscore reads every policy, rule file and KEY=VALUE value (see _Loader); an
+    integer with a leading zero raises AmbiguousNumber, whose `problem` is one line."""
     return yaml.load(text, Loader=_Loader)
 
 
@@ -341,6 +422,8 @@ def parse_overrides(
             raise PolicyError(f"{option} {item!r}: expected key=value")
         try:
             parsed[key] = load_yaml(raw) if raw.strip() else None
+        except AmbiguousNumber as exc:
+            raise PolicyError(f"{option} {item!r}: {exc.problem}") from None
         except yaml.YAMLError:
             raise PolicyError(f"{option} {item!r}: the value is not valid YAML") from None
     return parsed
@@ -369,9 +452,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
-        raise PolicyError(
-            f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})"
-        ) from None
+        problem = getattr(exc, "problem", exc)
+        if isinstance(exc, AmbiguousNumber):
+            raise PolicyError(f"{path}{where}: {problem}") from None
+        raise PolicyError(f"{path}{where}: not valid YAML ({problem})") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise PolicyError(f"{path}: cannot read ({exc})") from None
     if not isinstance(document, dict):

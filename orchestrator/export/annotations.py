@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..core.connection import EngineSettings
 from ..core.errors import InputError, TemplateError
-from ..core.outputs import atomic_output_file
+from ..core.outputs import atomic_output_file, check_output_file
 from ..core.render import ident, lit, render
 from ..core.session import Session
 
@@ -38,7 +38,10 @@ class Exported:
 def phoenix_annotations(
     scored: str | Path, out: str | Path, settings: EngineSettings | None = None
 ) -> Exported:
-    """Write the decisions of the run folder `scored` to `out` as Phoenix span annotations."""
+    """Write the decisions of the run folder `scored` to `out` as Phoenix span annotations.
+    `out` is checked first: not inside `scored`, not named as another format than JSON."""
+    inputs = {"--scored": scored}
+    check_output_file(out, "--out", inputs, "json")
     folder = Path(scored)
     if not folder.is_dir():
         raise InputError(f"--scored {scored}: no such folder")
@@ -82,7 +85,7 @@ def phoenix_annotations(
             "(SELECT count(DISTINCT query_id) FROM scored_queries) FROM phoenix_annotations"
         )
         annotations, traces, queried = counts or (0, 0, 0)
-        with atomic_output_file(out) as staging:
+        with atomic_output_file(out, "--out", inputs, "json") as staging:
             session.execute(f"COPY ({BODY}) TO {lit(str(staging))} (FORMAT json)")
     return Exported(Path(out), annotations, traces, queried - traces)
 

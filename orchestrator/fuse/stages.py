@@ -115,7 +115,7 @@ def write_fuse_outputs(
     `explain=False` leaves fused.parquet's contributions and best_provenance NULL;
     `features=False` writes fused.parquet only (fusion alone, as ranx computes it)."""
     create_fuse_hits(session, fuse_plan)
-    shared = SOURCE_PARENTS if features and fuse_plan.by_parent else None
+    shared = SOURCE_PARENTS if features and keeps_source_parents(session, fuse_plan) else None
     if shared is not None:
         # one (query, source, parent) aggregate of the hits for fusion and parent features
         entries = render_fused(fuse_plan, "entries", explain, with_features=True)
@@ -136,6 +136,15 @@ def write_fuse_outputs(
         "parent_features.parquet",
         "SELECT * FROM parent_features_table ORDER BY query_id, parent_id",
     )
+
+
+def keeps_source_parents(session: Session, fuse_plan: FusePlan) -> bool:
+    """Whether fusion and parent features share one kept (query, source, parent) aggregate: for
+    a document target aligned before fusion, unless memory is bounded (--memory-limit). DuckDB
+    does not evict a temp table, and the kept aggregate (a third of the log's rows) then starves
+    the statements after it: 100M rows at 2 GB ran out of memory in the parent features. Under
+    a limit each statement groups the hits itself and everything spills."""
+    return fuse_plan.by_parent and session.settings.memory_limit is None
 
 
 def manifest_fields(

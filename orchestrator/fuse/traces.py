@@ -5,29 +5,48 @@ in SQL.
 The format names are LOG_FORMATS, in the package's __init__.
 
 `--log-format openinference|otel-genai` gives `open_log` a TraceLog; OpenInference spans are
-checked as a table of their own (ids present, one row per span id); the hits of either format are
-then checked by the retrieval_log contract like any other log. `write_spans` adds spans.parquet
-(sql/fuse/spans.sql: the ids of every retrieval span and of its trace's root) to the outputs.
+checked as a table of their own (ids present, one row per span id); the SQL reads only the
+attributes an export has, a document that cannot be read is refused in one line naming its file,
+span and attribute, and the hits of either format are then checked by the retrieval_log contract
+like any other log. A retriever that ran more than once in a trace gives one list (each document
+at its best position: docs/traces.md). `write_spans` adds spans.parquet (sql/fuse/spans.sql: the
+ids of every retrieval span and of its trace's root) to the outputs; `trace_queries` gives the
+traces as a table of queries, those whose retrievals returned nothing among them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import duckdb
+from duckdb.sqltypes import DuckDBPyType
 
 from ..core.connection import first_line
 from ..core.errors import InputError, QueryError
 from ..core.inputs import Derived, FileSet, Table, fingerprint, resolve_files
-from ..core.render import ident, lit, render
+from ..core.render import RenderedSQL, ident, lit, render
 from ..core.session import Destination, Session
 from ..core.tables import Column, InputFile, TableContract
-from ..core.validate import ROW_COLUMN
+from ..core.validate import FILE_COLUMN, ROW_COLUMN, raw_view
 from . import LOG_FORMATS
 
 DOCUMENTS = "attributes.retrieval.documents"
+QUERY = "attributes.input.value"
 PARENT = "parent_id"  # Phoenix's column for the parent span's id (null for a root span)
+DOCUMENT_ATTRIBUTES = ("document.id", "document.score", "document.content", "document.metadata")
+NUMBERS = {"tinyint", "smallint", "integer", "bigint", "hugeint", "utinyint", "usmallint",
+           "uinteger", "ubigint", "uhugeint", "float", "double", "decimal"}  # fmt: skip
+# the kinds of value (_kind) an attribute's type may give, and what to say when it gives another
+# (document.content may be anything: it is shown as text)
+_ACCEPTED: dict[str, tuple[set[str], str]] = {
+    "document.id": ({"number", "text", "json", "null", "other"}, "text or a number"),
+    "document.score": ({"number", "text", "json", "null"}, "a number"),
+    "document.metadata": ({"text", "json", "object", "null"}, "a JSON string or an object"),
+}
+# documents that are JSON: every attribute read by its key, absent or not
+_ALL_JSON = {a: {"name": a, "kind": "json"} for a in DOCUMENT_ATTRIBUTES}
+_SCORE = {"fuse/openinference.sql": "document.score", "fuse/otel_genai.sql": "score"}
 SPANS = TableContract(
     name="spans",
     columns=(
@@ -35,10 +54,11 @@ SPANS = TableContract(
         Column("context.span_id", "id"),
         Column("name", "text"),
         Column("attributes.openinference.span.kind", "text", nullable=True),
-        Column("attributes.input.value", "text", required=False, nullable=True),
+        Column(QUERY, "text", required=False, nullable=True),
     ),
     key=("context.span_id",),
 )
+RAW_SPANS = raw_view(SPANS)
 
 
 @dataclass(frozen=True)
@@ -54,45 +74,58 @@ class TraceLog:
             raise InputError(f"--log-format {self.format!r}: one of {', '.join(LOG_FORMATS[1:])}")
 
 
-def as_log(session: Session, log: Table, label: str = "--log") -> Table:
-    """`log` itself, or, for a TraceLog, its hits as a table derived from the spans."""
+def as_log(session: Session, log: Table, label: str = "--log", allow_empty: bool = False) -> Table:
+    """`log` itself, or, for a TraceLog, its hits as a table derived from the spans. Spans none
+    of whose retrievals returned a document are refused in one line, unless `allow_empty`."""
     if not isinstance(log, TraceLog):
         return log
-    if log.format == "otel-genai":
-        return _otel_genai(session, log, label)
-    return _openinference(session, log, label)
+    read = _otel_genai if log.format == "otel-genai" else _openinference
+    return read(session, log, label, allow_empty)
 
 
-def _otel_genai(session: Session, log: TraceLog, label: str) -> Derived:
+def _otel_genai(session: Session, log: TraceLog, label: str, allow_empty: bool) -> Derived:
     """OTLP JSON exports (one export request per line, or one per file) of GenAI retrieval spans."""
     paths, _ = resolve_files(log.given, label)
     try:
         session.execute(
-            f"CREATE OR REPLACE TEMP VIEW otlp_lines AS SELECT json, row_number() OVER () AS "
-            f"{ROW_COLUMN} FROM read_json_objects({lit(paths)}, format = 'auto')"
+            f"CREATE OR REPLACE TEMP VIEW otlp_lines AS SELECT json, filename AS {FILE_COLUMN}, "
+            f"row_number() OVER (PARTITION BY filename) AS {ROW_COLUMN} "
+            f"FROM read_json_objects({lit(paths)}, format = 'auto', filename = true)"
         )
         session.first_row("SELECT count(*) FROM otlp_lines")
     except (QueryError, duckdb.Error) as exc:
         raise InputError(f"{label} ({log.given}): not OTLP JSON ({first_line(exc)})") from None
     files = tuple(fingerprint(path) for path in paths)
-    return _hits(session, log, files, "fuse/otel_genai.sql", inputs={"lines": "otlp_lines"})
+    return _hits(
+        session,
+        log,
+        files,
+        "fuse/otel_genai.sql",
+        label,
+        allow_empty,
+        inputs={"lines": "otlp_lines"},
+        file_column=FILE_COLUMN,
+    )
 
 
-def _openinference(session: Session, log: TraceLog, label: str) -> Derived:
-    """Phoenix's span export: one row per span, attributes flattened into columns."""
+def _openinference(session: Session, log: TraceLog, label: str, allow_empty: bool) -> Derived:
+    """Phoenix's span export: one row per span, attributes flattened into columns. The SQL reads
+    only the columns and document attributes the export has (every one but the ids, the name
+    and the span kind is optional)."""
     spans = session.open("spans", SPANS, log.given, f"{label} spans")
-    fields = _document_fields(session, spans.given, label)
-    columns = {name.lower() for name in session.schema("__raw_spans")}
+    columns = {name.lower(): name for name in session.schema(RAW_SPANS)}
     return _hits(
         session,
         log,
         spans.files,
         "fuse/openinference.sql",
-        inputs={"spans": "__raw_spans"},
-        metadata_is_text=fields.get("document.metadata", "VARCHAR") == "VARCHAR",
-        has_score="document.score" in fields,
-        has_content="document.content" in fields,
-        has_parent=PARENT in columns,
+        label,
+        allow_empty,
+        inputs={"spans": RAW_SPANS},
+        file_column=FILE_COLUMN,
+        documents=_documents(session, columns.get(DOCUMENTS), spans.given, label),
+        query_column=columns.get(QUERY),
+        parent_column=columns.get(PARENT),
     )
 
 
@@ -101,15 +134,79 @@ def _hits(
     log: TraceLog,
     files: tuple[InputFile, ...],
     template: str,
+    label: str,
+    allow_empty: bool,
     **context: Any,
 ) -> Derived:
     """The spans' hits as the view `trace_hits`, and every span as `trace_spans` (checked, and
     recorded with the run's SQL: the template as it made the hits), shown and fingerprinted as
-    the span files."""
+    the span files. A document that cannot be read is refused first, in one line naming its
+    file, span and attribute; documents without a score beside scored ones are a warning."""
+    where = f"{label} ({log.given})"
+    fault = _one_row(
+        session, where, render(template, final="faults", row_column=ROW_COLUMN, **context)
+    )
+    if fault is not None:
+        file, place, span_id, attribute, problem, value = fault
+        shown = "" if value is None else f": {_clipped(value)!r}"
+        raise InputError(
+            f"{label} ({file}, {place}, span_id={span_id!r}): {attribute} {problem}{shown}"
+        )
+    summary = _one_row(
+        session, where, render(template, final="summary", row_column=ROW_COLUMN, **context)
+    )
+    assert summary is not None
+    hits, unscored, unscored_lists, retrievals, traces = summary
+    if not hits and not allow_empty:
+        raise InputError(
+            f"{where}: no retrieval span returned a document "
+            f"({_count(retrievals, 'retrieval span')} in {_count(traces, 'trace')}): "
+            "nothing to fuse"
+        )
+    if unscored:
+        one = unscored == 1
+        session.progress.warn(
+            f"{where}: {_count(unscored, 'document')} in "
+            f"{_count(unscored_lists, 'list')} {'has' if one else 'have'} no {_SCORE[template]} "
+            f"beside documents with one: {'it is' if one else 'each is'} given the score -rank "
+            "(as in a rank-only log), below every document of its list scored above that, all "
+            "of them when scores are >= 0 (docs/traces.md#documents-without-a-score)"
+        )
     for name, final in (("trace_spans", "spans"), ("trace_hits", "hits")):
         rendered = render(template, final=final, row_column=ROW_COLUMN, **context)
         session.create(name, rendered, view=True)
     return Derived(session.con.table("trace_hits"), str(log.given), files, log.format)
+
+
+def _one_row(session: Session, where: str, rendered: RenderedSQL) -> tuple[Any, ...] | None:
+    """The first row of a checked query over the spans (not recorded with the run's SQL)."""
+    session.check(rendered)
+    try:
+        return session.first_row(rendered.text)
+    except duckdb.Error as exc:  # a value no check foresaw: still one line naming the input
+        raise InputError(f"{where}: cannot read the spans: {first_line(exc)}") from None
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def _clipped(value: str, length: int = 80) -> str:
+    return value if len(value) <= length else value[: length - 1] + "…"
+
+
+def trace_queries(session: Session, log: Table) -> Derived | None:
+    """For a log of trace spans (after `as_log`), the id of every trace with a retrieval span,
+    as the query_id of a table of queries: the traces whose retrievers returned nothing are
+    among them, and get the decisions of a query without candidates. None for another log."""
+    if not isinstance(log, TraceLog):
+        return None
+    relation = session.con.sql(
+        "SELECT DISTINCT trace_id AS query_id FROM trace_spans WHERE is_retrieval ORDER BY query_id"
+    )
+    opened = session.inputs.get("spans") or session.inputs.get("log")
+    files = opened.files if opened is not None else ()
+    return Derived(relation, str(log.given), files, log.format)
 
 
 def write_spans(session: Session, log: Table, out: Destination) -> None:
@@ -122,18 +219,79 @@ def write_spans(session: Session, log: Table, out: Destination) -> None:
     out.copy("spans.parquet", rendered.text, rendered)
 
 
-def _document_fields(session: Session, given: str, label: str) -> dict[str, str]:
-    """The fields of a retrieved document (`document.id`, `document.score` …) and their types."""
-    names = [name for name in session.schema("__raw_spans") if name.lower() == DOCUMENTS]
-    if not names:
-        raise InputError(f"{label} ({given}): no column {DOCUMENTS!r}: not OpenInference spans")
-    documents = session.con.sql(f"SELECT {ident(names[0])} FROM __raw_spans LIMIT 0").types[0]
-    if documents.id != "list" or documents.child.id != "struct":
+def _documents(
+    session: Session, column: str | None, given: str, label: str
+) -> dict[str, Any] | None:
+    """What sql/fuse/openinference.sql needs to know of the documents column: None when there is
+    none (no span returned a document), else its name, whether it is a list or JSON text of one,
+    what a document is (struct, map, json or null) and the attributes a document has, each with
+    its name there and the kind of its values. A type no document could have is refused here."""
+    if column is None:
+        return None
+    dtype = session.con.sql(f"SELECT {ident(column)} FROM {RAW_SPANS} LIMIT 0").types[0]
+    kind = _kind(dtype)
+    if kind in ("text", "json"):
+        return {"column": column, "container": "json", "element": "json", "fields": _ALL_JSON}
+    element = _child(dtype) if kind == "list" else None
+    element_kind = "null" if element is None else _kind(element)
+    if kind != "list" or element_kind not in ("object", "json", "text", "null"):
         raise InputError(
-            f"{label} ({given}): column {DOCUMENTS!r} has type {documents}; expected a list of "
+            f"{label} ({given}): column {column!r} has type {dtype}; expected a list of "
             "documents (document.id, document.score …)"
         )
-    fields = {name: str(dtype) for name, dtype in documents.child.children}
-    if "document.id" not in fields:
-        raise InputError(f"{label} ({given}): the documents of {DOCUMENTS!r} have no document.id")
-    return fields
+    if element_kind in ("json", "text"):
+        return {"column": column, "container": "list", "element": "json", "fields": _ALL_JSON}
+    if element_kind == "null":
+        return {"column": column, "container": "list", "element": "null", "fields": {}}
+    assert element is not None
+    if element.id == "map":
+        value = element.value
+        fields = {a: {"name": a, "kind": _kind(value)} for a in DOCUMENT_ATTRIBUTES}
+        shape = "map"
+    else:
+        given_names = {name.lower(): (name, cast(DuckDBPyType, t)) for name, t in element.children}
+        fields = {
+            a: {"name": given_names[a][0], "kind": _kind(given_names[a][1])}
+            for a in DOCUMENT_ATTRIBUTES
+            if a in given_names
+        }
+        shape = "struct"
+    for attribute, field in fields.items():
+        kinds, expected = _ACCEPTED.get(attribute, (None, ""))
+        if kinds is not None and field["kind"] not in kinds:
+            raise InputError(
+                f"{label} ({given}): column {column!r}: its documents' {attribute} has type "
+                f"{_type_of(element, field['name'])}; expected {expected}"
+            )
+    return {"column": column, "container": "list", "element": shape, "fields": fields}
+
+
+def _kind(dtype: DuckDBPyType) -> str:
+    """What a value of type `dtype` is to the SQL: number, text, json, object, list, null
+    (a type of no values: a column pandas wrote with every value null) or other."""
+    text = str(dtype)
+    if text == "JSON":
+        return "json"
+    if dtype.id == "varchar":
+        return "text"
+    if dtype.id in ("struct", "map"):
+        return "object"
+    if dtype.id in ("list", "array"):
+        return "list"
+    if text in ('"NULL"', "NULL"):
+        return "null"
+    return "number" if dtype.id in NUMBERS else "other"
+
+
+def _child(dtype: DuckDBPyType) -> DuckDBPyType | None:
+    """A list's element type; None for a list of the NULL type (lists that are all empty)."""
+    try:
+        return dtype.child
+    except (AttributeError, duckdb.Error):
+        return None
+
+
+def _type_of(element: DuckDBPyType, name: str) -> str:
+    if element.id == "map":
+        return str(element.value)
+    return next(str(t) for n, t in element.children if n == name)

@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from ..core.errors import DuckscoreError, InputError
+from ..core.errors import DuckscoreError, InputError, OptionError
 from ..core.policy import Policy, canonical_json, load_policy
 from ..core.render import ident, lit, render
 from ..core.session import Session
@@ -85,7 +85,7 @@ def migrate_store(source: Path, target: str) -> dict[str, int]:
     its policy, rows and history unchanged, in one transaction; the rows copied per table."""
     if not postgres.is_postgres(target):
         raise InputError(f"--to {target}: expected a postgresql:// URL")
-    with open_store(source) as con:
+    with open_store(source, read_only=True) as con:
         record = stored_record(con, f"--from {source}")
         _init_postgres(target, record, policy_from_record(record, str(source)).parameters)
         tables = [t for t in postgres.TABLE_KEYS if t != "duckscore_store"]
@@ -145,6 +145,16 @@ def _now_literal(now: dt.datetime | None) -> str:
     return f"CAST({lit(moment.isoformat(sep=' '))} AS TIMESTAMP)"
 
 
+# how far past the clock (or a later --now) an event may be dated: producers' clocks drift
+FUTURE_TOLERANCE = dt.timedelta(days=1)
+
+
+def _horizon(now: dt.datetime | None) -> dt.datetime:
+    """The latest time an event may carry: a day past the clock, or past a later `now`."""
+    clock = dt.datetime.now(dt.UTC)
+    return max(clock, (now or clock).astimezone(dt.UTC)) + FUTURE_TOLERANCE
+
+
 HISTORY_INSERT = (
     "INSERT INTO confidence_history (instinct_id, freq_score, eff_score, human_score, composite, "
     "reason, recorded_at) "
@@ -174,7 +184,7 @@ def ingest(
             if added is not None:
                 counts["instincts_added"] = _add_instincts(session, added, at)
             if opened is not None:
-                counts.update(_apply_events(session, work.policy, opened, at))
+                counts.update(_apply_events(session, work.policy, opened, at, _horizon(now)))
             return counts
 
         def lend(loan: postgres.Loan) -> None:
@@ -230,7 +240,9 @@ def _add_instincts(session: Session, opened: OpenedInput, at: str) -> int:
     return opened.rows
 
 
-def _apply_events(session: Session, policy: Policy, opened: OpenedInput, at: str) -> dict[str, int]:
+def _apply_events(
+    session: Session, policy: Policy, opened: OpenedInput, at: str, horizon: dt.datetime
+) -> dict[str, int]:
     _check_uuids(session, opened, "instinct_id")
     _check_uuids(session, opened, "session_id")
     session.execute(
@@ -244,6 +256,19 @@ def _apply_events(session: Session, policy: Policy, opened: OpenedInput, at: str
     )
     if unknown:
         raise InputError(f"{opened.label}: instinct_id {unknown[0]!r} is not in the store")
+    latest = _now_literal(horizon)
+    future = session.first_row(
+        f"SELECT event_id, CAST(occurred_at AS VARCHAR), CAST({latest} AS VARCHAR) "
+        f"FROM fresh_events WHERE occurred_at > {latest} "
+        "ORDER BY occurred_at DESC, event_id LIMIT 1"
+    )
+    if future:
+        event_id, occurred, limit = future
+        raise InputError(
+            f"{opened.label}: event_id {event_id!r} occurred at {occurred}, in the future (later "
+            f"than {limit} UTC, a day past the clock or --now): an instinct seen in the future "
+            "would not decay until then (fix the event's time)"
+        )
     session.execute(
         "CREATE OR REPLACE TEMP VIEW instinct_start AS SELECT CAST(id AS VARCHAR) AS instinct_id, "
         "freq_score, eff_score, human_score FROM instincts"
@@ -458,6 +483,12 @@ def top(db: Store, tier: str | None = None, limit: int = 20) -> pd.DataFrame:
     """Active instincts by the seed's (penalised) composite, highest first, with tier and
     injection method: what an agent injects."""
     with open_workspace(db, read_all=True) as work:
+        tiers = [t["tier"] for t in work.policy.parameters["tiers"]]
+        if tier is not None and tier not in tiers:
+            raise OptionError(
+                f"--tier {tier!r}: not a tier of policy {work.policy.version} "
+                f"(its tiers: {', '.join(tiers)})"
+            )
         rendered = render_confidence(work.policy)
         session = Session(connection=work.con)
         session.check(rendered)

@@ -27,9 +27,10 @@ Store = Path | str  # a DuckDB database file, or a postgresql:// URL
 
 @contextmanager
 def open_store(
-    db: Path, create: bool = False, wait_seconds: float = 10.0
+    db: Path, create: bool = False, wait_seconds: float = 10.0, read_only: bool = False
 ) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A connection to the store file. Another process holding it: wait up to `wait_seconds`,
+    """A connection to the store file (`read_only`: for commands that only read, so a store the
+    user may not write can be read). Another process holding it: wait up to `wait_seconds`,
     then one clear error; the store is never opened twice for writing."""
     if not create and not db.is_file():
         raise InputError(
@@ -38,7 +39,7 @@ def open_store(
     deadline = time.monotonic() + wait_seconds
     while True:
         try:
-            con = duckdb.connect(str(db))
+            con = duckdb.connect(str(db), read_only=read_only)
             break
         except duckdb.IOException as exc:
             if "lock" not in str(exc).lower():
@@ -107,10 +108,10 @@ class Workspace:
 
 @contextmanager
 def open_workspace(db: Store, read_all: bool = False) -> Iterator[Workspace]:
-    """The store's workspace; `read_all`: every row of a PostgreSQL store lent, as of one snapshot
-    (for reading: top, report)."""
+    """The store's workspace; `read_all`: for reading (top, report) — a DuckDB file opened
+    read-only, every row of a PostgreSQL store lent as of one snapshot."""
     if not postgres.is_postgres(db):
-        with open_store(Path(db)) as con:
+        with open_store(Path(db), read_only=read_all) as con:
             yield Workspace(con, store_policy(con, db))
         return
     dsn = str(db)

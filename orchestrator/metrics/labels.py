@@ -19,8 +19,10 @@ none; it may exceed k for a `bad` query), n_relevant (relevant judgments of the 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -141,25 +143,23 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def output_format(path: str | Path) -> str:
-    """'csv' when the file name ends with .csv (any case), else 'parquet'."""
-    return "csv" if str(path).lower().endswith(".csv") else "parquet"
-
-
-def write_labels(frame: pd.DataFrame, path: str | Path) -> None:
-    """Write the labels as Parquet (CSV when `path` ends with .csv), atomically: a temporary
-    sibling, then a rename. On failure the destination is left as it was."""
-    target = Path(path)
+def write_labels(
+    frame: pd.DataFrame, path: str | Path, inputs: Mapping[str, Any] | None = None
+) -> None:
+    """Write the labels in the format the suffix of `path` names (Parquet, CSV, TSV or JSON
+    Lines; docs/outputs.md), atomically: a temporary sibling, then a rename. On failure, or when
+    `path` would replace or be read as one of `inputs` (option -> given, or OpenedInput), the
+    destination is left as it was."""
     write_frame(
         frame,
-        target,
+        Path(path),
         select=(
             "SELECT CAST(query_id AS VARCHAR) AS query_id, CAST(label AS VARCHAR) AS label, "
             "CAST(top1_doc_id AS VARCHAR) AS top1_doc_id, "
             "CAST(first_relevant_rank AS BIGINT) AS first_relevant_rank, "
             "CAST(n_relevant AS BIGINT) AS n_relevant FROM frame"
         ),
-        fmt="csv" if output_format(target) == "csv" else "parquet",
+        inputs=inputs,
     )
 
 

@@ -15,7 +15,7 @@ Conventions (as in trec_eval and ranx):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,6 +49,20 @@ class EvalResult:
     qrels_doc_column: str
     inputs: dict[str, OpenedInput]
     rendered: list[RenderedSQL]
+
+    @property
+    def queries_covered(self) -> int:
+        """The evaluated (judged) queries the run has a row for; the others score 0."""
+        return self.queries - self.queries_without_run
+
+
+def no_coverage(result: EvalResult) -> str | None:
+    """`--run (PATH): covers none of the N judged queries` when the run has no row for any query
+    the qrels judge (the input named as the user gave it), else None."""
+    if result.queries_covered or not result.queries:
+        return None
+    run = result.inputs["run"]
+    return f"{run.label} ({run.given}): covers none of the {result.queries:,} judged queries"
 
 
 def render_per_query(metrics: list[Metric], order_by: str, final: str = "per_query") -> RenderedSQL:
@@ -143,9 +157,13 @@ def run_evaluation(
     )
 
 
-def write_per_query(frame: pd.DataFrame, path: str | Path) -> None:
-    """Write the per-query table as Parquet, atomically (a temporary sibling, then a rename)."""
-    write_frame(frame, Path(path), "--per-query")
+def write_per_query(
+    frame: pd.DataFrame, path: str | Path, inputs: Mapping[str, Any] | None = None
+) -> None:
+    """Write the per-query table in the format the suffix of `path` names (Parquet, CSV, TSV or
+    JSON Lines; docs/outputs.md), atomically (a temporary sibling, then a rename); refused when
+    it would replace or be read as one of `inputs` (option -> given, or OpenedInput)."""
+    write_frame(frame, Path(path), "--per-query", inputs=inputs)
 
 
 def format_table(result: EvalResult) -> str:

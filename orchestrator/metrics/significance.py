@@ -21,7 +21,7 @@ from ..core.progress import SILENT, Progress
 from ..core.render import ident, lit, render
 from ..core.session import Session
 from .catalog import DEFAULT_METRICS, TESTS
-from .retrieval import EvalResult, run_evaluation
+from .retrieval import EvalResult, no_coverage, run_evaluation
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,8 @@ class MetricComparison:
     difference: float
     p_value: float
     significant: bool
+    # randomization, no permutation as extreme as observed: p_value is 0, and p < this, 1/(n + 1)
+    p_value_below: float | None = None
 
 
 @dataclass(frozen=True)
@@ -40,8 +42,10 @@ class Comparison:
     alpha: float
     permutations: int
     seed: int
-    queries: int
+    queries: int  # the judged queries, each paired
     metrics: list[MetricComparison]
+    run_covers: int = 0  # judged queries with a row in the run (the others score 0)
+    baseline_covers: int = 0  # … in the baseline
 
 
 def compare_runs(
@@ -65,6 +69,8 @@ def compare_runs(
         raise InputError(f"--permutations {permutations}: at least 1")
     evaluated = run_evaluation(run, qrels, metrics, settings, progress)
     against = run_evaluation(baseline, qrels, metrics, settings, progress, run_label="--baseline")
+    for result in (evaluated, against):
+        refuse_no_coverage(result)
     if evaluated.queries < 2:
         raise InputError(f"--qrels: {evaluated.queries} evaluated queries; a test needs 2 or more")
     with Session(settings, progress) as session:
@@ -91,6 +97,7 @@ def compare_runs(
         p_value = row["p_value"]
         if test == "t-test":
             p_value = paired_t_p_value(row["difference"], row["difference_sd"], row["queries"])
+        below = 1 / (permutations + 1) if test == "randomization" and p_value == 0 else None
         compared.append(
             MetricComparison(
                 metric.key,
@@ -99,9 +106,23 @@ def compare_runs(
                 row["difference"],
                 p_value,
                 p_value <= alpha,
+                below,
             )
         )
-    return Comparison(test, alpha, permutations, seed, evaluated.queries, compared)
+    return Comparison(
+        test, alpha, permutations, seed, evaluated.queries, compared,
+        evaluated.queries_covered, against.queries_covered,
+    )  # fmt: skip
+
+
+def refuse_no_coverage(result: EvalResult) -> None:
+    """A comparison with a run that covers no judged query would call the other run's whole
+    mean a significant difference: refused."""
+    problem = no_coverage(result)
+    if problem is not None:
+        raise InputError(
+            f"{problem}, so there is nothing to compare (are its query ids the qrels'?)"
+        )
 
 
 def _long(result: EvalResult, frame: str) -> str:
@@ -161,10 +182,11 @@ def format_comparison(result: Comparison) -> str:
     """The table `duckscore eval --baseline` prints: one line per metric, `*` where significant."""
     width = max(len("metric"), *(len(m.metric) for m in result.metrics)) + 2
     lines = [f"{'metric':<{width}}{'run':>10}{'baseline':>10}{'difference':>12}{'p-value':>10}"]
+    permutations = result.permutations if result.test == "randomization" else None
     for m in result.metrics:
         lines.append(
             f"{m.metric:<{width}}{m.run:>10.6f}{m.baseline:>10.6f}{m.difference:>+12.6f}"
-            f"{m.p_value:>10.4f}{' *' if m.significant else ''}"
+            f"{p_value_text(m.p_value, permutations):>10}{' *' if m.significant else ''}"
         )
     how = (
         f"{result.permutations:,} permutations, seed {result.seed}"
@@ -175,5 +197,24 @@ def format_comparison(result: Comparison) -> str:
         "",
         f"paired two-sided {'t' if result.test == 't-test' else result.test} test ({how}) over {result.queries:,} queries; "
         f"* p <= {result.alpha:g}",
+        f"judged queries with run rows: run {result.run_covers:,} of {result.queries:,}, "
+        f"baseline {result.baseline_covers:,} of {result.queries:,}",
     ]
     return "\n".join(lines)
+
+
+def p_value_text(p_value: float, permutations: int | None = None) -> str:
+    """A p-value as a table prints it: 4 decimals, or one too small for them as 1.2e-07 (never
+    0.0000). `permutations`: those of a randomization test, whose p-value 0 (no permutation as
+    extreme as observed) prints as `< 1/(permutations + 1)` rounded up to one significant
+    digit: `< 0.0001` for 9,999 or 10,000 permutations, `< 0.002` for 500."""
+    if permutations is not None and p_value == 0:
+        bound = 1 / (permutations + 1)
+        exponent = math.floor(math.log10(bound))
+        digit = math.ceil(round(bound / 10.0**exponent, 9))
+        if digit == 10:
+            digit, exponent = 1, exponent + 1
+        return f"< {digit * 10.0**exponent:.{max(0, -exponent)}f}"
+    if 0 < p_value < 0.00005:
+        return f"{p_value:.1e}"
+    return f"{p_value:.4f}"

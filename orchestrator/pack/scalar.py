@@ -3,6 +3,11 @@
 Each macro's body is the Jinja building block rendered with its parameters as the DuckDB macro's
 own (ColumnParameter renders as an identifier, and arithmetic on it writes SQL), so the formula
 exists once; the policy gives the defaulted parameters their values (`ds_rrf(rank, k := 60)`).
+
+A number parameter is read as NULL when it is NaN (issue 35): DuckDB orders NaN above every
+number, so `greatest(0, least(1, NaN))` would be 1.0 and a NaN score would rank first. The
+commands refuse NaN in their inputs; a scalar macro cannot refuse one row, so a NaN argument
+gives what a NULL gives — a NULL result, ranked last by `ds_rank_desc` — never a number.
 """
 
 from __future__ import annotations
@@ -11,7 +16,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..core.policy import Policy
-from ..core.render import column, lit, render_expression
+from ..core.render import SqlExpression, ident, lit, render_expression
+
+
+@dataclass(frozen=True)
+class _NanAsNull(SqlExpression):
+    """A macro parameter with NaN read as NULL: SQL wherever the building block puts it, as
+    text (`{{ x }}`) or through `lit` (`{{ k | lit }}`), and in arithmetic."""
+
+    def __str__(self) -> str:
+        return self.sql
+
+
+def nan_as_null(name: str) -> _NanAsNull:
+    quoted = ident(name)
+    return _NanAsNull(f"(CASE WHEN isnan({quoted}) THEN NULL ELSE {quoted} END)")
+
 
 GEOMEAN_TERMS = 6  # ds_weighted_geomean(x1, w1, x2, w2 [, x3, w3 … x6, w6])
 BANDS = 6  # ds_band_points(x, t1, p1 [, t2, p2 … t6, p6], otherwise := 0)
@@ -26,16 +46,18 @@ class ScalarMacro:
     required: tuple[str, ...]
     optional: tuple[tuple[str, object], ...]
     call: str  # the Jinja call of the building block, its parameters named as the macro's
+    not_numbers: tuple[str, ...] = ()  # parameters passed as they are (names, partitions)
 
     def body(self) -> str:
         names = [*self.required, *(name for name, _ in self.optional)]
         bands = [
-            {"at_least": column(f"t{i}"), "points": column(f"p{i}")} for i in range(1, BANDS + 1)
+            {"at_least": nan_as_null(f"t{i}"), "points": nan_as_null(f"p{i}")}
+            for i in range(1, BANDS + 1)
         ]
         return render_expression(
             self.call,
-            bands=[*bands, {"at_least": None, "points": column("otherwise")}],
-            **{name: column(name) for name in names},
+            bands=[*bands, {"at_least": None, "points": nan_as_null("otherwise")}],
+            **{name: nan_as_null(name) for name in names if name not in self.not_numbers},
         )
 
     def statement(self, prefix: str) -> str:
@@ -65,28 +87,28 @@ def scalar_macros(score: Policy, recipe: Policy, instincts: Policy) -> list[Scal
     normalization = score.parameters["normalization"]
     z = float(instincts.parameters["effectiveness"]["z"])
     geomean_terms = [(f"x{i}", f"w{i}") for i in range(1, GEOMEAN_TERMS + 1)]
-    geomean_call = ", ".join(f"('x{i}', w{i})" for i in range(1, GEOMEAN_TERMS + 1))
+    geomean_call = ", ".join(f"(x{i}, w{i})" for i in range(1, GEOMEAN_TERMS + 1))
     return [
         ScalarMacro(
             "rrf",
             "one source's reciprocal-rank-fusion term, weight / (k + rank), rank 1-based",
             ("rank",),
             (("k", float(recipe.parameters["fusion"]["k"])), ("weight", 1.0)),
-            "{{ rrf('rank', k=k, weight=weight) }}",
+            "{{ rrf(rank, k=k, weight=weight) }}",
         ),
         ScalarMacro(
             "log_scale",
             "ln(x + shift), NULL where x + shift <= 0",
             ("x",),
             (("shift", 1.0),),
-            "{{ log_scale('x', shift) }}",
+            "{{ log_scale(x, shift) }}",
         ),
         ScalarMacro(
             "clamp",
             "x bounded to [lo, hi]; NULL stays NULL",
             ("x",),
             (("lo", 0.0), ("hi", 1.0)),
-            "{{ clamp('x', lo, hi) }}",
+            "{{ clamp(x, lo, hi) }}",
         ),
         ScalarMacro(
             "quantile_norm",
@@ -96,7 +118,7 @@ def scalar_macros(score: Policy, recipe: Policy, instincts: Policy) -> list[Scal
                 ("eps", float(normalization["eps"])),
                 ("zero_spread_value", float(normalization["zero_spread_value"])),
             ),
-            "{{ quantile_norm('x', 'lo', 'hi', eps, zero_spread_value) }}",
+            "{{ quantile_norm(x, lo, hi, eps, zero_spread_value) }}",
         ),
         ScalarMacro(
             "weighted_geomean",
@@ -122,7 +144,7 @@ def scalar_macros(score: Policy, recipe: Policy, instincts: Policy) -> list[Scal
                 *((name, None) for i in range(2, BANDS + 1) for name in (f"t{i}", f"p{i}")),
                 ("otherwise", 0.0),
             ),
-            "{{ band_points('x', bands) }}",
+            "{{ band_points(x, bands) }}",
         ),
         ScalarMacro(
             "rank_desc",
@@ -130,7 +152,8 @@ def scalar_macros(score: Policy, recipe: Policy, instincts: Policy) -> list[Scal
             "several), ties by tie_breaker ascending, NULLs last",
             ("score", "partition_by", "tie_breaker"),
             (),
-            "{{ rank_desc('score', ['partition_by'], 'tie_breaker') }}",
+            "{{ rank_desc(score, ['partition_by'], 'tie_breaker') }}",
+            not_numbers=("partition_by", "tie_breaker"),
         ),
         *(
             ScalarMacro(
@@ -138,7 +161,7 @@ def scalar_macros(score: Policy, recipe: Policy, instincts: Policy) -> list[Scal
                 f"the {bound} end of the Wilson score interval of successes / trials",
                 ("successes", "trials"),
                 (("z", z),),
-                f"{{{{ wilson_interval('successes', 'trials', z, '{bound}') }}}}",
+                f"{{{{ wilson_interval(successes, trials, z, '{bound}') }}}}",
             )
             for bound in ("lower", "upper")
         ),

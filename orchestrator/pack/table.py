@@ -5,7 +5,10 @@ the command's typed input views stand (`retrieval_log`, `parent_features`, `eval
 CTEs read the relation the macro is given (`query_table`), add the contract's optional columns as
 NULL where the relation lacks them (UNION ALL BY NAME with an empty row of every column) and
 cast each column to its contract type, as the command's typed views do. The macros trust their
-input: the commands are where a table is checked row by row.
+input — the commands are where a table is checked row by row — but for one thing: a number that
+is NaN or ±inf, which the commands refuse and which DuckDB would sort above every number (a NaN
+score ranked first, normalised to 1.0), stops the query with DuckDB's `error()`, naming the
+macro, the column and the row's key (issue 35).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import dataclass
 from ..answers.stages import render_answers
 from ..answers.tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
 from ..core.policy import Policy
-from ..core.render import RenderedSQL, column, ident
+from ..core.render import RenderedSQL, column, ident, lit
 from ..core.tables import TableContract
 from ..fuse.log import RETRIEVAL_LOG
 from ..fuse.recipe import plan
@@ -38,22 +41,40 @@ class RelationInput:
     view: str
     columns: tuple[tuple[str, str], ...]  # (name, SQL type): every column it may have
     select: tuple[tuple[str, str], ...]  # (name, SQL expression over those): the view's columns
+    finite: tuple[str, ...] = ()  # the numbers a command refuses as NaN or ±inf
+    key: tuple[tuple[str, str], ...] = ()  # (name, SQL expression): how a message names a row
 
-    def cte(self) -> str:
+    def cte(self, macro: str = "") -> str:
+        """The view's CTE; `macro` (its name, prefixed) is named by the refusals."""
         empty = ", ".join(
             f"CAST(NULL AS {sql_type}) AS {ident(name)}" for name, sql_type in self.columns
         )
         select = ", ".join(f"{expression} AS {ident(name)}" for name, expression in self.select)
+        source = f"FROM query_table({self.parameter}) UNION ALL BY NAME SELECT {empty} WHERE FALSE"
+        if self.finite:
+            checked = ", ".join(f"{self._refused(macro, n)} AS {ident(n)}" for n in self.finite)
+            source = f"SELECT * REPLACE ({checked}) FROM ({source})"
+        return f"{ident(self.view)} AS (\n    SELECT {select}\n    FROM ({source})\n)"
+
+    def _refused(self, macro: str, name: str) -> str:
+        """The column as it is, or error() when it is NaN or ±inf (NULL passes): `ds_score:
+        features.rrf_sum is NaN or infinite (query_id='q1', parent_id='P2')`."""
+        parts = [lit(f"{macro}: {self.parameter}.{name} is NaN or infinite (")]
+        for i, (label, expression) in enumerate(self.key):
+            parts += [lit(f"{', ' if i else ''}{label}='"), f"CAST({expression} AS VARCHAR)"]
+            parts.append(lit("'"))
+        parts.append(lit(")"))
         return (
-            f"{ident(self.view)} AS (\n    SELECT {select}\n    FROM (FROM query_table({self.parameter}) "
-            f"UNION ALL BY NAME SELECT {empty} WHERE FALSE)\n)"
+            f"CASE WHEN NOT isfinite(CAST({ident(name)} AS DOUBLE)) "
+            f"THEN error(concat({', '.join(parts)})) ELSE {ident(name)} END"
         )
 
 
 def contract_input(
     parameter: str, view: str, contract: TableContract, select: Sequence[tuple[str, str]] = ()
 ) -> RelationInput:
-    """The contract's columns cast to their types (or as `select` writes them)."""
+    """The contract's columns cast to their types (or as `select` writes them); its numbers and
+    counts refused when NaN or ±inf, a row named by the contract's key."""
     written = dict(select)
     return RelationInput(
         parameter,
@@ -63,6 +84,8 @@ def contract_input(
             (c.name, written.get(c.name, f"CAST({ident(c.name)} AS {c.sql_type})"))
             for c in contract.columns
         ),
+        tuple(c.name for c in contract.columns if c.kind in ("number", "count")),
+        tuple((name, ident(name)) for name in contract.key),
     )
 
 
@@ -81,7 +104,7 @@ class TableMacro:
     def statement(self, prefix: str) -> str:
         relations = [i.parameter for i in self.inputs]
         head = macro_head(prefix, self.name, self.doc, relations, self.optional, table=True)
-        ctes = [i.cte() for i in self.inputs]
+        ctes = [i.cte(prefix + self.name) for i in self.inputs]
         ctes += [f"{ident(name)} AS (\n{sql.text})" for name, sql in self.stages]
         ctes_text = ",\n".join(ctes)
         return f"{head}\nWITH\n{ctes_text}\nSELECT * FROM (\n{self.query.text});\n"
@@ -101,7 +124,8 @@ def _judged_input(
     parameter: str, view: str, documents: Sequence[str], measures: Sequence[tuple[str, str]]
 ) -> RelationInput:
     """A run or qrels as `duckscore eval` reads it: the document is the first of `documents`
-    the relation has (a checked input has it on every row), the `measures` as written."""
+    the relation has (a checked input has it on every row), the `measures` as written (and
+    refused when NaN or ±inf)."""
     first = ", ".join(f"CAST({ident(name)} AS VARCHAR)" for name in documents)
     return RelationInput(
         parameter,
@@ -109,6 +133,8 @@ def _judged_input(
         (("query_id", "VARCHAR"), *((name, "VARCHAR") for name in documents))
         + tuple((name, "DOUBLE") for name, _ in measures),
         (("query_id", "CAST(query_id AS VARCHAR)"), ("doc_id", f"coalesce({first})"), *measures),
+        tuple(name for name, _ in measures),
+        (("query_id", "query_id"), ("doc_id", f"coalesce({first})")),
     )
 
 

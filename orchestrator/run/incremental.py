@@ -3,29 +3,32 @@ partitioned the same way, one partition at a time.
 
 Every partition's outputs are those of `run` on its files alone, laid out as hive folders
 (`fused/dt=…/part.parquet`, `contract/dt=…/part.jsonl`, `manifest/dt=…/manifest.json` …). Each
-partition is published as one revision of the output folder (core/outputs.py: the folder is
-exchanged whole, its other partitions hard-linked, so they stay the same files) together with
-its line of the ledger: a kill leaves every partition old or new, and the ledger true.
+partition is published as one revision of the output folder together with its ledger line
+(core/swap.py exchanges the folder whole): a kill leaves every partition old or new, and the
+ledger true. A revision is built from the one before (publish.py): publishing a partition costs
+the same however many are already out.
 
-With `incremental`, partitions whose fingerprint and settings equal the ledger's are left as
-they are, and so are partitions whose log is gone; without it every partition of the log is
-computed and partitions the log no longer has are removed (last, after the others are in).
-Before anything is computed, every partition to compute is checked, and no query may have hits
-in two partitions (the kept partitions' queries included).
+With `incremental`, partitions whose fingerprint and settings equal the ledger's and whose
+outputs are whole are left as they are, and so are partitions whose log is gone; without it
+every partition of the log is computed and partitions the log no longer has are removed (last,
+after the others are in). Partitions computed with other settings than the run's are refused
+with `incremental` unless `force`; otherwise they are computed again and every partition is
+published in one revision, so that one output never mixes two settings. An output whose ledger
+is gone is computed again whole. Before anything is computed, every partition to compute is
+checked, and no query may have hits in two partitions (the kept partitions' queries included).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
+import glob
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from ..core.errors import InputError, OutputError
+from ..core.errors import InputError, OptionError, OutputError
 from ..core.inputs import Table
-from ..core.outputs import OutputTarget, output_target, write_json
+from ..core.outputs import OutputTarget, output_target
 from ..core.policy import Policy
 from ..core.progress import SILENT, Progress
 from ..core.render import lit
@@ -35,21 +38,23 @@ from ..fuse.traces import TraceLog
 from .job import DEFAULT_JOB, Job
 from .partitions import (
     LEDGER,
-    MANIFESTS,
     Entry,
     FileRecord,
     Ledger,
     Partition,
     checked_key,
+    damage_of,
+    differences,
+    digest_of,
     file_records,
     find_partitions,
-    fingerprint_of,
-    now,
+    held_partitions,
     read_ledger,
-    settings_digest,
+    settings_record,
     state_of,
 )
 from .pipeline import run
+from .publish import Publisher
 
 RETRIEVAL_LOG = "retrieval_log"
 
@@ -77,12 +82,12 @@ class PartitionJob:
     def resolved(cls, job: Job, log_format: str = RETRIEVAL_LOG) -> PartitionJob:
         return cls(job.resolved(), log_format)
 
-    def loaded(self) -> tuple[Policy, Policy, str]:
-        """The recipe and the policy, loaded, and the digest of every setting that decides a
-        partition's outputs (what the ledger compares)."""
+    def loaded(self) -> tuple[Policy, Policy, dict[str, Any]]:
+        """The recipe and the policy, loaded, and every setting that decides a partition's
+        outputs (what the ledger records, and compares by its digest)."""
         recipe, policy = self.job.load()
-        digest = settings_digest(recipe, policy, self.job.top_n, self.job.explain, self.log_format)
-        return recipe, policy, digest
+        decided = settings_record(recipe, policy, self.job.top_n, self.job.explain, self.log_format)
+        return recipe, policy, decided
 
     def log_of(self, partition: Partition) -> Table:
         files = partition.log()
@@ -105,13 +110,26 @@ Compute = Callable[[PartitionJob, Sequence[Partition], Path, Progress], Iterator
 def compute_on_duckdb(
     job: PartitionJob, partitions: Sequence[Partition], scratch: Path, progress: Progress
 ) -> Iterator[Computed]:
-    """One `run` per partition, in turn: each is published before the next starts."""
+    """One `run` per partition, in turn: each is staged (and published) before the next
+    starts."""
     for number, partition in enumerate(partitions, 1):
         progress.step(f"{partition.name} ({number}/{len(partitions)}): fusing and scoring")
         folder = scratch / partition.name
         result = run(job.log_of(partition), folder, job.job)
         rows = {Path(name).stem: r["rows"] for name, r in result.manifest["outputs"].items()}
         yield Computed(partition, folder, rows)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run does: the partitions it computes (with their files' records), the ledger's
+    partitions it keeps and those it removes, and whether it publishes all in one revision."""
+
+    stale: list[Partition]
+    records: dict[str, list[FileRecord]]
+    kept: list[str]
+    removed: list[str]
+    at_once: bool
 
 
 def run_partitioned(
@@ -121,72 +139,177 @@ def run_partitioned(
     job: Job = DEFAULT_JOB,
     *,
     incremental: bool = False,
+    force: bool = False,
     progress: Progress = SILENT,
     log_format: str = RETRIEVAL_LOG,
     compute: Compute = compute_on_duckdb,
 ) -> PartitionedResult:
     """Score the stale partitions of `log` into `out_dir` (see the module doc); `compute` runs
-    them (on DuckDB, one at a time, unless another engine is given)."""
+    them (on DuckDB, one at a time, unless another engine is given). `force`: with
+    `incremental`, compute every partition again when the ledger's settings are not these."""
     key = checked_key(partition_by)
     each = PartitionJob.resolved(job, log_format)
-    loaded_recipe, loaded_policy, digest = each.loaded()
+    loaded_recipe, loaded_policy, decided = each.loaded()
     partitions = find_partitions(log, key)
-    with output_target(out_dir, inputs=[p.folder for p in partitions]) as target:
-        ledger = _ledger_of(target, key)
-        records = {p.value: file_records(p, ledger.entries.get(p.value)) for p in partitions}
-        stale = [
-            p
-            for p in partitions
-            if not incremental
-            or state_of(ledger.entries.get(p.value), records[p.value], digest) != "fresh"
-        ]
-        present = {p.value for p in partitions}
-        computing = {p.value for p in stale}
-        removed = [] if incremental else [v for v in ledger.entries if v not in present]
-        kept = [v for v in ledger.entries if v not in computing and v not in removed]
-        progress.step(
-            f"{len(partitions)} partitions by {key}: {len(stale)} to compute, {len(kept)} kept"
-        )
-        _check_queries(stale, kept, key, target.destination, each, loaded_recipe)
-        versions = (loaded_recipe.version, loaded_policy.version, digest)
-        queries = parents = 0
-        scratch = target.scratch()
-        finished = 0
-        try:
-            for computed in compute(each, stale, scratch, progress):
-                entry = _publish(
-                    target, ledger, computed, records[computed.partition.value], versions
-                )
-                finished += 1
-                queries += entry.rows.get("queries", 0)
-                parents += entry.rows.get("parents", 0)
-        except BaseException as exc:
-            if finished:  # what an interrupt message says the output keeps
-                exc.add_note(f"the {finished} partition{'s' * (finished > 1)} it finished")
-            raise
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-        if removed:
-            with target.revision(keep_current=True) as staging:
-                for value in removed:
-                    _remove_partition(staging, ledger.entries.pop(value), key)
-                _write_ledger(staging, ledger)
+    publisher: Publisher | None = None
+    queries = parents = 0
+    try:
+        with output_target(out_dir, inputs=[p.folder for p in partitions]) as target:
+            ledger = _ledger_of(target, key)
+            unlisted = _unlisted(target, ledger, progress)
+            plan = _plan(target, ledger, partitions, decided, incremental, force, progress)
+            progress.step(
+                f"{len(partitions)} partitions by {key}: {len(plan.stale)} to compute, "
+                f"{len(plan.kept)} kept"
+            )
+            _check_queries(plan.stale, plan.kept, key, target.destination, each, loaded_recipe)
+            versions = (loaded_recipe.version, loaded_policy.version, decided)
+            publisher = Publisher(target, ledger)
+            try:
+                publisher.clear(f"{key}={value}" for value in unlisted)
+                for computed in compute(each, plan.stale, publisher.scratch, progress):
+                    partition, folder, rows = computed
+                    entry = publisher.stage(
+                        partition, folder, rows, plan.records[partition.value], versions
+                    )
+                    queries += entry.rows.get("queries", 0)
+                    parents += entry.rows.get("parents", 0)
+                    if not plan.at_once:
+                        publisher.publish()
+                for value in plan.removed:
+                    publisher.remove(value)
+                publisher.publish()
+            finally:
+                publisher.close()
+    except BaseException as exc:
+        finished = publisher.finished if publisher else 0
+        if finished:  # what an interrupt message says the output keeps
+            exc.add_note(f"the {_count(finished, 'partition')} it finished")
+        raise
     return PartitionedResult(
-        Path(out_dir), key, [p.name for p in stale], [f"{key}={v}" for v in kept],
-        [f"{key}={v}" for v in removed], queries, parents,
+        Path(out_dir), key, [p.name for p in plan.stale], [f"{key}={v}" for v in plan.kept],
+        [f"{key}={v}" for v in plan.removed], queries, parents,
     )  # fmt: skip
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'s' * (number != 1)}"
 
 
 def _ledger_of(target: OutputTarget, key: str) -> Ledger:
     ledger = read_ledger(target.destination, target.shown)
-    if ledger is None:
-        return Ledger(key, {})
-    if ledger.partition_by != key:
+    # without its ledger, an output's key is its manifest folders'
+    keys = {name.split("=", 1)[0] for name in held_partitions(target.destination)}
+    partition_by = ledger.partition_by if ledger else min(keys - {key}, default=key)
+    if partition_by != key:
         raise OutputError(
-            f"{target.shown}: is partitioned by {ledger.partition_by}, not {key}; give "
-            f"--partition-by {ledger.partition_by} or another folder"
+            f"{target.shown}: is partitioned by {partition_by}, not {key}; give "
+            f"--partition-by {partition_by} or another folder"
         )
-    return ledger
+    return ledger or Ledger(key, {})
+
+
+def _unlisted(target: OutputTarget, ledger: Ledger, progress: Progress) -> list[str]:
+    """The partitions the output holds and its ledger does not list: removed by the first
+    revision (a deleted ledger: all of them, the log's computed again)."""
+    key = ledger.partition_by
+    held = [
+        n.split("=", 1)[1] for n in held_partitions(target.destination) if n.startswith(f"{key}=")
+    ]
+    unlisted = [value for value in held if value not in ledger.entries]
+    if unlisted and not (target.destination / LEDGER).exists():
+        progress.warn(
+            f"{target.shown}: {LEDGER} is missing: every partition of the log is computed again "
+            f"and the {_count(len(unlisted), 'partition')} the output holds "
+            f"{'is' if len(unlisted) == 1 else 'are'} replaced"
+        )
+    elif unlisted:
+        names = ", ".join(f"{key}={value}" for value in unlisted[:3])
+        progress.warn(
+            f"{target.shown}: holds {_count(len(unlisted), 'partition')} its {LEDGER} does not "
+            f"list ({names}{', …' * (len(unlisted) > 3)}): removed"
+        )
+    return unlisted
+
+
+def _plan(
+    target: OutputTarget,
+    ledger: Ledger,
+    partitions: Sequence[Partition],
+    decided: dict[str, Any],
+    incremental: bool,
+    force: bool,
+    progress: Progress,
+) -> Plan:
+    """Which partitions to compute, keep and remove (see the module doc); refused when an
+    incremental run would change the settings of the output without `force`."""
+    key, digest = ledger.partition_by, digest_of(decided)
+    records = {p.value: file_records(p, ledger.entries.get(p.value)) for p in partitions}
+    present = {p.value for p in partitions}
+    other = [entry for entry in ledger.entries.values() if entry.settings != digest]
+    gone = [e.partition for e in other if e.partition not in present] if incremental else []
+    if other:
+        _other_settings(target, ledger, other, gone, decided, incremental and not force, progress)
+    stale = []
+    for partition in partitions:
+        entry = ledger.entries.get(partition.value)
+        state = state_of(entry, records[partition.value], digest)
+        if incremental and entry is not None and state == "fresh":
+            damage = damage_of(target.destination, key, entry)
+            state = state_of(entry, records[partition.value], digest, damage)
+        if not incremental or state != "fresh":
+            stale.append(partition)
+    computing = {p.value for p in stale}
+    removed = [
+        v for v in sorted(ledger.entries) if v not in present and (not incremental or v in gone)
+    ]
+    kept = [v for v in sorted(ledger.entries) if v not in computing and v not in removed]
+    for value in kept:
+        damage = (
+            None if value in present else damage_of(target.destination, key, ledger.entries[value])
+        )
+        if damage:
+            progress.warn(
+                f"{key}={value}: {damage}, and the log has no such partition to compute it "
+                "again: kept as it is"
+            )
+    return Plan(stale, records, kept, removed, at_once=bool(other))
+
+
+def _other_settings(
+    target: OutputTarget,
+    ledger: Ledger,
+    other: list[Entry],
+    gone: list[str],
+    decided: dict[str, Any],
+    refused: bool,
+    progress: Progress,
+) -> None:
+    """Partitions computed with other settings than the run's: refused (one line), or said."""
+    said = "; ".join(dict.fromkeys(d for entry in other for d in differences(entry, decided)))
+    count, total = len(other), len(ledger.entries)
+    which = (
+        f"the {_count(count, 'partition')}"
+        if count == total
+        else f"{count} of the {total} partitions"
+    )
+    subject = f"{which} of {target.shown} {'were' if count > 1 else 'was'}"
+    if refused:
+        raise OptionError(
+            f"--incremental: {subject} computed with other settings ({said}); give --force to "
+            f"compute {'every partition' if count == total else 'them'} again under these, or "
+            "the options the ledger's run was given"
+        )
+    no_log = (
+        f"; the {_count(len(gone), 'partition')} with no log {'is' if len(gone) == 1 else 'are'} "
+        "removed"
+        if gone
+        else ""
+    )
+    progress.warn(
+        f"{subject} computed with other settings ({said}): computed again under these, the "
+        f"output moves to them at once, when all are done{no_log}"
+    )
 
 
 def _check_queries(
@@ -209,13 +332,20 @@ def _check_queries(
                 f"INSERT INTO query_partitions SELECT DISTINCT query_id, {lit(partition.name)} "
                 "FROM retrieval_log"
             )
-        for value in kept:
-            queries = out_dir / "queries" / f"{key}={value}" / "part.parquet"
-            if queries.exists():
-                session.execute(
-                    f"INSERT INTO query_partitions SELECT DISTINCT query_id, "
-                    f"{lit(f'{key}={value}')} FROM read_parquet({lit(str(queries))})"
-                )
+        files = {  # part.parquet, or a folder of parts as Spark writes them: one read for all
+            path: f"{key}={value}"
+            for value in kept
+            for path in glob.glob(
+                glob.escape(str(out_dir / "queries" / f"{key}={value}")) + "/*.parquet"
+            )
+        }
+        if files:
+            listed = ", ".join(f"({lit(path)}, {lit(part)})" for path, part in files.items())
+            session.execute(
+                "INSERT INTO query_partitions SELECT DISTINCT q.query_id, f.part FROM "
+                f"read_parquet([{', '.join(map(lit, files))}], filename = true) q "
+                f"JOIN (VALUES {listed}) f(file, part) ON q.filename = f.file"
+            )
         clash = session.first_row(
             "SELECT query_id, min(part), max(part) FROM query_partitions GROUP BY query_id "
             "HAVING count(DISTINCT part) > 1 ORDER BY query_id LIMIT 1"
@@ -226,54 +356,3 @@ def _check_queries(
             f"--log: query_id {query_id!r} has hits in two partitions, {first} and {second}; "
             "a query belongs to one partition"
         )
-
-
-def _publish(
-    target: OutputTarget,
-    ledger: Ledger,
-    computed: Computed,
-    records: list[FileRecord],
-    versions: tuple[str, str, str],
-) -> Entry:
-    """One computed partition moved into a new revision of the output, with its ledger line."""
-    partition = computed.partition
-    recipe, policy, digest = versions
-    entry = Entry(
-        partition.value, partition.folder, fingerprint_of(records), records, recipe, policy,
-        digest, computed.rows, now(),
-    )  # fmt: skip
-    with target.revision(keep_current=True) as staging:
-        old = ledger.entries.get(partition.value)
-        if old is not None:
-            _remove_partition(staging, old, partition.key)
-        _place(computed.folder, staging, partition.name)
-        ledger.entries[partition.value] = entry  # a failure from here on ends the run
-        _write_ledger(staging, ledger)
-    return entry
-
-
-def _place(run_folder: Path, staging: Path, name: str) -> None:
-    """`run`'s files as hive partitions: x.parquet → x/<name>/part.parquet (.jsonl alike; a
-    folder of parts x.parquet/ → x/<name>/); manifest.json and sql/ → manifest/<name>/."""
-    for entry in sorted(run_folder.iterdir()):
-        if entry.suffix in (".parquet", ".jsonl") and entry.is_dir():
-            destination = staging / entry.stem / name
-        elif entry.suffix in (".parquet", ".jsonl"):
-            destination = staging / entry.stem / name / f"part{entry.suffix}"
-        else:
-            destination = staging / MANIFESTS / name / entry.name
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        os.rename(entry, destination)
-
-
-def _remove_partition(staging: Path, entry: Entry, key: str) -> None:
-    for kind in [*entry.rows, MANIFESTS]:
-        shutil.rmtree(staging / kind / f"{key}={entry.partition}", ignore_errors=True)
-        if (staging / kind).is_dir() and not any((staging / kind).iterdir()):
-            (staging / kind).rmdir()
-
-
-def _write_ledger(staging: Path, ledger: Ledger) -> None:
-    path = staging / LEDGER
-    path.unlink(missing_ok=True)  # a hard link to the published ledger: never write through it
-    write_json(path, ledger.document())

@@ -6,6 +6,10 @@ A partition's fingerprint is the SHA-256 of its files' names (relative to the pa
 sizes and SHA-256 of their bytes: moving the log elsewhere keeps it, any changed byte changes it.
 A file whose size and modification time equal the ledger's is not read again (as git does);
 `touch` it to make it be.
+
+The ledger also records each partition's outputs (name, size, modification time, SHA-256), so a
+partition whose output files were deleted, changed or added to by hand is `damaged`: found by
+their sizes and times, confirmed by their hashes where those differ.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,23 +74,37 @@ class Entry:
     rows: dict[str, int] = field(default_factory=dict)
     computed_at: str = ""
     duckscore_version: str = __version__
+    decided: dict[str, Any] = field(default_factory=dict)  # what `settings` is the digest of
+    outputs: list[FileRecord] = field(default_factory=list)  # named kind/path in kind/KEY=value/
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> Entry:
-        return cls(**{**raw, "files": [FileRecord(**f) for f in raw["files"]]})
+        outputs = [FileRecord(**f) for f in raw.get("outputs", [])]
+        return cls(**{**raw, "files": [FileRecord(**f) for f in raw["files"]], "outputs": outputs})
+
+    def name(self, key: str) -> str:
+        return f"{key}={self.partition}"
 
 
 @dataclass
 class Ledger:
+    """The ledger, written with one line per partition; each line is serialized once (a run
+    rewrites the ledger with every partition it publishes)."""
+
     partition_by: str
     entries: dict[str, Entry]
+    _lines: dict[str, tuple[Entry, str]] = field(default_factory=dict, repr=False)
 
-    def document(self) -> dict[str, Any]:
-        return {
-            "format": LEDGER_FORMAT,
-            "partition_by": self.partition_by,
-            "partitions": [asdict(self.entries[value]) for value in sorted(self.entries)],
-        }
+    def text(self) -> str:
+        lines = []
+        for value in sorted(self.entries):
+            entry = self.entries[value]
+            cached = self._lines.get(value)
+            if cached is None or cached[0] is not entry:
+                cached = self._lines[value] = (entry, json.dumps(asdict(entry), ensure_ascii=False))
+            lines.append(cached[1])
+        head = json.dumps({"format": LEDGER_FORMAT, "partition_by": self.partition_by})
+        return f'{head[:-1]}, "partitions": [\n' + ",\n".join(lines) + "\n]}\n"
 
 
 def checked_key(key: str) -> str:
@@ -138,21 +157,26 @@ def fingerprint_of(records: list[FileRecord]) -> str:
     return hashlib.sha256(canonical_json(listed).encode("utf-8")).hexdigest()
 
 
-def state_of(entry: Entry | None, records: list[FileRecord], digest: str) -> str:
+def state_of(
+    entry: Entry | None, records: list[FileRecord], digest: str, damage: str | None = None
+) -> str:
     """`fresh`, or why the partition is to compute: `new`, `files changed`, `settings changed`
-    (recipe, policy, --top-n, --no-explain, --log-format or duckscore's version)."""
+    (recipe, policy, --top-n, --no-explain, --log-format or duckscore's version), `damaged`
+    (its outputs are not those the ledger recorded: `damage` says how)."""
     if entry is None:
         return "new"
     if entry.fingerprint != fingerprint_of(records):
         return "files changed"
-    return "fresh" if entry.settings == digest else "settings changed"
+    if entry.settings != digest:
+        return "settings changed"
+    return "fresh" if damage is None else "damaged"
 
 
-def settings_digest(
+def settings_record(
     recipe: Policy, policy: Policy, top_n: int, explain: bool, log_format: str
-) -> str:
+) -> dict[str, Any]:
     """What decides a partition's outputs besides its files: a change recomputes it."""
-    decided = {
+    return {
         "recipe": [recipe.version, recipe.parameters_sha256],
         "policy": [policy.version, policy.parameters_sha256],
         "top_n": top_n,
@@ -160,7 +184,103 @@ def settings_digest(
         "log_format": log_format,
         "duckscore_version": __version__,
     }
+
+
+def digest_of(decided: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json(decided).encode("utf-8")).hexdigest()
+
+
+_SHOWN = {"recipe": "recipe", "policy": "policy", "top_n": "--top-n", "explain": "explanations",
+          "log_format": "--log-format", "duckscore_version": "duckscore"}  # fmt: skip
+
+
+def differences(entry: Entry, decided: dict[str, Any]) -> list[str]:
+    """How the settings of `entry` differ from `decided` (`policy overall_v3 -> overall_v3+…`);
+    a ledger line written before the settings were recorded shows its versions only."""
+    old = entry.decided or {  # the versions only: their parameters were not recorded
+        "recipe": [entry.recipe, decided["recipe"][1]],
+        "policy": [entry.policy, decided["policy"][1]],
+        "duckscore_version": entry.duckscore_version,
+    }
+    said = []
+    for key, new in decided.items():
+        if key not in old or old[key] == new:
+            continue
+        before, after = old[key], new
+        if key in ("recipe", "policy") and before[0] == after[0]:
+            said.append(f"{_SHOWN[key]} {after[0]}: other parameters")
+            continue
+        if key in ("recipe", "policy"):
+            before, after = before[0], after[0]
+        elif key == "explain":
+            before, after = ("on" if before else "off"), ("on" if after else "off")
+        said.append(f"{_SHOWN[key]} {before} -> {after}")
+    return said or ["settings"]
+
+
+def output_records(out_dir: Path, name: str, kinds: Iterable[str]) -> list[FileRecord]:
+    """The files of the partition `name` (`kind/name/…` for each kind), hashed."""
+    records = []
+    for kind in sorted(kinds):
+        for relative, path in _files_under(out_dir / kind / name):
+            status = os.stat(path)
+            digest = fingerprint(path).sha256
+            records.append(
+                FileRecord(f"{kind}/{relative}", status.st_size, digest, status.st_mtime_ns)
+            )
+    return records
+
+
+def damage_of(out_dir: Path, key: str, entry: Entry) -> str | None:
+    """None when the partition's output files are those its ledger line recorded; else what is
+    wrong with the first that is not (`fused/dt=…/part.parquet is missing`). A file whose size
+    and time are the ledger's is taken as is; one whose time only differs is hashed."""
+    name = entry.name(key)
+    if not entry.outputs:  # a ledger line from before outputs were recorded: its folders only
+        for kind in sorted({*entry.rows, MANIFESTS}):
+            if not (out_dir / kind / name).is_dir():
+                return f"{kind}/{name}/ is missing"
+        return None
+    expected = {record.name: record for record in entry.outputs}
+    found = {
+        f"{kind}/{relative}": path
+        for kind in sorted({record.name.split("/", 1)[0] for record in entry.outputs})
+        for relative, path in _files_under(out_dir / kind / name)
+    }
+
+    def shown(recorded: str) -> str:
+        kind, rest = recorded.split("/", 1)
+        return f"{kind}/{name}/{rest}"
+
+    for recorded, record in sorted(expected.items()):
+        path = found.get(recorded)
+        if path is None:
+            return f"{shown(recorded)} is missing"
+        status = os.stat(path)
+        if status.st_size != record.bytes or (
+            status.st_mtime_ns != record.mtime_ns and fingerprint(path).sha256 != record.sha256
+        ):
+            return f"{shown(recorded)} changed"
+    extra = sorted(set(found) - set(expected))
+    return f"{shown(extra[0])} is not one of its outputs" if extra else None
+
+
+def _files_under(folder: Path) -> Iterator[tuple[str, str]]:
+    """(path relative to `folder`, path) of every file under `folder`, in sorted order."""
+    for top, folders, files in os.walk(folder):
+        folders.sort()
+        for file in sorted(files):
+            path = os.path.join(top, file)
+            yield Path(os.path.relpath(path, folder)).as_posix(), path
+
+
+def held_partitions(out_dir: Path) -> list[str]:
+    """The partitions an output holds (`KEY=value`), by their manifest folders (`manifest/
+    KEY=value/`), whatever its ledger says."""
+    folder = out_dir / MANIFESTS
+    if not folder.is_dir():
+        return []
+    return sorted(entry.name for entry in folder.iterdir() if entry.is_dir() and "=" in entry.name)
 
 
 def read_ledger(out_dir: Path, shown: str) -> Ledger | None:

@@ -14,7 +14,7 @@ from ..core.progress import SILENT, Progress
 from ..core.session import Relations, Session, folder_of
 from ..fuse.log import open_log
 from ..fuse.stages import manifest_fields, write_fuse_outputs
-from ..fuse.traces import write_spans
+from ..fuse.traces import trace_queries, write_spans
 from ..score.stages import DecisionCounts, create_score_tables, decided, write_score_outputs
 from ..score.tables import QUERY_IDS
 from .job import DEFAULT_JOB, Job
@@ -50,6 +50,8 @@ def run(
             f"checking the log (recipe {loaded_recipe.version}, policy {loaded_policy.version})"
         )
         opened, fuse_plan = open_log(session, log, loaded_recipe)
+        if queries is None:  # a log of trace spans: every trace with a retrieval span decides
+            queries = trace_queries(session, log)
         if queries is not None:
             session.open("queries", QUERY_IDS, queries, "--queries")
         progress.step(f"{opened.rows:,} hits from {len(fuse_plan.sources)} sources")

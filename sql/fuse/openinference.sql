@@ -1,7 +1,7 @@
 {#-
 A retrieval log from OpenInference trace spans (Arize Phoenix's span export, Parquet or JSON
 Lines: one row per span, attributes flattened into columns named `attributes.<key>`). Each
-RETRIEVER span is one source's result list for one query:
+RETRIEVER span is one list of a source for one query:
 
   query_id    the span's trace id (a trace answers one query)
   source      the span's name (the retriever)
@@ -12,81 +12,257 @@ RETRIEVER span is one source's result list for one query:
               the document metadata's keys of those names, when it has them (NULL otherwise,
               as a log without the columns): a chunk's count of siblings is what seed 000's
               stability reads
-  score       retrieval.documents[i].document.score; a document without one ranks by its
-              position (score −rank, as a rank-only log)
-  rank        the document's position in the span's list, from 1
-  snippet     retrieval.documents[i].document.content
+  score       retrieval.documents[i].document.score; a document without one is given −rank
+              (as a rank-only log)
+  rank        the document's position in the list, from 1
+  snippet     retrieval.documents[i].document.content (a column only when the documents have
+              that attribute)
   query_text  input.value
   trace_id, span_id   the span's ids, kept beside the hit
 
-Other spans (the chain, the LLM, a reranker's) are not retrievals and are left out. Reads
-`inputs.spans` (the raw spans, every column, and their row numbers in `row_column`); `metadata_is_text`: the metadata is a JSON string
-(the specification's form) rather than a struct; `has_score`, `has_content`: the documents carry a score, a content.
+A retriever that ran more than once in a trace (a multi-query or query-rewriting retriever, a
+fusion retriever's sub-queries; spans of one name in one trace) gives one list: each document at
+its best position in any of the spans (its score the largest it was given, its other attributes
+from the span of its best position), the list ordered by that position, then by the score,
+higher first, then by the spans' order in the export, and ranked 1, 2, … in that order. A
+document listed twice by one span is taken once, at its first position, the same way.
 
-`final`: `hits` (the rows above), or `spans`: every span, retrieval or not — trace_id, span_id,
-source, is_retrieval, and is_root (the span has no parent; NULL when the export has no
-`parent_id` column, Phoenix's span parent) — which sql/fuse/spans.sql reads; `has_parent`: the
-spans have that column.
+Other spans (the chain, the LLM, a reranker's) are not retrievals and are left out.
+
+Every optional attribute may be absent: the SQL reads only those the input has. Reads
+`inputs.spans` (the raw spans, every column, with the file and row of each in `file_column` and
+`row_column`), and from the caller what the input holds:
+  query_column     the column of input.value, or none
+  parent_column    the column of the span's parent (Phoenix's `parent_id`), or none
+  documents        none (no column of documents: no retrieval returned one), or
+    .column        the column of retrieval.documents
+    .container     `list` (a list), or `json` (JSON text of a list)
+    .element       a document is a `struct`, a `map`, `json` (JSON, or JSON text), or `null`
+                   (every list empty)
+    .fields        the attributes a document has, each with its `name` there and its `kind`:
+                   number, text, json, object, list, other, or null (always null)
+
+`final`:
+  hits      the rows above
+  spans     every span, retrieval or not — trace_id, span_id, source, is_retrieval, and is_root
+            (the span has no parent; NULL when the export has no parent column) — which
+            sql/fuse/spans.sql reads
+  faults    the first document that cannot be read (file, place: its span's row, span_id,
+            attribute: a path such as `retrieval.documents[2].document.score`, problem, value),
+            or no row
+  summary   one row: hits, unscored and unscored_lists (the documents without a score in a list
+            whose other documents have one, and those lists), retrieval_spans, traces
 -#}
-{% set document = 'd.document' %}
-{% set metadata = document ~ '."document.metadata"' %}
-{% set metadata_json = metadata if metadata_is_text else 'to_json(' ~ metadata ~ ')' %}
+{% set fields = documents.fields if documents else {} %}
+{% macro value(key) -%}
+{% set field = fields[key] %}
+{% if documents.element == 'struct' %}d.document.{{ field.name | ident }}
+{%- elif documents.element == 'map' %}d.document[{{ field.name | lit }}]
+{%- else %}json_extract(d.document, {{ ('$."' ~ field.name ~ '"') | lit }})
+{%- endif %}
+{%- endmacro %}
+{% macro text(key) -%}
+{% if key not in fields or fields[key].kind == 'null' %}CAST(NULL AS VARCHAR)
+{%- elif fields[key].kind == 'json' %}json_extract_string({{ value(key) }}, '$')
+{%- elif fields[key].kind == 'object' %}CAST(to_json({{ value(key) }}) AS VARCHAR)
+{%- else %}CAST({{ value(key) }} AS VARCHAR)
+{%- endif %}
+{%- endmacro %}
+{% macro number(key) -%}
+{% if key in fields and fields[key].kind == 'number' %}CAST({{ value(key) }} AS DOUBLE)
+{%- else %}TRY_CAST({{ text(key) }} AS DOUBLE)
+{%- endif %}
+{%- endmacro %}
+{% macro json_text(key) -%}
+{% if key in fields and fields[key].kind == 'json' %}CASE WHEN json_type({{ value(key) }}) = 'VARCHAR' THEN json_extract_string({{ value(key) }}, '$') ELSE CAST({{ value(key) }} AS VARCHAR) END
+{%- else %}{{ text(key) }}
+{%- endif %}
+{%- endmacro %}
+{% set bad_score = 'score_text IS NOT NULL AND NOT coalesce(isfinite(document_score), FALSE)' %}
+{% set bad_metadata = "metadata_text IS NOT NULL AND (metadata IS NULL OR json_type(metadata) NOT IN ('OBJECT', 'NULL'))" %}
+{% set bad_chunks = 'total_chunks_text IS NOT NULL AND TRY_CAST(total_chunks_text AS DOUBLE) IS NULL' %}
 WITH
 spans AS (
     SELECT
+        {{ file_column | ident }} AS span_file,
         {{ row_column | ident }} AS span_row,
         CAST("context.trace_id" AS VARCHAR) AS trace_id,
         CAST("context.span_id" AS VARCHAR) AS span_id,
         name AS source,
         coalesce("attributes.openinference.span.kind" = {{ 'RETRIEVER' | lit }}, FALSE) AS is_retrieval,
-{% if has_parent %}
-        coalesce(CAST(parent_id AS VARCHAR), {{ '' | lit }}) = {{ '' | lit }} AS is_root,
+{% if parent_column %}
+        coalesce(CAST({{ parent_column | ident }} AS VARCHAR), {{ '' | lit }}) = {{ '' | lit }} AS is_root,
 {% else %}
         CAST(NULL AS BOOLEAN) AS is_root,
 {% endif %}
-        "attributes.input.value" AS query_text,
-        "attributes.retrieval.documents" AS documents
+{% if query_column %}
+        CAST({{ query_column | ident }} AS VARCHAR) AS query_text,
+{% else %}
+        CAST(NULL AS VARCHAR) AS query_text,
+{% endif %}
+{% if not documents %}
+        CAST(NULL AS JSON[]) AS documents,
+        CAST(NULL AS VARCHAR) AS documents_text
+{% elif documents.container == 'json' %}
+        CASE WHEN json_valid(CAST({{ documents.column | ident }} AS VARCHAR)) THEN coalesce(
+            TRY_CAST(CAST({{ documents.column | ident }} AS VARCHAR) AS JSON[]),
+            TRY_CAST(json_extract_string(CAST({{ documents.column | ident }} AS VARCHAR), '$') AS JSON[])
+        ) END AS documents,
+        CAST({{ documents.column | ident }} AS VARCHAR) AS documents_text
+{% else %}
+        {{ documents.column | ident }} AS documents,
+        CAST(NULL AS VARCHAR) AS documents_text
+{% endif %}
     FROM {{ inputs.spans | ident }}
 ),
-documents AS (
+listed AS (
     SELECT
-        span_row, trace_id, span_id, source, query_text,
+        span_file, span_row, trace_id, span_id, source, query_text,
         unnest(documents) AS document,
         generate_subscripts(documents, 1) AS position
     FROM spans
     WHERE is_retrieval
+),
+documents AS (
+    SELECT
+        span_file, span_row, trace_id, span_id, source, query_text, position,
+{% if documents and documents.element == 'json' %}
+        CASE WHEN is_object THEN CAST(l.document AS JSON) END AS document,
+        NOT coalesce(is_object, FALSE) AS not_a_document
+    FROM (
+        SELECT
+            *,
+            CASE WHEN json_valid(CAST(document AS VARCHAR)) THEN json_type(CAST(document AS VARCHAR)) = 'OBJECT' END AS is_object
+        FROM listed
+    ) AS l
+{% else %}
+        l.document,
+        l.document IS NULL AS not_a_document
+    FROM listed AS l
+{% endif %}
+),
+read AS (
+    SELECT
+        span_file, span_row, trace_id, span_id, source, query_text, position, not_a_document,
+        {{ text('document.id') }} AS item_id,
+        {{ text('document.score') }} AS score_text,
+        {{ number('document.score') }} AS document_score,
+        {{ text('document.content') }} AS content,
+        {{ json_text('document.metadata') }} AS metadata_text
+    FROM documents AS d
+),
+typed AS (
+    SELECT
+        *,
+        CASE WHEN json_valid(metadata_text) THEN CAST(metadata_text AS JSON) END AS metadata
+    FROM read
+),
+described AS (
+    SELECT
+        * EXCLUDE (keys),
+        keys[1] AS metadata_parent,
+        keys[2] AS granularity,
+        keys[3] AS block_type,
+        keys[4] AS total_chunks_text
+    FROM (
+        SELECT
+            *,
+            json_extract_string(metadata, [{{ '$.parent_id' | lit }}, {{ '$.granularity' | lit }}, {{ '$.block_type' | lit }}, {{ '$.total_chunks' | lit }}]) AS keys
+        FROM typed
+    )
 )
-{% if final == 'spans' %}
+{% if final == 'faults' %}
+, faults AS (
+    SELECT span_file, span_row, span_id, 0 AS position, {{ 'retrieval.documents' | lit }} AS attribute,
+           {{ 'is not a JSON list of documents' | lit }} AS problem, documents_text AS value
+    FROM spans
+    WHERE is_retrieval AND documents_text IS NOT NULL AND documents IS NULL
+    UNION ALL
+    SELECT
+        span_file, span_row, span_id, position,
+        {{ 'retrieval.documents[' | lit }} || position || {{ ']' | lit }} || CASE
+            WHEN not_a_document THEN {{ '' | lit }}
+            WHEN item_id IS NULL THEN {{ '.document.id' | lit }}
+            WHEN {{ bad_score }} THEN {{ '.document.score' | lit }}
+            WHEN {{ bad_metadata }} THEN {{ '.document.metadata' | lit }}
+            ELSE {{ '.document.metadata.total_chunks' | lit }}
+        END AS attribute,
+        CASE
+            WHEN not_a_document THEN {{ 'is not a document (an object with a document.id)' | lit }}
+            WHEN item_id IS NULL THEN {{ 'is missing: a document needs an id' | lit }}
+            WHEN {{ bad_score }} THEN {{ 'is not a finite number' | lit }}
+            WHEN {{ bad_metadata }} THEN {{ 'is not a JSON object' | lit }}
+            ELSE {{ 'is not a number' | lit }}
+        END AS problem,
+        CASE
+            WHEN not_a_document OR item_id IS NULL THEN NULL
+            WHEN {{ bad_score }} THEN score_text
+            WHEN {{ bad_metadata }} THEN metadata_text
+            ELSE total_chunks_text
+        END AS value
+    FROM described
+    WHERE not_a_document OR item_id IS NULL OR ({{ bad_score }}) OR ({{ bad_metadata }}) OR ({{ bad_chunks }})
+)
+SELECT span_file AS file, {{ 'row ' | lit }} || span_row AS place, span_id, attribute, problem, value
+FROM faults
+ORDER BY span_file, span_row, position
+LIMIT 1
+{% elif final == 'spans' %}
 SELECT trace_id, span_id, source, is_retrieval, is_root
 FROM spans
+{% else %}
+-- one list per (trace, retriever): each document once, at its best position
+, occurrences AS (
+    SELECT
+        *,
+        row_number() OVER (
+            PARTITION BY trace_id, source, item_id
+            ORDER BY position NULLS LAST, span_file NULLS LAST, span_row NULLS LAST, span_id NULLS LAST
+        ) AS occurrence,
+        max(document_score) OVER (PARTITION BY trace_id, source, item_id) AS best_score
+    FROM described
+),
+ranked AS (
+    SELECT
+        *,
+        row_number() OVER (
+            PARTITION BY trace_id, source
+            ORDER BY position NULLS LAST, best_score DESC NULLS LAST, span_file NULLS LAST, span_row NULLS LAST, item_id NULLS LAST
+        ) AS list_rank
+    FROM occurrences
+    WHERE occurrence = 1
+)
+{% if final == 'summary' %}
+SELECT
+    (SELECT count(*) FROM ranked) AS hits,
+    coalesce(sum(unscored), 0) AS unscored,
+    count(*) AS unscored_lists,
+    (SELECT count(*) FROM spans WHERE is_retrieval) AS retrieval_spans,
+    (SELECT count(*) FROM (SELECT trace_id FROM spans WHERE is_retrieval GROUP BY trace_id)) AS traces
+FROM (
+    SELECT trace_id, source, count(*) - count(best_score) AS unscored, count(best_score) AS scored
+    FROM ranked
+    GROUP BY trace_id, source
+)
+WHERE unscored > 0 AND scored > 0
 {% else %}
 SELECT
     trace_id AS query_id,
     source,
-    CAST(d.document."document.id" AS VARCHAR) AS item_id,
-    coalesce(
-        json_extract_string({{ metadata_json }}, {{ '$.parent_id' | lit }}),
-        CAST(d.document."document.id" AS VARCHAR)
-    ) AS parent_id,
-    json_extract_string({{ metadata_json }}, {{ '$.granularity' | lit }}) AS granularity,
-    json_extract_string({{ metadata_json }}, {{ '$.block_type' | lit }}) AS block_type,
-    -- a number, for the contract to check (whole, >= 0); text that is no number becomes NaN,
-    -- which the contract refuses naming the row, rather than NULL, which it would take
-    CASE WHEN json_extract_string({{ metadata_json }}, {{ '$.total_chunks' | lit }}) IS NOT NULL
-         THEN coalesce(TRY_CAST(json_extract_string({{ metadata_json }}, {{ '$.total_chunks' | lit }}) AS DOUBLE), {{ 'NaN' | lit }}::DOUBLE)
-    END AS total_chunks,
-{% if has_score %}
-    coalesce(CAST(d.document."document.score" AS DOUBLE), -CAST(position AS DOUBLE)) AS score,
-{% else %}
-    -CAST(position AS DOUBLE) AS score,
-{% endif %}
-    position AS rank,
-{% if has_content %}
-    CAST(d.document."document.content" AS VARCHAR) AS snippet,
+    item_id,
+    coalesce(metadata_parent, item_id) AS parent_id,
+    granularity,
+    block_type,
+    TRY_CAST(total_chunks_text AS DOUBLE) AS total_chunks,
+    coalesce(best_score, -CAST(list_rank AS DOUBLE)) AS score,
+    list_rank AS rank,
+{% if 'document.content' in fields %}
+    content AS snippet,
 {% endif %}
     query_text,
     trace_id,
     span_id
-FROM documents AS d
-ORDER BY span_row, position
+FROM ranked
+ORDER BY span_file, span_row, position
+{% endif %}
 {% endif %}

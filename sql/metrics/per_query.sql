@@ -12,6 +12,10 @@ per_query.
 
 - A query is evaluated when the qrels judge at least one of its documents. Relevant means
   relevance > 0; gain = 2^relevance - 1 (0 when not relevant); discount = log2(position + 1).
+  The gains of a query are divided by 2^s, s = max(0, floor(its largest relevance) - 52): nDCG,
+  a ratio of two sums of gains, is unchanged by the common factor, no gain exceeds 2^52, and a
+  grade of 1024 or more no longer makes 2^grade inf and nDCG inf / inf = NaN. For grades up to
+  52, s = 0 and the gains are 2^relevance - 1 exactly as written.
 - Run rows of queries without judgments are ignored; an evaluated query without run rows scores
   0 on every metric, as does a judged query with no relevant document.
 -#}
@@ -58,8 +62,14 @@ judgments AS (
         doc_id,
         relevance,
         relevance > 0 AS is_relevant,
-        CASE WHEN relevance > 0 THEN pow({{ 2.0 | lit }}, relevance) - 1 ELSE {{ 0.0 | lit }} END AS gain
-    FROM {{ inputs.qrels | ident }}
+        -- (2^relevance - 1) / 2^gain_scale, which never overflows (2^1024 is inf in a double)
+        CASE WHEN relevance > 0 THEN pow({{ 2.0 | lit }}, relevance - gain_scale) - pow({{ 2.0 | lit }}, -gain_scale) ELSE {{ 0.0 | lit }} END AS gain
+    FROM (
+        SELECT
+            *,
+            greatest(floor(max(relevance) OVER (PARTITION BY query_id)) - {{ 52.0 | lit }}, {{ 0.0 | lit }}) AS gain_scale
+        FROM {{ inputs.qrels | ident }}
+    )
 ),
 evaluated AS (
     SELECT

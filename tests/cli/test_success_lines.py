@@ -1,18 +1,29 @@
-"""Success is not silent: `fuse`, `score`, `run`, `answers` and `bids` end with one line on
+"""One rule for what a command prints (docs/outputs.md, "What a command prints"): stdout holds
+a command's data and nothing else; what a command did is a message, `duckscore: …` on stderr,
+silenced by -q and --no-progress.
+
+Success is not silent: `fuse`, `score`, `run`, `answers` and `bids` end with one line on
 stderr — what they did, where the outputs are — and `score` and `run` add a line of how the policy
-decided the queries; -q and --no-progress silence both; stdout stays empty. And a typo in
---set-recipe is reported as --set-recipe on every command that takes it."""
+decided the queries; -q and --no-progress silence both; stdout stays empty. The commands that
+change a store or write a file — `instincts init|ingest|recompute|decay|report`, `macros install`,
+`export annotations` — say what they did the same way, and the commands that print data — `sql`,
+`policy`, `filter check`, `instincts top`, `eval` — print it on stdout, the same with -q, and
+nothing on stderr. And a typo in --set-recipe is reported as --set-recipe on every command that
+takes it."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from pathlib import Path
 
+import duckdb
 import pytest
 from click.testing import CliRunner, Result
 
 from duckscore.cli import cli
 
-from ..helpers import FIXTURES
+from ..helpers import FIXTURES, SCIFACT
 
 LOG = """\
 query_id,source,item_id,parent_id,score,block_type,total_chunks
@@ -137,3 +148,196 @@ def test_a_set_recipe_typo_names_set_recipe(args: list[str], tmp_path: Path) -> 
         "(did you mean 'fusion.k'?)\n"
     )
     assert not list(tmp_path.iterdir())
+
+
+# -- one rule: data on stdout, messages on stderr -------------------------------------------------
+
+INSTINCTS = """\
+id,trigger_text,action_text,domain,user_id
+11111111-1111-4111-8111-111111111111,editing a SQL template,run the sqlglot check,sql,aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa
+22222222-2222-4222-8222-222222222222,a test fails on CI only,compare the threads,testing,aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa
+"""
+EVENTS = """\
+event_id,instinct_id,event_type,occurred_at
+e01,11111111-1111-4111-8111-111111111111,pattern_observed_again,2026-03-02 09:00:00
+e02,11111111-1111-4111-8111-111111111111,applied_successfully,2026-03-02 10:00:00
+e03,22222222-2222-4222-8222-222222222222,applied_failed,2026-03-02 12:00:00
+"""
+MACROS = (
+    "ds_policy, ds_rrf, ds_log_scale, ds_clamp, ds_quantile_norm, ds_weighted_geomean, "
+    "ds_band_points, ds_rank_desc, ds_wilson_lower, ds_wilson_upper, ds_fuse, ds_parent_features, "
+    "ds_score, ds_queries, ds_eval, ds_labels, ds_answers, ds_answers_with_events"
+)
+
+
+def store(tmp_path: Path, *, ingested: bool = True) -> str:
+    """A store in tmp_path: created, and (ingested) holding two instincts and three events."""
+    db = str(tmp_path / "store.duckdb")
+    assert invoke("-q", "instincts", "init", "--db", db).exit_code == 0
+    if ingested:
+        (tmp_path / "instincts.csv").write_text(INSTINCTS, encoding="utf-8")
+        (tmp_path / "events.csv").write_text(EVENTS, encoding="utf-8")
+        done = invoke("-q", "instincts", "ingest", "--db", db, "--now", "2026-03-05",
+                      "--instincts", str(tmp_path / "instincts.csv"),
+                      "--events", str(tmp_path / "events.csv"))  # fmt: skip
+        assert done.exit_code == 0, done.stderr
+    return db
+
+
+def storage_version(db: Path) -> str:
+    with duckdb.connect(str(db), read_only=True) as con:
+        row = con.execute(
+            "SELECT tags['storage_version'] FROM duckdb_databases() WHERE NOT internal"
+        ).fetchone()
+    assert row is not None and row[0]
+    return str(row[0]).rstrip("+")
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    """`duckscore run` on a slice of SciFact as OpenInference spans: the folder, its traces."""
+    from ..fuse.test_traces import scifact_slice, spans_of
+
+    log = scifact_slice()
+    folder = tmp_path_factory.mktemp("traced")
+    spans_of(log).to_parquet(folder / "spans.parquet", index=False)
+    done = invoke("-q", "run", "--log", str(folder / "spans.parquet"),
+                  "--log-format", "openinference", "--out", str(folder / "scored"))  # fmt: skip
+    assert done.exit_code == 0, done.stderr
+    return folder / "scored", log["query_id"].nunique()
+
+
+# name: (the arguments of a successful run in tmp_path, the lines it says on stderr, after
+# `duckscore: `); each may set up what it needs first (quietly)
+Case = Callable[[Path, pytest.FixtureRequest], tuple[list[str], list[str]]]
+
+
+def _init(tmp_path: Path, _: pytest.FixtureRequest) -> tuple[list[str], list[str]]:
+    db = tmp_path / "new.duckdb"
+    return ["instincts", "init", "--db", str(db)], [f"{db}: created"]
+
+
+def _init_again(tmp_path: Path, _: pytest.FixtureRequest) -> tuple[list[str], list[str]]:
+    db = store(tmp_path, ingested=False)
+    return ["instincts", "init", "--db", db], [f"{db}: up to date"]
+
+
+def _ingest(tmp_path: Path, _: pytest.FixtureRequest) -> tuple[list[str], list[str]]:
+    db = store(tmp_path, ingested=False)
+    (tmp_path / "instincts.csv").write_text(INSTINCTS, encoding="utf-8")
+    (tmp_path / "events.csv").write_text(EVENTS, encoding="utf-8")
+    args = ["instincts", "ingest", "--db", db, "--now", "2026-03-05",
+            "--instincts", str(tmp_path / "instincts.csv"), "--events", str(tmp_path / "events.csv")]  # fmt: skip
+    return args, ["2 instincts added, 3 events applied, 0 events skipped"]
+
+
+def _recompute(tmp_path: Path, _: pytest.FixtureRequest) -> tuple[list[str], list[str]]:
+    db = store(tmp_path)
+    return ["instincts", "recompute", "--db", db, "--now", "2026-03-05"], [
+        "2 of 2 instincts changed"
+    ]
+
+
+def _decay(tmp_path: Path, _: pytest.FixtureRequest) -> tuple[list[str], list[str]]:
+    db = store(tmp_path)
+    return ["instincts", "decay", "--db", db, "--now", "2026-03-20"], [
+        "Decay job complete: 2 decayed, 0 deprecated, 0 deleted"
+    ]
+
+
+def _decay_again(tmp_path: Path, _: pytest.FixtureRequest) -> tuple[list[str], list[str]]:
+    db = store(tmp_path)
+    assert invoke("-q", "instincts", "decay", "--db", db, "--now", "2026-03-20").exit_code == 0
+    return ["instincts", "decay", "--db", db, "--now", "2026-03-21"], [
+        "Decay job already ran for the week of 2026-03-16: nothing changed"
+    ]
+
+
+def _report(tmp_path: Path, _: pytest.FixtureRequest) -> tuple[list[str], list[str]]:
+    db, out = store(tmp_path), tmp_path / "dashboard"
+    return ["instincts", "report", "--db", db, "--out", str(out)], [
+        f"wrote the dashboard of 2 instincts into {out}/ "
+        "(report.html, report.json, radar.png, trends.png)"
+    ]
+
+
+def _install(tmp_path: Path, _: pytest.FixtureRequest) -> tuple[list[str], list[str]]:
+    db = tmp_path / "analysis.duckdb"
+    # the version line names the storage version of the file the command writes: read after
+    return ["macros", "install", "--db", str(db)], [
+        f"installed 18 macros into {db}: {MACROS}",
+        f"{db} opens with DuckDB {{version}} or later (its storage version)",
+    ]
+
+
+def _annotations(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[list[str], list[str]]:
+    scored, traces = request.getfixturevalue("traced")
+    out = tmp_path / "annotations.json"
+    return ["export", "annotations", "--scored", str(scored), "--out", str(out)], [
+        f"wrote {3 * traces} phoenix annotations of {traces} traces to {out}"
+    ]
+
+
+MESSAGES: dict[str, Case] = {
+    "instincts init": _init,
+    "instincts init (again)": _init_again,
+    "instincts ingest": _ingest,
+    "instincts recompute": _recompute,
+    "instincts decay": _decay,
+    "instincts decay (again)": _decay_again,
+    "instincts report": _report,
+    "macros install": _install,
+    "export annotations": _annotations,
+}  # `instincts migrate` needs PostgreSQL: tests/instincts/test_postgres.py
+
+
+@pytest.mark.parametrize("name", list(MESSAGES))
+def test_a_message_goes_to_stderr_and_stdout_stays_empty(
+    name: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    args, said = MESSAGES[name](tmp_path, request)
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ""
+    if name == "macros install":
+        said = [line.replace("{version}", storage_version(Path(args[-1]))) for line in said]
+    assert result.stderr.splitlines() == [f"duckscore: {line}" for line in said]
+
+
+@pytest.mark.parametrize("quiet", ["-q", "--quiet", "--no-progress"])
+@pytest.mark.parametrize("name", list(MESSAGES))
+def test_quiet_silences_a_message(
+    name: str, quiet: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    args, _ = MESSAGES[name](tmp_path, request)
+    result = invoke(quiet, *args)
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "", ""), result.output
+
+
+JUDGED = [
+    *("--run", str(SCIFACT / "reference_rrf_k60.parquet")),
+    *("--qrels", str(SCIFACT / "qrels.parquet")),
+]
+DATA: dict[str, Callable[[Path], list[str]]] = {
+    "sql fuse": lambda _: ["sql", "fuse"],
+    "sql macros": lambda _: ["sql", "macros"],
+    "policy list": lambda _: ["policy", "list"],
+    "policy show": lambda _: ["policy", "show", "overall_v1"],
+    "filter check": lambda _: ["filter", "check", "bid_price < 100"],
+    "instincts top": lambda tmp_path: ["instincts", "top", "--db", store(tmp_path)],
+    "eval": lambda _: ["eval", *JUDGED, "--json"],
+    "labels": lambda tmp_path: ["labels", *JUDGED, "--out", str(tmp_path / "labels.parquet")],
+    # its summary, which ends with where the outputs are
+    "demo bids": lambda tmp_path: ["demo", "bids", "--out", str(tmp_path / "demo")],
+}
+
+
+@pytest.mark.parametrize("name", list(DATA))
+def test_data_goes_to_stdout_and_quiet_keeps_it(name: str, tmp_path: Path) -> None:
+    args = DATA[name](tmp_path)
+    loud, quiet = invoke(*args), invoke("-q", *args)
+    assert (loud.exit_code, quiet.exit_code) == (0, 0), loud.output
+    assert loud.stdout.strip() and loud.stderr == ""
+    assert (quiet.stdout, quiet.stderr) == (loud.stdout, "")
+    if name == "policy show":
+        assert re.match(r"^\{.*\}$", loud.stdout.strip(), re.S)

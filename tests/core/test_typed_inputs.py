@@ -124,12 +124,23 @@ def test_instinct_columns_the_store_lets_be_null_take_empty_cells(tmp_path: Path
         f"e2,{instinct},user_accepted,2026-01-05 11:00:00,,,,\n"
     )
     assert invoke("instincts", "init", "--db", db).exit_code == 0
-    done = invoke(
-        "instincts", "ingest", "--db", db, "--instincts", str(tmp_path / "new.csv"),
-        "--events", str(tmp_path / "events.csv"), "--now", "2026-01-06",
-    )  # fmt: skip
+    done = CliRunner().invoke(
+        cli,
+        [
+            "instincts",
+            "ingest",
+            "--db",
+            db,
+            "--instincts",
+            str(tmp_path / "new.csv"),
+            "--events",
+            str(tmp_path / "events.csv"),
+            "--now",
+            "2026-01-06",
+        ],
+    )  # fmt: skip  (not -q: its message, on stderr)
     assert done.exit_code == 0, done.stderr
-    assert "2 events applied" in done.output
+    assert "2 events applied" in done.stderr
     with duckdb.connect(db, read_only=True) as con:
         stored = con.execute("SELECT domain, project_id, source FROM instincts").fetchall()
         applied = con.execute("SELECT outcome FROM instinct_applications").fetchall()

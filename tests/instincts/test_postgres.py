@@ -218,10 +218,11 @@ def test_a_duckdb_store_migrates_with_its_history(pg_server, tmp_path: Path) -> 
     decay(source, START + dt.timedelta(weeks=3))
     target = new_database(pg_server)
     result = CliRunner().invoke(
-        cli, ["-q", "instincts", "migrate", "--from", str(source), "--to", target]
+        cli, ["instincts", "migrate", "--from", str(source), "--to", target]
     )
-    assert result.exit_code == 0, result.output
-    assert "3 instincts" in result.output and "1 decay_runs" in result.output
+    assert (result.exit_code, result.stdout) == (0, ""), result.output
+    assert result.stderr.startswith(f"duckscore: {source} -> postgresql://")  # a message
+    assert "3 instincts" in result.stderr and "1 decay_runs" in result.stderr
     assert "password" not in result.output
     assert stored_rows(target) == stored_rows(str(source))
     assert ingest(target, events)["events_skipped"] == 3  # its ingested event ids came along

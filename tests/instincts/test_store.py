@@ -150,6 +150,11 @@ def test_ingest_applies_rules_in_event_order_and_skips_what_it_has_seen(
             lambda a: events([("e1", "not-a-uuid", "user_accepted", START)]),
             r"'not-a-uuid', not a UUID",
         ),
+        # an instinct last seen in the future would never decay (issue 35 §5)
+        (
+            lambda a: events([("e9", a, "user_accepted", dt.datetime(2100, 1, 4, tzinfo=dt.UTC))]),
+            r"event_id 'e9' occurred at 2100-01-04 00:00:00.*, in the future \(later than ",
+        ),
     ],
 )
 def test_bad_events_change_nothing(store_location, frame, message: str) -> None:
@@ -411,30 +416,31 @@ def test_cli_runs_the_lifecycle(store_location, tmp_path: Path) -> None:
     new_instincts(ids(2)).to_csv(new, index=False)
     runner = CliRunner()
     assert runner.invoke(cli, ["-q", "instincts", "init", "--db", db]).exit_code == 0
+    # what a command did is a message on stderr; stdout holds data only (`top`'s rows)
     done = runner.invoke(
-        cli,
-        ["-q", "instincts", "ingest", "--db", db, "--instincts", str(new), "--now", "2026-01-05"],
+        cli, ["instincts", "ingest", "--db", db, "--instincts", str(new), "--now", "2026-01-05"]
     )
-    assert done.exit_code == 0 and "2 instincts added" in done.output
-    decayed = runner.invoke(cli, ["-q", "instincts", "decay", "--db", db, "--now", "2026-02-02"])
-    assert decayed.output.strip() == "Decay job complete: 2 decayed, 0 deprecated, 0 deleted"
-    again = runner.invoke(cli, ["-q", "instincts", "decay", "--db", db, "--now", "2026-02-03"])
-    assert "already ran for the week of 2026-02-02" in again.output
+    assert (done.exit_code, done.stdout) == (0, "") and "2 instincts added" in done.stderr
+    decayed = runner.invoke(cli, ["instincts", "decay", "--db", db, "--now", "2026-02-02"])
+    assert decayed.stdout == ""
+    assert decayed.stderr == "duckscore: Decay job complete: 2 decayed, 0 deprecated, 0 deleted\n"
+    again = runner.invoke(cli, ["instincts", "decay", "--db", db, "--now", "2026-02-03"])
+    assert "already ran for the week of 2026-02-02" in again.stderr
     # ISO 8601 with an offset, as `date -Is` prints it: 2026-02-04 01:30 at +02:00 is
     # 2026-02-03 23:30 UTC, still the week of 2026-02-02
     for moment in ("2026-02-04T01:30:00+02:00", "2026-02-03T23:30:00Z"):
-        offset = runner.invoke(cli, ["-q", "instincts", "decay", "--db", db, "--now", moment])
-        assert "already ran for the week of 2026-02-02" in offset.output, offset.output
+        offset = runner.invoke(cli, ["instincts", "decay", "--db", db, "--now", moment])
+        assert "already ran for the week of 2026-02-02" in offset.stderr, offset.output
     bad = runner.invoke(cli, ["-q", "instincts", "decay", "--db", db, "--now", "22/11/2026"])
     assert bad.exit_code == 2 and "is not an ISO 8601 date or time" in bad.output
     jsonl = tmp_path / "events.jsonl"  # DuckDB's JSON reader types the ids as UUID
     events([("j1", ids(1)[0], "user_accepted", START)]).to_json(
         jsonl, orient="records", lines=True, date_format="iso"
     )
-    loaded = runner.invoke(cli, ["-q", "instincts", "ingest", "--db", db, "--events", str(jsonl)])
-    assert loaded.exit_code == 0 and "1 events applied" in loaded.output
+    loaded = runner.invoke(cli, ["instincts", "ingest", "--db", db, "--events", str(jsonl)])
+    assert loaded.exit_code == 0 and "1 events applied" in loaded.stderr
     listed = runner.invoke(cli, ["-q", "instincts", "top", "--db", db, "--format", "jsonl"])
-    assert len(listed.output.splitlines()) == 2
+    assert len(listed.stdout.splitlines()) == 2
     missing = runner.invoke(
         cli, ["-q", "instincts", "decay", "--db", str(tmp_path / "none.duckdb")]
     )

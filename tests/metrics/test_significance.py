@@ -161,7 +161,10 @@ def test_cli_table_json_and_refusals(sparse: Path) -> None:
     as_json = invoke(*common, "--baseline", str(sparse), "--json", "--permutations", "500")
     document = json.loads(as_json.output)
     assert list(document) == ["ndcg@10", "recall@100"]
-    assert set(document["ndcg@10"]) == {"run", "baseline", "difference", "p_value", "significant"}
+    assert list(document["ndcg@10"]) == [
+        "run", "baseline", "difference", "p_value", "p_value_below", "significant",
+        "judged_queries", "run_covers", "baseline_covers",
+    ]  # fmt: skip
     for args, message in (
         (["--test", "t-test"], "--test needs --baseline"),
         (["--baseline", str(sparse), "--per-query", "x.parquet"], "--per-query is not supported"),

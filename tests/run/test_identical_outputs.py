@@ -112,3 +112,26 @@ def test_no_explain_is_refused_on_spark(tmp_path: Path) -> None:
     assert done.exit_code == 2
     assert "--no-explain is not supported with --engine spark" in done.output
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("case", ["scifact-hybrid", "synthetic-50k"])
+def test_memory_bounded_runs_write_the_same_outputs(
+    case: str, synthetic_log: Path, tmp_path: Path
+) -> None:
+    """Under --memory-limit fusion and parent features each group the hits (no kept aggregate:
+    fuse/stages.py keeps_source_parents); every output file is the same as without a limit."""
+    options, contract, fused = CASES[case]
+    log = synthetic_log if case.startswith("synthetic") else SCIFACT_LOG
+    unbounded, bounded = tmp_path / "unbounded", tmp_path / "bounded"
+    assert run_digests(log, unbounded, options) == (contract, fused)
+    assert run_digests(log, bounded, (*options, "--memory-limit", "2GB")) == (contract, fused)
+    for name in ("fused.parquet", "parent_features.parquet", "parents.parquet", "queries.parquet"):
+        rows = "SELECT * FROM read_parquet(?, file_row_number := true)"
+        differ = duckdb.execute(
+            f"SELECT count(*) FROM (({rows}) EXCEPT ALL ({rows}))",
+            [str(unbounded / name), str(bounded / name)],
+        ).fetchone()
+        assert differ == (0,), name
+    kept = "fuse_source_parents"
+    assert kept in (unbounded / "sql" / "fuse_fused.sql").read_text()
+    assert kept not in (bounded / "sql" / "fuse_fused.sql").read_text()

@@ -327,6 +327,19 @@ def test_thirty_days_then_one_more_then_a_new_policy_killed_and_resumed(tmp_path
         f"duckscore: error: interrupted; the output keeps the {kept} partition{plural} it "
         "finished, each whole, and the rest as it was"
     )
+    # killed outright while resuming: every partition old or new, the ledger says which
+    second = duckscore(*run, "--out", "scored", cwd=tmp_path, progress=True)
+    said = until(second, f"(3/{30 - kept})")
+    second.send_signal(signal.SIGKILL)
+    second.communicate(timeout=60)
+    assert any(f"{30 - kept} to compute, {kept} kept" in line for line in said), said
+    published = sorted(ledger(tmp_path / "scored"))
+    assert kept < len(published) < 30
+    for kind in DATA:
+        assert sorted(p.name for p in (tmp_path / "scored" / kind).iterdir()) == [
+            f"dt={value}" for value in published
+        ]
+    kept = len(published)
     assert f"{30 - kept} to compute, {kept} kept" in completed(
         *run, "--out", "scored", cwd=tmp_path
     )
@@ -335,26 +348,23 @@ def test_thirty_days_then_one_more_then_a_new_policy_killed_and_resumed(tmp_path
     assert "0 to compute, 31 kept" in completed(*run, "--out", "scored", cwd=tmp_path)
     before = data_files(tmp_path / "scored")
 
-    # a new policy recomputes all 31; that run is killed outright mid-way, then resumed
+    # a new policy: refused by --incremental, recomputed with --force and published at once, so
+    # a run killed outright mid-way leaves the output whole under the old policy
     policy = ("--set", "alpha=0.5")  # all but one of the 300 best scores change
-    killed = duckscore(*run, *policy, "--out", "scored", cwd=tmp_path, progress=True)
+    refused = duckscore(*run, *policy, "--out", "scored", cwd=tmp_path)
+    assert refused.wait(timeout=600) == 2
+    killed = duckscore(*run, *policy, "--force", "--out", "scored", cwd=tmp_path, progress=True)
     said = until(killed, "(8/31)")
     killed.send_signal(signal.SIGKILL)
     killed.communicate(timeout=60)
     assert any("31 to compute, 0 kept" in line for line in said), said
-    versions = [e["policy"] for e in ledger(tmp_path / "scored").values()]
-    done = sum(v != DEFAULT_POLICY for v in versions)
-    assert 0 < done < 31 and len(versions) == 31, versions
-    lines = ledger(tmp_path / "scored")
-    for path, contents in data_files(tmp_path / "scored").items():  # every partition old or new
-        kind, partition = path.split("/")[:2]
-        new = lines[partition.removeprefix("dt=")]["policy"] != DEFAULT_POLICY
-        if kind in ("parents", "queries", "contract"):  # the outputs the policy decides
-            assert (contents != before[path]) == new, path
-    resumed = completed(*run, *policy, "--out", "scored", cwd=tmp_path)
-    assert f"{31 - done} to compute, {done} kept" in resumed
+    assert [e["policy"] for e in ledger(tmp_path / "scored").values()] == [DEFAULT_POLICY] * 31
+    assert data_files(tmp_path / "scored") == before
+    resumed = completed(*run, *policy, "--force", "--out", "scored", cwd=tmp_path)
+    assert "31 to compute, 0 kept" in resumed
     assert len({e["policy"] for e in ledger(tmp_path / "scored").values()} - {DEFAULT_POLICY}) == 1
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    done = 8
 
     # byte for byte what one uninterrupted run writes: the days around the kill, and the last
     for number in (done - 1, done, done + 1, 31):
