@@ -145,8 +145,7 @@ def _now_literal(now: dt.datetime | None) -> str:
     return f"CAST({lit(moment.isoformat(sep=' '))} AS TIMESTAMP)"
 
 
-# how far past the clock (or a later --now) an event may be dated: producers' clocks drift
-FUTURE_TOLERANCE = dt.timedelta(days=1)
+FUTURE_TOLERANCE = dt.timedelta(days=1)  # producers' clocks drift
 
 
 def _horizon(now: dt.datetime | None) -> dt.datetime:

@@ -126,9 +126,7 @@ def test_calibrate_out_is_checked_before_any_work(work: Path) -> None:
     [("--features", "f.parquet"), ("--base", "base.yaml")],
 )
 def test_calibrate_out_is_another_of_its_inputs(option: str, name: str, work: Path) -> None:
-    shutil.copy(
-        ROOT / "orchestrator" / "sql" / "score" / "policies" / "overall_v2.yaml", "base.yaml"
-    )
+    shutil.copy(ROOT / "sql" / "score" / "policies" / "overall_v2.yaml", "base.yaml")
     before = contents(work)
     result = invoke("calibrate", "--features", "f.parquet", "--labels", "l.parquet",
                     "--base", "base.yaml", "--out", name, *FAST)  # fmt: skip
