@@ -81,12 +81,15 @@ def create_parent_features(
     session: Session, fuse_plan: FusePlan, source_parents: str | None = None
 ) -> None:
     """The seed-000 parent features of `fuse_hits`, as the `parent_features` view scoring reads;
-    from the table `source_parents` (render_fused's `with_features` entries) when given."""
+    from the table `source_parents` (render_fused's `with_features` entries) when given. Under a
+    memory limit the distinct items take the three grouping levels, not the block-type mask:
+    100M rows at 2 GB ran out of memory with the mask and completed without it."""
+    bounded = session.settings.memory_limit is not None
     rendered = render_parent_features(
         fuse_plan,
         ordered=False,
         source_parents=source_parents,
-        block_types=hit_block_types(session),
+        block_types=None if bounded else hit_block_types(session),
     )
     session.create("parent_features_table", rendered)
     session.execute(

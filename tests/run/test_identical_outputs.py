@@ -119,7 +119,8 @@ def test_memory_bounded_runs_write_the_same_outputs(
     case: str, synthetic_log: Path, tmp_path: Path
 ) -> None:
     """Under --memory-limit fusion and parent features each group the hits (no kept aggregate:
-    fuse/stages.py keeps_source_parents); every output file is the same as without a limit."""
+    fuse/stages.py keeps_source_parents) and count block types in three levels (no mask); every
+    output file is the same as without a limit."""
     options, contract, fused = CASES[case]
     log = synthetic_log if case.startswith("synthetic") else SCIFACT_LOG
     unbounded, bounded = tmp_path / "unbounded", tmp_path / "bounded"
@@ -135,3 +136,7 @@ def test_memory_bounded_runs_write_the_same_outputs(
     kept = "fuse_source_parents"
     assert kept in (unbounded / "sql" / "fuse_fused.sql").read_text()
     assert kept not in (bounded / "sql" / "fuse_fused.sql").read_text()
+    # and the block-type mask only without a limit (with it 100M rows at 2 GB ran out of memory)
+    mask = "bit_count("
+    assert mask in (unbounded / "sql" / "fuse_parent_features.sql").read_text()
+    assert mask not in (bounded / "sql" / "fuse_parent_features.sql").read_text()
