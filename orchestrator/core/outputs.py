@@ -96,6 +96,14 @@ class OutputTarget:
             raise OutputError(f"{self.shown}: cannot create ({exc.strerror})") from None
         return folder
 
+    def move_in(self, staging: Path, aside: Path) -> None:
+        """`staging` made the output at once; the previous output, if any, left at `aside`."""
+        try:
+            publish = publish_in_place if self.in_place else publish_folder
+            publish(staging, self.destination, aside)
+        except OSError as exc:
+            raise OutputError(f"{self.shown}: cannot move the output in ({exc.strerror})") from None
+
     @contextmanager
     def revision(self, keep_current: bool = False) -> Iterator[Path]:
         """Yield a staging folder (empty, or with `keep_current` the current output as hard
@@ -106,13 +114,7 @@ class OutputTarget:
             if keep_current and self.destination.is_dir():
                 _link_tree(self.destination, staging, skip=self.prefix)
             yield staging
-            try:
-                publish = publish_in_place if self.in_place else publish_folder
-                publish(staging, self.destination, aside)
-            except OSError as exc:
-                raise OutputError(
-                    f"{self.shown}: cannot move the output in ({exc.strerror})"
-                ) from None
+            self.move_in(staging, aside)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
             shutil.rmtree(aside, ignore_errors=True)

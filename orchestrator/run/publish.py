@@ -33,7 +33,6 @@ from typing import Any
 
 from ..core.errors import OutputError
 from ..core.outputs import OutputTarget, link_or_copy
-from ..core.swap import publish_folder, publish_in_place
 from .partitions import (
     LEDGER,
     MANIFESTS,
@@ -115,13 +114,7 @@ class Publisher:
         aside = target.place / f"{target.prefix}old-{uuid.uuid4().hex[:8]}"
         self._made.append(aside)
         with signals_held():
-            try:
-                move = publish_in_place if target.in_place else publish_folder
-                move(staging, target.destination, aside)
-            except OSError as exc:
-                raise OutputError(
-                    f"{target.shown}: cannot move the output in ({exc.strerror})"
-                ) from None
+            target.move_in(staging, aside)
             self.finished += self._pending
             self._pending, self._staging = 0, None
             self._behind, self._changed = self._changed, set()
