@@ -1,6 +1,7 @@
 """Where `duckscore run` spends its time: wall and CPU seconds per SQL statement, check and write.
 
     python benchmarks/profile_run.py benchmarks/data/log_10m.parquet [--recipe R] [--policy P] [--no-explain]
+        [--set-recipe KEY=VALUE …] [--unsorted]
 
 Runs the pipeline in this process (imports timed separately) with every statement the Session
 executes, every check of rendered SQL and every COPY to an output timed, then prints one line per
@@ -58,6 +59,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--no-explain", dest="explain", action="store_false")
     parser.add_argument(
+        "--set-recipe", action="append", default=[], metavar="KEY=VALUE", help="as `run`'s"
+    )
+    parser.add_argument("--unsorted", action="store_true", help="as `run --unsorted`")
+    parser.add_argument(
         "--min-seconds", type=float, default=0.01, help="hide shorter steps (default 0.01)"
     )
     args = parser.parse_args()
@@ -95,8 +100,11 @@ def main() -> None:
             Job(
                 args.recipe,
                 args.policy,
+                recipe_overrides=tuple(args.set_recipe),
                 explain=args.explain,
+                allow_recipe_mismatch=bool(args.set_recipe),
                 settings=EngineSettings(threads=args.threads),
+                sorted_outputs=not args.unsorted,
             ),
         )
     total = next(seconds for name, seconds, _ in STEPS if name == "run (total)")

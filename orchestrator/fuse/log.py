@@ -3,6 +3,7 @@ source for one query. `open_log` checks it and plans the recipe against its sour
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 import duckdb
@@ -37,11 +38,14 @@ RETRIEVAL_LOG = TableContract(
 
 
 def open_log(
-    session: Session, log: Table, recipe: Policy, label: str = "--log"
+    session: Session, log: Table, recipe: Policy, label: str = "--log", allow_empty: bool = False
 ) -> tuple[OpenedInput, FusePlan]:
     """The typed view retrieval_log (input `log`), checked, and `recipe` planned against it;
-    errors name the input `label`."""
-    opened = session.open("log", RETRIEVAL_LOG, as_log(session, log), label)
+    errors name the input `label`. `allow_empty`: trace spans none of whose retrievals returned
+    a document are a log of no hits, whose sources are the retrievers that ran."""
+    hits = as_log(session, log, label, allow_empty)
+    contract = replace(RETRIEVAL_LOG, allow_empty=allow_empty and hits is not log)
+    opened = session.open("log", contract, hits, label)
     raw = {c.lower() for c in session.schema(raw_view(RETRIEVAL_LOG))}
     present = {c.name for c in RETRIEVAL_LOG.columns if c.name.lower() in raw}
     if "score" not in present and "rank" not in present:
@@ -60,10 +64,11 @@ def open_log(
             _check_ranks_one_based(session, opened)
             if key is not None:
                 cache.write("ranks_checked", key, True)
+    listed = "retrieval_log" if opened.rows else "trace_spans WHERE is_retrieval"
     sources = [
         row[0]
         for row in session.con.execute(
-            "SELECT source FROM retrieval_log GROUP BY source ORDER BY source"
+            f"SELECT source FROM {listed} GROUP BY source ORDER BY source"
         ).fetchall()
     ]
     if recipe.parameters["query_analyzer"]["enabled"] and "query_text" not in present:

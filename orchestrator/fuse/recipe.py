@@ -189,7 +189,11 @@ FUSE_RECIPE = PolicyKind(
             "rank_base": Number(0.0, 1.0, integer=True),
             "missing": Choice(("default", "zero", "skip", "list_min")),
         },
-        "parent_features": {"max_score": Choice(("minmax", "raw"))},
+        "parent_features": {
+            "max_score": Choice(("minmax", "raw")),
+            # left out: decimal (sql/fuse/_rrf_part.sql); fixed64 is a faster recipe version
+            "rrf_sum": Omissible(Choice(("decimal", "fixed64"))),
+        },
         "query_analyzer": {
             "enabled": Flag(),
             "rules": ListOf({"match": Text(), "boost": MapOf(Number(0.0))}),
@@ -213,10 +217,24 @@ class FusePlan:
     has_snippet: bool = True  # False: the log has no snippet column (best_snippet is NULL)
 
     @property
+    def rrf_scale_bits(self) -> int | None:
+        """For `parent_features.rrf_sum: fixed64`, the exponent of the fixed point RRF terms
+        are summed in: the largest that keeps a term (at most the largest boosted weight over
+        k + rank_base, a rank being at least 1) within 2^62. None for the decimal sum."""
+        p = self.recipe.parameters
+        if p["parent_features"].get("rrf_sum", "decimal") == "decimal":
+            return None
+        declared = p["sources"]
+        heaviest = max((_boosted_weight(p, declared, name) for name in self.sources), default=0.0)
+        largest_term = heaviest / (p["fusion"]["k"] + p["fusion"]["rank_base"])
+        return 62 - (math.ceil(math.log2(largest_term)) if largest_term > 0 else 0)
+
+    @property
     def context(self) -> dict[str, Any]:
         p = self.recipe.parameters
         return {
             "recipe": p,
+            "rrf_scale_bits": self.rrf_scale_bits,
             "sources": self.sources,
             "has_rank": self.has_rank,
             "has_snippet": self.has_snippet,
@@ -273,9 +291,7 @@ def plan(
                 f"a valid RE2 pattern ({problem})"
             )
     for name in sources:
-        boosted = declared[name]["weight"] * math.prod(
-            max(1.0, rule["boost"].get(name, 1.0)) for rule in p["query_analyzer"]["rules"]
-        )
+        boosted = _boosted_weight(p, declared, name)
         if boosted > MAX_WEIGHT:
             raise PolicyError(
                 f"{recipe.source}: sources.{name}.weight times its query_analyzer boosts "
@@ -350,3 +366,12 @@ def _record(version: str, parameters: dict[str, Any], source: str) -> dict[str, 
         parameters = parameters | {"sources": declared}
     digest = hashlib.sha256(canonical_json(parameters).encode()).hexdigest()
     return {"recipe_id": version, "parameters_sha256": digest, "source": source}
+
+
+def _boosted_weight(p: dict[str, Any], declared: dict[str, Any], name: str) -> float:
+    """A source's weight times every query-analyzer boost above 1 it may get: the most one of
+    its hits can weigh."""
+    return float(
+        declared[name]["weight"]
+        * math.prod(max(1.0, rule["boost"].get(name, 1.0)) for rule in p["query_analyzer"]["rules"])
+    )

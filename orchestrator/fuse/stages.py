@@ -40,11 +40,12 @@ def render_fused(
     *,
     entries: str | None = None,
     with_features: bool = False,
+    ordered: bool = True,
 ) -> RenderedSQL:
     context = fuse_plan.context
     context["inputs"] |= {"entries": entries}
     context["with_features"] = with_features
-    return render("fuse/fused.sql", final=final, explain=explain, **context)
+    return render("fuse/fused.sql", final=final, explain=explain, ordered=ordered, **context)
 
 
 def render_parent_features(
@@ -62,6 +63,7 @@ def render_parent_features(
         rrf_k=p["fusion"]["k"],
         rank_base=p["fusion"]["rank_base"],
         max_score=p["parent_features"]["max_score"],
+        rrf_scale_bits=fuse_plan.rrf_scale_bits,
         sources=fuse_plan.sources,
         ordered=ordered,
     )
@@ -113,10 +115,12 @@ def write_fuse_outputs(
     out: Destination,
     explain: bool = True,
     features: bool = True,
+    ordered: bool = True,
 ) -> None:
     """fused.parquet and parent_features.parquet, leaving the view `parent_features` for scoring.
     `explain=False` leaves fused.parquet's contributions and best_provenance NULL;
-    `features=False` writes fused.parquet only (fusion alone, as ranx computes it)."""
+    `features=False` writes fused.parquet only (fusion alone, as ranx computes it);
+    `ordered=False` writes both in the engine's order, not sorted by query (`run --unsorted`)."""
     create_fuse_hits(session, fuse_plan)
     shared = SOURCE_PARENTS if features and keeps_source_parents(session, fuse_plan) else None
     if shared is not None:
@@ -126,7 +130,7 @@ def write_fuse_outputs(
     session.progress.step("fusing into fused.parquet")
     # Straight from the query to the file: a table of the fused items (nested contributions)
     # would hold memory the parent features need, which ran out of it under --memory-limit.
-    fused_sql = render_fused(fuse_plan, explain=explain, entries=shared)
+    fused_sql = render_fused(fuse_plan, explain=explain, entries=shared, ordered=ordered)
     session.check(fused_sql)
     out.copy("fused.parquet", fused_sql.text, fused_sql)
     if not features:
@@ -135,10 +139,8 @@ def write_fuse_outputs(
     create_parent_features(session, fuse_plan, shared)
     if shared is not None:
         session.execute(f"DROP TABLE {shared}")
-    out.copy(
-        "parent_features.parquet",
-        "SELECT * FROM parent_features_table ORDER BY query_id, parent_id",
-    )
+    order = " ORDER BY query_id, parent_id" if ordered else ""
+    out.copy("parent_features.parquet", f"SELECT * FROM parent_features_table{order}")
 
 
 def keeps_source_parents(session: Session, fuse_plan: FusePlan) -> bool:

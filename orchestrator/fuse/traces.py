@@ -76,7 +76,8 @@ class TraceLog:
 
 def as_log(session: Session, log: Table, label: str = "--log", allow_empty: bool = False) -> Table:
     """`log` itself, or, for a TraceLog, its hits as a table derived from the spans. Spans none
-    of whose retrievals returned a document are refused in one line, unless `allow_empty`."""
+    of whose retrievals returned a document are refused in one line, unless `allow_empty` (and
+    one retrieval span ran at least)."""
     if not isinstance(log, TraceLog):
         return log
     read = _otel_genai if log.format == "otel-genai" else _openinference
@@ -157,7 +158,7 @@ def _hits(
     )
     assert summary is not None
     hits, unscored, unscored_lists, retrievals, traces = summary
-    if not hits and not allow_empty:
+    if not hits and not (allow_empty and retrievals):
         raise InputError(
             f"{where}: no retrieval span returned a document "
             f"({_count(retrievals, 'retrieval span')} in {_count(traces, 'trace')}): "

@@ -33,6 +33,7 @@ class Job:
     explain: bool = True
     allow_recipe_mismatch: bool = False
     settings: EngineSettings | None = None
+    sorted_outputs: bool = True  # False: fused, parent_features, parents in the engine's order
 
     def load(self) -> Loaded:
         """The recipe and the policy, loaded and checked: one line naming what is wrong."""

@@ -49,20 +49,21 @@ def run(
         progress.step(
             f"checking the log (recipe {loaded_recipe.version}, policy {loaded_policy.version})"
         )
-        opened, fuse_plan = open_log(session, log, loaded_recipe)
-        if queries is None:  # a log of trace spans: every trace with a retrieval span decides
+        # a log of trace spans: every trace with a retrieval span decides, even with no hit
+        opened, fuse_plan = open_log(session, log, loaded_recipe, allow_empty=True)
+        if queries is None:
             queries = trace_queries(session, log)
         if queries is not None:
             session.open("queries", QUERY_IDS, queries, "--queries")
         progress.step(f"{opened.rows:,} hits from {len(fuse_plan.sources)} sources")
         with session.publish(out_dir) as out:
-            write_fuse_outputs(session, fuse_plan, out, explain)
+            write_fuse_outputs(session, fuse_plan, out, explain, ordered=job.sorted_outputs)
             write_spans(session, log, out)
             progress.step("scoring parents")
             create_score_tables(session, loaded_policy, top_n, with_query_ids=queries is not None)
             decisions = decided(session, loaded_policy, progress)
             progress.step("writing scores and the contract")
-            write_score_outputs(out, loaded_policy)
+            write_score_outputs(out, loaded_policy, ordered=job.sorted_outputs)
             manifest = out.manifest(
                 "run",
                 fuse_plan.recipe.as_record(),
@@ -70,6 +71,7 @@ def run(
                 **manifest_fields(fuse_plan, explain),
                 score_policy=loaded_policy.as_record(),
                 top_n=top_n,
+                sorted_outputs=job.sorted_outputs,
             )
     return RunResult(
         folder_of(out_dir),

@@ -131,10 +131,12 @@ def create_score_tables(
     )
 
 
-def write_score_outputs(out: Destination, policy: Policy) -> None:
-    """parents.parquet, queries.parquet and contract.jsonl from the tables create_score_tables made."""
+def write_score_outputs(out: Destination, policy: Policy, ordered: bool = True) -> None:
+    """parents.parquet, queries.parquet and contract.jsonl from the tables create_score_tables
+    made; `ordered=False` writes parents.parquet in the engine's order (`run --unsorted`)."""
     flat = ", ".join(query_columns(policy))
-    out.copy("parents.parquet", "SELECT * FROM scored_parents ORDER BY query_id, rank")
+    order = " ORDER BY query_id, rank" if ordered else ""
+    out.copy("parents.parquet", f"SELECT * FROM scored_parents{order}")
     out.copy("queries.parquet", f"SELECT {flat} FROM score_contract ORDER BY query_id")
     out.copy("contract.jsonl", "SELECT * FROM score_contract ORDER BY query_id")
 

@@ -13,6 +13,7 @@ list_stats, normalized, [candidates], [grid], per_source, source_pivot, fused, r
 fused_items.
 -#}
 {% from 'fuse/_normalizers.sql' import normalizer with context %}
+{% from 'fuse/_rrf_part.sql' import rrf_part %}
 {% set r = recipe %}
 {% set np = r.normalizer_params %}
 {% set f = r.fusion %}
@@ -147,7 +148,7 @@ entries AS (
 {% if with_features %}
             min(score) AS worst_score,
             -- exact (the same bits in any order): sql/fuse/parent_features.sql's rrf_sum adds these
-            CAST(sum(CAST(weight / (rank + {{ (f.k - 1 + f.rank_base) | float | lit }}) AS DECIMAL(38, 24))) AS DOUBLE) AS rrf_part
+            {{ rrf_part((f.k - 1 + f.rank_base) | float | lit, rrf_scale_bits) }} AS rrf_part
 {% endif %}
         FROM cut
         GROUP BY query_id, source, parent_id
@@ -395,6 +396,6 @@ fused_items AS (
     FROM ranked
 )
 SELECT * FROM {{ final | ident }}
-{% if final == 'fused_items' %}
+{% if final == 'fused_items' and ordered %}
 ORDER BY query_id, rank
 {% endif %}

@@ -30,9 +30,10 @@ read instead of grouping the hits again. `block_types`, when set, are the hits' 
 counted as the bits of a block-type mask; without it (portable SQL), in a third grouping level.
 Distinct counts come from
 GROUP BY steps, never count(DISTINCT …); sums over sources are pivoted per source in name order,
-sums over hits are exact (DECIMAL(38, 24), then DOUBLE: the same bits in any order, and a
-fixed-size state DuckDB can spill); the recipe bounds a hit's weight by 1e9 so they cannot overflow.
+sums over hits are exact (sql/fuse/_rrf_part.sql: DECIMAL(38, 24) or the recipe's fixed64, then
+DOUBLE: the same bits in any order); the recipe bounds a hit's weight by 1e9 so they cannot overflow.
 -#}
+{% from 'fuse/_rrf_part.sql' import rrf_part %}
 {% set rrf_offset = (rrf_k - 1 + rank_base) | float | lit %}
 {% macro source_sum(value) -%}
 {%- for name in sources %}coalesce(any_value({{ value }}) FILTER (WHERE source = {{ name | lit }}), {{ 0.0 | lit }}){{ ' + ' if not loop.last }}{% endfor %}
@@ -67,7 +68,7 @@ source_parents AS (
         max(score) AS best_score,
         min(score) AS worst_score,
         max(weight) AS weight,
-        CAST(sum(CAST(weight / (rank + {{ rrf_offset }}) AS DECIMAL(38, 24))) AS DOUBLE) AS rrf_part
+        {{ rrf_part(rrf_offset, rrf_scale_bits) }} AS rrf_part
     FROM hits
     GROUP BY query_id, source, parent_id
 {% endif %}

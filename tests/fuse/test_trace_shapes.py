@@ -328,12 +328,6 @@ def test_run_gives_every_trace_with_a_retrieval_span_its_decisions(tmp_path: Pat
     assert decided == [("t1", True), ("t2", True)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a known limit (docs/traces.md): an export in which no retrieval returned anything "
-    "needs fuse/log.py to accept an empty log derived from spans in `run` (as_log(..., "
-    "allow_empty=True)) and fuse/recipe.py with fused.sql to plan no source",
-)
 def test_run_decides_an_export_whose_retrievals_all_returned_nothing(tmp_path: Path) -> None:
     for log_format, path in empty_exports(tmp_path):
         out = tmp_path / f"out-{path.stem}-{path.suffix[1:]}"
@@ -343,6 +337,22 @@ def test_run_decides_an_export_whose_retrievals_all_returned_nothing(tmp_path: P
             f"SELECT query_id, best_parent_id, web_fallback FROM '{out / 'queries.parquet'}' ORDER BY query_id"
         ).fetchall()
         assert decided == [("t1", None, True), ("t2", None, True)]
+        for name in ("fused.parquet", "parent_features.parquet", "parents.parquet"):
+            assert duckdb.execute(f"SELECT count(*) FROM '{out / name}'").fetchall() == [(0,)]
+        assert len((out / "contract.jsonl").read_text().splitlines()) == 2
+        planned = json.loads((out / "manifest.json").read_text())["sources"]
+        assert sorted(planned) == ["bm25", "dense"], planned
+
+
+def test_an_export_without_a_retrieval_span_is_refused_by_run_too(tmp_path: Path) -> None:
+    chat = retriever("t1", "s1", "bm25", [])
+    chat["attributes.openinference.span.kind"] = "LLM"
+    path = write([chat], tmp_path / "chat.parquet")
+    done = invoke("run", "--log", str(path), "--log-format", "openinference",
+                  "--out", str(tmp_path / "out"))  # fmt: skip
+    message = one_line_error(done)
+    assert "no retrieval span returned a document (0 retrieval spans in 0 traces)" in message
+    assert not (tmp_path / "out").exists()
 
 
 # -- documents without a score beside scored ones ----------------------------------------------
