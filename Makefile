@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test test-fast test-extended check install install-test clean
+.PHONY: demo test test-fast test-extended check install install-test integrations clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,8 +33,24 @@ check: install-test
 test: check
 	$(BIN)/python -m pytest -n auto --dist loadgroup -m "not extended"
 
-# what `make test` leaves out to stay within CI's time: redundant with cases it keeps
-test-extended: install-test
+# The integrations' own tools, each in its own environment, as their users run them: their pins
+# conflict with the test extra's (dbt-core 1.11 needs pathspec < 0.13, mypy >= 1.0; arize-phoenix
+# needs sqlglot older than duckscore's). tests/integrations/requirements-*.txt pin them.
+.venv-dbt/bin/dbt: tests/integrations/requirements-dbt.txt
+	$(PYTHON) -m venv .venv-dbt
+	.venv-dbt/bin/python -m pip install --quiet -r $<
+	touch $@
+
+.venv-phoenix/bin/phoenix: tests/integrations/requirements-phoenix.txt
+	$(PYTHON) -m venv .venv-phoenix
+	.venv-phoenix/bin/python -m pip install --quiet -r $<
+	touch $@
+
+integrations: .venv-dbt/bin/dbt .venv-phoenix/bin/phoenix
+
+# what `make test` leaves out to stay within CI's time (redundant with cases it keeps), and the
+# integrations against the real tools (dbt build, a Phoenix server)
+test-extended: install-test integrations
 	$(BIN)/python -m pytest -n auto --dist loadgroup -m extended
 
 test-fast: install-test

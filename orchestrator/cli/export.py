@@ -6,8 +6,9 @@ from pathlib import Path
 
 import click
 
+from ..core.errors import OptionError
 from .app import DuckscoreGroup, cli
-from .options import out_file_option
+from .options import OutputPath
 from .summary import done
 
 ANNOTATION_FORMATS = ("phoenix",)
@@ -35,8 +36,23 @@ def export_group() -> None:
     show_default=True,
     help="phoenix: the body of Arize Phoenix's POST /v1/span_annotations.",
 )
-@out_file_option("the annotations, one JSON document")
-def export_annotations(scored: Path, annotation_format: str, out_path: Path) -> None:
+@click.option(
+    "--out",
+    "out_path",
+    metavar="FILE",
+    type=OutputPath(dir_okay=False, path_type=Path),
+    help="Where to write the annotations, one JSON document (replaced atomically).",
+)
+@click.option(
+    "--to",
+    "url",
+    metavar="URL",
+    help="Post them to the Phoenix server at URL (http://HOST:PORT) instead, as span and trace "
+    "annotations; posting again updates them.",
+)
+def export_annotations(
+    scored: Path, annotation_format: str, out_path: Path | None, url: str | None
+) -> None:
     """Write each trace's decisions as span annotations, to show them beside the traces.
 
     \b
@@ -47,19 +63,38 @@ def export_annotations(scored: Path, annotation_format: str, out_path: Path) -> 
       duckscore.web_fallback  label true | false, score 1 | 0
     metadata: query_id, best_parent_id, best_overall_score, top2_ratio,
     score_policy_version; identifier duckscore:<score policy version>.
+    With --to, the same three go on the trace as trace annotations too.
 
     \b
     duckscore export annotations --scored traced --out annotations.json
     curl -X POST -H 'Content-Type: application/json' \\
          --data @annotations.json http://localhost:6006/v1/span_annotations
+    duckscore export annotations --scored traced --to http://localhost:6006
     """
+    if url is not None and out_path is None:
+        _post(scored, url)
+        return
+    if out_path is None or url is not None:
+        raise OptionError("give one of --out FILE (write the annotations) and --to URL (post them)")
     from ..export.annotations import phoenix_annotations
 
     exported = phoenix_annotations(scored, out_path)
-    missing = exported.without_spans
-    plural = "queries" if missing != 1 else "query"
-    left_out = f"; left out {missing:,} {plural} without spans" if missing else ""
     done(
         f"wrote {exported.annotations:,} {annotation_format} annotations of "
-        f"{exported.traces:,} traces to {out_path}{left_out}"
+        f"{exported.traces:,} traces to {out_path}{_left_out(exported.without_spans)}"
     )
+
+
+def _post(scored: Path, url: str) -> None:
+    from ..phoenix.post import post_annotations
+
+    posted = post_annotations(scored, url)
+    done(
+        f"posted {posted.span_annotations:,} span annotations and {posted.trace_annotations:,} "
+        f"trace annotations of {posted.traces:,} traces to {url}{_left_out(posted.without_spans)}"
+    )
+
+
+def _left_out(missing: int) -> str:
+    plural = "queries" if missing != 1 else "query"
+    return f"; left out {missing:,} {plural} without spans" if missing else ""

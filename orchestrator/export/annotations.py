@@ -5,13 +5,18 @@
 The annotations are built in SQL (sql/export/phoenix_annotations.sql) from the folder's
 queries.parquet, spans.parquet and contract.jsonl — or, for an output partitioned by `run
 --partition-by`, from the parts under queries/, spans/ and contract/ — and written as one JSON
-document, atomically.
+document, atomically (`phoenix_annotations`), or handed over as values (`span_annotations`: what
+`export annotations --to` posts to a running Phoenix, phoenix/post.py).
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..core.connection import EngineSettings
 from ..core.errors import InputError, TemplateError
@@ -25,14 +30,25 @@ BODY = (
     "SELECT coalesce(list(annotation ORDER BY query_id, position), CAST([] AS JSON[])) AS data "
     "FROM phoenix_annotations"
 )
+ROWS = "SELECT query_id, annotation FROM phoenix_annotations ORDER BY query_id, position"
 
 
 @dataclass(frozen=True)
-class Exported:
-    out: Path
+class Counts:
     annotations: int
     traces: int
     without_spans: int  # queries of queries.parquet with no span to annotate
+
+
+@dataclass(frozen=True)
+class Exported(Counts):
+    out: Path
+
+
+@dataclass(frozen=True)
+class SpanAnnotations(Counts):
+    # (the trace's query_id, the SpanAnnotationData), in the file's order
+    data: tuple[tuple[str, dict[str, Any]], ...]
 
 
 def phoenix_annotations(
@@ -42,6 +58,32 @@ def phoenix_annotations(
     `out` is checked first: not inside `scored`, not named as another format than JSON."""
     inputs = {"--scored": scored}
     check_output_file(out, "--out", inputs, "json")
+    with (
+        _annotated(scored, settings) as (session, counts),
+        atomic_output_file(out, "--out", inputs, "json") as staging,
+    ):
+        session.execute(f"COPY ({BODY}) TO {lit(str(staging))} (FORMAT json)")
+    return Exported(counts.annotations, counts.traces, counts.without_spans, Path(out))
+
+
+def span_annotations(scored: str | Path, settings: EngineSettings | None = None) -> SpanAnnotations:
+    """The annotations `phoenix_annotations` writes, each with the query_id (the trace id) of the
+    trace it is on."""
+    with _annotated(scored, settings) as (session, counts):
+        rows = session.frame(ROWS)
+    data = tuple(
+        (str(query_id), json.loads(annotation))
+        for query_id, annotation in zip(rows["query_id"], rows["annotation"], strict=True)
+    )
+    return SpanAnnotations(counts.annotations, counts.traces, counts.without_spans, data)
+
+
+@contextmanager
+def _annotated(
+    scored: str | Path, settings: EngineSettings | None
+) -> Iterator[tuple[Session, Counts]]:
+    """A Session holding the table phoenix_annotations of the run folder `scored`, and its
+    counts; the folder refused in one line when it is not a run on trace spans."""
     folder = Path(scored)
     if not folder.is_dir():
         raise InputError(f"--scored {scored}: no such folder")
@@ -80,14 +122,12 @@ def phoenix_annotations(
             raise InputError(
                 f"--scored {scored}: not the tables of a run on trace spans ({exc})"
             ) from None
-        counts = session.first_row(
+        found = session.first_row(
             "SELECT count(*), count(DISTINCT query_id), "
             "(SELECT count(DISTINCT query_id) FROM scored_queries) FROM phoenix_annotations"
         )
-        annotations, traces, queried = counts or (0, 0, 0)
-        with atomic_output_file(out, "--out", inputs, "json") as staging:
-            session.execute(f"COPY ({BODY}) TO {lit(str(staging))} (FORMAT json)")
-    return Exported(Path(out), annotations, traces, queried - traces)
+        annotations, traces, queried = found or (0, 0, 0)
+        yield session, Counts(annotations, traces, queried - traces)
 
 
 def _parts(folder: Path, name: str, suffix: str) -> list[str]:

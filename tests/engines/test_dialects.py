@@ -36,11 +36,10 @@ from duckscore.score.policy import SCORE_POLICY
 from duckscore.score.stages import render_parents, render_queries
 from duckscore.score.tables import PARENT_FEATURES
 
-from ..helpers import FIXTURES
+from ..helpers import FIXTURES, need, need_module
 from .warehouses import (
     duck_rows,
     first_difference,
-    need,
     postgres_bin,
     postgres_server,
     spark_rows,
@@ -150,7 +149,7 @@ ENGLISH_ANSWERS = [
 @pytest.fixture(scope="module")
 def postgres():
     need(postgres_bin() is not None, "PostgreSQL")
-    pytest.importorskip("psycopg")
+    need_module("psycopg")
     with postgres_server() as server:
         yield server
 
@@ -158,7 +157,7 @@ def postgres():
 @pytest.fixture(scope="module")
 def spark():
     need(shutil.which("java") is not None, "a JVM")
-    pytest.importorskip("pyspark")
+    need_module("pyspark")
     from ..conftest import spark_session
 
     with spark_session() as session:

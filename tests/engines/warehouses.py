@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import pytest
 
 POSTGRES_TYPES = {
     "VARCHAR": "text",
@@ -29,14 +28,6 @@ POSTGRES_TYPES = {
     "BOOLEAN": "boolean",
     "VARCHAR[]": "text[]",
 }
-
-
-def need(available: bool, what: str) -> None:
-    """Skip without `what` — but in CI, where .ci/run installs it, fail."""
-    if not available:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{what} is missing in CI (.ci/run installs it)")
-        pytest.skip(f"{what} is not installed")
 
 
 def postgres_bin() -> Path | None:

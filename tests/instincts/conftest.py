@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ..engines.warehouses import Postgres, need, postgres_bin, postgres_server
+from ..engines.warehouses import Postgres, postgres_bin, postgres_server
+from ..helpers import need, need_module
 
 BACKENDS = [
     pytest.param("duckdb"),
@@ -23,7 +24,7 @@ BACKENDS = [
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[Postgres]:
     need(postgres_bin() is not None, "PostgreSQL")
-    pytest.importorskip("psycopg")
+    need_module("psycopg")
     # commit timestamps: the concurrency test replays batches in the order they committed
     with postgres_server(settings={"track_commit_timestamp": "on"}) as server:
         yield server

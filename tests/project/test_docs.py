@@ -11,6 +11,8 @@ Fenced blocks, by their info string (docs/testing.md#examples-in-the-docs explai
 - ```python  run with this interpreter in the same folder.
 - ```sh setup   the two set-up commands of the README: `make demo` and `make test` (not run
              here: CI runs `make test` itself, and .ci/run must call it).
+- ```sh phoenix (and their outputs)   commands against a running Phoenix server: run by
+             tests/integrations/test_phoenix.py against the server it starts, not here.
 
 Any other block (```text, ```yaml, ```json …) is shown, not run. Links between pages must resolve,
 anchors included; the README stays a front door of at most README_MAX_LINES lines; every command
@@ -27,14 +29,17 @@ import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
 
-from ..helpers import ROOT
+from ..helpers import DBT, ROOT, need_tool
 
 README_MAX_LINES = 250
 NOT_EXAMPLES = ("docs/specs", "docs/reference")  # verbatim specifications and read references
+# pages whose examples run an integration's tool: in the extended tier, the tool needed
+NEEDS_TOOL = {"docs/dbt.md": DBT}
 FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$")
 LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\((?P<target>[^)\s]+)\)|!\[[^\]\n]*\]\((?P<image>[^)\s]+)\)")
 
@@ -115,6 +120,11 @@ def scratch_folder(tmp_path: Path) -> Path:
         work / "benchmarks",
         ignore=shutil.ignore_patterns("data", "results", "__pycache__"),
     )
+    shutil.copytree(
+        ROOT / "examples",
+        work / "examples",
+        ignore=shutil.ignore_patterns("target", "logs", "*.duckdb", "*.duckdb.wal", ".user.yml"),
+    )
     return work
 
 
@@ -122,7 +132,8 @@ def environment() -> dict[str, str]:
     scripts = sysconfig.get_path("scripts")
     return {
         **os.environ,
-        "PATH": f"{scripts}{os.pathsep}{os.environ.get('PATH', '')}",
+        # dbt from its own environment (`make integrations`), after this one's python and duckscore
+        "PATH": os.pathsep.join([scripts, str(DBT.parent), os.environ.get("PATH", "")]),
         "COLUMNS": "100",
         "PYTHON": sys.executable,
     }
@@ -138,18 +149,31 @@ def run_sql(con: duckdb.DuckDBPyConnection, text: str, work: Path) -> None:
     con.execute("\n".join(statements))
 
 
+def example_pages() -> list[Any]:
+    return [
+        pytest.param(page, marks=pytest.mark.extended)
+        if page.relative_to(ROOT).as_posix() in NEEDS_TOOL
+        else page
+        for page in pages()
+    ]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("page", pages(), ids=lambda p: p.relative_to(ROOT).as_posix())
+@pytest.mark.parametrize("page", example_pages(), ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_every_example_runs(page: Path, tmp_path: Path) -> None:
+    name = page.relative_to(ROOT).as_posix()
+    if name in NEEDS_TOOL:
+        need_tool(NEEDS_TOOL[name])
     work = scratch_folder(tmp_path)
     env = environment()
     con: duckdb.DuckDBPyConnection | None = None
     last_output: str | None = None
-    name = page.relative_to(ROOT).as_posix()
     try:
         for block in blocks(page.read_text(encoding="utf-8")):
             where = f"{name}:{block.line}"
             if block.kind == "sh" and "setup" in block.tags:
+                continue
+            if "phoenix" in block.tags:  # run against a live Phoenix by tests/integrations
                 continue
             if block.kind in ("sh", "bash"):
                 done = subprocess.run(

@@ -39,6 +39,9 @@ DEPENDS_ON: dict[str, set[str]] = {
     "api": BASE | {"fuse", "score", "run", "answers", "metrics", "pack"},
     "serve": BASE
     | {"api", "answers", "run"},  # duckscore serve: the live scorer of a run's Job over HTTP
+    # duckscore dbt package: the macro pack and the score templates as a dbt package
+    "dbt": BASE | {"fuse", "score", "instincts", "answers", "pack"},
+    "phoenix": BASE | {"export"},  # a running Phoenix: pull spans, post annotations
     "cli": BASE
     | {
         "fuse",
@@ -55,6 +58,8 @@ DEPENDS_ON: dict[str, set[str]] = {
         "api",
         "export",
         "serve",
+        "dbt",
+        "phoenix",
     },
 }
 OUTSIDE = "<outside>."

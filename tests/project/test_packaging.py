@@ -21,6 +21,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]
 NOT_SOURCES = (
     ".git",
     ".venv",
+    ".venv-*",  # the integrations' tools (`make integrations`)
     "build",
     "*.egg-info",
     ".*_cache",

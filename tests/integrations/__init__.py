@@ -1,0 +1,1 @@
+"""Tests against real third-party tools, each in its own environment (`make integrations`)."""

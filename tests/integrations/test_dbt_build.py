@@ -1,0 +1,252 @@
+"""The example dbt project (examples/dbt_scifact) built by the real dbt-core and dbt-duckdb, and
+its tables compared with `duckscore run` on the same SciFact log: every rank, id, flag and
+decision equal, every number within 1e-12. Then the models by partition: incremental runs
+that compute the newest partitions only and together equal the whole run.
+
+dbt lives in its own environment, .venv-dbt (`make integrations`: it pins pathspec below what
+the test extra's mypy needs). Without it these tests skip — and fail under CI, which must run
+them (`make test-extended`)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from duckscore.cli import cli
+
+from ..helpers import DBT, ROOT, SCIFACT, need_tool
+
+pytestmark = [pytest.mark.extended, pytest.mark.slow, pytest.mark.xdist_group("dbt")]
+
+EXAMPLE = ROOT / "examples" / "dbt_scifact"
+TOLERANCE = 1e-12
+# model -> (the file of `duckscore run` it equals, the order both are read in)
+TABLES = {
+    "duckscore_fused": ("fused.parquet", "query_id, rank"),
+    "duckscore_parent_features": ("parent_features.parquet", "query_id, parent_id"),
+    "duckscore_parents": ("parents.parquet", "query_id, rank"),
+    "duckscore_queries": ("queries.parquet", "query_id"),
+}
+DAYS = ("2024-01-01", "2024-01-02", "2024-01-03")
+
+
+def dbt(project: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """`dbt <args> --profiles-dir .` run inside `project`, as a user runs it there."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env |= {"DBT_SEND_ANONYMOUS_USAGE_STATS": "false", "DO_NOT_TRACK": "1"}
+    done = subprocess.run(
+        [str(need_tool(DBT)), *args, "--profiles-dir", ".", "--no-use-colors"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if check:
+        assert done.returncode == 0, f"dbt {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def copy_example(where: Path) -> Path:
+    """The example project, as a checkout has it, two folders below a `fixtures` (its source's
+    relative path), without what a build leaves."""
+    project = where / "examples" / "dbt_scifact"
+    shutil.copytree(
+        EXAMPLE, project, ignore=shutil.ignore_patterns("target", "logs", "*.duckdb", "*.wal")
+    )
+    (where / "fixtures").symlink_to(ROOT / "fixtures", target_is_directory=True)
+    return project
+
+
+def records(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
+    cursor = con.execute(sql)
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def compare(actual: Any, expected: Any, where: str, worst: dict[str, float]) -> None:
+    """Equal, but numbers within TOLERANCE (relative or absolute); the largest difference of
+    each comparison is kept in `worst`."""
+    if isinstance(expected, dict):
+        assert isinstance(actual, dict) and list(actual) == list(expected), where
+        for key in expected:
+            compare(actual[key], expected[key], f"{where}.{key}", worst)
+    elif isinstance(expected, list):
+        assert isinstance(actual, list) and len(actual) == len(expected), where
+        for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            compare(a, e, f"{where}[{i}]", worst)
+    elif isinstance(expected, float) and not isinstance(actual, bool) and actual is not None:
+        assert math.isclose(actual, expected, rel_tol=TOLERANCE, abs_tol=TOLERANCE), (
+            f"{where}: {actual!r} != {expected!r}"
+        )
+        worst["max_abs_diff"] = max(worst.get("max_abs_diff", 0.0), abs(actual - expected))
+    else:
+        assert type(actual) is type(expected) and actual == expected, (
+            f"{where}: {actual!r} != {expected!r}"
+        )
+
+
+def compare_with_run(db: Path, run: Path, exclude: str = "") -> dict[str, dict[str, float]]:
+    """Every model's rows against the run's files (`exclude`: a column only the models have);
+    returns the rows and largest difference per model."""
+    found: dict[str, dict[str, float]] = {}
+    with duckdb.connect(str(db), read_only=True) as con:
+        drop = f" EXCLUDE ({exclude})" if exclude else ""
+        for model, (file, order) in TABLES.items():
+            got = records(con, f"SELECT *{drop} FROM {model} ORDER BY {order}")
+            want = records(con, f"SELECT * FROM '{run / file}' ORDER BY {order}")
+            worst = {"rows": float(len(want))}
+            assert len(got) == len(want), f"{model}: {len(got)} rows, the run has {len(want)}"
+            for i, (a, e) in enumerate(zip(got, want, strict=True)):
+                compare(a, e, f"{model} row {i}", worst)
+            found[model] = worst
+        got = records(con, f"SELECT *{drop} FROM duckscore_contract ORDER BY query_id")
+    lines = (run / "contract.jsonl").read_text(encoding="utf-8").splitlines()
+    want = [json.loads(line) for line in lines]
+    assert len(got) == len(want) == 300
+    worst = {"rows": float(len(want))}
+    for i, (a, e) in enumerate(zip(got, want, strict=True)):
+        compare({k: a[k] for k in e}, e, f"duckscore_contract row {i}", worst)
+        assert sorted(a) == sorted(e), f"contract columns {sorted(a)} != {sorted(e)}"
+    found["duckscore_contract"] = worst
+    return found
+
+
+@pytest.fixture(scope="module")
+def run_outputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`duckscore run` on the SciFact log with the defaults the example's package was made
+    with (overall_v3, the recipe it was calibrated on, canonical_rrf)."""
+    out = tmp_path_factory.mktemp("run") / "run"
+    log = str(SCIFACT / "retrieval_log.parquet")
+    result = CliRunner().invoke(cli, ["-q", "run", "--log", log, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The example built with `dbt build --profiles-dir .`, as a checkout has it."""
+    project = copy_example(tmp_path_factory.mktemp("dbt"))
+    dbt(project, "build")
+    yield project
+
+
+def test_dbt_build_builds_every_model_and_passes_every_test(built: Path) -> None:
+    results = json.loads((built / "target" / "run_results.json").read_text(encoding="utf-8"))
+    statuses = {r["unique_id"].split(".")[-1]: r["status"] for r in results["results"]}
+    assert set(statuses.values()) <= {"success", "pass"}, statuses
+    for model in [*TABLES, "duckscore_contract", "scifact_evidence"]:
+        assert statuses.get(model) == "success", model
+    assert statuses["duckscore_fused_ranks_are_1_based_and_unique"] == "pass"
+    assert sum(1 for s in statuses.values() if s == "pass") >= 20
+
+
+def test_the_models_equal_duckscore_run(built: Path, run_outputs: Path) -> None:
+    found = compare_with_run(built / "scifact.duckdb", run_outputs)
+    assert found["duckscore_fused"]["rows"] == 40282 and found["duckscore_parents"]["rows"] == 40282
+    print(json.dumps(found))
+
+
+def test_the_models_record_the_policy_and_recipe_in_their_meta(built: Path) -> None:
+    manifest = json.loads((built / "target" / "manifest.json").read_text(encoding="utf-8"))
+    for model in [*TABLES, "duckscore_contract"]:
+        meta = manifest["nodes"][f"model.duckscore.{model}"]["config"]["meta"]["duckscore"]
+        assert meta["score_policy_version"] == "overall_v3"
+        assert meta["recipe_id"] == "canonical_rrf"
+        assert len(meta["recipe_parameters_sha256"]) == 64
+
+
+def test_the_dbt_macros_compute_what_the_duckdb_macros_compute(built: Path) -> None:
+    """The example's own model, scifact_evidence, calls the package's dbt macros; the same query
+    with the macro pack's DuckDB macros (`duckscore sql macros`) gives the same numbers."""
+    result = CliRunner().invoke(cli, ["sql", "macros"])
+    assert result.exit_code == 0
+    with duckdb.connect() as con:
+        con.execute(result.stdout)
+        con.execute(f"ATTACH '{built / 'scifact.duckdb'}' AS scifact (READ_ONLY)")
+        log = SCIFACT / "retrieval_log.parquet"
+        want = records(
+            con,
+            f"""
+            WITH chunks AS (SELECT query_id, parent_id, count(*) AS chunks FROM '{log}' GROUP BY ALL),
+            evidence AS (
+                SELECT f.query_id, f.parent_id, ds_weighted_geomean(
+                    ds_quantile_norm(f.rrf_sum, quantile_cont(f.rrf_sum, 0.1) OVER q,
+                                     quantile_cont(f.rrf_sum, 0.9) OVER q), 0.7,
+                    ds_clamp(ds_log_scale(c.chunks) / ds_log_scale(60)), 0.3) AS evidence
+                FROM scifact.duckscore_parent_features AS f JOIN chunks AS c USING (query_id, parent_id)
+                WINDOW q AS (PARTITION BY f.query_id)
+            )
+            SELECT *, ds_rank_desc(evidence, query_id, parent_id) AS evidence_rank FROM evidence
+            ORDER BY query_id, parent_id""",
+        )
+        got = records(con, "SELECT * FROM scifact.scifact_evidence ORDER BY query_id, parent_id")
+    assert len(got) == len(want) == 40282
+    worst: dict[str, float] = {}
+    for i, (a, e) in enumerate(zip(got, want, strict=True)):
+        compare(a, e, f"scifact_evidence row {i}", worst)
+
+
+def write_day(project: Path, day: str, query_ids: list[str]) -> None:
+    folder = project / "logs" / f"dt={day}"
+    folder.mkdir(parents=True)
+    with duckdb.connect() as con:
+        con.execute(
+            f"COPY (FROM '{SCIFACT / 'retrieval_log.parquet'}' WHERE list_contains(?, query_id) "
+            f"ORDER BY ALL) TO '{folder / 'part-0.parquet'}'",
+            [query_ids],
+        )
+
+
+def test_partitions_build_incrementally_and_together_equal_the_whole_run(
+    tmp_path: Path, run_outputs: Path
+) -> None:
+    """Three days of the log, a third of its queries each. Built on days 1-2, then incremental
+    with day 3 added and day 1's files gone: day 1's rows stay as built, days 2-3 are computed
+    (the newest built partition again, and the new one), and the whole equals the run of the
+    whole log, each row with its query's day. A query in two partitions stops the build."""
+    project = copy_example(tmp_path)
+    (project / "models" / "sources.yml").write_text(
+        "version: 2\nsources:\n  - name: scifact\n    tables:\n      - name: retrieval_log\n"
+        "        config:\n          meta:\n            external_location: "
+        "\"read_parquet('logs/*/*.parquet', hive_partitioning = true)\"\n",
+        encoding="utf-8",
+    )
+    with duckdb.connect() as con:
+        log = SCIFACT / "retrieval_log.parquet"
+        queries = [
+            q
+            for (q,) in con.execute(f"SELECT DISTINCT query_id FROM '{log}' ORDER BY 1").fetchall()
+        ]
+    thirds = {day: queries[i * 100 : (i + 1) * 100] for i, day in enumerate(DAYS)}
+    partitioned = ["--vars", "{duckscore_partition_by: dt}", "--select", "duckscore"]
+    for day in DAYS[:2]:
+        write_day(project, day, thirds[day])
+    dbt(project, "build", *partitioned)
+    write_day(project, DAYS[2], thirds[DAYS[2]])
+    shutil.rmtree(project / "logs" / f"dt={DAYS[0]}")
+    dbt(project, "build", *partitioned)
+    log_lines = (project / "logs" / "dbt.log").read_text(encoding="utf-8")
+    assert "incremental model main.duckscore_fused" in log_lines
+    compare_with_run(project / "scifact.duckdb", run_outputs, exclude="dt")
+    day_of = {query: day for day, ids in thirds.items() for query in ids}
+    with duckdb.connect(str(project / "scifact.duckdb"), read_only=True) as con:
+        for model in [*TABLES, "duckscore_contract"]:
+            placed = con.execute(
+                f"SELECT DISTINCT query_id, CAST(dt AS VARCHAR) FROM {model}"
+            ).fetchall()
+            assert dict(placed) == day_of and len(placed) == len(day_of), model
+    shutil.copytree(project / "logs" / f"dt={DAYS[2]}", project / "logs" / "dt=2024-01-04")
+    refused = dbt(project, "build", *partitioned, check=False)
+    assert refused.returncode != 0
+    assert "is not in exactly one partition of dt" in refused.stdout
