@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test test-fast test-extended check install install-test integrations clean
+.PHONY: demo test test-fast test-extended check install install-test integrations mutants clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,10 @@ integrations: .venv-dbt/bin/dbt .venv-phoenix/bin/phoenix
 # integrations against the real tools (dbt build, a Phoenix server)
 test-extended: install-test integrations
 	$(BIN)/python -m pytest -n auto --dist loadgroup -m extended
+
+# a sample of the SQL templates' mutants against their fast tests (docs/testing.md, "Mutation testing")
+mutants: install-test
+	$(BIN)/python -m tests.mutants.run --sample 3 --seed 0 --jobs 2
 
 test-fast: install-test
 	$(BIN)/python -m pytest -n auto -m "not slow"

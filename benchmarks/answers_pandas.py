@@ -6,7 +6,9 @@ from the SQL, in idiomatic vectorised pandas: groupby sizes and heads for citati
 `np.select` for the bands, `Series.str` for the text (len, split on the blank-line separator,
 lower, contains for the conclusion phrases, findall with one alternation of every lexicon term,
 longest first, for the lexicon scan), explode + groupby to sort the matched terms into their
-lexicons. The policy's numbers and word lists come from its YAML, so answer_v1_en works too.
+lexicons. The numbers and word lists of answer_v1 and answer_v1_en are its own, frozen in
+benchmarks/answers_parameters.yaml (never read from the packaged policies, so a wrong number in
+a policy makes the two disagree); --policy also takes a policy YAML file of one's own.
 
 `compare` checks an answers.parquet against duckscore's, column by column.
 
@@ -26,14 +28,12 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from duckscore.core.resources import policies_dir
-
 if __name__ == "__main__":  # `python benchmarks/answers_pandas.py` from any folder
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.pandas_pipeline import column_differences
 
-POLICIES = policies_dir("answers")  # the installed package's, from any folder
+PARAMETERS = Path(__file__).resolve().parent / "answers_parameters.yaml"
 LEXICONS = ("uncertain", "vague", "assertive")
 SEVERITIES = ("high", "medium", "low")
 LEVELS = ("low", "medium", "high")
@@ -85,10 +85,13 @@ COLUMNS = (
 )
 
 
-def load_policy(policy: str | Path) -> dict[str, Any]:
-    """A packaged policy by name (sql/answers/policies/NAME.yaml) or a YAML file."""
-    path = Path(policy) if str(policy).endswith((".yaml", ".yml")) else POLICIES / f"{policy}.yaml"
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+def load_policy(policy: str | Path) -> tuple[str, dict[str, Any]]:
+    """(answer_policy_version, parameters): answer_v1 or answer_v1_en from this folder's frozen
+    parameters, or a policy YAML file."""
+    if str(policy).endswith((".yaml", ".yml")):
+        document = yaml.safe_load(Path(policy).read_text(encoding="utf-8"))
+        return document["answer_policy_version"], document["parameters"]
+    return str(policy), yaml.safe_load(PARAMETERS.read_text(encoding="utf-8"))[str(policy)]
 
 
 # ---------------------------------------------------------------- the rules
@@ -287,7 +290,7 @@ def run_pandas(
     """Score data_dir's answers/citations/chunks(/events).parquet into out_dir/answers.parquet."""
     data, out = Path(data_dir), Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    loaded = load_policy(policy)
+    version, parameters = load_policy(policy)
     events = (
         pd.read_parquet(data / "events.parquet") if (data / "events.parquet").exists() else None
     )
@@ -296,8 +299,8 @@ def run_pandas(
         pd.read_parquet(data / "citations.parquet"),
         pd.read_parquet(data / "chunks.parquet"),
         events,
-        loaded["parameters"],
-        loaded["answer_policy_version"],
+        parameters,
+        version,
     )
     scored.to_parquet(out / "answers.parquet", index=False)
     return {"answers.parquet": len(scored)}
@@ -356,7 +359,9 @@ def main(argv: list[str] | None = None) -> int:
         "data", type=Path, help="folder with answers, citations, chunks (, events).parquet"
     )
     parser.add_argument("out", type=Path)
-    parser.add_argument("--policy", default="answer_v1", help="policy name or YAML file")
+    parser.add_argument(
+        "--policy", default="answer_v1", help="answer_v1, answer_v1_en or a policy YAML file"
+    )
     parser.add_argument(
         "--check",
         type=Path,

@@ -1,8 +1,9 @@
 """Independent plain-Python reference implementation (test oracle) of the ``answer_v1`` policy.
 
 Specification: ``docs/answers.md`` (the exact rules of ``duckscore answers``), written from
-the seed ``docs/specs/001-answer-confidence.txt`` (置信度计算系统); parameters come from
-``sql/answers/policies/answer_v1.yaml`` / ``answer_v1_en.yaml``.
+the seed ``docs/specs/001-answer-confidence.txt`` (置信度计算系统); the parameters are the
+seed's, copied by hand into ``tests/answers/seed_parameters.yaml`` and frozen there (with the
+English word lists of ``answer_v1_en``), never read from the packaged policies.
 
 * §1 citation quality   = citation_count_points + citation_relevance (top-5 mean rerank score);
 * §2 answer quality     = length_points + paragraph_points + conclusion_points;
@@ -13,7 +14,7 @@ the seed ``docs/specs/001-answer-confidence.txt`` (置信度计算系统); param
 
 Every rule is written out with explicit loops (no ``re``, no numpy, no pandas): the lexicon scan
 is a loop over text positions and terms, the blank-line paragraph split is a loop over characters.
-This module shares no code with the production (SQL) implementation.
+This module shares no code and no parameters with the production (SQL) implementation.
 
 Points the spec leaves open, and how they are read here:
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 LEVEL_ORDER: dict[str, int] = {"low": 0, "medium": 1, "high": 2}
@@ -119,13 +121,15 @@ GAP: str = "\u2026"
 # --------------------------------------------------------------------------------------------
 
 
-def load_params(path: Any) -> tuple[str, dict[str, Any]]:
-    """Read a policy YAML; return ``(answer_policy_version, parameters)``."""
+SEED_PARAMETERS = Path(__file__).resolve().parent / "seed_parameters.yaml"
+
+
+def load_params(policy: str = "answer_v1") -> dict[str, Any]:
+    """The frozen parameters of ``policy`` (``answer_v1`` or ``answer_v1_en``)."""
     import yaml  # PyYAML, only to read the file
 
-    with open(path, encoding="utf-8") as fh:
-        doc = yaml.safe_load(fh)
-    return str(doc["answer_policy_version"]), doc["parameters"]
+    with open(SEED_PARAMETERS, encoding="utf-8") as fh:
+        return yaml.safe_load(fh)[policy]
 
 
 def band_points(value: float, bands: Sequence[Mapping[str, Any]]) -> float:

@@ -21,6 +21,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from benchmarks.answers_pandas import compare, run_pandas
 from duckscore.answers.pipeline import score_answers
 
 from .answers_reference import (
@@ -113,8 +114,12 @@ def run_cases(
     *,
     with_events: bool = True,
     ids: dict[str, str] | None = None,
+    reference: tuple[str, dict[str, Any]] | None = None,
+    overrides: list[str] | None = None,
 ) -> Run:
-    """Score ``cases`` with the SQL (one run) and with the reference."""
+    """Score ``cases`` with the SQL (one run, policy ``policy``) and with the reference:
+    ``reference`` is its (answer_policy_version, parameters), by default the frozen parameters of
+    the packaged policy of that name (never the policy file)."""
     names = [c.name for c in cases]
     assert len(set(names)) == len(names), "duplicate case names"
     if ids is None:
@@ -127,11 +132,11 @@ def run_cases(
         out_dir,
         policy=policy,
         events=events if with_events else None,
+        overrides=overrides,
     )
     frame = pd.read_parquet(out_dir / "answers.parquet")
     by_id = {row["answer_id"]: row for row in frame.to_dict("records")}
-    path = Path(policy) if policy.endswith(".yaml") else POLICIES / f"{policy}.yaml"
-    version, params = load_params(path)
+    version, params = reference or (policy, load_params(policy))
     got: dict[str, dict[str, Any]] = {}
     ref: dict[str, dict[str, Any]] = {}
     for c in cases:
@@ -679,7 +684,9 @@ def test_a_policy_mapping_medium_to_warn(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     cases = [dataclasses.replace(c, expect={}) for c in EVENT_CASES]
-    run = run_cases(cases, str(policy), tmp_path / "out")
+    params = load_params("answer_v1")
+    params["contradictions"]["medium"] = "warn"
+    run = run_cases(cases, str(policy), tmp_path / "out", reference=("answer_warn_medium", params))
     for name in run.cases:
         check(run, name)
     by_hand = {  # case: (level, warning)
@@ -843,3 +850,59 @@ def test_randomized_against_reference(tmp_path: Path, policy: str, seed: int) ->
         if problems:
             failures.append(f"{c.name} text={c.text[:300]!r}: " + "; ".join(problems))
     assert not failures, f"{len(failures)} of {len(cases)} differ:\n" + "\n".join(failures[:15])
+
+
+# --------------------------------------------------------------------------------------------
+# The oracle shares no parameter with the code
+# --------------------------------------------------------------------------------------------
+
+
+def _without_first(policy: str, lexicon: str) -> str:
+    """An override dropping the first term of one of the policy's lexicons."""
+    return f"lexicons.{lexicon}=[{', '.join(load_params(policy)['lexicons'][lexicon][1:])}]"
+
+
+ONE_CHANGE: dict[str, tuple[str, str]] = {
+    "weight": ("answer_v1", "weights.certainty=2.0"),
+    "band": (
+        "answer_v1",
+        "length=[{at_least: 2001, points: 0.3}, {at_least: 1001, points: 0.5}, "
+        "{at_least: 100, points: 0.55}, {at_least: 50, points: 0.4}, {at_least: 0, points: 0.2}]",
+    ),
+    "level cut": ("answer_v1", "levels.high_at_least=70"),
+    "lexicon zh": ("answer_v1", _without_first("answer_v1", "uncertain")),
+    "lexicon en": ("answer_v1_en", _without_first("answer_v1_en", "vague")),
+}
+"""One number or word of a packaged policy changed (``--set``), the reference left as it is."""
+
+
+@pytest.mark.parametrize("change", sorted(ONE_CHANGE))
+def test_the_oracles_disagree_with_a_changed_policy(tmp_path: Path, change: str) -> None:
+    """The reference and the pandas pipeline (``benchmarks/answers_pandas.py``) read their own
+    frozen parameters: the code with one packaged weight, band, level cut or lexicon entry
+    changed must disagree with both on random answers (the same answers agree under the
+    packaged policies: ``test_randomized_against_reference`` here, and
+    ``tests/benchmarks/test_answers_bench.py``). The version column differs by construction and
+    is left out."""
+    policy, override = ONE_CHANGE[change]
+    cases = random_cases(37, 150)
+    run = run_cases(cases, policy, tmp_path / "duckscore", overrides=[override])
+    differing = [
+        name
+        for name in run.cases
+        if any(
+            not m.startswith("answer_policy_version")
+            for m in mismatches(run.got[name], run.ref[name])
+        )
+    ]
+    assert differing, f"{override}: the code still equals the reference"
+    data = tmp_path / "data"
+    data.mkdir()
+    frames = _frames(cases, run.ids)
+    for name, frame in zip(("answers", "citations", "chunks", "events"), frames, strict=True):
+        frame.to_parquet(data / f"{name}.parquet", index=False)
+    run_pandas(data, tmp_path / "pandas", policy)
+    problems = compare(run.out_dir / "answers.parquet", tmp_path / "pandas" / "answers.parquet")
+    assert [p for p in problems if "answer_policy_version" not in p], (
+        f"{override}: the code still equals the pandas pipeline"
+    )

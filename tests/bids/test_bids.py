@@ -515,6 +515,7 @@ def test_a_chunk_over_the_whole_budget_goes_last_and_blocks_nothing(tmp_path: Pa
     folder = small_input(tmp_path / "in", chunks__csv=chunks)
     assert evaluate("--input", str(folder), "--out", str(tmp_path / "out"))[0] == 0
     evidence = table(tmp_path / "out", "evidence").query("query_id == 'q1'").set_index("chunk_id")
+    assert sorted(evidence.index) == ["k1", "k2"]  # k4, k5 and k9 are filtered out
     assert evidence.at["k1", "oversize"] and not evidence.at["k1", "packed"]
     assert evidence.at["k1", "keep_order"] == 2 and evidence.at["k2", "keep_order"] == 1
     assert evidence.at["k2", "packed"]  # 3000 tokens fit once k1 no longer stands in front

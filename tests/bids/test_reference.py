@@ -302,6 +302,7 @@ def test_random_folders_match_the_reference(tmp_path: Path, seed: int, rich: boo
         assert list(row["sources"]) == c["sources"]
 
     evidence = pd.read_parquet(out / "evidence.parquet").set_index(["query_id", "chunk_id"])
+    assert sorted(evidence.index) == sorted(expected["packing"])  # one row per candidate
     for key, want in expected["packing"].items():
         row = evidence.loc[key]
         got = (

@@ -30,7 +30,7 @@ from duckscore.core import swap
 from duckscore.core.errors import OutputError
 from duckscore.core.outputs import atomic_output_dir
 
-from ..helpers import FIXTURES
+from ..helpers import FIXTURES, in_ci
 
 pytestmark = pytest.mark.slow
 
@@ -295,7 +295,8 @@ def test_an_exchange_swaps_two_folders(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# real mounts: a tmpfs where the tests may mount one (root, as in CI), else skipped
+# real mounts: a tmpfs where the tests may mount one (root, as in CI), else skipped — but in CI,
+# which runs as root, a refused mount fails
 
 
 @pytest.fixture
@@ -309,7 +310,10 @@ def tmpfs(tmp_path: Path) -> Iterator[Callable[..., Path]]:
         command = ["mount", "-t", "tmpfs", "-o", ",".join([f"size={size}", *options])]
         done = subprocess.run([*command, "tmpfs", str(point)], capture_output=True, text=True)
         if done.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+            refused = f"cannot mount a tmpfs here: {done.stderr.strip()}"
+            if in_ci():
+                pytest.fail(f"{refused} (CI runs .ci/run as root)")
+            pytest.skip(refused)
         mounts.append(point)
         return point
 

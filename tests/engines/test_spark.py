@@ -1,6 +1,7 @@
 """`duckscore run --engine spark`: the log sharded by query_id on Spark, the same DuckDB SQL per
-shard. Every output must equal the DuckDB engine's, row for row and type for type. Skipped where
-pyspark or a JVM is missing (install the `spark` extra)."""
+shard. Every output must equal the DuckDB engine's, row for row and type for type. The tests on
+Spark skip where pyspark or a JVM is missing (install the `spark` extra) — but fail in CI; the
+refusals run everywhere."""
 
 from __future__ import annotations
 
@@ -15,19 +16,13 @@ from click.testing import CliRunner
 
 from duckscore.cli import cli
 from duckscore.core.resources import fixtures_dir
+from duckscore.engines.spark import run_on_spark
 from duckscore.run.job import Job
 from duckscore.run.pipeline import run
 
-pyspark = pytest.importorskip("pyspark")
-if shutil.which("java") is None:
-    pytest.skip("no JVM", allow_module_level=True)
-pytestmark = [
-    pytest.mark.spark,
-    pytest.mark.slow,
-    pytest.mark.xdist_group("jvm"),
-]  # one JVM for both Spark modules
+from ..helpers import need, need_module
 
-from duckscore.engines.spark import run_on_spark  # noqa: E402
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("jvm")]  # one JVM for both Spark modules
 
 TABLES = ("fused", "parent_features", "parents", "queries")
 SCIFACT_LOG = fixtures_dir() / "scifact" / "retrieval_log.parquet"
@@ -35,6 +30,8 @@ SCIFACT_LOG = fixtures_dir() / "scifact" / "retrieval_log.parquet"
 
 @pytest.fixture(scope="module")
 def spark():
+    need(shutil.which("java") is not None, "a JVM")
+    need_module("pyspark")
     from ..conftest import spark_session
 
     with spark_session() as session:
@@ -66,6 +63,7 @@ def assert_same_outputs(duck: Path, spark_out: Path) -> None:
     assert spark_lines == sorted(duck_lines)  # written sorted; the same objects, byte for byte
 
 
+@pytest.mark.spark
 @pytest.mark.parametrize(
     ("recipe", "policy"),
     [
@@ -82,6 +80,7 @@ def test_scifact_equals_the_duckdb_engine(
     assert_same_outputs(tmp_path / "duck", tmp_path / "spark")
 
 
+@pytest.mark.spark
 def test_edge_logs_equal_the_duckdb_engine(spark, tmp_path: Path) -> None:
     # one query alone in a shard, all-equal scores (ties), a missing source, unicode ids, more
     # shards than queries (empty shards)
@@ -103,6 +102,7 @@ def test_edge_logs_equal_the_duckdb_engine(spark, tmp_path: Path) -> None:
     assert_same_outputs(tmp_path / "duck", tmp_path / "spark")
 
 
+@pytest.mark.spark
 def test_a_bad_shard_is_one_line_and_writes_nothing(spark, tmp_path: Path) -> None:
     log = tmp_path / "log.parquet"
     pd.DataFrame(
@@ -158,6 +158,7 @@ def test_queries_option_is_refused_with_spark(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.spark
 def test_partitions_in_one_spark_job_equal_the_duckdb_engine(spark, tmp_path: Path) -> None:
     """`--partition-by dt` on Spark: the stale days in one job, each day's outputs those of the
     DuckDB engine's partitioned run, and the next --incremental run computes only the new day."""

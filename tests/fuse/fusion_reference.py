@@ -5,8 +5,9 @@ Contract: ``docs/fusion-semantics.md`` ("Fusion semantics (seed 003)"), steps 1-
 peer formulas: ``docs/reference/fusion-peers.md`` (b1 ranx, b2 Elasticsearch,
 b3 OpenSearch, b4 Weaviate, b6 Qdrant).
 
-Only the standard library is used (``math``, ``statistics``): the oracle must not share numeric
-code with the SQL implementation, nor with numpy / ranx (which are used by its self-tests).
+Only the standard library is used (``math``, ``statistics``, ``re``): the oracle must not share
+numeric code with the SQL implementation, nor with numpy / ranx (which are used by its
+self-tests).
 
 Entry point: :func:`fuse_reference` (``rows``, ``recipe``) -> fused rows.
 
@@ -59,12 +60,20 @@ R9  Delayed alignment (after_fusion, target doc): a doc row is expanded to every
 R10 ``granularity`` missing/None: 'block' when parent_id is set and differs from item_id,
     else 'doc'. A doc row's target id is parent_id (item_id when parent_id is None).
 R11 ``fused_score`` is returned unrounded; only the ordering uses round(x, 12).
+R12 A row without a score (the log has no ``score`` column: ``score`` None) has the score
+    ``-rank`` (fuse.md, the input table), before the distance conversion of step 1: a rank-only
+    distance source therefore has the score ``+rank``.
+R13 ``query_analyzer`` (fuse.md, the recipe table): when ``enabled``, each rule whose ``match``
+    is found (``re.search``) in the query's ``query_text`` multiplies the weights of the sources
+    its ``boost`` names by their factors; several matching rules multiply. A query's rows carry
+    one ``query_text``. Disabled, the rules change nothing.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -744,7 +753,8 @@ def _prepare_rows(
         settings = sources.get(src) or _source_settings(recipe, None)
         r = dict(row)
         r["item_id"] = str(r["item_id"])
-        r["score"] = convert_distance(float(r["score"]), bool(settings.get("distance")))
+        score = -float(r["rank"]) if r.get("score") is None else float(r["score"])  # R12
+        r["score"] = convert_distance(score, bool(settings.get("distance")))
         r["_granularity"] = row_granularity(r)
         r["_parent"] = row_parent(r)
         grouped.setdefault(str(r["query_id"]), {}).setdefault(src, []).append(r)
@@ -763,6 +773,28 @@ def _prepare_rows(
 
 def _settings(recipe: Mapping[str, Any], src: str) -> dict:
     return recipe["sources"].get(src) or _source_settings(recipe, None)
+
+
+def analyzer_boosts(
+    rows: Sequence[Mapping[str, Any]], analyzer: Mapping[str, Any] | None
+) -> dict[str, dict[str, float]]:
+    """READING R13: {query: {source: the product of the boosts of the rules matching the
+    query's text}}; empty when the analyzer is off."""
+    if not analyzer or not analyzer.get("enabled"):
+        return {}
+    texts: dict[str, str] = {}
+    for row in rows:
+        q, text = str(row["query_id"]), str(row["query_text"])
+        if texts.setdefault(q, text) != text:
+            raise ValueError(f"query {q!r} has two query_text values")
+    boosts: dict[str, dict[str, float]] = {}
+    for q, text in texts.items():
+        factors = boosts.setdefault(q, {})
+        for rule in analyzer.get("rules") or []:
+            if re.search(str(rule["match"]), text):
+                for src, factor in (rule.get("boost") or {}).items():
+                    factors[src] = factors.get(src, 1.0) * float(factor)
+    return boosts
 
 
 def align_list(rows: Sequence[dict], aligner: Mapping[str, Any]) -> list[Entry]:
@@ -843,6 +875,7 @@ def fuse_reference(rows: Sequence[Mapping[str, Any]], recipe: Mapping[str, Any])
             )
 
     prepared = _prepare_rows(rows, recipe)
+    boosts = analyzer_boosts(rows, recipe.get("query_analyzer"))
     results: list[dict] = []
     for q in sorted(prepared):
         by_src = prepared[q]
@@ -860,7 +893,7 @@ def fuse_reference(rows: Sequence[Mapping[str, Any]], recipe: Mapping[str, Any])
             lists.append(
                 SourceList(
                     source=src,
-                    weight=float(st.get("weight", 1.0)),
+                    weight=float(st.get("weight", 1.0)) * boosts.get(q, {}).get(src, 1.0),
                     normalize=str(st.get("normalize") or "none"),
                     entries=entries,
                 )

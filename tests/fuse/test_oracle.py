@@ -1,8 +1,12 @@
-"""The fusion SQL against peers' published vectors and the independent plain-Python oracle.
+"""The fusion SQL against peers' vectors and the independent plain-Python oracle.
 
-`tests/fuse/peer_vectors.yaml` holds values from ranx runs and from Elasticsearch,
-OpenSearch, Qdrant and Weaviate tests; `tests/fuse/fusion_reference.py` was written from
-docs/fusion-semantics.md without reading the SQL.
+`tests/fuse/peer_vectors.yaml` holds values from ranx runs, from Elasticsearch, OpenSearch and
+Qdrant tests, and peers' formulas re-implemented (each case's `provenance`);
+`tests/fuse/fusion_reference.py` was written from docs/fusion-semantics.md without reading the
+SQL. The random logs draw the hard inputs: ties within a list, ranks given against the scores,
+rank-only logs (no score column), values <= 0 (NULL geometric and harmonic means), `top_k`,
+distance sources, mixed normalisers, `bounds` with and without clipping, k and rank_base, and the
+query analyzer (rules matching `query_text`, boosts of 0 and above 1).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ def recipe_file(recipe: dict[str, Any], folder: Path) -> Path:
 
 def log_frame(rows: list[dict]) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
-    for optional in ("rank", "block_type", "granularity"):
+    for optional in ("score", "rank", "block_type", "granularity", "query_text"):
         if optional in frame and frame[optional].isna().all():
             frame = frame.drop(columns=[optional])
     return frame
@@ -73,50 +77,101 @@ def test_peer_vector(case: dict, tmp_path: Path) -> None:
         assert ranked[: len(order)] == order
 
 
+SOURCES = ("bm25", "dense", "summary")
+QUERY_TEXTS = ("error code 42", "How do I fix an ERROR?", "weather today", "summary of 2024", "")
+RULES = ("(?i)error", "[0-9]+", "^How", "today$", "fix|summary", "zzz")
+SCORE_POOL = (-2.5, -1.0, 0.0, 0.25, 1.0, 2.0, 3.5, 7.0, 40.0)
+"""Few distinct scores, negative and zero ones among them: lists with ties and values <= 0."""
+
+
+def draw_scores(rng: random.Random, n: int, ties: bool) -> list[float]:
+    """``n`` scores: from the small pool (ties within a list) or distinct."""
+    if ties:
+        return [rng.choice(SCORE_POOL) for _ in range(n)]
+    return [s / 100 for s in rng.sample(range(-500, 5000), n)]
+
+
 def random_log(rng: random.Random) -> list[dict]:
+    """A log of 1-3 queries over block sources (bm25, dense) and a doc source (summary): ties
+    within a list, given ranks that disagree with the scores, rank-only logs (no score column:
+    the score is -rank), and a query_text per query for the analyzer."""
+    rank_only = rng.random() < 0.2
+    given_ranks = rank_only or rng.random() < 0.3
+    ties = rng.random() < 0.5
     rows = []
     for q in range(rng.randint(1, 3)):
         parents = [f"p{i}" for i in range(rng.randint(1, 6))]
         blocks = {p: [f"{p}:{j}" for j in range(rng.randint(1, 3))] for p in parents}
-        for source in ("bm25", "dense"):
-            items = rng.sample(
-                [b for p in parents for b in blocks[p]],
-                rng.randint(1, sum(map(len, blocks.values()))),
-            )
-            scores = rng.sample(range(1, 5000), len(items))
-            for item, score in zip(items, scores):
+        text = rng.choice(QUERY_TEXTS)
+        for source in SOURCES:
+            if source == "summary":
+                items = rng.sample(parents, rng.randint(1, len(parents)))
+            else:
+                pool = [b for p in parents for b in blocks[p]]
+                items = rng.sample(pool, rng.randint(1, len(pool)))
+            scores = draw_scores(rng, len(items), ties)
+            ranks = rng.sample(range(1, len(items) + 1), len(items))
+            for item, score, rank in zip(items, scores, ranks, strict=True):
+                block = source != "summary"
                 rows.append(
                     {
                         "query_id": f"q{q}",
                         "source": source,
                         "item_id": item,
                         "parent_id": item.split(":")[0],
-                        "score": score / 100,
-                        "granularity": "block",
-                        "block_type": "body",
+                        "score": None if rank_only else score,
+                        "rank": rank if given_ranks else None,
+                        "granularity": "block" if block else "doc",
+                        "block_type": "body" if block else "summary",
+                        "query_text": text,
                     }
                 )
-        chosen = rng.sample(parents, rng.randint(1, len(parents)))
-        scores = rng.sample(range(1, 5000), len(chosen))
-        for parent, score in zip(chosen, scores):
-            rows.append(
-                {
-                    "query_id": f"q{q}",
-                    "source": "summary",
-                    "item_id": parent,
-                    "parent_id": parent,
-                    "score": score / 1000,
-                    "granularity": "doc",
-                    "block_type": "summary",
-                }
-            )
     return rows
 
 
+def random_recipe(rng: random.Random, normalizer: str, method: str) -> dict[str, Any]:
+    """Per source: ``top_k``, ``distance`` and the weight, sometimes another normaliser; the
+    analyzer on or off with random rules; ``bounds`` (clip on and off); k and rank_base."""
+    sources = {
+        name: {
+            "top_k": rng.choice([None, None, 1, 2, 4]),
+            "normalize": normalizer if rng.random() < 0.8 else rng.choice(NORMALIZERS),
+            "weight": rng.choice([0.5, 1.0, 2.0]),
+            "distance": rng.random() < 0.3,
+        }
+        for name in SOURCES
+    }
+    rules = [
+        {
+            "match": rng.choice(RULES),
+            "boost": {
+                s: rng.choice([0.0, 0.5, 1.5, 3.0]) for s in rng.sample(SOURCES, rng.randint(0, 3))
+            },
+        }
+        for _ in range(rng.randint(0, 3))
+    ]
+    lo = rng.choice([-3.0, 0.0, 0.5, 1.0])
+    return recipe_with(
+        {
+            "sources": sources,
+            "fusion.method": method,
+            "fusion.k": rng.choice([60, 2]),
+            "fusion.rank_base": rng.choice([0, 1]),
+            "fusion.missing": rng.choice(["default", "zero", "skip", "list_min"]),
+            "aligner.method": rng.choice(["max", "sum", "mean", "sum_top_n", "max_decay"]),
+            "aligner.order": rng.choice(["before_fusion", "after_fusion"]),
+            "target_granularity": rng.choice(["doc", "doc", "block"]),
+            "normalizer_params.bounds": [lo, lo + rng.choice([0.5, 5.0, 50.0])],
+            "normalizer_params.bounds_clip": rng.random() < 0.5,
+            "query_analyzer": {"enabled": rng.random() < 0.6, "rules": rules},
+        }
+    )
+
+
 SCENARIOS = (
-    [(n, m) for n in NORMALIZERS if n != "bounds" for m in ("weighted_sum", "combmnz")]
+    [(n, m) for n in NORMALIZERS for m in ("weighted_sum", "combmnz")]
     + [("minmax", m) for m in FUSIONS]
-    + [("rank", "rrf"), ("none", "isr")]
+    + [("rank", "rrf"), ("none", "isr"), ("bounds", "geometric_mean")]
 )
 
 
@@ -125,25 +180,12 @@ def test_sql_matches_oracle_on_random_logs(normalizer: str, method: str, tmp_pat
     rng = random.Random(f"{normalizer}-{method}")
     for trial in range(3):
         rows = random_log(rng)
-        recipe = recipe_with(
-            {
-                "sources": {},
-                "source_defaults.normalize": normalizer,
-                "fusion.method": method,
-                "aligner.method": rng.choice(["max", "sum", "mean", "sum_top_n", "max_decay"]),
-                "aligner.order": rng.choice(["before_fusion", "after_fusion"]),
-                "target_granularity": rng.choice(["doc", "doc", "block"]),
-                "fusion.missing": rng.choice(["default", "zero", "skip", "list_min"]),
-                "sources.dense.weight": rng.choice([0.5, 1.0, 2.0]),
-            }
-        )
+        recipe = random_recipe(rng, normalizer, method)
         expected = fuse_reference(rows, recipe)
         actual = run_sql(rows, recipe, tmp_path)
         got = {(r.query_id, r.item_id): (r.fused_score, r.rank) for r in actual.itertuples()}
         want = {(r["query_id"], r["item_id"]): (r["fused_score"], r["rank"]) for r in expected}
-        context = (
-            f"trial {trial}: {recipe['aligner']} {recipe['fusion']} {recipe['target_granularity']}"
-        )
+        context = f"trial {trial}: {recipe}\nrows: {rows}"
         assert set(got) == set(want), context
         for key, (score, rank) in want.items():
             if score is None:

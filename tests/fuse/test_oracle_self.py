@@ -230,9 +230,21 @@ def test_peer_vectors(case: dict) -> None:
 
 def test_peer_vectors_file_shape() -> None:
     assert len(PEER_CASES) >= 50
+    keys = {"title", "peer", "provenance", "rows", "recipe_overrides", "expected", "tolerance"}
     for c in PEER_CASES:
-        assert set(c) >= {"title", "peer", "rows", "recipe_overrides", "expected", "tolerance"}
+        assert set(c) >= keys
         assert "oracle" not in c["peer"].lower()
+        # the header's three provenances, each as the case's peer line says
+        ran, reimpl = "ran at fixture generation" in c["peer"], "(re-impl)" in c["peer"]
+        assert c["provenance"] == ("ran" if ran else "re-implementation" if reimpl else "published")
+        if c["tolerance"] == 0:  # exact only for a peer's own number
+            assert c["provenance"] == "published", c["title"]
+    counts = {p: sum(c["provenance"] == p for c in PEER_CASES) for p in ("ran", "published")}
+    header = PEER_VECTORS.read_text(encoding="utf-8").split("\ncases:")[0]
+    reimpl = len(PEER_CASES) - sum(counts.values())
+    assert f"re-implementation ({reimpl} cases)" in header
+    for provenance, count in counts.items():
+        assert f"{provenance} ({count} cases)" in header
 
 
 HY = {"bm25": {"q": {"a": 12, "b": 9, "c": 3}}, "dense": {"q": {"b": 0.91, "d": 0.85, "a": 0.40}}}
@@ -329,7 +341,8 @@ def _ranx_case(ranx, runs, norm, method, params):
 def ranx_mod():
     """Import ranx once and JIT-compile what the agreement tests use (~80 s with a cold numba
     cache, ~10 s once ranx's on-disk cache is warm)."""
-    ranx = pytest.importorskip("ranx")
+    import ranx
+
     runs = random_runs(random.Random(0), 2)
     for norm in RANX_NORMS:
         _ranx_case(ranx, runs, norm, "wsum", {"weights": [1.0, 1.0]})
@@ -773,6 +786,56 @@ def test_rank_derived_from_score_when_none() -> None:
     rec = recipe(srcs(s=("rank", 1)), "weighted_sum", target_granularity="block")
     # rank normaliser 1 - p/3: c 1, a 2/3, b 1/3
     assert_scores(fused(brows, rec), {"c": 1.0, "a": 2 / 3, "b": 1 / 3})
+
+
+def test_rank_only_rows_score_minus_rank() -> None:
+    # READING R12: no score -> score = -rank: a r1 -1, b r2 -2, c r3 -3
+    # minmax (s + 3)/2: a 1, b .5, c 0
+    rows = [{**r, "score": None} for r in doc_rows({"s": {"q": {"a": 0, "b": 0, "c": 0}}})]
+    for r, rank in zip(rows, (1, 2, 3), strict=True):
+        r["rank"] = rank
+    assert_scores(
+        fused(rows, recipe(srcs(s=("minmax", 1)), "weighted_sum")), {"a": 1.0, "b": 0.5, "c": 0.0}
+    )
+    # distance: the score -rank is negated to +rank: c 3 best, a 1 worst, and the aligned list
+    # re-ranks by it (READING R3): c r1, b r2, a r3
+    rec = recipe(srcs(s=("minmax", 1, True)), "weighted_sum")
+    assert_scores(fused(rows, rec), {"a": 0.0, "b": 0.5, "c": 1.0})
+    assert_scores(
+        fused(rows, recipe(srcs(s=("none", 1, True)), "rrf")),
+        {"c": 1 / 61, "b": 1 / 62, "a": 1 / 63},
+    )
+
+
+def test_query_analyzer_boosts() -> None:
+    # READING R13: s1 {a: 2, b: 1}, s2 {b: 2}; weighted_sum of raw scores, weights 1
+    # q1 "Error 7" matches both rules: s1 x 2 x 1.5 = 3, s2 x 0 -> a 6, b 3
+    # q2 "fine" matches none -> a 2, b 1 + 2 = 3
+    runs = {
+        "s1": {"q1": {"a": 2, "b": 1}, "q2": {"a": 2, "b": 1}},
+        "s2": {"q1": {"b": 2}, "q2": {"b": 2}},
+    }
+    texts = {"q1": "Error 7", "q2": "fine"}
+    rows = [{**r, "query_text": texts[r["query_id"]]} for r in doc_rows(runs)]
+    rules = [
+        {"match": "(?i)error", "boost": {"s1": 2.0}},
+        {"match": "[0-9]", "boost": {"s1": 1.5, "s2": 0.0}},
+    ]
+    rec = recipe(
+        srcs(s1=("none", 1), s2=("none", 1)),
+        "weighted_sum",
+        query_analyzer={"enabled": True, "rules": rules},
+    )
+    result = fuse_reference(rows, rec)
+    assert_scores(scores_by_query(result)["q1"], {"a": 6.0, "b": 3.0})
+    assert_scores(scores_by_query(result)["q2"], {"a": 2.0, "b": 3.0})
+    b = next(r for r in result if (r["query_id"], r["item_id"]) == ("q1", "b"))
+    assert [c["weight"] for c in b["contributions"]] == [3.0, 0.0]
+    # arithmetic_mean: q1 b (3 x 1 + 0 x 2)/(3 + 0) = 1; disabled, the rules change nothing
+    rec["fusion"]["method"] = "arithmetic_mean"
+    assert approx(scores_by_query(fuse_reference(rows, rec))["q1"]["b"], 1.0)
+    rec["query_analyzer"]["enabled"] = False
+    assert_scores(scores_by_query(fuse_reference(rows, rec))["q1"], {"a": 1.0, "b": 1.5})
 
 
 def test_tie_broken_by_item_id_after_rounding() -> None:

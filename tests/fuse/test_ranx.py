@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import ranx
 
-ranx = pytest.importorskip("ranx")
-
-from duckscore.fuse.pipeline import fuse  # noqa: E402
+from duckscore.fuse.pipeline import fuse
 
 # one worker compiles ranx (numba) for every ranx oracle: its cold cache costs over a minute
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ranx")]
@@ -114,44 +113,52 @@ def test_normalisers_match_ranx(ranx_norm: str, seed: int, tmp_path: Path) -> No
     assert_same(sql_scores(runs, tmp_path, sets), ranx_scores(runs, ranx_norm, "wsum", params))
 
 
-def test_ranx_published_vectors(tmp_path: Path) -> None:
-    """ranx's own unit-test fixture (tests/unit/ranx/fusion): rrf, comb_sum, comb_mnz, isr."""
-    runs = {
-        "a": {"q1": {"d1": 1, "d2": 2, "d3": 3}, "q2": {"d1": 1, "d2": 2}},
-        "b": {"q1": {"d1": 3, "d2": 2}, "q2": {"d1": 1, "d3": 3}},
-        "c": {"q1": {"d3": 1}, "q2": {"d2": 2, "d3": 3}},
-    }
+# ranx's own unit-test fixture (tests/unit/ranx/fusion; docs/reference/fusion-peers.md c1) and
+# the closed forms its tests assert with ==, on the raw scores. Ranks: q1 a d3 d2 d1, b d1 d2,
+# c d3; q2 a d2 d1, b d3 d1, c d3 d2.
+RANX_FIXTURE = {
+    "a": {"q1": {"d1": 1, "d2": 2, "d3": 3}, "q2": {"d1": 1, "d2": 2}},
+    "b": {"q1": {"d1": 3, "d2": 2}, "q2": {"d1": 1, "d3": 3}},
+    "c": {"q1": {"d3": 1}, "q2": {"d2": 2, "d3": 3}},
+}
+RANX_PUBLISHED: dict[str, tuple[list[str], dict[str, list[float]]]] = {
+    # method: (overrides, {query: [d1, d2, d3]})
+    "rrf": (
+        [],
+        {
+            "q1": [1 / 63 + 1 / 61, 1 / 62 + 1 / 62, 1 / 61 + 1 / 61],
+            "q2": [1 / 62 + 1 / 62, 1 / 61 + 1 / 62, 1 / 61 + 1 / 61],
+        },
+    ),
+    "combsum": ([], {"q1": [4, 4, 4], "q2": [2, 4, 6]}),
+    "combmnz": ([], {"q1": [8, 8, 8], "q2": [4, 8, 12]}),
+    "combanz": ([], {"q1": [2, 2, 2], "q2": [1, 2, 3]}),
+    "combmed": ([], {"q1": [2, 2, 2], "q2": [1, 2, 3]}),
+    "combmax": ([], {"q1": [3, 2, 3], "q2": [1, 2, 3]}),
+    "combmin": ([], {"q1": [1, 2, 1], "q2": [1, 2, 3]}),
+    # (sum 1/r^2) * n_d: q1 d1 (1/9 + 1) * 2, d2 (1/4 + 1/4) * 2, d3 (1 + 1) * 2
+    "isr": ([], {"q1": [20 / 9, 1, 4], "q2": [1, 2.5, 4]}),
+    # weights .3 .2 .5: q1 d1 .3 * 1 + .2 * 3, d2 .3 * 2 + .2 * 2, d3 .3 * 3 + .5 * 1
+    "weighted_sum": (
+        weights_sets({"weights": [0.3, 0.2, 0.5]}),
+        {"q1": [0.9, 1.0, 1.4], "q2": [0.5, 1.6, 2.1]},
+    ),
+}
+
+
+@pytest.mark.parametrize("method", sorted(RANX_PUBLISHED))
+def test_ranx_published_vectors(method: str, tmp_path: Path) -> None:
+    """ranx's unit-test fixture: rrf, comb_sum, comb_mnz, comb_anz, comb_med, comb_max,
+    comb_min, isr and wsum [.3, .2, .5], each equal to the closed form ranx's tests assert."""
+    overrides, want = RANX_PUBLISHED[method]
+    sets = [f"fusion.method={method}", "source_defaults.normalize=none", *overrides]
+    got = sql_scores(RANX_FIXTURE, tmp_path, sets)
     expected = {
-        "combsum": {
-            ("q1", "d1"): 4,
-            ("q1", "d2"): 4,
-            ("q1", "d3"): 4,
-            ("q2", "d1"): 2,
-            ("q2", "d2"): 4,
-            ("q2", "d3"): 6,
-        },
-        "combmnz": {
-            ("q1", "d1"): 8,
-            ("q1", "d2"): 8,
-            ("q1", "d3"): 8,
-            ("q2", "d1"): 4,
-            ("q2", "d2"): 8,
-            ("q2", "d3"): 12,
-        },
-        "combmax": {
-            ("q1", "d1"): 3,
-            ("q1", "d2"): 2,
-            ("q1", "d3"): 3,
-            ("q2", "d1"): 1,
-            ("q2", "d2"): 2,
-            ("q2", "d3"): 3,
-        },
+        (q, f"d{i}"): float(value)
+        for q, values in want.items()
+        for i, value in enumerate(values, 1)
     }
-    for method, want in expected.items():
-        got = sql_scores(
-            runs, tmp_path, [f"fusion.method={method}", "source_defaults.normalize=none"]
-        )
-        assert_same(got, {k: float(v) for k, v in want.items()})
+    assert_same(got, expected)
 
 
 def test_ranx_drops_documents_on_unnormalised_runs() -> None:

@@ -2,8 +2,10 @@
 
 Specification: the seed ``docs/specs/004-instinct-confidence.txt`` (复合置信度评分系统,
 AgentMind), whose TypeScript functions are the authority, and ``docs/instincts.md``; the
-parameters are read from ``sql/instincts/policies/instinct_v1.yaml`` (every number equals the
-seed's). Each function below is a literal transcription of one TypeScript function:
+parameters are the seed's numbers, copied by hand into ``tests/instincts/seed_parameters.yaml``
+and frozen there (never read from the packaged policy, so a wrong number in the policy makes the
+code and this oracle disagree). Each function below is a literal transcription of one TypeScript
+function:
 
 * ``frequency_score``     = ``calculateFrequencyScore(observations, contradictions)``;
 * ``effectiveness_score`` = ``calculateEffectivenessScore(records)`` (Wilson lower bound, z 1.96),
@@ -22,8 +24,8 @@ with the operations in the seed's order, so they return the very double the Type
 One consequence, kept on purpose: ``0.3 - 1 * 0.1`` is ``0.19999999999999998`` in doubles, so a
 frequency of "0.2" reached through a contradiction is *below* 0.2 and triggers the x0.7 penalty.
 
-This module uses only the standard library (``math``, ``decimal``) and PyYAML to read the policy;
-it shares no code with the production (SQL) implementation.
+This module uses only the standard library (``math``, ``decimal``) and PyYAML to read its
+parameters; it shares no code and no parameters with the production (SQL) implementation.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import Any
 
 import yaml
 
-POLICY_DIR = Path(__file__).resolve().parents[2] / "sql" / "instincts" / "policies"
+SEED_PARAMETERS = Path(__file__).resolve().parent / "seed_parameters.yaml"
 
 DIMENSIONS: tuple[str, ...] = ("frequency", "effectiveness", "human")
 """The three dimensions, in the order of the UPDATE_RULES deltas and of the weights."""
@@ -59,15 +61,10 @@ def _decimal_float(loader: yaml.SafeLoader, node: yaml.Node) -> Decimal:
 _DecimalLoader.add_constructor("tag:yaml.org,2002:float", _decimal_float)
 
 
-def load_policy(policy: str = "instinct_v1") -> dict[str, Any]:
-    """The ``parameters`` mapping of a policy (name in ``sql/instincts/policies`` or a path), with
-    every non-integer number as a ``Decimal``."""
-    path = Path(policy)
-    if not path.suffix:
-        path = POLICY_DIR / f"{policy}.yaml"
-    with open(path, encoding="utf-8") as fh:
-        doc = yaml.load(fh, Loader=_DecimalLoader)
-    return doc["parameters"]
+def load_parameters() -> dict[str, Any]:
+    """The seed's parameters (``seed_parameters.yaml``), every non-integer number a ``Decimal``."""
+    with open(SEED_PARAMETERS, encoding="utf-8") as fh:
+        return yaml.load(fh, Loader=_DecimalLoader)
 
 
 def _f(x: Any) -> float:

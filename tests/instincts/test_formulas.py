@@ -24,17 +24,19 @@ import math
 import random
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
+import yaml
 from scipy.stats import binomtest
 
 from duckscore.instincts.scores import replay_events, score_counts
 
 from . import instincts_reference as ref
 
-P = ref.load_policy("instinct_v1")
+P = ref.load_parameters()
 
 OUTPUT_COLUMNS = [
     "instinct_id",
@@ -570,3 +572,85 @@ def test_random_sequences_equal_the_reference(seed: int) -> None:
     # instincts absent from `start` start at the policy's initial scores
     full = {i: start.get(i, ref.initial_scores(P)) for i in iids}
     check_replay(events, start if seed % 2 else full)
+
+
+# --------------------------------------------------------------------------------------------
+# The oracle shares no parameter with the code
+# --------------------------------------------------------------------------------------------
+
+ONE_CHANGE: dict[str, dict[str, Any]] = {
+    "weight": {"weights": {"frequency": 0.40, "effectiveness": 0.35}},
+    "frequency bin": {
+        "frequency": {
+            "bins": [
+                {"at_most": 3, "base": 0.30},
+                {"at_most": 5, "base": 0.50},
+                {"at_most": 10, "base": 0.70},
+                {"at_most": 20, "base": 0.85},
+            ]
+        }
+    },
+    "learning rate": {"human": {"learning_rate": 0.16}},
+    "tier edge": {
+        "tiers": [
+            {"tier": "core", "at_least": 0.8, "injection_method": "system_prompt_prepend"},
+            {"tier": "strong", "at_least": 0.65, "injection_method": "context_suggestion"},
+            {"tier": "moderate", "at_least": 0.4, "injection_method": "on_demand"},
+            {"tier": "tentative", "at_least": 0.2, "injection_method": "none"},
+            {"tier": "deprecated", "at_least": 0.0, "injection_method": "none"},
+        ]
+    },
+    "update rule": {"update_rules": {"pattern_observed_again": [0.06, 0.0, 0.0]}},
+}
+"""One number of the packaged policy changed at a time (a policy that `extends` instinct_v1)."""
+
+
+def changed_policy(folder: Path, parameters: dict[str, Any]) -> str:
+    path = folder / "instinct_changed.yaml"
+    document = {
+        "instinct_policy_version": "instinct_changed",
+        "extends": "instinct_v1",
+        "parameters": parameters,
+    }
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    return str(path)
+
+
+def disagreements(policy: str) -> int:
+    """Rows and replayed events where the code under ``policy`` differs from the oracle."""
+    rng = random.Random(37)
+    rows = [
+        row(f"i{n:03d}", obs=n % 25, contr=n % 3, pos=n % 5 % (n % 9 + 1), apps=n % 9, appr=n % 4)
+        for n in range(200)
+    ]
+    frame = score_counts(counts_frame(rows), policy)
+    got = {g["instinct_id"]: g for g in frame.to_dict("records")}
+    bad = sum(
+        any(
+            got[r["instinct_id"]][col] != want[col]
+            if col in ("tier", "injection_method")
+            else not close(got[r["instinct_id"]][col], want[col])
+            for col in [*FLOATS, "tier", "injection_method"]
+        )
+        for r in rows
+        for want in [ref.score_row(r, P)]
+    )
+    events = [ev("a", f"e{i:03d}", rng.choice(EVENT_TYPES), i) for i in range(60)]
+    frame = pd.DataFrame(events)
+    replayed = replay_events(frame, policy).to_dict("records")
+    want_replay = ref.replay_rows(events, P)
+    bad += sum(
+        any(g[c] != float(w[c]) for c in SCORES) for g, w in zip(replayed, want_replay, strict=True)
+    )
+    return bad
+
+
+@pytest.mark.parametrize("change", sorted(ONE_CHANGE))
+def test_the_oracle_disagrees_with_a_changed_policy(change: str, tmp_path: Path) -> None:
+    """The oracle reads its own frozen copy of the seed's numbers: the code with one packaged
+    number changed must disagree with it, the code with the packaged policy agree."""
+    assert disagreements(changed_policy(tmp_path, ONE_CHANGE[change])) > 0
+
+
+def test_the_oracle_agrees_with_the_packaged_policy() -> None:
+    assert disagreements("instinct_v1") == 0

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import ModuleType
 
 import pandas as pd
 import pytest
@@ -23,11 +24,11 @@ from duckscore.instincts.policy import TRIGGERS
 from duckscore.instincts.store import decay, ingest, init_store, migrate_store
 from duckscore.instincts.workspace import open_workspace
 
+from ..helpers import need_module
 from .conftest import new_database
 from .test_store import START, USER, ids, new_instincts
 
 pytestmark = [pytest.mark.postgres, pytest.mark.xdist_group("instincts-postgres")]
-psycopg = pytest.importorskip("psycopg")
 
 TYPES = [t for t in TRIGGERS if t != "weekly_decay"]  # what an event may be
 
@@ -49,7 +50,12 @@ def stored_rows(db: str) -> dict[str, list[tuple]]:
         }
 
 
-def test_init_creates_the_seeds_schema_by_migration(pg_server) -> None:
+@pytest.fixture(scope="module")
+def psycopg() -> ModuleType:
+    return need_module("psycopg")
+
+
+def test_init_creates_the_seeds_schema_by_migration(pg_server, psycopg: ModuleType) -> None:
     db = new_database(pg_server)
     assert init_store(db) == "created"
     assert init_store(db) == "up to date"
@@ -93,7 +99,9 @@ WORKER = textwrap.dedent("""
 
 
 @pytest.mark.slow
-def test_eight_processes_ingesting_at_once_equal_a_serial_replay(pg_server, tmp_path: Path) -> None:
+def test_eight_processes_ingesting_at_once_equal_a_serial_replay(
+    pg_server, psycopg: ModuleType, tmp_path: Path
+) -> None:
     """8 processes × 2,000 events on 50 shared instincts (each also re-sending 100 events of
     another process), four batches each: no update lost, none applied twice — the store equals a
     DuckDB store that ingests the same batches one at a time in the order PostgreSQL committed

@@ -12,6 +12,7 @@ import duckdb
 import pytest
 import yaml
 
+import duckscore
 from duckscore.core.render import macro_names, render_expression
 from duckscore.core.resources import macros_dir
 
@@ -80,6 +81,14 @@ def test_weighted_geomean_refuses_zero_total_weight() -> None:
         render_expression("{{ weighted_geomean([]) }}")
 
 
-def test_macro_files_are_found_from_the_installed_package() -> None:
-    assert Path(macros_dir()).name == "macros"
-    assert "site-packages" in str(macros_dir()) or (Path(macros_dir()) / "clamp.sql").exists()
+def test_macro_files_are_found_from_the_installed_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The macros are the files beside the imported package (nested in it when installed from a
+    wheel, beside it in a source checkout: core/resources.py), whatever the working folder."""
+    package = Path(duckscore.__file__).resolve().parent
+    nested, beside = package / "macros", package.parent / "macros"
+    assert macros_dir().resolve() == (nested if nested.is_dir() else beside).resolve()
+    assert set(macro_names()) == {p.stem for p in macros_dir().glob("*.sql")} != set()
+    monkeypatch.chdir(tmp_path)  # a folder without macros/: still rendered from the package
+    assert "greatest" in render_expression("{{ clamp('x') }}").lower()

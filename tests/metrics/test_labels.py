@@ -301,11 +301,23 @@ def test_every_stage_passes_the_sql_check() -> None:
             "eval_run": schema_of(con, "eval_run"),
             "eval_qrels": schema_of(con, "eval_qrels"),
         }
+        judged = set(qrels["query_id"])
+        rows = {  # each stage's row count, counted from the inputs
+            "ranked": len(run),
+            "judgments": len(qrels),
+            "judged": len(judged),
+            "judged_run": int(run["query_id"].isin(judged).sum()),
+            "run_stats": len(judged & set(run["query_id"])),
+            "labels": len(judged),
+        }
+        assert set(rows) == set(STAGES)
         for order_by in ("rank", "score"):
             for stage in STAGES:
                 rendered = render_labels(3, order_by, final=stage)
                 check_sql(rendered, schema)
-                assert con.execute(rendered.text).fetchall() is not None
+                assert len(con.execute(rendered.text).fetchall()) == rows[stage], (order_by, stage)
+        labels = con.execute(render_labels(3, "score").text).fetchall()
+        assert {q: tuple(rest) for q, *rest in labels} == EDGE_EXPECTED
 
 
 # ---------------------------------------------------------------------------------------------

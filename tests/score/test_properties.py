@@ -2,6 +2,9 @@
 
 * Bounds: every normalised input, sub-score and overall_score lies in [0, 1]; rank is a
   permutation 1..n per query; contract.jsonl has exactly one line per query.
+* The oracle: the same drawn inputs (ties, zeros, subnormals, magnitudes up to 1e308) give
+  every column of parents.parquet and queries.parquet that `tests/score/overall_reference.py`
+  gives (floats to 1e-12, flags and levels exactly).
 * Monotonicity (seed 000 §2.1/§6): the rendered `weighted_geomean` never decreases when one
   sub-score increases, and maps [0, 1]^3 into [0, 1].
 * Invariance: shuffling the input rows, or scoring with 1 or 2 threads, changes nothing.
@@ -29,6 +32,9 @@ from hypothesis import strategies as st
 from duckscore.core.connection import EngineSettings
 from duckscore.core.render import render_expression
 from duckscore.score.pipeline import score
+
+from ..helpers import same_value
+from .overall_reference import OVERALL_V1_PARAMS, score_reference
 
 PROPERTY_SETTINGS = dict(
     deadline=None,
@@ -146,7 +152,37 @@ def parents_frame(out_dir: Path) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------------------------
-# bounds
+# bounds, and the oracle
+
+
+def plain(value: Any) -> Any:
+    """A parquet cell as the oracle writes it: lists as lists, NaN as None, numpy as Python."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def assert_equals_the_oracle(
+    rows: list[dict[str, Any]], frames: tuple[pd.DataFrame, pd.DataFrame]
+) -> None:
+    """Every column the oracle gives, on every parent and query, equals the SQL's."""
+    want_parents, want_queries = score_reference(rows, OVERALL_V1_PARAMS)
+    for got, want, key in (
+        (frames[0], want_parents, ("query_id", "parent_id")),
+        (frames[1], want_queries, ("query_id",)),
+    ):
+        indexed = {tuple(r[k] for k in key): r for r in got.to_dict("records")}
+        assert len(indexed) == len(want)
+        for expected in want:
+            actual = indexed[tuple(expected[k] for k in key)]
+            bad = {
+                column: (plain(actual[column]), value)
+                for column, value in expected.items()
+                if not same_value(plain(actual[column]), value, 1e-12)
+            }
+            assert not bad, f"{[expected[k] for k in key]}: column: (SQL, oracle) {bad}"
 
 
 @settings(max_examples=20, **PROPERTY_SETTINGS)
@@ -158,6 +194,7 @@ def test_scores_bounded_ranks_permuted_one_contract_line_per_query(
     with tempfile.TemporaryDirectory() as tmp:
         out_dir = run(features, Path(tmp) / "out")
         parents = pq.read_table(out_dir / "parents.parquet").to_pandas()
+        out_dir_frames = (parents, pq.read_table(out_dir / "queries.parquet").to_pandas())
         contract = [
             json.loads(line)
             for line in (out_dir / "contract.jsonl").read_text(encoding="utf-8").splitlines()
@@ -182,6 +219,8 @@ def test_scores_bounded_ranks_permuted_one_contract_line_per_query(
         # rank follows overall_score (descending) within the query
         ordered = group.sort_values("rank")["overall_score"].tolist()
         assert ordered == sorted(ordered, reverse=True)
+
+    assert_equals_the_oracle(rows, out_dir_frames)
 
     query_ids = sorted(features["query_id"].unique())
     assert sorted(line["query_id"] for line in contract) == query_ids

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from duckscore.cli import cli
 from duckscore.core.connection import EngineSettings
 from duckscore.core.resources import contract_schema
+from duckscore.core.session import Session
 from duckscore.fuse.pipeline import fuse
 from duckscore.score.pipeline import score
 from duckscore.score.stages import STAGES as SCORE_STAGES
@@ -136,14 +137,38 @@ def test_queries_without_candidates_fall_back_to_the_web(features: Path, tmp_pat
     assert all(len(line["top_parents"]) <= 2 for line in lines.values())
 
 
-def test_threads_and_memory_settings_are_applied(features: Path, tmp_path: Path) -> None:
+def test_threads_and_memory_settings_are_applied(
+    features: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DuckDB's own settings, read in the run's session when it closes (after the SQL ran), and
+    the manifest's record of them."""
+    seen: list[tuple[str, str, str]] = []
+    close = Session.close
+
+    def read_settings_then_close(session: Session) -> None:
+        seen.append(
+            session.con.execute(
+                "SELECT current_setting('threads')::VARCHAR, current_setting('memory_limit'), "
+                "current_setting('temp_directory')"
+            ).fetchone()
+        )
+        close(session)
+
+    monkeypatch.setattr(Session, "close", read_settings_then_close)
     out = tmp_path / "out"
-    score(
-        features,
-        out,
-        settings=EngineSettings(threads=1, memory_limit="500MB", temp_dir=tmp_path / "spill"),
+    spill = tmp_path / "spill"
+    score(features, out, settings=EngineSettings(threads=1, memory_limit="500MB", temp_dir=spill))
+    [(threads, memory_limit, temp_directory)] = seen
+    assert threads == "1"
+    assert memory_limit == "476.8 MiB"  # 500 MB = 500e6 bytes, shown in MiB
+    assert Path(temp_directory).parent == spill  # the run's own folder under --temp-dir
+    assert not Path(temp_directory).exists()  # removed with the session
+    options = json.loads((out / "manifest.json").read_text())["options"]
+    assert (options["threads"], options["memory_limit"], options["temp_dir"]) == (
+        1,
+        "500MB",
+        str(spill),
     )
-    assert json.loads((out / "manifest.json").read_text())["options"]["threads"] == 1
 
 
 def test_overrides_reach_the_contract(features: Path, tmp_path: Path) -> None:

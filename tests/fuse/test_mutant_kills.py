@@ -1,0 +1,272 @@
+"""Tests written for mutants of sql/fuse/ that survived the other tests (tests/mutants/, issue 37).
+
+- The query analyzer's boost (`THEN {{ boost }}` made `THEN 1.0` in fused.sql): checked on every
+  fused row of the 19 SciFact queries whose text says "cancer", against a pandas RRF written from
+  fixtures/scifact/README.md, and on a small log computed by hand.
+- `bounds_clip: false` (ignored in _normalizers.sql): the `bounds` normaliser is
+  (s − lo)/(hi − lo), clipped to [0, 1] only when bounds_clip (docs/fusion-semantics.md step 3).
+- The fixed64 rrf_sum (`/ scale` made `* scale` in _rrf_part.sql): only slow tests read it.
+- The `sum` normaliser's eps (made 1.0 in _normalizers.sql).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from duckscore.fuse.pipeline import fuse
+from duckscore.run.job import Job
+from duckscore.run.pipeline import run
+
+from ..helpers import SCIFACT
+
+LOG = SCIFACT / "retrieval_log.parquet"
+CANCER = '[{match: "(?i)cancer", boost: {sparse: 2.0}}]'
+
+
+def fused(log: pd.DataFrame, folder: Path, recipe: str, sets: list[str]) -> pd.DataFrame:
+    out = folder / f"out{len(list(folder.iterdir()))}"
+    fuse(log, out, recipe, sets)
+    return pd.read_parquet(out / "fused.parquet")
+
+
+def rrf_by_hand(log: pd.DataFrame, weight: pd.Series) -> pd.Series:
+    """canonical_rrf as fixtures/scifact/README.md states it: a document's rank in a source is
+    the order of its best item (max score, ties by the log's rank, then parent_id);
+    RRF(d) = Σ w / (60 + doc_rank). `weight` is indexed by (query_id, source)."""
+    best = log.groupby(["query_id", "source", "parent_id"], as_index=False).agg(
+        score=("score", "max"), rank=("rank", "min")
+    )
+    best = best.sort_values(
+        ["query_id", "source", "score", "rank", "parent_id"],
+        ascending=[True, True, False, True, True],
+    )
+    best["doc_rank"] = best.groupby(["query_id", "source"]).cumcount() + 1
+    keys = pd.MultiIndex.from_frame(best[["query_id", "source"]])
+    best["part"] = weight.reindex(keys).to_numpy() / (60 + best["doc_rank"])
+    return best.groupby(["query_id", "parent_id"])["part"].sum()
+
+
+@pytest.fixture(scope="module")
+def scifact() -> pd.DataFrame:
+    return pd.read_parquet(LOG)
+
+
+def test_rrf_by_hand_is_the_scifact_reference(scifact: pd.DataFrame) -> None:
+    """The hand-written RRF below is the reference's (so it can judge the boosted run)."""
+    ones = pd.Series(1.0, index=pd.MultiIndex.from_frame(scifact[["query_id", "source"]]))
+    ones = ones[~ones.index.duplicated()]
+    mine = rrf_by_hand(scifact, ones)
+    reference = pd.read_parquet(SCIFACT / "reference_rrf_k60.parquet")
+    theirs = reference.set_index(["query_id", "parent_id"])["rrf_score"]
+    assert len(mine) == len(theirs) == 40282
+    assert (mine.reindex(theirs.index) - theirs).abs().max() < 1e-15
+
+
+def test_the_boost_reaches_every_matching_scifact_query(
+    scifact: pd.DataFrame, tmp_path: Path
+) -> None:
+    sets = ["query_analyzer.enabled=true", f"query_analyzer.rules={CANCER}"]
+    out = fused(scifact, tmp_path, "canonical_rrf", sets)
+    texts = scifact.groupby("query_id")["query_text"].first()
+    matching = {q for q, text in texts.items() if re.search("(?i)cancer", text)}
+    assert len(matching) == 19
+    pairs = scifact[["query_id", "source"]].drop_duplicates()
+    weight = pd.Series(
+        [2.0 if s == "sparse" and q in matching else 1.0 for q, s in pairs.itertuples(index=False)],
+        index=pd.MultiIndex.from_frame(pairs),
+    )
+    expected = rrf_by_hand(scifact, weight)
+    got = out.set_index(["query_id", "item_id"])["fused_score"]
+    assert len(got) == len(expected)
+    assert (got - expected.reindex(got.index)).abs().max() < 1e-15
+    boosted = out[out["query_id"].isin(matching)]
+    assert len(boosted) > 2000  # every row of the matching queries, not a head of the file
+    for row in boosted.itertuples():
+        for part in row.contributions:
+            assert part["weight"] == (2.0 if part["source"] == "sparse" else 1.0)
+    ranks = expected.round(12).reset_index(name="score")
+    ranks = ranks.sort_values(["query_id", "score", "parent_id"], ascending=[True, False, True])
+    ranks["rank"] = ranks.groupby("query_id").cumcount() + 1
+    expected_rank = ranks.set_index(["query_id", "parent_id"])["rank"]
+    assert (
+        out.set_index(["query_id", "item_id"])["rank"] == expected_rank.reindex(got.index)
+    ).all()
+
+
+def test_several_rules_multiply_and_only_matching_queries_are_boosted(tmp_path: Path) -> None:
+    log = pd.DataFrame(
+        {
+            "query_id": ["q1", "q1", "q1", "q2", "q2"],
+            "query_text": ["Cancer risk"] * 3 + ["heart"] * 2,
+            "source": ["a", "a", "b", "a", "b"],
+            "item_id": ["x", "y", "y", "x", "x"],
+            "parent_id": ["x", "y", "y", "x", "x"],
+            "score": [2.0, 1.0, 0.9, 2.0, 0.9],
+            "rank": [1, 2, 1, 1, 1],
+        }
+    )
+    rules = '[{match: "(?i)cancer", boost: {a: 2.0}}, {match: "risk", boost: {a: 1.5, b: 0.5}}]'
+    out = fused(
+        log,
+        tmp_path,
+        "canonical_rrf",
+        ["query_analyzer.enabled=true", f"query_analyzer.rules={rules}"],
+    )
+    scores = out.set_index(["query_id", "item_id"])["fused_score"].to_dict()
+    # q1 matches both rules: a's weight 2.0 · 1.5 = 3.0, b's 0.5. x: a rank 1 → 3/61;
+    # y: a rank 2, b rank 1 → 3/62 + 0.5/61 = 0.05658… > 3/61 = 0.04918…, so y ranks first.
+    # q2 matches neither: x = 1/61 + 1/61.
+    assert scores == pytest.approx(
+        {("q1", "x"): 3 / 61, ("q1", "y"): 3 / 62 + 0.5 / 61, ("q2", "x"): 2 / 61}, abs=1e-15
+    )
+    assert out[out["query_id"] == "q1"].sort_values("rank")["item_id"].tolist() == ["y", "x"]
+    weights = {
+        (row.query_id, part["source"]) for row in out.itertuples() for part in row.contributions
+        if part["weight"] != 1.0
+    }  # fmt: skip
+    assert weights == {("q1", "a"), ("q1", "b")}
+
+
+def _bounds_log() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "query_id": ["q"] * 4,
+            "source": ["a"] * 4,
+            "item_id": ["high", "top", "mid", "low"],
+            "parent_id": ["high", "top", "mid", "low"],
+            "score": [15.0, 10.0, 4.0, -5.0],
+            "rank": [1, 2, 3, 4],
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("clip", "expected"),
+    [
+        # (s − 0) / (10 − 0): 1.5, 1.0, 0.4, −0.5; clipped to [0, 1]: 1.0, 1.0, 0.4, 0.0
+        (True, {"high": 1.0, "top": 1.0, "mid": 0.4, "low": 0.0}),
+        (False, {"high": 1.5, "top": 1.0, "mid": 0.4, "low": -0.5}),
+    ],
+)
+def test_bounds_clip_false_leaves_values_outside_zero_one(
+    clip: bool, expected: dict[str, float], tmp_path: Path
+) -> None:
+    sets = [
+        "source_defaults.normalize=bounds",
+        "normalizer_params.bounds=[0, 10]",
+        f"normalizer_params.bounds_clip={str(clip).lower()}",
+        "fusion.method=weighted_sum",
+    ]
+    out = fused(_bounds_log(), tmp_path, "canonical_rrf", sets)
+    norm = {row.item_id: row.contributions[0]["norm_score"] for row in out.itertuples()}
+    assert norm == pytest.approx(expected, abs=1e-15)
+    # one source of weight 1: the fused score is the normalised score
+    assert out.set_index("item_id")["fused_score"].to_dict() == pytest.approx(expected, abs=1e-15)
+
+
+def test_bounds_clip_false_with_bounds_that_do_not_start_at_zero(tmp_path: Path) -> None:
+    sets = [
+        "source_defaults.normalize=bounds",
+        "normalizer_params.bounds=[-2, 3]",
+        "normalizer_params.bounds_clip=false",
+        "fusion.method=weighted_sum",
+    ]
+    out = fused(_bounds_log(), tmp_path, "canonical_rrf", sets)
+    # (s + 2) / 5: 17/5, 12/5, 6/5, −3/5
+    expected = {"high": 3.4, "top": 2.4, "mid": 1.2, "low": -0.6}
+    assert out.set_index("item_id")["fused_score"].to_dict() == pytest.approx(expected, abs=1e-12)
+
+
+def _block_log() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "query_id": ["q"] * 5,
+            "source": ["a", "a", "a", "b", "b"],
+            "granularity": ["block"] * 5,
+            "item_id": ["P:1", "Q:1", "P:2", "P:1", "Q:1"],
+            "parent_id": ["P", "Q", "P", "P", "Q"],
+            "score": [0.9, 0.8, 0.7, 0.6, 0.5],
+            "rank": [1, 2, 3, 1, 2],
+            "total_chunks": [2, 1, 2, 2, 1],
+        }
+    )
+
+
+@pytest.mark.parametrize("rrf_sum", ["decimal", "fixed64"])
+def test_rrf_sum_is_the_sum_over_the_parents_hits(rrf_sum: str, tmp_path: Path) -> None:
+    """parent_features' rrf_sum = Σ over a parent's hits of weight / (k + rank − 1 + rank_base)
+    (sql/fuse/parent_features.sql), both ways of summing (sql/fuse/_rrf_part.sql); the fast
+    tests checked the fixed64 sum nowhere (tests/run/test_opt_in_speedups.py is slow)."""
+    job = Job(
+        "hybrid_v1",
+        recipe_overrides=(f"parent_features.rrf_sum={rrf_sum}",),
+        allow_recipe_mismatch=True,
+    )
+    run(_block_log(), tmp_path / "out", job)
+    features = pd.read_parquet(tmp_path / "out" / "parent_features.parquet")
+    got = features.set_index("parent_id")["rrf_sum"].to_dict()
+    # P: a ranks 1 and 3, b rank 1 → 1/61 + 1/63 + 1/61; Q: a rank 2, b rank 2 → 2/62
+    expected = {"P": 1 / 61 + 1 / 63 + 1 / 61, "Q": 2 / 62}
+    assert got == pytest.approx(expected, rel=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("eps", "expected"),
+    [
+        # Σ(s − min) = 0.2 + 0.1 + 0 = 0.3 > eps: (s − min) / 0.3
+        (1e-9, {"x": 0.2 / 0.3, "y": 0.1 / 0.3, "z": 0.0}),
+        # eps 0.5 floors the denominator: (s − min) / 0.5
+        (0.5, {"x": 0.4, "y": 0.2, "z": 0.0}),
+    ],
+)
+def test_the_sum_normaliser_floors_its_denominator_at_eps(
+    eps: float, expected: dict[str, float], tmp_path: Path
+) -> None:
+    """`sum`: (s − min) / max(Σ(s − min), eps) (docs/fusion-semantics.md step 3); the random
+    logs' sums were all above 1, so eps made the constant 1.0 survived."""
+    log = pd.DataFrame(
+        {
+            "query_id": ["q"] * 3,
+            "source": ["a"] * 3,
+            "item_id": ["x", "y", "z"],
+            "parent_id": ["x", "y", "z"],
+            "score": [0.3, 0.2, 0.1],
+            "rank": [1, 2, 3],
+        }
+    )
+    sets = [
+        "source_defaults.normalize=sum",
+        f"normalizer_params.eps={eps}",
+        "fusion.method=weighted_sum",
+    ]
+    out = fused(log, tmp_path, "canonical_rrf", sets)
+    assert out.set_index("item_id")["fused_score"].to_dict() == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("types", [63, 64, 65])
+def test_coverage_counts_every_block_type_up_to_the_masks_last_bit(
+    types: int, tmp_path: Path
+) -> None:
+    """coverage = the number of distinct block types among a parent's hits. Up to 64 types it is
+    the bit count of a UBIGINT mask (parent_features.sql: `1 << index`); `1` made `2` shifted the
+    64th type out of the mask, and no test had 64 types."""
+    log = pd.DataFrame(
+        {
+            "query_id": ["q"] * types,
+            "source": ["a"] * types,
+            "granularity": ["block"] * types,
+            "item_id": [f"P:{i}" for i in range(types)],
+            "parent_id": ["P"] * types,
+            "block_type": [f"t{i:02d}" for i in range(types)],
+            "score": [1.0 - i / 100 for i in range(types)],
+            "rank": list(range(1, types + 1)),
+            "total_chunks": [types] * types,
+        }
+    )
+    fuse(log, tmp_path / "out", "canonical_rrf")
+    features = pd.read_parquet(tmp_path / "out" / "parent_features.parquet")
+    assert features.set_index("parent_id")["coverage"].to_dict() == {"P": types}

@@ -1,0 +1,80 @@
+"""The Markdown report of a mutation run: the kill rate per capability, then every survivor."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+_ORDER = ("fuse", "score", "answers", "bids", "instincts", "metrics")
+
+
+def kill_rate(counts: Counter[str]) -> str:
+    """Killed (a test failed, or the run timed out) over killed + survived; equivalent mutants
+    and harness errors are left out."""
+    killed = counts["killed"] + counts["timeout"]
+    scored = killed + counts["survived"]
+    return f"{100 * killed / scored:.1f} %" if scored else "–"
+
+
+def markdown(results: list[dict[str, Any]]) -> str:
+    by_capability: dict[str, Counter[str]] = {}
+    for r in results:
+        by_capability.setdefault(r["template"].split("/", 1)[0], Counter())[r["status"]] += 1
+    total: Counter[str] = Counter()
+    lines = [
+        "| capability | mutants | killed | timeout | survived | equivalent | error | kill rate |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    ordered = sorted(by_capability, key=lambda c: _ORDER.index(c) if c in _ORDER else 99)
+    for capability in ordered:
+        counts = by_capability[capability]
+        total.update(counts)
+        lines.append(_row(capability, counts))
+    lines.append(_row("**all**", total))
+    survivors = [r for r in results if r["status"] in ("survived", "equivalent", "error")]
+    if survivors:
+        lines += ["", "| mutant | status | edit | reason |", "|---|---|---|---|"]
+        for r in sorted(survivors, key=lambda r: r["id"]):
+            edit = f"line {r['line']}: `{_cell(r['original'])}` → `{_cell(r['replacement'])}`"
+            lines.append(f"| `{r['id']}` | {r['status']} | {edit} | {_cell(r['reason'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def _row(name: str, counts: Counter[str]) -> str:
+    cells = [counts[s] for s in ("killed", "timeout", "survived", "equivalent", "error")]
+    return (
+        f"| {name} | {sum(counts.values())} | "
+        + " | ".join(map(str, cells))
+        + f" | {kill_rate(counts)} |"
+    )
+
+
+def _cell(text: str) -> str:
+    flat = " ".join(text.split()).replace("|", "\\|")
+    return flat if len(flat) <= 80 else flat[:77] + "…"
+
+
+def merged(paths: list[Path], equivalent: dict[str, str]) -> list[dict[str, Any]]:
+    """The results of several runs' results.jsonl, a later run's result of a mutant replacing an
+    earlier one's (a re-run after a new test); survivors now in equivalent.yaml marked so."""
+    by_id: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                result = json.loads(line)
+                by_id[result["id"]] = result
+    for result in by_id.values():
+        if result["status"] == "survived" and result["id"] in equivalent:
+            result["status"], result["reason"] = "equivalent", equivalent[result["id"]]
+    return list(by_id.values())
+
+
+if __name__ == "__main__":
+    # python -m tests.mutants.report RUN/results.jsonl [LATER/results.jsonl …]: the report so far
+    import yaml
+
+    known = yaml.safe_load((Path(__file__).parent / "equivalent.yaml").read_text()) or {}
+    print(markdown(merged([Path(p) for p in sys.argv[1:]], known)))

@@ -1,0 +1,241 @@
+"""Run the mutants of the SQL templates against their capability's fast tests.
+
+    .venv/bin/python -m tests.mutants.run                       # every mutant (hours)
+    .venv/bin/python -m tests.mutants.run --sample 4 --seed 0   # 4 per capability
+    .venv/bin/python -m tests.mutants.run --template fuse/_normalizers.sql --jobs 2
+    .venv/bin/python -m tests.mutants.run --list --capability score
+
+Each mutant is written into a scratch overlay's copy of sql/ (`overlay.py`), and the tests
+`targets.yaml` names for its template run with `-x` and a timeout. Killed: a test failed or the
+run timed out; survived: every test passed. A survivor listed in `equivalent.yaml` is an
+equivalent mutant (no test can tell it from the original) and is left out of the kill rate.
+Writes results.jsonl (as mutants end), report.json and report.md to --out (default: the
+system temporary folder's duckscore-mutants).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import yaml
+
+from .catalogue import Mutant, mutants
+from .overlay import ROOT, SQL, Overlay
+from .report import markdown
+
+HERE = Path(__file__).resolve().parent
+CAPABILITIES = ("fuse", "score", "answers", "bids", "instincts", "metrics")
+MARKERS = "not slow and not extended and not postgres and not spark"
+
+
+@dataclass
+class Result:
+    id: str
+    template: str
+    operator: str
+    line: int
+    original: str
+    replacement: str
+    status: str  # killed | survived | timeout | error | equivalent
+    seconds: float
+    reason: str = ""
+
+
+def targets() -> dict[str, list[str]]:
+    loaded: dict[str, list[str]] = yaml.safe_load((HERE / "targets.yaml").read_text())
+    return loaded
+
+
+def equivalents() -> dict[str, str]:
+    loaded: dict[str, str] | None = yaml.safe_load((HERE / "equivalent.yaml").read_text())
+    return loaded or {}
+
+
+def selection_for(template: str, table: dict[str, list[str]]) -> list[str]:
+    return table.get(template) or table[template.split("/", 1)[0]]
+
+
+def catalogue(capabilities: list[str], templates: list[str]) -> list[Mutant]:
+    """Every mutant of the chosen templates (all of the capabilities' when none is named)."""
+    chosen = templates or [
+        str(path.relative_to(SQL))
+        for capability in capabilities
+        for path in sorted((SQL / capability).glob("*.sql"))
+    ]
+    return [m for t in chosen for m in mutants(t, (SQL / t).read_text(encoding="utf-8"))]
+
+
+def sample(found: list[Mutant], per_capability: int, seed: int) -> list[Mutant]:
+    """`per_capability` mutants of each capability, drawn with `seed` (stable for a given set)."""
+    rng = random.Random(seed)
+    picked: list[Mutant] = []
+    for capability in CAPABILITIES:
+        of_it = sorted((m for m in found if m.capability == capability), key=lambda m: m.id)
+        picked += rng.sample(of_it, min(per_capability, len(of_it)))
+    return picked
+
+
+def interleave(found: list[Mutant]) -> list[Mutant]:
+    """One mutant of each capability in turn, so a run stopped early has some of every one."""
+    queues = [[m for m in found if m.capability == c] for c in CAPABILITIES]
+    longest = max((len(q) for q in queues), default=0)
+    return [q[i] for i in range(longest) for q in queues if i < len(q)]
+
+
+def pytest_command(paths: list[str], markers: str = MARKERS) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", markers,
+            "--no-header", "-p", "no:randomly", *paths]  # fmt: skip
+
+
+def run_tests(
+    overlay: Overlay, paths: list[str], timeout: float, cache: Path, markers: str = MARKERS
+) -> tuple[str, str]:
+    """(status, the last lines of the output) of the tests against the overlay's sql/."""
+    env = dict(os.environ, PYTHONPATH=str(overlay.folder), DUCKSCORE_CACHE_DIR=str(cache))
+    env.pop("CI", None)
+    try:
+        done = subprocess.run(pytest_command(paths, markers), cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=timeout)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return "timeout", ""
+    tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+    if done.returncode == 0:
+        return "survived", tail
+    if done.returncode == 1:
+        return "killed", tail
+    return "error", tail
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--capability", action="append", choices=CAPABILITIES)
+    parser.add_argument("--template", action="append", default=[], help="e.g. fuse/fused.sql")
+    parser.add_argument("--operator", action="append", help="only these operators")
+    parser.add_argument("--id", action="append", default=[], help="only these mutant ids")
+    parser.add_argument("--sample", type=int, help="this many mutants per capability")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--limit", type=int, help="at most this many mutants")
+    parser.add_argument("--tests", action="append", help="run these tests, not targets.yaml's")
+    parser.add_argument("--markers", default=MARKERS, help=f"pytest -m (default {MARKERS!r})")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per mutant")
+    parser.add_argument(
+        "--out", type=Path, default=Path(tempfile.gettempdir()) / "duckscore-mutants"
+    )
+    parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the unmutated run")
+    args = parser.parse_args(argv)
+
+    found = catalogue(args.capability or list(CAPABILITIES), args.template)
+    if args.operator:
+        found = [m for m in found if m.operator in args.operator]
+    if args.id:
+        found = [m for m in found if m.id in args.id]
+    if args.sample is not None:
+        found = sample(found, args.sample, args.seed)
+    found = interleave(found)
+    if args.limit is not None:
+        found = found[: args.limit]
+    if args.list:
+        for m in found:
+            print(m.id, "\t", m.describe())
+        print(f"{len(found)} mutants", file=sys.stderr)
+        return 0
+    results = execute(found, args)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "report.json").write_text(json.dumps([asdict(r) for r in results], indent=1))
+    (args.out / "report.md").write_text(markdown([asdict(r) for r in results]))
+    print((args.out / "report.md").read_text())
+    return 1 if any(r.status in ("survived", "error") for r in results) else 0
+
+
+def execute(found: list[Mutant], args: argparse.Namespace) -> list[Result]:
+    table, known = targets(), equivalents()
+    if args.tests:
+        table = {m.template: args.tests for m in found}
+    work = args.out / "work"
+    overlays: queue.Queue[Overlay] = queue.Queue()
+    for n in range(max(1, args.jobs)):
+        overlays.put(Overlay(work / f"overlay{n}").build())
+    cache = work / "cache"
+    progress = args.out / "results.jsonl"  # one line a mutant as it ends: a partial report
+    progress.unlink(missing_ok=True)
+    writing = threading.Lock()
+    originals = {m.template: (SQL / m.template).read_text(encoding="utf-8") for m in found}
+    selections = {tuple(selection_for(t, table)) for t in originals}
+
+    def baseline(selection: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
+        overlay = overlays.get()
+        started = time.monotonic()
+        try:
+            status, tail = run_tests(overlay, list(selection), args.timeout, cache, args.markers)
+        finally:
+            overlays.put(overlay)
+        print(f"baseline   {time.monotonic() - started:6.1f}s {' '.join(selection)}", flush=True)
+        if status != "survived":
+            print(f"the unmutated templates fail {' '.join(selection)}: {status}\n{tail}")
+        return selection, status
+
+    failing: set[tuple[str, ...]] = set()
+    if not args.no_baseline:
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            runs = list(pool.map(baseline, sorted(selections)))
+        failing = {selection for selection, status in runs if status != "survived"}
+    broken = {t for t in originals if tuple(selection_for(t, table)) in failing}
+
+    def one(m: Mutant) -> Result:
+        overlay = overlays.get()
+        started = time.monotonic()
+        try:
+            overlay.write(m.template, m.text)
+            status, tail = run_tests(
+                overlay, selection_for(m.template, table), args.timeout, cache, args.markers
+            )
+        finally:
+            overlay.write(m.template, originals[m.template])
+            overlays.put(overlay)
+        reason = known.get(m.id, "")
+        if status == "survived" and reason:
+            status = "equivalent"
+        elif status == "error":
+            reason = tail
+        result = Result(m.id, m.template, m.operator, m.line, m.original, m.replacement, status,
+                        round(time.monotonic() - started, 1), reason)  # fmt: skip
+        print(f"{status:10} {result.seconds:6.1f}s {m.describe()[:160]}", flush=True)
+        with writing, progress.open("a", encoding="utf-8") as written:
+            written.write(json.dumps(asdict(result)) + "\n")
+        return result
+
+    skipped = [
+        Result(
+            m.id,
+            m.template,
+            m.operator,
+            m.line,
+            m.original,
+            m.replacement,
+            "error",
+            0.0,
+            "not run: the unmutated template fails its tests",
+        )
+        for m in found
+        if m.template in broken
+    ]
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        return skipped + list(pool.map(one, [m for m in found if m.template not in broken]))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

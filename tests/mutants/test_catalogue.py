@@ -1,0 +1,96 @@
+"""The mutation operators on small templates: what they change, what they leave alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .catalogue import OPERATORS, mutants
+from .run import CAPABILITIES, catalogue, equivalents, sample, selection_for, targets
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def edits(text: str, operator: str) -> list[tuple[str, str]]:
+    return [(m.original, m.replacement) for m in mutants("t/x.sql", text) if m.operator == operator]
+
+
+def test_comments_strings_and_jinja_delimiters_are_never_mutated() -> None:
+    text = (
+        "{#- a < b, 1 + 2 -#}\n"
+        "SELECT 'a-b', \"x*y\" -- 3 > 2\n"
+        "{%- if x -%}\n"
+        "/* 4 / 5 */ FROM t\n"
+        "{%- endif %}\n"
+    )
+    found = mutants("t/x.sql", text)
+    assert {(m.operator, m.original) for m in found} == {("cond", "x")}
+
+
+@pytest.mark.parametrize(
+    ("operator", "text", "expected"),
+    [
+        ("relop", "WHERE a < b AND c >= d AND e = f AND g <> h", [("<", "<="), (">=", ">"), ("=", "<>"), ("<>", "=")]),
+        ("relop", "{% if a == 'x' %}1{% endif %}", [("==", "!=")]),
+        ("arith", "SELECT a + b, c * d, -e, count(*), t.* FROM u", [("+", "-"), ("*", "/")]),
+        ("arith", "SELECT 1e-9, x / y, CASE WHEN c THEN -d END", [("/", "*")]),
+        ("logic", "ROWS BETWEEN a AND b WHERE c AND d OR e", [("AND", "OR"), ("OR", "AND")]),
+        ("isnull", "a IS NULL OR b IS NOT NULL", [("IS NULL", "IS NOT NULL"), ("IS NOT NULL", "IS NULL")]),
+        ("num", "SELECT x[1], 0.5, s_q_lo, {{ 2.0 | lit }}", [("1", "2"), ("0.5", "1.5"), ("2.0", "3.0")]),
+        ("order", "ORDER BY a DESC NULLS LAST", [("DESC", "ASC"), ("NULLS LAST", "NULLS FIRST")]),
+        ("tiebreak", "OVER (ORDER BY a DESC, b ASC, c)", [(", b ASC", ""), (", c", "")]),
+        ("coalesce", "coalesce(f(a, b), 0.0)", [(", 0.0", "")]),
+        ("param", "THEN {{ boost | float | lit }} ELSE {{ 1.0 | lit }}", [("{{ boost | float | lit }}", "{{ 1.0 | lit }}")]),
+        ("cond", "{{ a if p.clip else b }}", [("p.clip", "false"), ("p.clip", "true")]),
+    ],
+)  # fmt: skip
+def test_operator(operator: str, text: str, expected: list[tuple[str, str]]) -> None:
+    assert sorted(edits(text, operator)) == sorted(expected)
+
+
+def test_case_swaps_a_single_branch_and_drops_one_of_several() -> None:
+    single = edits("CASE WHEN c THEN a ELSE b END", "case")
+    assert single == [(" a ELSE b ", " b ELSE a ")]
+    several = edits("CASE WHEN c THEN a WHEN d THEN b ELSE e END", "case")
+    assert sorted(several) == [("WHEN c THEN a ", ""), ("WHEN d THEN b ", "")]
+
+
+def test_ids_do_not_move_with_unrelated_lines() -> None:
+    text = "SELECT a + b\nFROM t\n"
+    before = {m.id for m in mutants("t/x.sql", text)}
+    after = {m.id for m in mutants("t/x.sql", "-- a new first line\n" + text)}
+    assert before == after and len(before) == len(mutants("t/x.sql", text))
+
+
+def test_a_mutant_that_breaks_the_template_is_left_out() -> None:
+    assert all(
+        m.replacement != "" or m.operator != "cond"
+        for m in mutants("t/x.sql", "{% if a %}x{% endif %}")
+    )
+
+
+def test_the_two_survivors_of_issue_37_are_in_the_catalogue() -> None:
+    ids = {m.id: m for m in catalogue(["fuse"], [])}
+    boost = ids["fuse/fused.sql:param:30660b90"]
+    assert (boost.original, boost.replacement) == ("{{ boost | float | lit }}", "{{ 1.0 | lit }}")
+    clip = ids["fuse/_normalizers.sql:cond:db484b5b"]
+    assert (clip.original, clip.replacement) == ("np.bounds_clip", "true")
+
+
+def test_every_template_has_tests_and_every_equivalent_mutant_exists() -> None:
+    found = catalogue(list(CAPABILITIES), [])
+    table = targets()
+    for m in found:
+        assert all(
+            (ROOT / path).exists() for path in selection_for(m.template, table) if "::" not in path
+        )
+    assert set(equivalents()) <= {m.id for m in found}
+    assert set(OPERATORS) == {m.operator for m in found}
+
+
+def test_the_sample_takes_as_many_of_each_capability_and_is_stable() -> None:
+    found = catalogue(list(CAPABILITIES), [])
+    first, again = sample(found, 3, seed=7), sample(found, 3, seed=7)
+    assert [m.id for m in first] == [m.id for m in again]
+    assert [m.capability for m in first] == [c for c in CAPABILITIES for _ in range(3)]
