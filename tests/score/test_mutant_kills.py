@@ -16,8 +16,7 @@ import pytest
 from duckscore.fuse.pipeline import fuse
 
 from ..helpers import SCIFACT
-from .overall_reference import INPUT_KEYS, OVERALL_V1_PARAMS, score_reference, with_overrides
-from .test_oracle import assert_rows_match, run_sql
+from .test_oracle import v2_subscores_match_the_oracle
 
 SUBSCORES = {
     "strength_evidence": "parent_rrf",
@@ -47,14 +46,7 @@ def features(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
 def test_v2_subscores_match_the_oracle_on_a_scifact_slice(
     features: pd.DataFrame, overrides: dict, tmp_path: Path
 ) -> None:
-    used = ["parent_rrf", "score_lead"] + (["source_agreement"] if overrides["w_agreement"] else [])
-    rows = features[list(INPUT_KEYS) + used].to_dict("records")
-    expected_parents, expected_queries = score_reference(
-        rows, with_overrides(OVERALL_V1_PARAMS, overrides)
-    )
-    parents, queries = run_sql(rows, overrides, None, tmp_path / "out")
-    assert_rows_match(parents, expected_parents, ["query_id", "parent_id"], 1e-12)
-    assert_rows_match(queries, expected_queries, ["query_id"], 1e-12)
+    parents = v2_subscores_match_the_oracle(features, overrides, tmp_path / "out")
     lead = features.set_index(["query_id", "parent_id"])["score_lead"]
     base = overrides["separation_base"]
     for row in parents.itertuples():

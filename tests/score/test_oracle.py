@@ -147,10 +147,19 @@ V2_SHAPED = {
 def test_sql_matches_oracle_with_v2_subscores(
     scifact_features: pd.DataFrame, overrides: dict, tmp_path: Path
 ) -> None:
+    v2_subscores_match_the_oracle(scifact_features, overrides, tmp_path / "out")
+
+
+def v2_subscores_match_the_oracle(
+    features: pd.DataFrame, overrides: dict, out: Path
+) -> pd.DataFrame:
+    """The SQL's parents and queries on `features` scored with overall_v2's sub-scores
+    (`overrides` over overall_v1) equal the oracle's, to 1e-12; the SQL's parents."""
     used = ["parent_rrf", "score_lead"] + (["source_agreement"] if overrides["w_agreement"] else [])
-    rows = scifact_features[list(INPUT_KEYS) + used].to_dict("records")
+    rows = features[list(INPUT_KEYS) + used].to_dict("records")
     params = with_overrides(OVERALL_V1_PARAMS, overrides)
     expected_parents, expected_queries = score_reference(rows, params)
-    parents, queries = run_sql(rows, overrides, None, tmp_path / "out")
+    parents, queries = run_sql(rows, overrides, None, out)
     assert_rows_match(parents, expected_parents, ["query_id", "parent_id"], 1e-12)
     assert_rows_match(queries, expected_queries, ["query_id"], 1e-12)
+    return parents
