@@ -3,13 +3,17 @@ a rule's reason (`kind = 'formula'` made `<>` in rule_results) was read only by 
 tests/bids/test_bids.py. The reason is the rule's `reason` (by default its id, docs/bids.md),
 then its outcome as the slow tests read it: " — missing: <documents>" for a required rule
 missing material, " — missing material" for another rule missing it, nothing for a formula,
-" — pass" or " — fail" for the others; here checked on every row of the tender fixture."""
+" — pass" or " — fail" for the others; here checked on every row of the tender fixture. The
+`亿` multiplier (`100000000` made `100000001`) was read by no test: amounts in 万 and 亿, with
+separators and decimals, are normalised here as docs/bids.md §3.1 writes them, by hand."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from duckscore.bids.pipeline import score_bids
 
@@ -34,3 +38,38 @@ def test_every_rules_reason_follows_its_outcome(tmp_path: Path) -> None:
     assert rules["missing_material"].any() and (rules["passed"] == False).any()  # noqa: E712
     for _, row in rules.iterrows():
         assert row["reason"] == expected_reason(row), row.to_dict()
+
+
+# query text -> query_norm, by hand from docs/bids.md "Normalisation (§3.1)": separators go, the
+# multiplier applies exactly, trailing decimal zeros go, every other character is its own token.
+AMOUNTS = {
+    "2亿": "200000000",
+    "1.25亿": "125000000",
+    "0.5亿元": "50000000元",
+    "12,345.678亿": "1234567800000",
+    "1.23456789亿": "123456789",
+    "1,200万": "12000000",
+    "5.5万": "55000",
+    "3.50": "3.5",
+    "3.0": "3",
+    "预算 3亿 或 4,000万": "预算 300000000 或 40000000",
+}
+
+
+@pytest.fixture(scope="module")
+def amounts_run(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    folder = tmp_path_factory.mktemp("amounts") / "in"
+    shutil.copytree(FIXTURES / "bids" / "tender", folder)
+    queries = pd.read_csv(folder / "queries.csv", dtype=str, keep_default_na=False)
+    assert len(queries) >= len(AMOUNTS)
+    texts = list(AMOUNTS)
+    queries.loc[: len(texts) - 1, "query_text"] = texts
+    queries.to_csv(folder / "queries.csv", index=False)
+    score_bids(folder, folder.parent / "out")
+    return pd.read_parquet(folder.parent / "out" / "queries.parquet")
+
+
+@pytest.mark.parametrize("text", list(AMOUNTS))
+def test_amounts_in_wan_and_yi_are_normalised(amounts_run: pd.DataFrame, text: str) -> None:
+    norms = dict(zip(amounts_run["query_text"], amounts_run["query_norm"], strict=True))
+    assert norms[text] == AMOUNTS[text]

@@ -37,7 +37,7 @@ from .report import markdown
 
 HERE = Path(__file__).resolve().parent
 CAPABILITIES = ("fuse", "score", "answers", "bids", "instincts", "metrics")
-MARKERS = "not slow and not extended and not postgres and not spark"
+MARKERS = "not slow and not extended and not spark"
 
 
 @dataclass
