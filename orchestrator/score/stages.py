@@ -77,7 +77,6 @@ def render_queries(
         final=final,
         inputs={
             "parent_features": "parent_features",
-            "scored_parents": "scored_parents",
             "query_ids": "query_ids" if with_query_ids else None,
         },
     )

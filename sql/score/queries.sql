@@ -1,8 +1,8 @@
 {#-
 Seed 000 §7–§8 and §10: one row per query — best parent, confidence level (§7.2), top-2 ratio
 and HITL (§8.1), web fallback (§8.2, including queries with no candidates), thresholds used and
-the top-N parents. Reads `inputs.scored_parents` (materialised by the runner), or, when
-`standalone` is true, computes it from `inputs.parent_features` in the same statement.
+the top-N parents. Reads `scored_parents`: the runner's materialised table, or, when
+`standalone` is true, the stage computed from `inputs.parent_features` in the same statement.
 With `inputs.query_ids` set, every query listed there gets a row even without candidates.
 A policy with a `probability` map (issue 24, fitted by `duckscore calibrate`) adds the stage
 `probabilities` and `p_good` to the decisions and the contract; without one, neither appears.
@@ -33,7 +33,7 @@ per_query AS (
                 risk_flags := risk_flags
             ) ORDER BY rank ASC NULLS LAST
         ) AS top_parents
-    FROM {{ 'scored_parents' if standalone else inputs.scored_parents | ident }}
+    FROM scored_parents
     WHERE rank <= {{ top_n | int | lit }}
     GROUP BY query_id
 ),
@@ -115,11 +115,12 @@ decisions AS (
         pr.p_good,
 {% endif %}
         CASE
+            -- the empty-result decision is low, whatever a probability map makes of score 0
+            WHEN q.best_overall_score IS NULL THEN 'low'
 {% if prob and prob.levels_by == 'probability' %}
             WHEN pr.p_good < {{ prob.p_low | lit }} THEN 'low'
             WHEN pr.p_good < {{ prob.p_high | lit }} THEN 'medium'
 {% else %}
-            WHEN q.best_overall_score IS NULL THEN 'low'
             WHEN q.best_overall_score < {{ p.T_low | lit }} THEN 'low'
             WHEN q.best_overall_score < {{ p.T_high | lit }} THEN 'medium'
 {% endif %}

@@ -151,7 +151,8 @@ def _order(s: Scanned) -> Iterator[Edit]:
 def _split_arguments(s: Scanned, start: int, stop_at_line_end: bool) -> tuple[list[int], int]:
     """From `start`, the indices of top-level commas (in SQL) and where the list ends: at a `)`
     closing it, or (an ORDER BY) at a clause keyword, a Jinja statement or the line's end."""
-    text, depth, commas, i = s.text, 0, [], start
+    commas: list[int] = []
+    text, depth, i = s.text, 0, start
     while i < len(text):
         char = text[i]
         if s.kinds[i] == SQL and char in "([":

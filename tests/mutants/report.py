@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,21 +20,18 @@ def kill_rate(counts: Counter[str]) -> str:
     return f"{100 * killed / scored:.1f} %" if scored else "–"
 
 
+# the operators that stand for a policy or recipe option: not bound, or ignored
+OPTION_OPERATORS = ("param", "cond")
+
+
 def markdown(results: list[dict[str, Any]]) -> str:
-    by_capability: dict[str, Counter[str]] = {}
-    for r in results:
-        by_capability.setdefault(r["template"].split("/", 1)[0], Counter())[r["status"]] += 1
-    total: Counter[str] = Counter()
-    lines = [
-        "| capability | mutants | killed | timeout | survived | equivalent | error | kill rate |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    ordered = sorted(by_capability, key=lambda c: _ORDER.index(c) if c in _ORDER else 99)
-    for capability in ordered:
-        counts = by_capability[capability]
-        total.update(counts)
-        lines.append(_row(capability, counts))
-    lines.append(_row("**all**", total))
+    lines = _table("capability", results, lambda r: r["template"].split("/", 1)[0], _ORDER)
+    lines += [""] + _table("operator", results, lambda r: r["operator"], ())
+    options = [r for r in results if r["operator"] in OPTION_OPERATORS]
+    if options:
+        counts = Counter(r["status"] for r in options)
+        lines += ["", f"Options (param: a bound value made 1.0; cond: a Jinja condition made "
+                      f"true or false): {len(options)} mutants, {kill_rate(counts)} killed."]  # fmt: skip
     survivors = [r for r in results if r["status"] in ("survived", "equivalent", "error")]
     if survivors:
         lines += ["", "| mutant | status | edit | reason |", "|---|---|---|---|"]
@@ -41,6 +39,28 @@ def markdown(results: list[dict[str, Any]]) -> str:
             edit = f"line {r['line']}: `{_cell(r['original'])}` → `{_cell(r['replacement'])}`"
             lines.append(f"| `{r['id']}` | {r['status']} | {edit} | {_cell(r['reason'])} |")
     return "\n".join(lines) + "\n"
+
+
+def _table(
+    name: str,
+    results: list[dict[str, Any]],
+    group: Callable[[dict[str, Any]], str],
+    order: tuple[str, ...],
+) -> list[str]:
+    """A row of counts per group (in `order`, then by name), then the total."""
+    by_group: dict[str, Counter[str]] = {}
+    for r in results:
+        by_group.setdefault(group(r), Counter())[r["status"]] += 1
+    lines = [
+        f"| {name} | mutants | killed | timeout | survived | equivalent | error | kill rate |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    total: Counter[str] = Counter()
+    for key in sorted(by_group, key=lambda g: (order.index(g) if g in order else len(order), g)):
+        total.update(by_group[key])
+        lines.append(_row(key, by_group[key]))
+    lines.append(_row("**all**", total))
+    return lines
 
 
 def _row(name: str, counts: Counter[str]) -> str:

@@ -7,7 +7,9 @@
 
 Each mutant is written into a scratch overlay's copy of sql/ (`overlay.py`), and the tests
 `targets.yaml` names for its template run with `-x` and a timeout. Killed: a test failed or the
-run timed out; survived: every test passed. A survivor listed in `equivalent.yaml` is an
+run timed out; survived: every test passed. Killers first: the last tests that killed a mutant of
+the same selection run on their own before it (most mutants die there, in seconds); only when
+they pass does the whole selection run. A survivor listed in `equivalent.yaml` is an
 equivalent mutant (no test can tell it from the original) and is left out of the kill rate.
 Writes results.jsonl (as mutants end), report.json and report.md to --out (default: the
 system temporary folder's duckscore-mutants).
@@ -20,6 +22,7 @@ import json
 import os
 import queue
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -51,6 +54,7 @@ class Result:
     status: str  # killed | survived | timeout | error | equivalent
     seconds: float
     reason: str = ""
+    killed_by: str = ""  # the first failing test's node id
 
 
 def targets() -> dict[str, list[str]]:
@@ -99,23 +103,67 @@ def pytest_command(paths: list[str], markers: str = MARKERS) -> list[str]:
             "--no-header", "-p", "no:randomly", *paths]  # fmt: skip
 
 
+_FAILED = re.compile(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", re.MULTILINE)
+
+
+@dataclass
+class Outcome:
+    status: str  # killed | survived | timeout | error
+    tail: str = ""  # the output's last lines
+    failed: str = ""  # the first failing test's node id
+
+
 def run_tests(
     overlay: Overlay, paths: list[str], timeout: float, cache: Path, markers: str = MARKERS
-) -> tuple[str, str]:
-    """(status, the last lines of the output) of the tests against the overlay's sql/."""
+) -> Outcome:
+    """The tests against the overlay's sql/."""
     env = dict(os.environ, PYTHONPATH=str(overlay.folder), DUCKSCORE_CACHE_DIR=str(cache))
     env.pop("CI", None)
     try:
         done = subprocess.run(pytest_command(paths, markers), cwd=ROOT, env=env, capture_output=True,
                               text=True, timeout=timeout)  # fmt: skip
     except subprocess.TimeoutExpired:
-        return "timeout", ""
+        return Outcome("timeout")
     tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
     if done.returncode == 0:
-        return "survived", tail
+        return Outcome("survived", tail)
     if done.returncode == 1:
-        return "killed", tail
-    return "error", tail
+        failed = _FAILED.search(done.stdout)
+        return Outcome("killed", tail, failed.group(1) if failed else "")
+    return Outcome("error", tail)
+
+
+class Killers:
+    """The last few tests that killed a mutant, per selection (shared by the jobs)."""
+
+    def __init__(self, keep: int = 3) -> None:
+        self.keep = keep
+        self._by_selection: dict[tuple[str, ...], list[str]] = {}
+        self._lock = threading.Lock()
+
+    def of(self, selection: list[str]) -> list[str]:
+        with self._lock:
+            return list(self._by_selection.get(tuple(selection), []))
+
+    def remember(self, selection: list[str], test: str) -> None:
+        with self._lock:
+            known = [t for t in self._by_selection.get(tuple(selection), []) if t != test]
+            self._by_selection[tuple(selection)] = [test, *known][: self.keep]
+
+
+def judge(
+    overlay: Overlay, selection: list[str], killers: Killers, args: argparse.Namespace, cache: Path
+) -> Outcome:
+    """Killers first, then (when they pass, or fail to run) the whole selection."""
+    first = killers.of(selection)
+    if first:
+        run = run_tests(overlay, first, args.timeout, cache, args.markers)
+        if run.status in ("killed", "timeout"):
+            return run
+    run = run_tests(overlay, selection, args.timeout, cache, args.markers)
+    if run.failed:
+        killers.remember(selection, run.failed)
+    return run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,13 +228,13 @@ def execute(found: list[Mutant], args: argparse.Namespace) -> list[Result]:
         overlay = overlays.get()
         started = time.monotonic()
         try:
-            status, tail = run_tests(overlay, list(selection), args.timeout, cache, args.markers)
+            run = run_tests(overlay, list(selection), args.timeout, cache, args.markers)
         finally:
             overlays.put(overlay)
         print(f"baseline   {time.monotonic() - started:6.1f}s {' '.join(selection)}", flush=True)
-        if status != "survived":
-            print(f"the unmutated templates fail {' '.join(selection)}: {status}\n{tail}")
-        return selection, status
+        if run.status != "survived":
+            print(f"the unmutated templates fail {' '.join(selection)}: {run.status}\n{run.tail}")
+        return selection, run.status
 
     failing: set[tuple[str, ...]] = set()
     if not args.no_baseline:
@@ -194,25 +242,24 @@ def execute(found: list[Mutant], args: argparse.Namespace) -> list[Result]:
             runs = list(pool.map(baseline, sorted(selections)))
         failing = {selection for selection, status in runs if status != "survived"}
     broken = {t for t in originals if tuple(selection_for(t, table)) in failing}
+    killers = Killers()
 
     def one(m: Mutant) -> Result:
         overlay = overlays.get()
         started = time.monotonic()
         try:
             overlay.write(m.template, m.text)
-            status, tail = run_tests(
-                overlay, selection_for(m.template, table), args.timeout, cache, args.markers
-            )
+            run = judge(overlay, selection_for(m.template, table), killers, args, cache)
         finally:
             overlay.write(m.template, originals[m.template])
             overlays.put(overlay)
-        reason = known.get(m.id, "")
+        status, reason = run.status, known.get(m.id, "")
         if status == "survived" and reason:
             status = "equivalent"
         elif status == "error":
-            reason = tail
+            reason = run.tail
         result = Result(m.id, m.template, m.operator, m.line, m.original, m.replacement, status,
-                        round(time.monotonic() - started, 1), reason)  # fmt: skip
+                        round(time.monotonic() - started, 1), reason, run.failed)  # fmt: skip
         print(f"{status:10} {result.seconds:6.1f}s {m.describe()[:160]}", flush=True)
         with writing, progress.open("a", encoding="utf-8") as written:
             written.write(json.dumps(asdict(result)) + "\n")

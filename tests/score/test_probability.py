@@ -207,19 +207,38 @@ def test_beta_sql_at_the_ends_and_between(x: float, coefficients: dict) -> None:
 
 
 def test_extreme_logits_do_not_overflow(tmp_path: Path) -> None:
-    steep = {**PLATT, "platt": {"intercept": -800.0, "best_overall_score": 1600.0, "top2_ratio": 0}}
+    steep = {**PLATT, "platt": {"intercept": -800.0, "best_overall_score": 3000.0, "top2_ratio": 0}}
     queries, _ = _scored(tmp_path, steep)
     assert queries.p_good.between(0, 1).all()
     by_id = queries.set_index("query_id")
     assert by_id.loc["no-candidates"].p_good == 0.0  # e^-800 underflows to 0, no error
-    assert by_id.loc["spread"].p_good == 1.0  # best score 1: logit +800
+    logit = -800.0 + 3000.0 * by_id.loc["spread"].best_overall_score
+    assert logit > 710  # e^logit is beyond a double: only the form with e^-logit is finite
+    assert by_id.loc["spread"].p_good == 1.0
 
 
-def test_levels_by_probability_follow_p_good(tmp_path: Path) -> None:
-    queries, contract = _scored(tmp_path, {**PLATT, "levels_by": "probability", "p_high": 0.75})
-    expected = queries.p_good.map(lambda p: "low" if p < 0.3 else "medium" if p < 0.75 else "high")
+def _level_by_hand(p_good: float, empty: bool, p_low: float, p_high: float) -> str:
+    """docs/score.md: an empty result is low; else p_good below p_low, below p_high, or not."""
+    return "low" if empty or p_good < p_low else "medium" if p_good < p_high else "high"
+
+
+@pytest.mark.parametrize("intercept", [-3.0, 3.0], ids=["empty_p_low", "empty_p_high"])
+def test_levels_by_probability_follow_p_good(tmp_path: Path, intercept: float) -> None:
+    """With intercept 3 an empty result's p_good (the logistic of 3) is high: still `low`."""
+    platt = {**PLATT["platt"], "intercept": intercept}
+    by_probability = {**PLATT, "platt": platt, "levels_by": "probability", "p_high": 0.75}
+    queries, contract = _scored(tmp_path, by_probability)
+    expected = pd.Series(
+        [
+            _level_by_hand(row.p_good, pd.isna(row.best_parent_id), 0.3, 0.75)
+            for row in queries.itertuples()
+        ]
+    )
     assert queries.confidence_level.tolist() == expected.tolist()
-    assert set(expected) == {"low", "medium", "high"}  # the case covers every level
+    if intercept < 0:
+        assert set(expected) == {"low", "medium", "high"}  # the case covers every level
+    empty = queries.set_index("query_id").loc["no-candidates"]
+    assert empty.confidence_level == "low" and (empty.p_good >= 0.75) == (intercept > 0)
     fallback = queries.best_parent_id.isna() | ((expected == "low") & ~queries.need_hitl)
     assert queries.web_fallback.tolist() == fallback.tolist()
     validator = jsonschema.Draft202012Validator(SCHEMA)

@@ -79,6 +79,7 @@ decisions AS (
         q.best_overall_score,
         pr.p_good,
         CASE
+            -- the empty-result decision is low, whatever a probability map makes of score 0
             WHEN q.best_overall_score IS NULL THEN 'low'
             WHEN q.best_overall_score < CAST(0.8202142090387966 AS DOUBLE) THEN 'low'
             WHEN q.best_overall_score < CAST(0.8543677965498159 AS DOUBLE) THEN 'medium'
