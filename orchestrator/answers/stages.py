@@ -47,16 +47,10 @@ def render_answers(
     )
 
 
-def render_contract(
-    policy: Policy, with_events: bool, standalone: bool, ordered: bool = True
-) -> RenderedSQL:
-    """The contract rows, from the materialised scored_answers or (standalone) from the inputs."""
-    return render(
-        "answers/contract.sql",
-        standalone=standalone,
-        ordered=ordered,
-        **_context(policy, with_events),
-    )
+def render_contract(policy: Policy, with_events: bool, standalone: bool) -> RenderedSQL:
+    """The contract rows, by answer_id, from the materialised scored_answers or (standalone) from
+    the inputs."""
+    return render("answers/contract.sql", standalone=standalone, **_context(policy, with_events))
 
 
 def render_stage(policy: Policy, stage: str, with_events: bool) -> RenderedSQL:

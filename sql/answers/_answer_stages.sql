@@ -10,7 +10,7 @@ the runner from the policy's word lists (orchestrator/answers/policy.py); here t
 {% set s = p.structure %}
 {% set c = p.certainty %}
 {% set w = p.weights %}
-{% set level_order = {'low': 0, 'medium': 1, 'high': 2} %}
+{% set level_order = {'low': 0, 'medium': 1} %}
 answer_rows AS (
     SELECT answer_id, query_id, answer_text, retrieved_count
     FROM {{ inputs.answers | ident }}

@@ -63,6 +63,4 @@ contract AS (
     FROM scored_answers
 )
 SELECT * FROM contract
-{% if ordered %}
 ORDER BY answer_id
-{% endif %}

@@ -2,7 +2,7 @@
 schema, `duckscore sql answers` pasted into DuckDB, determinism, bad input and bad policies.
 
 The values of every column are checked against the plain-Python reference in
-test_answers_oracle.py; here the expectations are the seed's stated levels and hand arithmetic.
+test_oracle.py; here the expectations are the seed's stated levels and hand arithmetic.
 """
 
 from __future__ import annotations
