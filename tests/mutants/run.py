@@ -4,6 +4,7 @@
     .venv/bin/python -m tests.mutants.run --sample 4 --seed 0   # 4 per capability
     .venv/bin/python -m tests.mutants.run --template fuse/_normalizers.sql --jobs 2
     .venv/bin/python -m tests.mutants.run --list --capability score
+    .venv/bin/python -m tests.mutants.run --capability fuse --out DIR --resume  # go on in DIR
 
 Each mutant is written into a scratch overlay's copy of sql/ (`overlay.py`), and the tests
 `targets.yaml` names for its template run with `-x` and a timeout. Killed: a test failed or the
@@ -103,7 +104,7 @@ def pytest_command(paths: list[str], markers: str = MARKERS) -> list[str]:
             "--no-header", "-p", "no:randomly", *paths]  # fmt: skip
 
 
-_FAILED = re.compile(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", re.MULTILINE)
+FAILED_TEST = re.compile(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", re.MULTILINE)
 
 
 @dataclass
@@ -128,7 +129,7 @@ def run_tests(
     if done.returncode == 0:
         return Outcome("survived", tail)
     if done.returncode == 1:
-        failed = _FAILED.search(done.stdout)
+        failed = FAILED_TEST.search(done.stdout)
         return Outcome("killed", tail, failed.group(1) if failed else "")
     return Outcome("error", tail)
 
@@ -184,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
     parser.add_argument("--no-baseline", action="store_true", help="skip the unmutated run")
+    parser.add_argument(
+        "--resume", action="store_true", help="keep --out's results, run the mutants they lack"
+    )
     args = parser.parse_args(argv)
 
     found = catalogue(args.capability or list(CAPABILITIES), args.template)
@@ -201,12 +205,30 @@ def main(argv: list[str] | None = None) -> int:
             print(m.id, "\t", m.describe())
         print(f"{len(found)} mutants", file=sys.stderr)
         return 0
-    results = execute(found, args)
+    chosen = {m.id for m in found}
+    earlier = [r for r in results_so_far(args.out) if r.id in chosen] if args.resume else []
+    done = {r.id for r in earlier}
+    results = earlier + execute([m for m in found if m.id not in done], args)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "report.json").write_text(json.dumps([asdict(r) for r in results], indent=1))
     (args.out / "report.md").write_text(markdown([asdict(r) for r in results]))
     print((args.out / "report.md").read_text())
     return 1 if any(r.status in ("survived", "error") for r in results) else 0
+
+
+def results_so_far(out: Path) -> list[Result]:
+    """The results an earlier run wrote to out/results.jsonl, the last of each mutant; a survivor
+    since recorded in equivalent.yaml marked so."""
+    progress = out / "results.jsonl"
+    if not progress.exists():
+        return []
+    lines = progress.read_text(encoding="utf-8").splitlines()
+    by_id = {r.id: r for r in (Result(**json.loads(line)) for line in lines if line.strip())}
+    known = equivalents()
+    for r in by_id.values():
+        if r.status == "survived" and r.id in known:
+            r.status, r.reason = "equivalent", known[r.id]
+    return list(by_id.values())
 
 
 def execute(found: list[Mutant], args: argparse.Namespace) -> list[Result]:
@@ -219,7 +241,8 @@ def execute(found: list[Mutant], args: argparse.Namespace) -> list[Result]:
         overlays.put(Overlay(work / f"overlay{n}").build())
     cache = work / "cache"
     progress = args.out / "results.jsonl"  # one line a mutant as it ends: a partial report
-    progress.unlink(missing_ok=True)
+    if not args.resume:
+        progress.unlink(missing_ok=True)
     writing = threading.Lock()
     originals = {m.template: (SQL / m.template).read_text(encoding="utf-8") for m in found}
     selections = {tuple(selection_for(t, table)) for t in originals}

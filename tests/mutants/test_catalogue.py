@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from .catalogue import OPERATORS, mutants
-from .run import CAPABILITIES, catalogue, equivalents, sample, selection_for, targets
+from .run import (
+    CAPABILITIES,
+    FAILED_TEST,
+    Killers,
+    Result,
+    catalogue,
+    equivalents,
+    results_so_far,
+    sample,
+    selection_for,
+    targets,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -94,3 +107,37 @@ def test_the_sample_takes_as_many_of_each_capability_and_is_stable() -> None:
     first, again = sample(found, 3, seed=7), sample(found, 3, seed=7)
     assert [m.id for m in first] == [m.id for m in again]
     assert [m.capability for m in first] == [c for c in CAPABILITIES for _ in range(3)]
+
+
+def test_the_last_killers_come_first_and_only_three_are_kept() -> None:
+    killers, selection = Killers(), ["tests/a.py", "tests/b.py"]
+    for test in ("t1", "t2", "t1", "t3", "t4"):
+        killers.remember(selection, test)
+    assert killers.of(selection) == ["t4", "t3", "t1"]
+    assert killers.of(["tests/a.py"]) == []
+
+
+def test_the_first_failing_test_is_read_from_pytests_summary() -> None:
+    output = (
+        "F\n=== short test summary info ===\n"
+        "FAILED tests/fuse/test_x.py::test_y[a-b] - AssertionError: 1 != 2\n"
+        "ERROR tests/fuse/test_x.py::test_z\n1 failed in 2.0s\n"
+    )
+    assert [m.group(1) for m in FAILED_TEST.finditer(output)] == [
+        "tests/fuse/test_x.py::test_y[a-b]",
+        "tests/fuse/test_x.py::test_z",
+    ]
+
+
+def test_a_resumed_run_keeps_the_last_result_of_each_mutant(tmp_path: Path) -> None:
+    equivalent = next(iter(equivalents()))
+    lines = [
+        Result("a", "t.sql", "num", 1, "1", "2", "survived", 1.0),
+        Result("a", "t.sql", "num", 1, "1", "2", "killed", 2.0, killed_by="tests/x.py::t"),
+        Result(equivalent, "t.sql", "order", 2, "ASC", "DESC", "survived", 3.0),
+    ]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(asdict(r)) + "\n" for r in lines))
+    kept = {r.id: r for r in results_so_far(tmp_path)}
+    assert kept["a"].status == "killed" and kept["a"].killed_by == "tests/x.py::t"
+    assert kept[equivalent].status == "equivalent" and kept[equivalent].reason
+    assert results_so_far(tmp_path / "nothing") == []
