@@ -92,9 +92,33 @@ def merged(paths: list[Path], equivalent: dict[str, str]) -> list[dict[str, Any]
     return list(by_id.values())
 
 
-if __name__ == "__main__":
-    # python -m tests.mutants.report RUN/results.jsonl [LATER/results.jsonl …]: the report so far
+def against_catalogue(
+    results: list[dict[str, Any]], ids: dict[str, str]
+) -> tuple[list[dict[str, Any]], str]:
+    """The results of mutants still in the catalogue (`ids`: id -> capability), and a note of
+    those left out (their template line changed since) and of the mutants not run yet."""
+    kept = [r for r in results if r["id"] in ids]
+    ran = {r["id"] for r in kept}
+    missing = Counter(capability for i, capability in ids.items() if i not in ran)
+    notes = [f"{len(results) - len(kept)} results of mutants no longer in the catalogue left out"]
+    if missing:
+        order = sorted(missing, key=lambda c: _ORDER.index(c) if c in _ORDER else 99)
+        notes.append("not run: " + ", ".join(f"{c} {missing[c]}" for c in order))
+    return kept, "; ".join(notes) + "."
+
+
+def main(argv: list[str]) -> None:
+    """python -m tests.mutants.report RUN/results.jsonl [LATER/results.jsonl …]: the report so
+    far, a later file's result of a mutant replacing an earlier one's."""
     import yaml
 
+    from .run import CAPABILITIES, catalogue
+
     known = yaml.safe_load((Path(__file__).parent / "equivalent.yaml").read_text()) or {}
-    print(markdown(merged([Path(p) for p in sys.argv[1:]], known)))
+    ids = {m.id: m.capability for m in catalogue(list(CAPABILITIES), [])}
+    kept, note = against_catalogue(merged([Path(p) for p in argv], known), ids)
+    print(markdown(kept) + "\n" + note)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from .catalogue import OPERATORS, mutants
+from .report import against_catalogue
 from .run import (
     CAPABILITIES,
     FAILED_TEST,
@@ -141,3 +142,13 @@ def test_a_resumed_run_keeps_the_last_result_of_each_mutant(tmp_path: Path) -> N
     assert kept["a"].status == "killed" and kept["a"].killed_by == "tests/x.py::t"
     assert kept[equivalent].status == "equivalent" and kept[equivalent].reason
     assert results_so_far(tmp_path / "nothing") == []
+
+
+def test_the_report_leaves_out_gone_mutants_and_counts_those_not_run() -> None:
+    ids = {"fuse/a.sql:num:1": "fuse", "fuse/a.sql:num:2": "fuse", "bids/b.sql:num:3": "bids"}
+    results = [{"id": "fuse/a.sql:num:1"}, {"id": "fuse/a.sql:num:9"}]
+    kept, note = against_catalogue(results, ids)
+    assert kept == [{"id": "fuse/a.sql:num:1"}]
+    assert (
+        note == "1 results of mutants no longer in the catalogue left out; not run: fuse 1, bids 1."
+    )
