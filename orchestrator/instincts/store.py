@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..core.errors import DuckscoreError, InputError, OptionError
 from ..core.policy import Policy, canonical_json, load_policy
-from ..core.render import ident, lit, render
+from ..core.render import ident, lit, render, render_expression
 from ..core.session import Session
 from ..core.tables import OpenedInput
 from . import postgres
@@ -273,11 +273,10 @@ def _apply_events(
         "freq_score, eff_score, human_score FROM instincts"
     )
     session.create("replayed", render_replay(policy, events="fresh_events"))
-    w = policy.parameters["weights"]
-    composite = (  # the store's composite column (sql/instincts/_stored_composite.sql)
-        f"CAST(freq_score * CAST({lit(w['frequency'])} AS DECIMAL(18, 9)) "
-        f"+ eff_score * CAST({lit(w['effectiveness'])} AS DECIMAL(18, 9)) "
-        f"+ human_score * CAST({lit(w['human'])} AS DECIMAL(18, 9)) AS DECIMAL(4, 3))"
+    composite = render_expression(  # the store's composite column, as schema.sql declares it
+        "{% from 'instincts/_stored_composite.sql' import stored_composite %}"
+        "{{ stored_composite(weights) }}",
+        weights=policy.parameters["weights"],
     )
     session.execute(
         HISTORY_INSERT + f"SELECT CAST(instinct_id AS UUID), freq_score, eff_score, human_score, "

@@ -114,15 +114,32 @@ class Outcome:
     failed: str = ""  # the first failing test's node id
 
 
-def run_tests(
-    overlay: Overlay, paths: list[str], timeout: float, cache: Path, markers: str = MARKERS
-) -> Outcome:
-    """The tests against the overlay's sql/."""
+def default_memory_gib(jobs: int) -> float:
+    """A share of the machine's memory per job, so a mutant that makes a query grow without end
+    fails its own tests (DuckDB's Out of Memory Error) instead of waking the kernel's OOM killer
+    on the whole machine."""
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return max(2.0, round(physical / (max(1, jobs) + 1), 1))
+
+
+# sets the limit, then becomes the command (no preexec_fn: the jobs are threads)
+_CAP = "import os, resource, sys; n = int(sys.argv[1]); " \
+    "resource.setrlimit(resource.RLIMIT_AS, (n, n)); os.execv(sys.argv[2], sys.argv[2:])"  # fmt: skip
+
+
+def capped(command: list[str], address_space: int) -> list[str]:
+    """`command` run with at most `address_space` bytes of virtual memory (it and its children)."""
+    return [sys.executable, "-c", _CAP, str(address_space), *command]
+
+
+def run_tests(overlay: Overlay, paths: list[str], args: argparse.Namespace, cache: Path) -> Outcome:
+    """The tests against the overlay's sql/, in at most args.memory GiB of address space."""
     env = dict(os.environ, PYTHONPATH=str(overlay.folder), DUCKSCORE_CACHE_DIR=str(cache))
     env.pop("CI", None)
+    command = capped(pytest_command(paths, args.markers), int(args.memory * 2**30))
     try:
-        done = subprocess.run(pytest_command(paths, markers), cwd=ROOT, env=env, capture_output=True,
-                              text=True, timeout=timeout)  # fmt: skip
+        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=args.timeout)  # fmt: skip
     except subprocess.TimeoutExpired:
         return Outcome("timeout")
     tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
@@ -158,10 +175,10 @@ def judge(
     """Killers first, then (when they pass, or fail to run) the whole selection."""
     first = killers.of(selection)
     if first:
-        run = run_tests(overlay, first, args.timeout, cache, args.markers)
+        run = run_tests(overlay, first, args, cache)
         if run.status in ("killed", "timeout"):
             return run
-    run = run_tests(overlay, selection, args.timeout, cache, args.markers)
+    run = run_tests(overlay, selection, args, cache)
     if run.failed:
         killers.remember(selection, run.failed)
     return run
@@ -181,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per mutant")
     parser.add_argument(
+        "--memory", type=float, help="GiB of address space per test run (default: RAM / (jobs+1))"
+    )
+    parser.add_argument(
         "--out", type=Path, default=Path(tempfile.gettempdir()) / "duckscore-mutants"
     )
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
@@ -189,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         "--resume", action="store_true", help="keep --out's results, run the mutants they lack"
     )
     args = parser.parse_args(argv)
+    args.memory = args.memory or default_memory_gib(args.jobs)
 
     found = catalogue(args.capability or list(CAPABILITIES), args.template)
     if args.operator:
@@ -251,7 +272,7 @@ def execute(found: list[Mutant], args: argparse.Namespace) -> list[Result]:
         overlay = overlays.get()
         started = time.monotonic()
         try:
-            run = run_tests(overlay, list(selection), args.timeout, cache, args.markers)
+            run = run_tests(overlay, list(selection), args, cache)
         finally:
             overlays.put(overlay)
         print(f"baseline   {time.monotonic() - started:6.1f}s {' '.join(selection)}", flush=True)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from .run import (
     FAILED_TEST,
     Killers,
     Result,
+    capped,
     catalogue,
     equivalents,
     results_so_far,
@@ -152,3 +155,12 @@ def test_the_report_leaves_out_gone_mutants_and_counts_those_not_run() -> None:
     assert (
         note == "1 results of mutants no longer in the catalogue left out; not run: fuse 1, bids 1."
     )
+
+
+def test_a_capped_test_run_cannot_take_more_than_its_memory() -> None:
+    """A mutant whose query grows without end fails its own run, not the machine."""
+    probe = "import resource; print(resource.getrlimit(resource.RLIMIT_AS)[0]); bytearray(2**31)"
+    done = subprocess.run(capped([sys.executable, "-c", probe], 2**30), capture_output=True,
+                          text=True, check=False)  # fmt: skip
+    assert done.stdout.strip() == str(2**30)
+    assert done.returncode == 1 and "MemoryError" in done.stderr
