@@ -152,7 +152,8 @@ def run_tests(overlay: Overlay, paths: list[str], args: argparse.Namespace, cach
 
 
 class Killers:
-    """The last few tests that killed a mutant, per selection (shared by the jobs)."""
+    """The last few tests that killed a mutant, per selection (shared by the jobs): test
+    functions, all their parametrized cases (a normaliser's mutant dies in its own case)."""
 
     def __init__(self, keep: int = 3) -> None:
         self.keep = keep
@@ -180,7 +181,7 @@ def judge(
             return run
     run = run_tests(overlay, selection, args, cache)
     if run.failed:
-        killers.remember(selection, run.failed)
+        killers.remember(selection, run.failed.split("[", 1)[0])  # every case of the test
     return run
 
 
