@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -270,3 +271,48 @@ def test_coverage_counts_every_block_type_up_to_the_masks_last_bit(
     fuse(log, tmp_path / "out", "canonical_rrf")
     features = pd.read_parquet(tmp_path / "out" / "parent_features.parquet")
     assert features.set_index("parent_id")["coverage"].to_dict() == {"P": types}
+
+
+def _one_list(scores: list[float]) -> pd.DataFrame:
+    n = len(scores)
+    items = [f"d{i}" for i in range(n)]
+    return pd.DataFrame({"query_id": ["q"] * n, "source": ["a"] * n, "item_id": items,
+                         "parent_id": items, "score": scores, "rank": range(1, n + 1)})  # fmt: skip
+
+
+def _softmax(scores: list[float], temperature: float) -> list[float]:
+    top = max(scores)
+    terms = [math.exp((s - top) / temperature) for s in scores]
+    return [t / sum(terms) for t in terms]
+
+
+def _sigmoid(scores: list[float], center: float, scale: float) -> list[float]:
+    return [1.0 / (1.0 + math.exp(-(s - center) / scale)) for s in scores]
+
+
+# docs/fusion-semantics.md step 3, by hand, with option values that are not the defaults (the
+# default temperature 1, center 0 and scale 1 hide a division made a product or a sign flipped);
+# the degenerate cases take degenerate_value 0.25: all-equal scores for `sum`, an L2 norm equal
+# to eps for `l2` (eps 1.0: 0.6² + 0.8² is 1.0 exactly, and "below eps" is strict)
+NORMALISED = [
+    ("softmax", [0.9, 0.5, 0.2], ["normalizer_params.softmax_temperature=2.0"],
+     _softmax([0.9, 0.5, 0.2], 2.0)),
+    ("sigmoid", [0.9, 0.5, 0.2],
+     ["normalizer_params.sigmoid_center=0.25", "normalizer_params.sigmoid_scale=0.5"],
+     _sigmoid([0.9, 0.5, 0.2], 0.25, 0.5)),
+    ("sum", [0.3, 0.3, 0.3], ["normalizer_params.degenerate_value=0.25"], [0.25, 0.25, 0.25]),
+    ("l2", [0.6, 0.8], ["normalizer_params.eps=1.0", "normalizer_params.degenerate_value=0.25"],
+     [0.6, 0.8]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("normaliser", "scores", "options", "expected"), NORMALISED, ids=[n[0] for n in NORMALISED]
+)
+def test_normaliser_options_by_hand(
+    normaliser: str, scores: list[float], options: list[str], expected: list[float], tmp_path: Path
+) -> None:
+    sets = [f"source_defaults.normalize={normaliser}", "fusion.method=weighted_sum", *options]
+    out = fused(_one_list(scores), tmp_path, "canonical_rrf", sets).set_index("item_id")
+    got = [out.at[f"d{i}", "fused_score"] for i in range(len(scores))]
+    assert got == pytest.approx(expected, rel=1e-12, abs=0.0)
