@@ -7,12 +7,17 @@
   (s − lo)/(hi − lo), clipped to [0, 1] only when bounds_clip (docs/fusion-semantics.md step 3).
 - The fixed64 rrf_sum (`/ scale` made `* scale` in _rrf_part.sql): only slow tests read it.
 - The `sum` normaliser's eps (made 1.0 in _normalizers.sql).
+- The full run's normaliser survivors: options at values other than the defaults (softmax
+  temperature, sigmoid center and scale: a division made a product, a sign flipped) and the
+  degenerate cases at their edges (`sum` of equal scores, `l2` at eps, zscore and dbsf of one
+  item and of equal items, dbsf of two, dbsf where 6·sd is exactly 1).
 """
 
 from __future__ import annotations
 
 import math
 import re
+import statistics
 from pathlib import Path
 
 import pandas as pd
@@ -290,6 +295,13 @@ def _sigmoid(scores: list[float], center: float, scale: float) -> list[float]:
     return [1.0 / (1.0 + math.exp(-(s - center) / scale)) for s in scores]
 
 
+def _dbsf(scores: list[float], ddof: int = 1) -> list[float]:
+    """(s − (mean − 3·sd)) / (6·sd), sd the sample (dbsf_ddof 1) or population (0) one."""
+    mean = statistics.fmean(scores)
+    sd = statistics.stdev(scores) if ddof else statistics.pstdev(scores)
+    return [(s - (mean - 3 * sd)) / (6 * sd) for s in scores]
+
+
 # docs/fusion-semantics.md step 3, by hand, with option values that are not the defaults (the
 # default temperature 1, center 0 and scale 1 hide a division made a product or a sign flipped);
 # the degenerate cases take degenerate_value 0.25: all-equal scores for `sum`, an L2 norm equal
@@ -303,11 +315,22 @@ NORMALISED = [
     ("sum", [0.3, 0.3, 0.3], ["normalizer_params.degenerate_value=0.25"], [0.25, 0.25, 0.25]),
     ("l2", [0.6, 0.8], ["normalizer_params.eps=1.0", "normalizer_params.degenerate_value=0.25"],
      [0.6, 0.8]),
+    # zscore's sd is NULL for one item with ddof 1, 0 for equal items; dbsf's the same with ddof 1
+    ("zscore", [0.7], ["normalizer_params.zscore_ddof=1", "normalizer_params.degenerate_value=0.25"],
+     [0.25]),
+    ("zscore", [0.3, 0.3], ["normalizer_params.degenerate_value=0.25"], [0.25, 0.25]),
+    ("dbsf", [0.7], ["normalizer_params.dbsf_degenerate_value=0.3"], [0.3]),
+    ("dbsf", [0.3, 0.3], ["normalizer_params.dbsf_degenerate_value=0.3"], [0.3, 0.3]),
+    ("dbsf", [0.9, 0.5], [], _dbsf([0.9, 0.5])),
+    # 6·sd is 1.0 exactly here (the denominator's NULLIF(…, 0) must not catch it)
+    ("dbsf", [1 / 3, 0.0], ["normalizer_params.dbsf_ddof=0"], _dbsf([1 / 3, 0.0], ddof=0)),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("normaliser", "scores", "options", "expected"), NORMALISED, ids=[n[0] for n in NORMALISED]
+    ("normaliser", "scores", "options", "expected"),
+    NORMALISED,
+    ids=[f"{n[0]}-{len(n[1])}-{n[1][0]}" for n in NORMALISED],
 )
 def test_normaliser_options_by_hand(
     normaliser: str, scores: list[float], options: list[str], expected: list[float], tmp_path: Path
