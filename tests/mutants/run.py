@@ -37,7 +37,7 @@ import yaml
 
 from .catalogue import Mutant, mutants
 from .overlay import ROOT, SQL, Overlay
-from .report import markdown
+from .report import markdown, merged
 
 HERE = Path(__file__).resolve().parent
 CAPABILITIES = ("fuse", "score", "answers", "bids", "instincts", "metrics")
@@ -242,15 +242,7 @@ def results_so_far(out: Path) -> list[Result]:
     """The results an earlier run wrote to out/results.jsonl, the last of each mutant; a survivor
     since recorded in equivalent.yaml marked so."""
     progress = out / "results.jsonl"
-    if not progress.exists():
-        return []
-    lines = progress.read_text(encoding="utf-8").splitlines()
-    by_id = {r.id: r for r in (Result(**json.loads(line)) for line in lines if line.strip())}
-    known = equivalents()
-    for r in by_id.values():
-        if r.status == "survived" and r.id in known:
-            r.status, r.reason = "equivalent", known[r.id]
-    return list(by_id.values())
+    return [Result(**r) for r in merged([progress], equivalents())] if progress.exists() else []
 
 
 def execute(found: list[Mutant], args: argparse.Namespace) -> list[Result]:
