@@ -246,7 +246,7 @@ def load_policy(kind: PolicyKind, name_or_path: str, overrides: list[str] | None
         overrides or [], strip_prefix=not kind.flat, option=kind.override_option
     )
     for dotted, value in parsed_overrides.items():
-        apply_override(label, parameters, kind.spec, kind.override_option, dotted, value)
+        apply_override(label, parameters, kind.spec, kind.override_option, dotted, value, prefix)
     if kind.prepare is not None:
         parameters = _prepared(kind.prepare, label, parameters)
     validated = validate_tree(label, parameters, kind.spec, prefix="", root=prefix)
@@ -429,6 +429,17 @@ def parse_overrides(
     return parsed
 
 
+def _yaml_problem(exc: yaml.YAMLError, text: str) -> tuple[str, str]:
+    """`:LINE` and the problem, on one line; a character the reader refuses has no mark but its
+    position in the text."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        line = text.count("\n", 0, exc.position) + 1
+        return f":{line}", f"unacceptable character #x{exc.character:04x}: {exc.reason}"
+    mark = getattr(exc, "problem_mark", None)
+    where = f":{mark.line + 1}" if mark is not None else ""
+    return where, " ".join(str(getattr(exc, "problem", exc)).split())
+
+
 def _locate(kind: PolicyKind, name_or_path: str, beside: Path | None = None) -> Path:
     """A packaged name's file, or a path (relative to `beside`, the folder of the file naming it
     as its base, when given)."""
@@ -448,11 +459,10 @@ def _locate(kind: PolicyKind, name_or_path: str, beside: Path | None = None) -> 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        document = load_yaml(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        document = load_yaml(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", exc)
+        where, problem = _yaml_problem(exc, text)
         if isinstance(exc, AmbiguousNumber):
             raise PolicyError(f"{path}{where}: {problem}") from None
         raise PolicyError(f"{path}{where}: not valid YAML ({problem})") from None

@@ -109,9 +109,10 @@ def _validate_node(label: str, value: Any, rule: Any, dotted: str, root: str) ->
 
 
 def apply_override(
-    label: str, tree: dict[str, Any], spec: Spec, option: str, dotted: str, value: Any
+    label: str, tree: dict[str, Any], spec: Spec, option: str, dotted: str, value: Any, root: str
 ) -> None:
-    """Set `dotted` (`option`'s KEY=VALUE) in `tree`; a group is set key by key."""
+    """Set `dotted` (`option`'s KEY=VALUE) in `tree`; a group is set key by key. `root` prefixes
+    keys in messages, as validate_tree's (`parameters.`, or nothing in a flat file)."""
     parts = dotted.split(".")
     node: Any = tree
     rules: Any = spec
@@ -134,12 +135,12 @@ def apply_override(
                         f"{option} {dotted}: is a group; give a mapping or set one of its keys"
                     )
                 for key, item in value.items():
-                    apply_override(label, tree, spec, option, f"{dotted}.{key}", item)
+                    apply_override(label, tree, spec, option, f"{dotted}.{key}", item, root)
                 return
             node[part] = value
         else:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise PolicyError(
-                    f"{label}: parameters.{'.'.join(parts[: depth + 1])} must be a mapping"
+                    f"{label}: {root}{'.'.join(parts[: depth + 1])} must be a mapping"
                 )

@@ -11,6 +11,9 @@
   temperature, sigmoid center and scale: a division made a product, a sign flipped) and the
   degenerate cases at their edges (`sum` of equal scores, `l2` at eps, zscore and dbsf of one
   item and of equal items, dbsf of two, dbsf where 6·sd is exactly 1).
+- A row without `granularity` (`item_id = parent_id` made `<>` in fused.sql): a log without the
+  column fuses as the same log with it written by the documented rule, at block target and with
+  delayed alignment (where granularity decides what is expanded).
 """
 
 from __future__ import annotations
@@ -339,3 +342,20 @@ def test_normaliser_options_by_hand(
     out = fused(_one_list(scores), tmp_path, "canonical_rrf", sets).set_index("item_id")
     got = [out.at[f"d{i}", "fused_score"] for i in range(len(scores))]
     assert got == pytest.approx(expected, rel=1e-12, abs=0.0)
+
+
+@pytest.mark.parametrize(
+    "sets", [["target_granularity=block"], ["aligner.order=after_fusion"]], ids=["block", "delayed"]
+)
+def test_a_log_without_granularity_reads_a_row_as_a_doc_when_item_is_parent(
+    sets: list[str], tmp_path: Path
+) -> None:
+    # docs/fusion-semantics.md: a row without `granularity` is a doc when item_id = parent_id,
+    # else a block; the bundled log's column says the same, so dropping it changes nothing
+    log = pd.read_parquet(SCIFACT / "retrieval_log.parquet").query("query_id in ['1', '3']")
+    is_doc = log["item_id"] == log["parent_id"]
+    assert (log["granularity"] == is_doc.map({True: "doc", False: "block"})).all()
+    assert is_doc.any() and not is_doc.all()
+    given = fused(log, tmp_path, "canonical_rrf", sets)
+    derived = fused(log.drop(columns="granularity"), tmp_path, "canonical_rrf", sets)
+    pd.testing.assert_frame_equal(derived, given)

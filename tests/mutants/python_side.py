@@ -5,9 +5,9 @@
 mutmut 3 imports the mutated code under the module path of its file, so the package folder must
 be named `duckscore` (the checkout's is `orchestrator/`, installed as `duckscore`). FOLDER gets a
 copy of orchestrator/ as duckscore/, the tests mutmut runs (tests/core's policy, override, check
-and typed-input tests, with tests/helpers.py and tests/conftest.py), links to sql/, macros/ and
-fixtures/ (also inside `mutants/`, which mutmut fills with files only) and a pyproject.toml with
-the [tool.mutmut] section below.
+and typed-input tests and their data files, with tests/helpers.py and tests/conftest.py), links
+to sql/, macros/ and fixtures/ (also inside `mutants/`, which mutmut fills with files only) and a
+pyproject.toml with the [tool.mutmut] section below.
 """
 
 from __future__ import annotations
@@ -33,6 +33,11 @@ def section() -> str:
         f"only_mutate = [{mutate}]\n"
         f"pytest_add_cli_args_test_selection = [{tests}]\n"
         'pytest_add_cli_args = ["-m", "not slow and not extended", "-p", "no:cacheprovider", "-q"]\n'
+        # forked from a server that never ran a query: a child forked from a process whose
+        # DuckDB threads had started waits forever on their locks (mutmut's default, "fork")
+        'process_isolation = "forkserver"\n'
+        # mutmut's default (15 × the tests' time, twice) spends minutes on each endless loop
+        "timeout_multiplier = 5.0\n"
     )
 
 
@@ -44,8 +49,9 @@ def build(folder: Path) -> None:
     (folder / "tests" / "core").mkdir(parents=True)
     for name in ("__init__.py", "helpers.py", "conftest.py"):
         shutil.copy2(ROOT / "tests" / name, folder / "tests" / name)
-    for name in ["__init__.py", *TESTS]:
-        shutil.copy2(ROOT / "tests" / "core" / name, folder / "tests" / "core" / name)
+    for source in (ROOT / "tests" / "core").iterdir():
+        if source.is_file() and (source.name in TESTS or not source.name.startswith("test_")):
+            shutil.copy2(source, folder / "tests" / "core" / source.name)  # data files too
     for base in (
         folder,
         folder / "duckscore",

@@ -10,8 +10,11 @@ Each mutant is written into a scratch overlay's copy of sql/ (`overlay.py`), and
 `targets.yaml` names for its template run with `-x` and a timeout. Killed: a test failed or the
 run timed out; survived: every test passed. Killers first: the last tests that killed a mutant of
 the same selection run on their own before it (most mutants die there, in seconds); only when
-they pass does the whole selection run. A survivor listed in `equivalent.yaml` is an
-equivalent mutant (no test can tell it from the original) and is left out of the kill rate.
+they pass does the whole selection run. Reach (`reach.py`, off with --no-reach): a mutant
+confined to plain SQL lines runs only the tests that rendered those lines in a reach pass over
+the unmutated templates; when none did, it survives without a run. A survivor listed in
+`equivalent.yaml` is an equivalent mutant (no test can tell it from the original) and is left
+out of the kill rate.
 Writes results.jsonl (as mutants end), report.json and report.md to --out (default: the
 system temporary folder's duckscore-mutants).
 """
@@ -19,6 +22,7 @@ system temporary folder's duckscore-mutants).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import queue
@@ -29,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,6 +42,7 @@ import yaml
 
 from .catalogue import Mutant, mutants
 from .overlay import ROOT, SQL, Overlay
+from .reach import Reach, edited_lines, marked, marked_lines
 from .report import markdown, merged
 
 HERE = Path(__file__).resolve().parent
@@ -56,6 +62,7 @@ class Result:
     seconds: float
     reason: str = ""
     killed_by: str = ""  # the first failing test's node id
+    tests: int = 0  # the tests reach chose for it (0: the whole selection)
 
 
 def targets() -> dict[str, list[str]]:
@@ -132,11 +139,19 @@ def capped(command: list[str], address_space: int) -> list[str]:
     return [sys.executable, "-c", _CAP, str(address_space), *command]
 
 
-def run_tests(overlay: Overlay, paths: list[str], args: argparse.Namespace, cache: Path) -> Outcome:
+def run_tests(
+    overlay: Overlay,
+    paths: list[str],
+    args: argparse.Namespace,
+    cache: Path,
+    extra: tuple[str, ...] = (),
+    **env_extra: str,
+) -> Outcome:
     """The tests against the overlay's sql/, in at most args.memory GiB of address space."""
     env = dict(os.environ, PYTHONPATH=str(overlay.folder), DUCKSCORE_CACHE_DIR=str(cache))
+    env.update(env_extra)
     env.pop("CI", None)
-    command = capped(pytest_command(paths, args.markers), int(args.memory * 2**30))
+    command = capped([*pytest_command(paths, args.markers), *extra], int(args.memory * 2**30))
     try:
         done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
                               timeout=args.timeout)  # fmt: skip
@@ -171,15 +186,23 @@ class Killers:
 
 
 def judge(
-    overlay: Overlay, selection: list[str], killers: Killers, args: argparse.Namespace, cache: Path
+    overlay: Overlay,
+    selection: list[str],
+    killers: Killers,
+    args: argparse.Namespace,
+    cache: Path,
+    tests: list[str] | None = None,
 ) -> Outcome:
-    """Killers first, then (when they pass, or fail to run) the whole selection."""
+    """Killers first, then (when they pass, or fail to run) the whole selection, or of it only
+    `tests` (then only the killers among them)."""
     first = killers.of(selection)
+    if tests is not None:
+        first = [k for k in first if any(t.split("[", 1)[0] == k for t in tests)]
     if first:
         run = run_tests(overlay, first, args, cache)
         if run.status in ("killed", "timeout"):
             return run
-    run = run_tests(overlay, selection, args, cache)
+    run = run_tests(overlay, selection if tests is None else tests, args, cache)
     if run.failed:
         killers.remember(selection, run.failed.split("[", 1)[0])  # every case of the test
     return run
@@ -206,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
     parser.add_argument("--no-baseline", action="store_true", help="skip the unmutated run")
+    parser.add_argument(
+        "--no-reach", action="store_true", help="run every mutant against its whole selection"
+    )
     parser.add_argument(
         "--resume", action="store_true", help="keep --out's results, run the mutants they lack"
     )
@@ -245,6 +271,32 @@ def results_so_far(out: Path) -> list[Result]:
     return [Result(**r) for r in merged([progress], equivalents())] if progress.exists() else []
 
 
+def reach_passes(
+    args: argparse.Namespace, work: Path, cache: Path
+) -> Callable[[tuple[str, ...]], Reach]:
+    """A function running one selection's reach pass against every template marked."""
+    overlay = Overlay(work / "reach").build()
+    for path in sorted(overlay.sql.rglob("*.sql")):
+        name = str(path.relative_to(overlay.sql))
+        path.write_text(marked(name, path.read_text(encoding="utf-8")), encoding="utf-8")
+
+    def one_pass(selection: tuple[str, ...]) -> Reach:
+        started = time.monotonic()
+        out = work / f"reach-{hashlib.sha256(' '.join(selection).encode()).hexdigest()[:12]}.json"
+        out.unlink(missing_ok=True)
+        run = run_tests(overlay, list(selection), args, cache,
+                        ("-p", "tests.mutants.reach_plugin", "--maxfail", "1000000"),
+                        DUCKSCORE_REACH_OUT=str(out))  # fmt: skip
+        found = Reach.read(out) if out.exists() else Reach()
+        print(f"reach      {time.monotonic() - started:6.1f}s {len(found.tests)} tests, "
+              f"{len(found.always)} always: {' '.join(selection)}", flush=True)  # fmt: skip
+        if not found.tests:
+            raise SystemExit(f"the reach pass recorded nothing: {run.status}\n{run.tail}")
+        return found
+
+    return one_pass
+
+
 def execute(found: list[Mutant], args: argparse.Namespace) -> list[Result]:
     table, known = targets(), equivalents()
     if args.tests:
@@ -274,29 +326,47 @@ def execute(found: list[Mutant], args: argparse.Namespace) -> list[Result]:
         return selection, run.status
 
     failing: set[tuple[str, ...]] = set()
-    if not args.no_baseline:
-        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            runs = list(pool.map(baseline, sorted(selections)))
+    reach: dict[tuple[str, ...], Reach] = {}
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        passes = None if args.no_reach else reach_passes(args, work, cache)
+        passing = {s: pool.submit(passes, s) for s in sorted(selections)} if passes else {}
+        runs = [] if args.no_baseline else list(pool.map(baseline, sorted(selections)))
         failing = {selection for selection, status in runs if status != "survived"}
+        reach = {s: future.result() for s, future in passing.items()}
     broken = {t for t in originals if tuple(selection_for(t, table)) in failing}
     killers = Killers()
+    plain = {t: marked_lines(text) for t, text in originals.items()}
+
+    def tests_for(m: Mutant) -> list[str] | None:
+        """The tests reach chose for `m`: None when it touches a line that is not plain SQL."""
+        lines = edited_lines(m.line, m.original)
+        found = reach.get(tuple(selection_for(m.template, table)))
+        if found is None or not set(lines) <= plain[m.template]:
+            return None
+        return found.tests_for(m.template, lines)
 
     def one(m: Mutant) -> Result:
         overlay = overlays.get()
         started = time.monotonic()
+        tests = tests_for(m)
         try:
             overlay.write(m.template, m.text)
-            run = judge(overlay, selection_for(m.template, table), killers, args, cache)
+            run = (
+                Outcome("survived", f"no test renders line {m.line}")
+                if tests == []
+                else judge(overlay, selection_for(m.template, table), killers, args, cache, tests)
+            )
         finally:
             overlay.write(m.template, originals[m.template])
             overlays.put(overlay)
         status, reason = run.status, known.get(m.id, "")
         if status == "survived" and reason:
             status = "equivalent"
-        elif status == "error":
+        elif status == "error" or tests == []:
             reason = run.tail
         result = Result(m.id, m.template, m.operator, m.line, m.original, m.replacement, status,
-                        round(time.monotonic() - started, 1), reason, run.failed)  # fmt: skip
+                        round(time.monotonic() - started, 1), reason, run.failed,
+                        len(tests or []))  # fmt: skip
         print(f"{status:10} {result.seconds:6.1f}s {m.describe()[:160]}", flush=True)
         with writing, progress.open("a", encoding="utf-8") as written:
             written.write(json.dumps(asdict(result)) + "\n")
