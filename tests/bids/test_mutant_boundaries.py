@@ -1,20 +1,21 @@
 """Tests written for mutants of sql/bids/_bid_stages.sql that survived the fast tests
-(tests/mutants/, issue 37): fifteen boundary comparisons (`<=` made `<`, `>` made `>=`, and the
-reverse) that no test reached, because no value of the tender fixture sits exactly on a cut.
-One small folder, built here, puts a value on each cut of bid_v1 (docs/bids.md, "What `bid_v1`
-computes"): a hit at rank `chunk_top_k` (20) and one past it (step 3); a relevance of exactly
-`low_relevance` (0.3), chunks of exactly `criterion_tokens` (6000), a criterion pack of
-`max_items` (8) items summing to 6000 and a report summing to `report_tokens` (24,000) (step 5);
-one degraded candidate of five, a ratio of exactly `alert_ratio` (0.2) (step 4); a project whose
-weights are all 0, whose confidence is the plain mean (step 8); and cited boxes on each edge of
-their chunk's box, or flat along one axis (step 10: x0 < x1, y0 < y1, edges included). Every
-expected value is worked out by hand from docs/bids.md, and each test asserts that its input
-really sits on the cut it is about. The later survivors are killed on the same folder: an
-evaluation with no criteria, runs, claims or candidates (every default of the evaluation flags),
-absent optional columns, each project's own synonyms and formula aggregates, dates and amounts
-normalised, formula scores below one and missing material, stability over a max score of 1, runs
-counted per criterion, equal run totals that overflow, and the means summed in run_id and
-report order, to the bit."""
+(tests/mutants/, issue 37). Most are boundary comparisons (`<=` made `<`, `>` made `>=`, and the
+reverse) that no value of the tender fixture reaches; the others are defaults of rows that are
+missing (coalesce's 0, 1 or FALSE), joins made `OR`, and orders that only a tie, a sum's last
+bit or a report over budget can see. One small folder, built here, puts a value on each cut of
+bid_v1 (docs/bids.md, "What `bid_v1` computes"): a hit at rank `chunk_top_k` (20) and one past it,
+synonyms of another project and tenant, a longer term sharing a prefix, an impossible date, a
+leap day, 28-digit amounts (steps 1-3); one degraded candidate of five (the `alert_ratio` 0.2),
+one of one, none (step 4); a relevance of exactly `low_relevance` (0.3), chunks of exactly
+`criterion_tokens` (6000), `max_items` (8) items summing to 6000 and a report summing to
+`report_tokens` (24,000) (step 5); formula values of a project's own qualified bidders, one
+missing, one under 1 (steps 6-7); weights all 0 or not summing to 1, runs scored in run_id
+order, a max_score of 1 (step 8); equal run totals that overflow (step 9); cited boxes on each
+edge of their chunk's box or flat (step 10); an evaluation without criteria, claims or
+candidates, and inputs without their optional columns. A second run moves three policy values
+(min_items 1, a deviation threshold of 0.5, a 12,000-token report) to reach the rest. Every
+expected value is worked out by hand from docs/bids.md or in plain Python here, and each test
+asserts that its input really sits on the cut it is about."""
 
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ FULL_CHUNKS = {"q2": "k21", "q3": "k31", "q4": "k41"}
 S2_CHUNKS = ["k51", "k52", "k53", "k54", "k55"]
 S2_RERANK = {"k51": 0.9, "k52": 0.8, "k53": 0.7, "k54": 0.6}
 S2_SCORE_RAW = 0.5
-# supplier s8 (ev4): one candidate, k61, without a rerank record, for its formula criterion CP
+# supplier s8 (ev4) has one candidate, k61, without a rerank record (q6, criterion CP of p4)
 # evaluation -> (its project, the weights of Z1 and Z2): two llm criteria without a query, Z1
 # with one run; the weights of p2 are all 0, those of p3 do not sum to 1
 WEIGHTED = {"ev2": ("p2", (0.0, 0.0)), "ev3": ("p3", (1.0, 3.0))}
@@ -97,7 +98,7 @@ SOFT_SCORES = [
     ("ev5", "s9", "W1", "r1", 50.0),
     ("ev5", "s9", "W1", "r2", 50.0),
 ]
-# query -> its text: the project's synonym `evidence` -> `proof`, then dates and amounts
+# query -> its text: p1's synonyms, then dates and amounts
 QUERY_TEXTS = {
     "q1": "evidence file, evidence",
     "q2": "evidence 2026-2-30 1,002,003",
