@@ -325,14 +325,12 @@ def execute(found: list[Mutant], args: argparse.Namespace) -> list[Result]:
             print(f"the unmutated templates fail {' '.join(selection)}: {run.status}\n{run.tail}")
         return selection, run.status
 
-    failing: set[tuple[str, ...]] = set()
-    reach: dict[tuple[str, ...], Reach] = {}
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         passes = None if args.no_reach else reach_passes(args, work, cache)
         passing = {s: pool.submit(passes, s) for s in sorted(selections)} if passes else {}
         runs = [] if args.no_baseline else list(pool.map(baseline, sorted(selections)))
         failing = {selection for selection, status in runs if status != "survived"}
-        reach = {s: future.result() for s, future in passing.items()}
+        reach: dict[tuple[str, ...], Reach] = {s: f.result() for s, f in passing.items()}
     broken = {t for t in originals if tuple(selection_for(t, table)) in failing}
     killers = Killers()
     plain = {t: marked_lines(text) for t, text in originals.items()}
