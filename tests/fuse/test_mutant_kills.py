@@ -6,6 +6,9 @@
 - `bounds_clip: false` (ignored in _normalizers.sql): the `bounds` normaliser is
   (s − lo)/(hi − lo), clipped to [0, 1] only when bounds_clip (docs/fusion-semantics.md step 3).
 - The fixed64 rrf_sum (`/ scale` made `* scale` in _rrf_part.sql): only slow tests read it.
+- The precision of the two exact sums (DECIMAL(38, 24) made (38, 25), and the decimal sum used
+  for fixed64 too): at everyday weights they differ in the last bit of a few parents only; a
+  weight of 1e-12 makes 10^-24 coarse, so each way's documented rounding shows.
 - The `sum` normaliser's eps (made 1.0 in _normalizers.sql).
 - The full run's normaliser survivors: options at values other than the defaults (softmax
   temperature, sigmoid center and scale: a division made a product, a sign flipped) and the
@@ -21,6 +24,8 @@ from __future__ import annotations
 import math
 import re
 import statistics
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 
 import pandas as pd
@@ -220,7 +225,39 @@ def test_rrf_sum_is_the_sum_over_the_parents_hits(rrf_sum: str, tmp_path: Path) 
     got = features.set_index("parent_id")["rrf_sum"].to_dict()
     # P: a ranks 1 and 3, b rank 1 → 1/61 + 1/63 + 1/61; Q: a rank 2, b rank 2 → 2/62
     expected = {"P": 1 / 61 + 1 / 63 + 1 / 61, "Q": 2 / 62}
-    assert got == pytest.approx(expected, rel=1e-15)
+    assert got == pytest.approx(expected, rel=1e-15, abs=0)
+
+
+@pytest.mark.parametrize("rrf_sum", ["decimal", "fixed64"])
+def test_rrf_sum_rounds_as_documented_where_the_ways_differ(rrf_sum: str, tmp_path: Path) -> None:
+    """docs/fuse.md (faster sums): `decimal` rounds each term to 10^-24 and sums exactly;
+    `fixed64` counts each term in units of 2^-s (s = 62 - ceil(log2(largest term)), here 107:
+    the doubles' terms are counted without rounding) and gives the correctly rounded sum. With
+    a weight of 1e-12 the terms are about 1.6e-14, so the two differ from the 12th digit on."""
+    log = pd.DataFrame(
+        {
+            "query_id": ["q"] * 5,
+            "source": ["a"] * 5,
+            "granularity": ["block"] * 5,
+            "item_id": [f"P:{rank}" for rank in range(1, 6)],
+            "parent_id": ["P"] * 5,
+            "score": [5.0, 4.0, 3.0, 2.0, 1.0],
+            "rank": [1, 2, 3, 4, 5],
+        }
+    )
+    job = Job(
+        "hybrid_v1",
+        recipe_overrides=(f"parent_features.rrf_sum={rrf_sum}", "source_defaults.weight=1e-12"),
+        allow_recipe_mismatch=True,
+    )
+    run(log, tmp_path / "out", job)
+    (got,) = pd.read_parquet(tmp_path / "out" / "parent_features.parquet")["rrf_sum"]
+    terms = [1e-12 / (60 + rank) for rank in range(1, 6)]
+    exact = float(sum(Fraction(term) for term in terms))
+    to_24_places = float(sum(Decimal(term).quantize(Decimal("1e-24")) for term in terms))
+    to_25_places = float(sum(Decimal(term).quantize(Decimal("1e-25")) for term in terms))
+    assert min(abs(to_24_places - exact), abs(to_24_places - to_25_places)) > 1e-12 * exact
+    assert got == pytest.approx(to_24_places if rrf_sum == "decimal" else exact, rel=1e-15, abs=0)
 
 
 @pytest.mark.parametrize(

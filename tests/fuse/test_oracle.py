@@ -6,7 +6,8 @@ Qdrant tests, and peers' formulas re-implemented (each case's `provenance`);
 SQL. The random logs draw the hard inputs: ties within a list, ranks given against the scores,
 rank-only logs (no score column), values <= 0 (NULL geometric and harmonic means), `top_k`,
 distance sources, mixed normalisers, `bounds` with and without clipping, k and rank_base, and the
-query analyzer (rules matching `query_text`, boosts of 0 and above 1).
+query analyzer (rules matching `query_text`, boosts of 0 and above 1). Each fused item's
+explanation is compared too: its contributions and the source of its best provenance.
 """
 
 from __future__ import annotations
@@ -193,3 +194,34 @@ def test_sql_matches_oracle_on_random_logs(normalizer: str, method: str, tmp_pat
             else:
                 assert got[key][0] == pytest.approx(score, rel=1e-9, abs=1e-12), (key, context)
             assert got[key][1] == rank, (key, context)
+        explained = {(r.query_id, r.item_id): r for r in actual.itertuples()}
+        delayed = recipe["aligner"]["order"] == "after_fusion"
+        delayed = delayed and recipe.get("target_granularity", "doc") == "doc"
+        for item in expected:
+            row = explained[(item["query_id"], item["item_id"])]
+            assert_explained(row, item["contributions"], delayed, context)
+
+
+CONTRIBUTION_FIELDS = ("source", "raw_score", "norm_score", "rank", "weight")
+
+
+def contribution_key(entry: dict) -> tuple:
+    return tuple(entry[name] for name in CONTRIBUTION_FIELDS)
+
+
+def assert_explained(row: Any, want: list[dict], delayed: bool, context: str) -> None:
+    """The row's contributions are the oracle's (a borda list's missing-item entries, with no
+    rank, left out); its best_provenance is the source of the lowest list rank, ties to the
+    first source by name. With the delayed aligner the entries are the parent's blocks', in
+    the order of the blocks' fused scores, so they are compared as a multiset."""
+    got = [contribution_key(c) for c in row.contributions if c["rank"] is not None]
+    expected = [contribution_key(c) for c in want]
+    if delayed:
+        got, expected = sorted(got, key=repr), sorted(expected, key=repr)
+    assert len(got) == len(expected), (row.item_id, got, expected, context)
+    for mine, theirs in zip(got, expected, strict=True):
+        assert mine == pytest.approx(theirs, rel=1e-9, abs=1e-12), (row.item_id, context)
+    if not delayed:
+        best = min(want, key=lambda c: c["rank"])["source"] if want else None
+        provenance = row.best_provenance["source"] if row.best_provenance else None
+        assert provenance == best, (row.item_id, want, context)
