@@ -38,8 +38,11 @@ fused_items.
 CASE WHEN count({{ value }}){% if condition %} FILTER (WHERE {{ condition }}){% endif %} > 0 THEN
 {%- for name in sources %} coalesce(any_value({{ value }}) FILTER (WHERE source = {{ name | lit }}{{ also }}), {{ 0.0 | lit }}){{ ' +' if not loop.last }}{% endfor %} END
 {%- endmacro %}
+{#- borda makes every candidate present in its lists for the score methods only: rrf and isr read
+    ranks, which a missing item has none of, so their n_d and contributions count real hits. -#}
+{% set rank_based = f.method in ['rrf', 'isr'] %}
 {% set borda_sources = [] %}
-{% for name in sources if r.sources[name].normalize == 'borda' %}{% set _ = borda_sources.append(name) %}{% endfor %}
+{% for name in sources if r.sources[name].normalize == 'borda' and not rank_based %}{% set _ = borda_sources.append(name) %}{% endfor %}
 {% set quantile_sources = [] %}
 {% for name in sources if r.sources[name].normalize == 'quantile' %}{% set _ = quantile_sources.append(name) %}{% endfor %}
 {% macro is_borda(source) -%}
@@ -261,7 +264,7 @@ per_source AS (
         best_item_score,
         best_snippet,
         norm_score,
-{% if f.method in ['rrf', 'isr'] %}
+{% if rank_based %}
         CASE WHEN rank_counted THEN {{ rank_contribution('rank_for_fusion') }} END AS contribution,
         rank_counted AS counted
 {% elif f.method == 'weighted_sum' or f.method == 'arithmetic_mean' %}

@@ -173,6 +173,8 @@ SCENARIOS = (
     [(n, m) for n in NORMALIZERS for m in ("weighted_sum", "combmnz")]
     + [("minmax", m) for m in FUSIONS]
     + [("rank", "rrf"), ("none", "isr"), ("bounds", "geometric_mean")]
+    # a borda source builds the candidate grid, where rank methods count only real membership
+    + [("borda", "rrf"), ("borda", "isr")]
 )
 
 
