@@ -494,11 +494,12 @@ def test_a_recipe_override_over_a_value_names_the_key_as_the_file_does(
 
 def test_a_character_yaml_refuses_is_one_line_naming_the_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "ctl.yaml"
-    path.write_text("extends: overall_v1\nparameters:\n  a: \x07\n", encoding="utf-8")
+    # the blank first line counts: the line is 1 + the newlines before the character
+    path.write_text("\nextends: overall_v1\nparameters:\n  a: \x07\n", encoding="utf-8")
     with pytest.raises(PolicyError) as refused:
         load_policy(SCORE_POLICY, str(path))
     assert str(refused.value) == (
-        f"{path}:3: not valid YAML (unacceptable character #x0007: special characters are not "
+        f"{path}:4: not valid YAML (unacceptable character #x0007: special characters are not "
         "allowed)"
     )
 
