@@ -10,6 +10,8 @@
   for fixed64 too): at everyday weights they differ in the last bit of a few parents only; a
   weight of 1e-12 makes 10^-24 coarse, so each way's documented rounding shows.
 - The `sum` normaliser's eps (made 1.0 in _normalizers.sql).
+- The ranking's rounding (`round(fused_score, 12)` made 13 in fused.sql): no fused scores of the
+  other tests differed in the 13th decimal only.
 - The full run's normaliser survivors: options at values other than the defaults (softmax
   temperature, sigmoid center and scale: a division made a product, a sign flipped) and the
   degenerate cases at their edges (`sum` of equal scores, `l2` at eps, zscore and dbsf of one
@@ -208,6 +210,26 @@ def _block_log() -> pd.DataFrame:
             "total_chunks": [2, 1, 2, 2, 1],
         }
     )
+
+
+def test_ranks_order_fused_scores_rounded_to_12_decimals(tmp_path: Path) -> None:
+    """docs/fusion-semantics.md step 5: fused scores are ranked rounded to 12 decimals, ties by
+    id. 0.5 and 0.5 + 3e-13 round alike, so `a` ranks before `b` though b's score is larger;
+    `c`, 2e-12 above, ranks first. The scores are stored unrounded."""
+    log = pd.DataFrame(
+        {
+            "query_id": ["q"] * 3,
+            "source": ["s"] * 3,
+            "item_id": ["a", "b", "c"],
+            "parent_id": ["a", "b", "c"],
+            "score": [0.5, 0.5 + 3e-13, 0.5 + 2e-12],
+        }
+    )
+    assert round(log["score"][0], 12) == round(log["score"][1], 12) < round(log["score"][2], 12)
+    sets = ["source_defaults.normalize=none", "fusion.method=weighted_sum"]
+    out = fused(log, tmp_path, "canonical_rrf", sets).set_index("item_id")
+    assert out["rank"].to_dict() == {"c": 1, "a": 2, "b": 3}
+    assert out["fused_score"].to_dict() == log.set_index("item_id")["score"].to_dict()
 
 
 @pytest.mark.parametrize("rrf_sum", ["decimal", "fixed64"])
