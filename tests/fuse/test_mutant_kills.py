@@ -12,6 +12,8 @@
 - The `sum` normaliser's eps (made 1.0 in _normalizers.sql).
 - The ranking's rounding (`round(fused_score, 12)` made 13 in fused.sql): no fused scores of the
   other tests differed in the 13th decimal only.
+- The list statistics' order (`list_rank ASC` made DESC in stats' window): a double sum's last
+  bits depend on its order, which no other test pinned.
 - The full run's normaliser survivors: options at values other than the defaults (softmax
   temperature, sigmoid center and scale: a division made a product, a sign flipped) and the
   degenerate cases at their edges (`sum` of equal scores, `l2` at eps, zscore and dbsf of one
@@ -210,6 +212,30 @@ def _block_log() -> pd.DataFrame:
             "total_chunks": [2, 1, 2, 2, 1],
         }
     )
+
+
+def test_list_sums_are_taken_in_list_order(tmp_path: Path) -> None:
+    """docs/fusion-semantics.md step 3: `sum` is (s − min)/max(Σs − n·min, eps) with Σ a double
+    sum in list order. Over 0.3, 0.2, 0.1 that order gives 0.6 and the reverse 0.6000000000000001,
+    so the normalised values show which order was taken, to the last bit."""
+    scores = [0.3, 0.2, 0.1]
+    assert (scores[0] + scores[1]) + scores[2] != (scores[2] + scores[1]) + scores[0]
+    log = pd.DataFrame(
+        {
+            "query_id": ["q"] * 3,
+            "source": ["s"] * 3,
+            "item_id": ["a", "b", "c"],
+            "parent_id": ["a", "b", "c"],
+            "score": scores,
+        }
+    )
+    sets = ["source_defaults.normalize=sum", "fusion.method=weighted_sum"]
+    out = fused(log, tmp_path, "canonical_rrf", sets)
+    norm = {row.item_id: row.contributions[0]["norm_score"] for row in out.itertuples()}
+    total = (scores[0] + scores[1]) + scores[2]
+    low = min(scores)
+    expected = {i: (s - low) / max(total - 3 * low, 1e-9) for i, s in zip("abc", scores)}
+    assert norm == expected
 
 
 def test_ranks_order_fused_scores_rounded_to_12_decimals(tmp_path: Path) -> None:
