@@ -12,8 +12,11 @@
 - The `sum` normaliser's eps (made 1.0 in _normalizers.sql).
 - The ranking's rounding (`round(fused_score, 12)` made 13 in fused.sql): no fused scores of the
   other tests differed in the 13th decimal only.
-- The list statistics' order (`list_rank ASC` made DESC in stats' window): a double sum's last
-  bits depend on its order, which no other test pinned.
+- The list statistics' order (`list_rank ASC` made DESC in stats' and softmax's windows): a
+  double sum's last bits depend on its order, which no other test pinned.
+- The delayed aligner's block order (fused score, NULL last, then block id): it orders a
+  parent's contributions and picks its best provenance; the oracle compares contributions as a
+  multiset there.
 - The full run's normaliser survivors: options at values other than the defaults (softmax
   temperature, sigmoid center and scale: a division made a product, a sign flipped) and the
   degenerate cases at their edges (`sum` of equal scores, `l2` at eps, zscore and dbsf of one
@@ -236,6 +239,76 @@ def test_list_sums_are_taken_in_list_order(tmp_path: Path) -> None:
     low = min(scores)
     expected = {i: (s - low) / max(total - 3 * low, 1e-9) for i, s in zip("abc", scores)}
     assert norm == expected
+
+
+def test_softmax_sums_its_terms_in_list_order(tmp_path: Path) -> None:
+    """softmax: exp((s − max)/T) / Σ exp((s − max)/T), Σ in list order (step 3). The top term is
+    1 and the others are below 2^-53 each: in list order each is lost against 1, so the top
+    item's value is exactly 1.0; summed the other way round they add up to 2^-52 first."""
+    scores = [0.0, -36.9, -36.95]
+    terms = [math.exp(s) for s in scores]
+    assert (terms[0] + terms[1]) + terms[2] == 1.0 < (terms[2] + terms[1]) + terms[0]
+    log = pd.DataFrame(
+        {
+            "query_id": ["q"] * 3,
+            "source": ["s"] * 3,
+            "item_id": ["a", "b", "c"],
+            "parent_id": ["a", "b", "c"],
+            "score": scores,
+        }
+    )
+    sets = ["source_defaults.normalize=softmax", "fusion.method=weighted_sum"]
+    out = fused(log, tmp_path, "canonical_rrf", sets).set_index("item_id")
+    assert out.loc["a", "contributions"][0]["norm_score"] == 1.0
+
+
+def _delayed_contributions(out: pd.DataFrame, query_id: str) -> list[tuple[str, str]]:
+    (row,) = out[out["query_id"] == query_id].itertuples()
+    return [(part["source"], part["original_id"]) for part in row.contributions]
+
+
+def test_delayed_contributions_list_the_best_fused_block_first(tmp_path: Path) -> None:
+    """After_fusion (docs/fuse.md, the contributions row): a parent's entries are its blocks',
+    the best fused block first, ties by block id; best_provenance is the best block's.
+    q1: D:1 = 1/61 + 1/62 (s1 rank 1, s2 rank 2) beats D:2 = 1/61 (s2 rank 1). q2: E:1 (s1 rank
+    1) and E:2 (s2 rank 1) tie at 1/61, so E:1 comes first."""
+    log = pd.DataFrame(
+        {
+            "query_id": ["q1", "q1", "q1", "q2", "q2"],
+            "source": ["s1", "s2", "s2", "s1", "s2"],
+            "item_id": ["D:1", "D:2", "D:1", "E:1", "E:2"],
+            "parent_id": ["D", "D", "D", "E", "E"],
+            "score": [1.0, 0.9, 0.8, 1.0, 1.0],
+            "rank": [1, 1, 2, 1, 1],
+        }
+    )
+    out = fused(log, tmp_path, "canonical_rrf", ["aligner.order=after_fusion"])
+    assert _delayed_contributions(out, "q1") == [("s1", "D:1"), ("s2", "D:1"), ("s2", "D:2")]
+    assert _delayed_contributions(out, "q2") == [("s1", "E:1"), ("s2", "E:2")]
+    provenance = out.set_index("query_id")["best_provenance"]
+    assert (provenance["q2"]["source"], provenance["q2"]["original_id"]) == ("s1", "E:1")
+
+
+def test_delayed_blocks_without_a_fused_score_come_last(tmp_path: Path) -> None:
+    """geometric_mean leaves out values ≤ 0, so block D:2 (score −1, its only list) has a NULL
+    fused score and ranks after D:1 among D's blocks (NULL last, step 5)."""
+    log = pd.DataFrame(
+        {
+            "query_id": ["q", "q"],
+            "source": ["s", "s"],
+            "item_id": ["D:1", "D:2"],
+            "parent_id": ["D", "D"],
+            "score": [2.0, -1.0],
+        }
+    )
+    sets = [
+        "aligner.order=after_fusion",
+        "fusion.method=geometric_mean",
+        "source_defaults.normalize=none",
+    ]
+    out = fused(log, tmp_path, "canonical_rrf", sets)
+    assert _delayed_contributions(out, "q") == [("s", "D:1"), ("s", "D:2")]
+    assert out["fused_score"].tolist() == pytest.approx([2.0], rel=1e-15)
 
 
 def test_ranks_order_fused_scores_rounded_to_12_decimals(tmp_path: Path) -> None:
