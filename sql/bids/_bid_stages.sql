@@ -42,10 +42,13 @@ list_transform(list_filter({{ token_list }}, lambda e: e.kind = {{ kind | lit }}
 list_contains(list_transform(string_split({{ comma_list }}, ','), lambda item: trim(item)), {{ value }})
 {%- endmacro %}
 {% macro no_rule_rows() -%}
-{#- the typed empty tail of a rule union, so a policy without rules of a kind still has the columns -#}
-SELECT CAST(NULL AS VARCHAR), CAST(NULL AS VARCHAR), CAST(NULL AS VARCHAR), CAST(NULL AS VARCHAR),
-           CAST(NULL AS VARCHAR), CAST(NULL AS VARCHAR), CAST(NULL AS DOUBLE), CAST(NULL AS BOOLEAN),
-           CAST(NULL AS BOOLEAN), CAST(NULL AS VARCHAR[]), CAST(NULL AS VARCHAR)
+{#- the typed, named empty tail of a rule union: a policy without rules of a kind still has the columns -#}
+SELECT CAST(NULL AS VARCHAR) AS tenant_id, CAST(NULL AS VARCHAR) AS project_id,
+           CAST(NULL AS VARCHAR) AS supplier_id, CAST(NULL AS VARCHAR) AS rule_id,
+           CAST(NULL AS VARCHAR) AS criteria_id, CAST(NULL AS VARCHAR) AS kind,
+           CAST(NULL AS DOUBLE) AS value, CAST(NULL AS BOOLEAN) AS passed,
+           CAST(NULL AS BOOLEAN) AS missing_material, CAST(NULL AS VARCHAR[]) AS missing,
+           CAST(NULL AS VARCHAR) AS rule_reason
     WHERE FALSE
 {%- endmacro %}
 {% macro bid_stages() %}

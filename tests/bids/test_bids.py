@@ -507,6 +507,31 @@ def test_a_missing_field_is_missing_material_even_inside_greatest(tmp_path: Path
     assert criteria.at[("sb", "C_P"), "score"] == 0 and not criteria.at[("sb", "C_P"), "hard_pass"]
 
 
+def test_a_folder_without_gate_rules_is_scored(tmp_path: Path) -> None:
+    """No redline or required rule (a formula alone, then no rules file at all): every bidder
+    with bid fields qualifies. By hand: F1 = 100 · min(bid_price) / bid_price over t1/p1's sa
+    (4,500,000) and sb (4,000,000) — sb is no longer vetoed by R1, so sa gets 100 · 4/4.5."""
+    redline = SMALL["rules.yaml"].index("  - id: R1"), SMALL["rules.yaml"].index("  - id: F1")
+    rules = SMALL["rules.yaml"][: redline[0]] + SMALL["rules.yaml"][redline[1] :]
+    assert "R1" not in rules and "F1" in rules
+    criteria = SMALL["criteria.csv"].replace("t1,p1,C_Q,qualification,0,100,redline\n", "")
+    soft_scores = SMALL["soft_scores.csv"].replace("ev1,sb,C_Q,r1,0,1,", "ev1,sb,C_T,r2,70,1,")
+    changes = {"criteria__csv": criteria, "soft_scores__csv": soft_scores}
+    folder = small_input(tmp_path / "in", rules__yaml=rules, **changes)
+    code, _, err = evaluate("--input", str(folder), "--out", str(tmp_path / "out"))
+    assert code == 0, err
+    values = table(tmp_path / "out", "rules").set_index("supplier_id").query("rule_id == 'F1'")
+    assert values["value"].to_dict() == pytest.approx({"sa": 100 * 4 / 4.5, "sb": 100.0})
+    changes["criteria__csv"] = criteria.replace("t1,p1,C_P,price,0.5,100,formula\n", "")
+    for name in ("queries", "hits", "rerank"):  # q3 asks about the price criterion
+        lines = SMALL[f"{name}.csv"].splitlines(keepends=True)
+        changes[f"{name}__csv"] = "".join(line for line in lines if not line.startswith("q3,"))
+    folder = small_input(tmp_path / "in2", rules__yaml=None, **changes)
+    code, _, err = evaluate("--input", str(folder), "--out", str(tmp_path / "out2"))
+    assert code == 0, err
+    assert table(tmp_path / "out2", "rules").empty
+
+
 def test_a_chunk_over_the_whole_budget_goes_last_and_blocks_nothing(tmp_path: Path) -> None:
     # k1 (the most relevant, 0.95) holds 7000 tokens: more than the criterion's 6000 on its own
     chunks = SMALL["chunks.csv"].replace(

@@ -251,8 +251,7 @@ def criteria_lines() -> list[str]:
     ]
 
 
-# a required rule every supplier of p1 passes (and without a redline or required rule the stages
-# do not compile: gate_rules' empty tail names no column); the formula scores p1 and p4
+# a required rule every supplier of p1 passes; the formula scores p1 and p4
 RULES = """\
 rules:
   - {id: r_docs, criteria_id: CR, kind: required, documents: [tech]}
