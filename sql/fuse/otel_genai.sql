@@ -107,7 +107,8 @@ typed AS (
 {% if final == 'faults' %}
 , faults AS (
     SELECT
-        request_file, request, span_index, 0 AS position, span_id,
+        -- a span's own fault has no position: it is told before its documents' (NULLS FIRST)
+        request_file, request, span_index, CAST(NULL AS BIGINT) AS position, span_id,
         CASE WHEN trace_id IS NULL THEN {{ 'traceId' | lit }} WHEN span_id IS NULL THEN {{ 'spanId' | lit }}
              ELSE {{ 'gen_ai.retrieval.documents' | lit }} END AS attribute,
         CASE WHEN trace_id IS NULL OR span_id IS NULL THEN {{ 'is missing' | lit }}
@@ -136,7 +137,7 @@ typed AS (
 )
 SELECT request_file AS file, {{ 'request ' | lit }} || request AS place, span_id, attribute, problem, value
 FROM faults
-ORDER BY request_file, request, span_index, position
+ORDER BY request_file, request, span_index, position NULLS FIRST
 LIMIT 1
 {% elif final == 'spans' %}
 SELECT trace_id, span_id, source, is_retrieval, is_root

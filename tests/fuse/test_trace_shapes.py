@@ -160,6 +160,9 @@ REPEATED: dict[tuple[str, str, str, str], list[tuple[str, float | None]]] = {
     # no scores: ties of position go by the spans' order in the export
     ("t2", "s4", "dense", "r"): [("a", None), ("b", None)],
     ("t2", "s5", "dense", "r rewritten"): [("c", None), ("d", None)],
+    # a tie of position between a document without a score and one with: the scored one first
+    ("t3", "s6", "dense", "u"): [("e", None)],
+    ("t3", "s7", "dense", "u rewritten"): [("f", 0.5)],
 }
 # the retrieval_log they stand for: each document at its best position, then higher score first
 MERGED = [
@@ -173,6 +176,8 @@ MERGED = [
     ("t2", "dense", "c", -2.0, 2, "r rewritten"),
     ("t2", "dense", "b", -3.0, 3, "r"),
     ("t2", "dense", "d", -4.0, 4, "r rewritten"),
+    ("t3", "dense", "f", 0.5, 1, "u rewritten"),
+    ("t3", "dense", "e", -2.0, 2, "u"),
 ]
 
 
@@ -242,7 +247,7 @@ def test_a_retriever_run_more_than_once_in_a_trace_gives_one_list(
     )
     folder = runs_agree(tmp_path, spans, log_format, ("fused.parquet", *OUTPUTS))
     spans_written = duckdb.execute(f"SELECT span_id FROM '{folder / 'spans.parquet'}'").fetchall()
-    assert sorted(s for (s,) in spans_written) == ["s1", "s2", "s3", "s4", "s5"]  # every span
+    assert sorted(s for (s,) in spans_written) == [f"s{n}" for n in range(1, 8)]  # every span
 
 
 # -- retrievals that returned nothing ----------------------------------------------------------
@@ -363,20 +368,14 @@ def test_documents_without_a_score_beside_scored_ones_are_a_warning(
     log_format: str, tmp_path: Path
 ) -> None:
     """Each is given the score -rank (below every score >= 0 of its list), and the run says so
-    in one line; a list without any score (ranks only) is no warning."""
+    in one line, counting the lists that mix both; a list without any score (ranks only) or
+    with every score is no warning, and an export without such documents warns of nothing."""
     lists = {("t1", "bm25"): [("a", 3.0), ("b", None), ("c", 1.0)],
              ("t1", "dense"): [("c", 0.9), ("a", None)],
-             ("t2", "bm25"): [("d", None), ("e", None)]}  # fmt: skip
-    if log_format == "openinference":
-        spans = write([retriever(trace, f"{trace}-{name}", name,
-                                 [{ID: doc} | ({} if s is None else {SCORE: s}) for doc, s in docs])
-                       for (trace, name), docs in lists.items()], tmp_path / "spans.parquet")  # fmt: skip
-        attribute = "document.score"
-    else:
-        spans = write_otlp([otlp_retrieval(trace, f"{trace}-{name}", name, json.dumps(
-            [{"id": doc} | ({} if s is None else {"score": s}) for doc, s in docs]))
-            for (trace, name), docs in lists.items()], tmp_path / "traces.jsonl")  # fmt: skip
-        attribute = "score"
+             ("t2", "bm25"): [("d", None), ("e", None)],
+             ("t2", "dense"): [("d", 0.5)]}  # fmt: skip
+    attribute = "document.score" if log_format == "openinference" else "score"
+    spans = scored_export(log_format, lists, tmp_path / "mixed")
     rows = [(trace, name, doc, doc, -float(rank) if s is None else s, rank, "q")
             for (trace, name), docs in lists.items() for rank, (doc, s) in enumerate(docs, 1)]  # fmt: skip
     pd.DataFrame(rows, columns=LOG_COLUMNS).to_parquet(tmp_path / "log.parquet", index=False)
@@ -392,6 +391,24 @@ def test_documents_without_a_score_beside_scored_ones_are_a_warning(
         "document of its list scored above that, all of them when scores are >= 0 "
         "(docs/traces.md#documents-without-a-score)"
     ]
+    scored_only = scored_export(log_format, {("t2", "dense"): [("d", 0.5)]}, tmp_path / "scored")
+    out = str(tmp_path / "quiet")
+    done = run("fuse", "--log", str(scored_only), "--log-format", log_format, "--out", out)
+    assert done.exit_code == 0 and "warning" not in done.stderr, done.stderr
+
+
+def scored_export(
+    log_format: str, lists: dict[tuple[str, str], list[tuple[str, float | None]]], folder: Path
+) -> Path:
+    """One retrieval span per (trace, source) list of (document, score or None)."""
+    folder.mkdir()
+    if log_format == "openinference":
+        return write([retriever(trace, f"{trace}-{name}", name,
+                                [{ID: doc} | ({} if s is None else {SCORE: s}) for doc, s in docs])
+                      for (trace, name), docs in lists.items()], folder / "spans.parquet")  # fmt: skip
+    return write_otlp([otlp_retrieval(trace, f"{trace}-{name}", name, json.dumps(
+        [{"id": doc} | ({} if s is None else {"score": s}) for doc, s in docs]))
+        for (trace, name), docs in lists.items()], folder / "traces.jsonl")  # fmt: skip
 
 
 # -- documents that cannot be read -------------------------------------------------------------
@@ -426,13 +443,14 @@ BAD_SPANS = [
     ("openinference", one_span("oops"),
      "retrieval.documents is not a JSON list of documents: 'oops'"),
     ("openinference", one_span([GOOD | {SCORE: {"value": 1}}]),
-     "column 'attributes.retrieval.documents': its documents' document.score has type STRUCT"),
+     "column 'attributes.retrieval.documents': its documents' document.score has type "
+     'STRUCT("value" BIGINT); expected a number'),
     ("otel-genai", one_otlp_span("not json"),
      "request 1, span_id='s1'): gen_ai.retrieval.documents is not a JSON array of documents: 'not json'"),
     ("otel-genai", one_otlp_span('{"id": "a"}'),
      "gen_ai.retrieval.documents is not a JSON array of documents: '{\"id\": \"a\"}'"),
     ("otel-genai", one_otlp_span({"intValue": "3"}),
-     "gen_ai.retrieval.documents is neither a JSON string nor an array"),
+     "gen_ai.retrieval.documents is neither a JSON string nor an array: '{\"intValue\":\"3\"}'"),
     ("otel-genai", one_otlp_span(json.dumps([{"id": "a", "score": "high"}])),
      "gen_ai.retrieval.documents[1].score is not a finite number: 'high'"),
     ("otel-genai", one_otlp_span(json.dumps([{"id": "a"}, {"score": 1}])),
@@ -454,18 +472,25 @@ def test_a_document_that_cannot_be_read_is_one_line_naming_file_span_and_attribu
     )
     error = one_line_error(done)
     assert error.startswith(f"duckscore: error: --log ({path}"), error
-    assert message in error, error
+    assert error.rstrip("\n").endswith(message), error  # nothing after: no value where none is due
     assert not (tmp_path / "out").exists()
 
 
-def test_a_span_without_a_trace_id_is_one_line(tmp_path: Path) -> None:
-    span = otlp_retrieval("t1", "s1", "bm25", "[]")
-    del span["traceId"]
+@pytest.mark.parametrize(("missing", "shown_id"), [("traceId", "'s1'"), ("spanId", "None")])
+def test_a_span_without_a_trace_or_span_id_is_one_line(
+    missing: str, shown_id: str, tmp_path: Path
+) -> None:
+    """The id is named, and no value follows; a span's own fault is told before those of its
+    documents."""
+    span = otlp_retrieval("t1", "s1", "bm25", json.dumps([{"id": "a", "score": "high"}]))
+    del span[missing]  # the span's fault comes before its first document's
     path = write_otlp([span], tmp_path / "traces.jsonl")
     done = invoke(
         "fuse", "--log", str(path), "--log-format", "otel-genai", "--out", str(tmp_path / "out")
     )
-    assert f"--log ({path}, request 1, span_id='s1'): traceId is missing" in one_line_error(done)
+    assert one_line_error(done).endswith(
+        f"--log ({path}, request 1, span_id={shown_id}): {missing} is missing\n"
+    )
 
 
 @pytest.fixture(scope="module")
