@@ -498,3 +498,39 @@ def log() -> pd.DataFrame:
     from .test_traces import scifact_slice
 
     return scifact_slice()
+
+
+def test_a_retrieval_span_without_a_data_source_is_named_by_its_span_name(tmp_path: Path) -> None:
+    """`source` is gen_ai.data_source.id, else the span's name (sql/fuse/otel_genai.sql)."""
+    span = otlp_retrieval("t1", "s1", "bm25", json.dumps([{"id": "a", "score": 1.0}]))
+    span["attributes"] = [a for a in span["attributes"] if a["key"] != gen_ai.GEN_AI_DATA_SOURCE_ID]
+    path = write_otlp([span], tmp_path / "traces.jsonl")
+    out = tmp_path / "out"
+    done = invoke("fuse", "--log", str(path), "--log-format", "otel-genai", "--out", str(out))
+    assert done.exit_code == 0, done.stderr
+    (row,) = pd.read_parquet(out / "fused.parquet").itertuples()
+    assert [part["source"] for part in row.contributions] == ["retrieval bm25"]
+
+
+def test_the_first_fault_is_the_first_in_file_request_span_and_position(tmp_path: Path) -> None:
+    """Request 1's span s1 has a bad score at position 2, its span s2 one at position 1, and
+    request 2's first span one at position 1: the line names s1, the first by (request, span,
+    position), not the smallest position or span index alone."""
+    bad = {"id": "x", "score": "high"}
+    requests = [
+        [otlp_retrieval("t1", "s1", "bm25", json.dumps([{"id": "a", "score": 1.0}, bad])),
+         otlp_retrieval("t1", "s2", "dense", json.dumps([bad]))],
+        [otlp_retrieval("t2", "s3", "bm25", json.dumps([bad]))],
+    ]  # fmt: skip
+    path = tmp_path / "traces.jsonl"
+    path.write_text(
+        "".join(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}) + "\n"
+                for spans in requests)
+    )  # fmt: skip
+    done = invoke(
+        "fuse", "--log", str(path), "--log-format", "otel-genai", "--out", str(tmp_path / "out")
+    )
+    assert one_line_error(done).endswith(
+        f"--log ({path}, request 1, span_id='s1'): gen_ai.retrieval.documents[2].score is not "
+        "a finite number: 'high'\n"
+    )
