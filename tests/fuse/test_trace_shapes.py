@@ -424,6 +424,16 @@ def one_otlp_span(documents: Any) -> Callable[[Path], Path]:
     )
 
 
+def kv_documents(*documents: list[tuple[str | None, dict[str, Any] | None]]) -> dict[str, Any]:
+    """The structured form: each document a kvlistValue of (key, AnyValue) entries (None: the
+    entry has no key, or no value)."""
+    return {"arrayValue": {"values": [
+        {"kvlistValue": {"values": [
+            ({} if key is None else {"key": key}) | ({} if value is None else {"value": value})
+            for key, value in entries]}}
+        for entries in documents]}}  # fmt: skip
+
+
 GOOD = {ID: "a", SCORE: 1.0, METADATA: "{}"}
 BAD_SPANS = [
     ("openinference", one_span([GOOD | {SCORE: "0.5"}, GOOD | {ID: "b", SCORE: "high"}]),
@@ -459,7 +469,32 @@ BAD_SPANS = [
      "gen_ai.retrieval.documents[1] is not a document (an object with an id)"),
     ("otel-genai", one_otlp_span({"arrayValue": {"values": [{"stringValue": "a"}]}}),
      "gen_ai.retrieval.documents[1] is not a document (an object with an id)"),
+    # a key/value list without values is an object without an id; a bool score is no number
+    ("otel-genai", one_otlp_span({"arrayValue": {"values": [{"kvlistValue": {}}]}}),
+     "gen_ai.retrieval.documents[1].id is missing: a document needs an id"),
+    ("otel-genai", one_otlp_span(kv_documents([("id", {"stringValue": "a"}),
+                                               ("score", {"boolValue": True})])),
+     "gen_ai.retrieval.documents[1].score is not a finite number: 'true'"),
 ]  # fmt: skip
+
+
+def test_odd_but_readable_structured_documents(tmp_path: Path) -> None:
+    """An entry without a key is kept under the empty key (no field reads it), one without a
+    value reads as null (a parent_id of null: the document is its own parent), and a span whose
+    arrayValue has no values returned nothing; none of them is a fault."""
+    spans = [
+        otlp_retrieval("t1", "s1", "bm25", kv_documents(
+            [("id", {"stringValue": "a"}), ("score", {"doubleValue": 2.0}),
+             ("parent_id", None), (None, {"stringValue": "no key"})])),
+        otlp_retrieval("t1", "s2", "dense", {"arrayValue": {}}),
+    ]  # fmt: skip
+    path = write_otlp(spans, tmp_path / "traces.jsonl")
+    out = tmp_path / "out"
+    done = invoke("fuse", "--log", str(path), "--log-format", "otel-genai", "--out", str(out))
+    assert done.exit_code == 0, done.stderr
+    (row,) = pd.read_parquet(out / "fused.parquet").itertuples()
+    assert row.item_id == "a"
+    assert [(c["source"], c["raw_score"]) for c in row.contributions] == [("bm25", 2.0)]
 
 
 @pytest.mark.parametrize(("log_format", "build", "message"), BAD_SPANS)
