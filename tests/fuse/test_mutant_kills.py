@@ -223,21 +223,12 @@ def test_list_sums_are_taken_in_list_order(tmp_path: Path) -> None:
     so the normalised values show which order was taken, to the last bit."""
     scores = [0.3, 0.2, 0.1]
     assert (scores[0] + scores[1]) + scores[2] != (scores[2] + scores[1]) + scores[0]
-    log = pd.DataFrame(
-        {
-            "query_id": ["q"] * 3,
-            "source": ["s"] * 3,
-            "item_id": ["a", "b", "c"],
-            "parent_id": ["a", "b", "c"],
-            "score": scores,
-        }
-    )
     sets = ["source_defaults.normalize=sum", "fusion.method=weighted_sum"]
-    out = fused(log, tmp_path, "canonical_rrf", sets)
+    out = fused(_one_list(scores), tmp_path, "canonical_rrf", sets)
     norm = {row.item_id: row.contributions[0]["norm_score"] for row in out.itertuples()}
     total = (scores[0] + scores[1]) + scores[2]
     low = min(scores)
-    expected = {i: (s - low) / max(total - 3 * low, 1e-9) for i, s in zip("abc", scores)}
+    expected = {f"d{i}": (s - low) / max(total - 3 * low, 1e-9) for i, s in enumerate(scores)}
     assert norm == expected
 
 
@@ -248,18 +239,9 @@ def test_softmax_sums_its_terms_in_list_order(tmp_path: Path) -> None:
     scores = [0.0, -36.9, -36.95]
     terms = [math.exp(s) for s in scores]
     assert (terms[0] + terms[1]) + terms[2] == 1.0 < (terms[2] + terms[1]) + terms[0]
-    log = pd.DataFrame(
-        {
-            "query_id": ["q"] * 3,
-            "source": ["s"] * 3,
-            "item_id": ["a", "b", "c"],
-            "parent_id": ["a", "b", "c"],
-            "score": scores,
-        }
-    )
     sets = ["source_defaults.normalize=softmax", "fusion.method=weighted_sum"]
-    out = fused(log, tmp_path, "canonical_rrf", sets).set_index("item_id")
-    assert out.loc["a", "contributions"][0]["norm_score"] == 1.0
+    out = fused(_one_list(scores), tmp_path, "canonical_rrf", sets).set_index("item_id")
+    assert out.loc["d0", "contributions"][0]["norm_score"] == 1.0
 
 
 def _delayed_contributions(out: pd.DataFrame, query_id: str) -> list[tuple[str, str]]:
@@ -313,21 +295,13 @@ def test_delayed_blocks_without_a_fused_score_come_last(tmp_path: Path) -> None:
 
 def test_ranks_order_fused_scores_rounded_to_12_decimals(tmp_path: Path) -> None:
     """docs/fusion-semantics.md step 5: fused scores are ranked rounded to 12 decimals, ties by
-    id. 0.5 and 0.5 + 3e-13 round alike, so `a` ranks before `b` though b's score is larger;
-    `c`, 2e-12 above, ranks first. The scores are stored unrounded."""
-    log = pd.DataFrame(
-        {
-            "query_id": ["q"] * 3,
-            "source": ["s"] * 3,
-            "item_id": ["a", "b", "c"],
-            "parent_id": ["a", "b", "c"],
-            "score": [0.5, 0.5 + 3e-13, 0.5 + 2e-12],
-        }
-    )
+    id. 0.5 and 0.5 + 3e-13 round alike, so `d0` ranks before `d1` though d1's score is larger;
+    `d2`, 2e-12 above, ranks first. The scores are stored unrounded."""
+    log = _one_list([0.5, 0.5 + 3e-13, 0.5 + 2e-12])
     assert round(log["score"][0], 12) == round(log["score"][1], 12) < round(log["score"][2], 12)
     sets = ["source_defaults.normalize=none", "fusion.method=weighted_sum"]
     out = fused(log, tmp_path, "canonical_rrf", sets).set_index("item_id")
-    assert out["rank"].to_dict() == {"c": 1, "a": 2, "b": 3}
+    assert out["rank"].to_dict() == {"d2": 1, "d0": 2, "d1": 3}
     assert out["fused_score"].to_dict() == log.set_index("item_id")["score"].to_dict()
 
 
