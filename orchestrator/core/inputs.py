@@ -338,21 +338,30 @@ def _create_raw_view(
         scan = f"{reader}({lit(files)}, {', '.join(options)})"
         if fmt == "parquet":
             view = f"SELECT * EXCLUDE (file_row_number), file_row_number + 1 AS {ROW_COLUMN} FROM {scan}"
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {ident(raw)} AS {view}")
         else:
-            # CSV/JSON readers have no file_row_number; loaded into a table, rowid keeps file order.
-            loaded = ident(raw + "_loaded")
-            con.execute(f"CREATE OR REPLACE TEMP TABLE {loaded} AS SELECT * FROM {scan}")
-            view = (
-                f"SELECT * EXCLUDE (__rowid), __rowid - min(__rowid) OVER "
-                f"(PARTITION BY {FILE_COLUMN}) + 1 AS {ROW_COLUMN} "
-                f"FROM (SELECT *, rowid AS __rowid FROM {loaded})"
-            )
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {ident(raw)} AS {view}")
+            create_numbered_view(con, raw, scan)
         con.execute(f"SELECT * FROM {ident(raw)} LIMIT 0")
     except duckdb.Error as exc:
         if fmt != "parquet":
             _refuse_other_encodings(files, label)
         raise InputError(f"{label}: cannot read {given}: {first_line(exc)}") from None
+
+
+def create_numbered_view(con: duckdb.DuckDBPyConnection, name: str, scan: str) -> None:
+    """The view `name` of `scan` (a CSV or JSON reader with `filename = FILE_COLUMN`) with each
+    row's line number in its file as ROW_COLUMN. These readers have no file_row_number, and a
+    window over the scan numbers rows in the order its threads finish (a 5,000-line file was
+    numbered out of order); loaded into a table, whose rowid keeps the scan's order, they are
+    numbered in file order."""
+    loaded = ident(name + "_loaded")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {loaded} AS SELECT * FROM {scan}")
+    con.execute(
+        f"CREATE OR REPLACE TEMP VIEW {ident(name)} AS "
+        f"SELECT * EXCLUDE (__rowid), __rowid - min(__rowid) OVER "
+        f"(PARTITION BY {FILE_COLUMN}) + 1 AS {ROW_COLUMN} "
+        f"FROM (SELECT *, rowid AS __rowid FROM {loaded})"
+    )
 
 
 def _csv_text_types(

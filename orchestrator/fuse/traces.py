@@ -24,7 +24,14 @@ from duckdb.sqltypes import DuckDBPyType
 
 from ..core.connection import first_line
 from ..core.errors import InputError, QueryError
-from ..core.inputs import Derived, FileSet, Table, fingerprint, resolve_files
+from ..core.inputs import (
+    Derived,
+    FileSet,
+    Table,
+    create_numbered_view,
+    fingerprint,
+    resolve_files,
+)
 from ..core.render import RenderedSQL, ident, lit, render
 from ..core.session import Destination, Session
 from ..core.tables import Column, InputFile, TableContract
@@ -88,10 +95,10 @@ def _otel_genai(session: Session, log: TraceLog, label: str, allow_empty: bool) 
     """OTLP JSON exports (one export request per line, or one per file) of GenAI retrieval spans."""
     paths, _ = resolve_files(log.given, label)
     try:
-        session.execute(
-            f"CREATE OR REPLACE TEMP VIEW otlp_lines AS SELECT json, filename AS {FILE_COLUMN}, "
-            f"row_number() OVER (PARTITION BY filename) AS {ROW_COLUMN} "
-            f"FROM read_json_objects({lit(paths)}, format = 'auto', filename = true)"
+        create_numbered_view(
+            session.con,
+            "otlp_lines",
+            f"read_json_objects({lit(paths)}, format = 'auto', filename = {lit(FILE_COLUMN)})",
         )
         session.first_row("SELECT count(*) FROM otlp_lines")
     except (QueryError, duckdb.Error) as exc:

@@ -7,7 +7,7 @@ RETRIEVER span is one list of a source for one query:
   source      the span's name (the retriever)
   item_id     retrieval.documents[i].document.id
   parent_id   the document metadata's `parent_id`, else the document id (a document is its own
-              parent)
+              parent); an empty id or parent_id is an absent one
   granularity, block_type, total_chunks
               the document metadata's keys of those names, when it has them (NULL otherwise,
               as a log without the columns): a chunk's count of siblings is what seed 000's
@@ -80,7 +80,9 @@ Every optional attribute may be absent: the SQL reads only those the input has. 
 {%- endmacro %}
 {% set bad_score = 'score_text IS NOT NULL AND NOT coalesce(isfinite(document_score), FALSE)' %}
 {% set bad_metadata = "metadata_text IS NOT NULL AND (metadata IS NULL OR json_type(metadata) NOT IN ('OBJECT', 'NULL'))" %}
-{% set bad_chunks = 'total_chunks_text IS NOT NULL AND TRY_CAST(total_chunks_text AS DOUBLE) IS NULL' %}
+{#- the retrieval_log contract's rules for these columns (orchestrator/fuse/log.py's RETRIEVAL_LOG): a fault here names the span #}
+{% set bad_granularity = "granularity IS NOT NULL AND granularity NOT IN ('doc', 'block')" %}
+{% set bad_chunks = 'total_chunks_text IS NOT NULL AND NOT coalesce(total_chunks BETWEEN 0 AND 9007199254740992 AND total_chunks = round(total_chunks), FALSE)' %}
 WITH
 spans AS (
     SELECT
@@ -144,7 +146,7 @@ documents AS (
 read AS (
     SELECT
         span_file, span_row, trace_id, span_id, source, query_text, position, not_a_document,
-        {{ text('document.id') }} AS item_id,
+        nullif({{ text('document.id') }}, {{ '' | lit }}) AS item_id,
         {{ text('document.score') }} AS score_text,
         {{ number('document.score') }} AS document_score,
         {{ text('document.content') }} AS content,
@@ -160,10 +162,11 @@ typed AS (
 described AS (
     SELECT
         * EXCLUDE (keys),
-        keys[1] AS metadata_parent,
+        nullif(keys[1], {{ '' | lit }}) AS metadata_parent,
         keys[2] AS granularity,
         keys[3] AS block_type,
-        keys[4] AS total_chunks_text
+        keys[4] AS total_chunks_text,
+        TRY_CAST(keys[4] AS DOUBLE) AS total_chunks
     FROM (
         SELECT
             *,
@@ -185,6 +188,7 @@ described AS (
             WHEN item_id IS NULL THEN {{ '.document.id' | lit }}
             WHEN {{ bad_score }} THEN {{ '.document.score' | lit }}
             WHEN {{ bad_metadata }} THEN {{ '.document.metadata' | lit }}
+            WHEN {{ bad_granularity }} THEN {{ '.document.metadata.granularity' | lit }}
             ELSE {{ '.document.metadata.total_chunks' | lit }}
         END AS attribute,
         CASE
@@ -192,16 +196,18 @@ described AS (
             WHEN item_id IS NULL THEN {{ 'is missing: a document needs an id' | lit }}
             WHEN {{ bad_score }} THEN {{ 'is not a finite number' | lit }}
             WHEN {{ bad_metadata }} THEN {{ 'is not a JSON object' | lit }}
-            ELSE {{ 'is not a number' | lit }}
+            WHEN {{ bad_granularity }} THEN {{ 'is not one of doc, block' | lit }}
+            ELSE {{ 'is not a whole number from 0 to 2^53' | lit }}
         END AS problem,
         CASE
             WHEN not_a_document OR item_id IS NULL THEN NULL
             WHEN {{ bad_score }} THEN score_text
             WHEN {{ bad_metadata }} THEN metadata_text
+            WHEN {{ bad_granularity }} THEN granularity
             ELSE total_chunks_text
         END AS value
     FROM described
-    WHERE not_a_document OR item_id IS NULL OR ({{ bad_score }}) OR ({{ bad_metadata }}) OR ({{ bad_chunks }})
+    WHERE not_a_document OR item_id IS NULL OR ({{ bad_score }}) OR ({{ bad_metadata }}) OR ({{ bad_granularity }}) OR ({{ bad_chunks }})
 )
 SELECT span_file AS file, {{ 'row ' | lit }} || span_row AS place, span_id, attribute, problem, value
 FROM faults
@@ -253,7 +259,7 @@ SELECT
     coalesce(metadata_parent, item_id) AS parent_id,
     granularity,
     block_type,
-    TRY_CAST(total_chunks_text AS DOUBLE) AS total_chunks,
+    total_chunks,
     coalesce(best_score, -CAST(list_rank AS DOUBLE)) AS score,
     list_rank AS rank,
 {% if 'document.content' in fields %}

@@ -8,6 +8,7 @@ line, resourceSpans → scopeSpans → spans, attributes as key/value pairs). Ea
   source      `gen_ai.data_source.id`, else the span's name
   item_id     the document's `id` in `gen_ai.retrieval.documents` (a JSON string, or the
               structured form: an array of key/value lists)
+An empty id or name is an absent one (OTLP: an empty traceId or spanId is invalid).
   parent_id   the document's `parent_id`, else its id
   score       the document's `score`; a document without one is given −rank (as a rank-only log)
   rank        the document's position in the list, from 1
@@ -23,7 +24,8 @@ first, then by the spans' order in the export, and ranked 1, 2, … in that orde
 Reads the export requests as JSON objects through `inputs.lines` (column `json`, the file in
 `file_column` and the request's number in it in `row_column`). Attribute values are OTLP
 AnyValues: a string, double, int (a string in OTLP JSON) or bool value is read as such; every
-attribute but the operation name may be absent.
+attribute but the operation name may be absent; a retrieval span needs a traceId, a spanId and
+a source, and each of its documents an id.
 
 `final`:
   hits      the rows above
@@ -58,9 +60,12 @@ spans AS (
 described AS (
     SELECT
         request_file, request, span_index,
-        json_extract_string(span, '$.traceId') AS trace_id,
-        json_extract_string(span, '$.spanId') AS span_id,
-        coalesce(json_extract_string({{ attribute('gen_ai.data_source.id') }}, '$.stringValue'), json_extract_string(span, '$.name')) AS source,
+        nullif(json_extract_string(span, '$.traceId'), {{ '' | lit }}) AS trace_id,
+        nullif(json_extract_string(span, '$.spanId'), {{ '' | lit }}) AS span_id,
+        coalesce(
+            nullif(json_extract_string({{ attribute('gen_ai.data_source.id') }}, '$.stringValue'), {{ '' | lit }}),
+            nullif(json_extract_string(span, '$.name'), {{ '' | lit }})
+        ) AS source,
         coalesce(json_extract_string({{ attribute('gen_ai.operation.name') }}, '$.stringValue') = {{ 'retrieval' | lit }}, FALSE) AS is_retrieval,
         coalesce(json_extract_string(span, '$.parentSpanId'), {{ '' | lit }}) = {{ '' | lit }} AS is_root,
         json_extract_string({{ attribute('gen_ai.retrieval.query.text') }}, '$.stringValue') AS query_text,
@@ -75,12 +80,13 @@ listed AS (
             WHEN json_extract_string(documents, '$.stringValue') IS NOT NULL
                 THEN TRY_CAST(json_extract_string(documents, '$.stringValue') AS JSON[])
             WHEN json_extract(documents, '$.arrayValue') IS NOT NULL THEN list_transform(
-                coalesce(json_extract(documents, '$.arrayValue.values[*]'), []),
-                -- a key/value list as the JSON object it stands for (a key given twice: the first)
+                json_extract(documents, '$.arrayValue.values[*]'),
+                -- a key/value list as the JSON object it stands for (a key given twice: the first;
+                -- an entry without a key is NULL, which array_to_string leaves out)
                 lambda v: CASE WHEN json_extract(v, '$.kvlistValue') IS NOT NULL THEN CAST(
                     '{' || array_to_string(list_transform(
-                        coalesce(json_extract(v, '$.kvlistValue.values[*]'), []),
-                        lambda e: to_json(coalesce(json_extract_string(e, '$.key'), {{ '' | lit }})) || ':' ||
+                        json_extract(v, '$.kvlistValue.values[*]'),
+                        lambda e: to_json(json_extract_string(e, '$.key')) || ':' ||
                             coalesce(CAST({{ any_value("json_extract(e, '$.value')") }} AS VARCHAR), {{ 'null' | lit }})
                     ), ',') || '}' AS JSON) END
             )
@@ -92,8 +98,8 @@ read AS (
     SELECT
         request_file, request, span_index, trace_id, span_id, source, query_text, position,
         document IS NULL OR json_type(document) <> 'OBJECT' AS not_a_document,
-        json_extract_string(document, '$.id') AS item_id,
-        json_extract_string(document, '$.parent_id') AS document_parent,
+        nullif(json_extract_string(document, '$.id'), {{ '' | lit }}) AS item_id,
+        nullif(json_extract_string(document, '$.parent_id'), {{ '' | lit }}) AS document_parent,
         json_extract_string(document, '$.score') AS score_text
     FROM (
         SELECT *, unnest(documents) AS document, generate_subscripts(documents, 1) AS position
@@ -110,14 +116,16 @@ typed AS (
         -- a span's own fault has no position: it is told before its documents' (NULLS FIRST)
         request_file, request, span_index, CAST(NULL AS BIGINT) AS position, span_id,
         CASE WHEN trace_id IS NULL THEN {{ 'traceId' | lit }} WHEN span_id IS NULL THEN {{ 'spanId' | lit }}
+             WHEN source IS NULL THEN {{ 'gen_ai.data_source.id' | lit }}
              ELSE {{ 'gen_ai.retrieval.documents' | lit }} END AS attribute,
         CASE WHEN trace_id IS NULL OR span_id IS NULL THEN {{ 'is missing' | lit }}
+             WHEN source IS NULL THEN {{ 'is missing, and the span has no name' | lit }}
              WHEN json_extract_string(documents_given, '$.stringValue') IS NOT NULL THEN {{ 'is not a JSON array of documents' | lit }}
              ELSE {{ 'is neither a JSON string nor an array' | lit }} END AS problem,
-        CASE WHEN trace_id IS NULL OR span_id IS NULL THEN NULL
+        CASE WHEN trace_id IS NULL OR span_id IS NULL OR source IS NULL THEN NULL
              ELSE coalesce(json_extract_string(documents_given, '$.stringValue'), CAST(documents_given AS VARCHAR)) END AS value
     FROM listed
-    WHERE trace_id IS NULL OR span_id IS NULL OR (documents_given IS NOT NULL AND documents IS NULL)
+    WHERE trace_id IS NULL OR span_id IS NULL OR source IS NULL OR (documents_given IS NOT NULL AND documents IS NULL)
     UNION ALL
     SELECT
         request_file, request, span_index, position, span_id,

@@ -23,13 +23,13 @@ ranks by its best hit (lowest rank, then parent_id), the document order of canon
                    number of sources. Meaningful for real scores; a rank-only log gives 1.
 
 Reads `inputs.hits` (query_id, source, item_id, parent_id, score, rank, granularity, block_type,
-total_chunks, weight); `sources` are the log's sources in name order. `inputs.source_parents`,
-when set, is the (query, source, parent) aggregate sql/fuse/fused.sql kept (`with_features`),
-read instead of grouping the hits again. `block_types`, when set, are the hits' block types
-(at most 64, NULL as 'unknown'): distinct items are then grouped once per parent, coverage
-counted as the bits of a block-type mask; without it (portable SQL), in a third grouping level.
-Distinct counts come from
-GROUP BY steps, never count(DISTINCT …); sums over sources are pivoted per source in name order,
+total_chunks, weight: sql/fuse/fused.sql's `cut`, whose granularity is never NULL); `sources` are
+the log's sources in name order. `inputs.source_parents`, when set, is the (query, source, parent)
+aggregate sql/fuse/fused.sql kept (`with_features`), read instead of grouping the hits again.
+`block_types`, when set, are the hits' block types (at most 64, NULL as 'unknown'): distinct items
+are then grouped once per parent, coverage counted as the bits of a block-type mask; without it
+(portable SQL), in a third grouping level. Distinct counts come from GROUP BY steps, never
+count(DISTINCT …); sums over sources are pivoted per source in name order,
 sums over hits are exact (sql/fuse/_rrf_part.sql: DECIMAL(38, 24) or the recipe's fixed64, then
 DOUBLE: the same bits in any order); the recipe bounds a hit's weight by 1e9 so they cannot overflow.
 -#}
@@ -51,7 +51,7 @@ hits AS NOT MATERIALIZED (
         rank,
         weight,
         coalesce(block_type, 'unknown') AS block_type,
-        coalesce(granularity, CASE WHEN item_id = parent_id THEN 'doc' ELSE 'block' END) AS granularity,
+        granularity,
         total_chunks
     FROM {{ inputs.hits | ident }}
 ),

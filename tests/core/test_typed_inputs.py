@@ -172,3 +172,26 @@ def test_an_empty_granularity_cell_is_derived_as_if_the_column_were_absent(
         duckdb.sql(read.format(tmp_path / "without" / "parent_features.parquet")).fetchall()
         == duckdb.sql(read.format(tmp_path / "with_empty" / "parent_features.parquet")).fetchall()
     )
+
+
+def test_lines_of_large_json_files_are_numbered_in_file_order(tmp_path: Path) -> None:
+    """A window over a multi-threaded scan numbers rows as its threads finish: a 5,000-line file
+    came out numbered out of order in one run of three. Each line here carries its number."""
+    from duckscore.core.inputs import create_numbered_view
+    from duckscore.core.validate import FILE_COLUMN, ROW_COLUMN
+
+    paths = []
+    for name, lines in (("a.jsonl", 60_000), ("b.jsonl", 30_000)):
+        path = tmp_path / name
+        path.write_text("".join(json.dumps({"n": n}) + "\n" for n in range(1, lines + 1)))
+        paths.append(str(path))
+    con = duckdb.connect()
+    con.execute("SET threads = 4")
+    scan = f"read_json_objects({paths!r}, format = 'auto', filename = '{FILE_COLUMN}')"
+    for _ in range(3):
+        create_numbered_view(con, "lines", scan)
+        counts = con.execute(
+            f"SELECT count(*), count(*) FILTER (WHERE \"{ROW_COLUMN}\" <> CAST(json->>'n' AS BIGINT)) "
+            "FROM lines"
+        ).fetchall()
+        assert counts == [(90_000, 0)]

@@ -491,3 +491,17 @@ def test_a_log_without_granularity_reads_a_row_as_a_doc_when_item_is_parent(
     given = fused(log, tmp_path, "canonical_rrf", sets)
     derived = fused(log.drop(columns="granularity"), tmp_path, "canonical_rrf", sets)
     pd.testing.assert_frame_equal(derived, given)
+
+
+@pytest.mark.parametrize("method", ["arithmetic_mean", "combmin"])
+def test_skip_leaves_a_missing_list_out_beside_a_borda_list(method: str, tmp_path: Path) -> None:
+    """A borda source builds the candidate grid; with `missing: skip` the other lists still
+    leave out a document they lack (docs/fusion-semantics.md): y, in a's list only, fuses as its
+    one contribution, not as its mean (or min) with a 0 from b."""
+    log = pd.DataFrame({"query_id": ["q"] * 3, "source": ["a", "a", "b"], "item_id": ["x", "y", "x"],
+                        "parent_id": ["x", "y", "x"], "score": [2.0, 1.0, 0.4], "rank": [1, 2, 1]})  # fmt: skip
+    sets = ["sources.a.normalize=borda", f"fusion.method={method}", "fusion.missing=skip"]
+    out = fused(log, tmp_path, "hybrid_v1", sets).set_index("item_id")
+    (part,) = out.loc["y", "contributions"]
+    assert part["source"] == "a" and part["norm_score"] > 0
+    assert out.loc["y", "fused_score"] == part["norm_score"]

@@ -25,6 +25,8 @@ from typing import Any
 
 import duckdb
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner, Result
 from openinference.semconv.trace import DocumentAttributes, OpenInferenceSpanKindValues
@@ -148,6 +150,97 @@ def test_metadata_in_several_forms_in_one_export(log: pd.DataFrame, tmp_path: Pa
     runs_agree(tmp_path, spans, "openinference", ("fused.parquet", *OUTPUTS))
 
 
+def documents_as(shape: str, documents: list[dict[str, Any]]) -> Any:
+    """A span's documents in another column shape that exports take (sql/fuse/openinference.sql's
+    `documents`): the list as JSON text (once, or that text again as a JSON string), a list of
+    JSON texts, a list of maps of texts, or structs whose metadata is an object."""
+    if shape == "json-text":
+        return json.dumps(documents)
+    if shape == "json-text-twice":
+        return json.dumps(json.dumps(documents))
+    if shape == "json-list":
+        return [json.dumps(document) for document in documents]
+    if shape == "map":
+        return [{key: str(value) for key, value in document.items()} for document in documents]
+    return [document | {METADATA: json.loads(document[METADATA])} for document in documents]
+
+
+MAPS = pa.list_(pa.map_(pa.string(), pa.string()))
+
+
+@pytest.mark.parametrize(
+    "shape", ["json-text", "json-text-twice", "json-list", "map", "metadata-object"]
+)
+def test_documents_in_each_column_shape_score_as_the_log_they_stand_for(
+    log: pd.DataFrame, shape: str, tmp_path: Path
+) -> None:
+    """The documents column as JSON text, a list of JSON texts, a list of maps (a score given
+    as text is read as the number it spells) or structs with an object for metadata reads as the
+    list of structs does."""
+    rows = spans_without(log, set())
+    for span in rows:
+        span[DOCUMENTS] = documents_as(shape, span[DOCUMENTS])
+    table = pa.Table.from_pylist(rows)
+    if shape == "map":
+        table = table.set_column(
+            table.schema.get_field_index(DOCUMENTS), DOCUMENTS,
+            pa.array([span[DOCUMENTS] for span in rows], type=MAPS))  # fmt: skip
+    pq.write_table(table, tmp_path / "spans.parquet")
+    expected = as_traces(log).assign(snippet="passage " + log["item_id"])
+    expected.to_parquet(tmp_path / "log.parquet", index=False)
+    runs_agree(tmp_path, tmp_path / "spans.parquet", "openinference", ("fused.parquet", *OUTPUTS))
+
+
+def test_single_precision_scores_read_as_a_log_of_them_does(
+    log: pd.DataFrame, tmp_path: Path
+) -> None:
+    """A float32 score is the double it stands for exactly (0.1f is 0.100000001490116…), as in a
+    retrieval_log whose score column is float32, not the double its shortest text spells."""
+    rows = spans_without(log, set())
+    table = pa.Table.from_pylist(rows)
+    documents = table.schema.field(DOCUMENTS).type
+    single = pa.list_(pa.struct([f if f.name != SCORE else pa.field(SCORE, pa.float32())
+                                 for f in documents.value_type]))  # fmt: skip
+    index = table.schema.get_field_index(DOCUMENTS)
+    table = table.set_column(index, DOCUMENTS, table.column(DOCUMENTS).cast(single))
+    pq.write_table(table, tmp_path / "spans.parquet")
+    expected = as_traces(log).assign(
+        snippet="passage " + log["item_id"], score=log["score"].astype("float32")
+    )
+    expected.to_parquet(tmp_path / "log.parquet", index=False)
+    runs_agree(tmp_path, tmp_path / "spans.parquet", "openinference", ("fused.parquet", *OUTPUTS))
+
+
+@pytest.mark.parametrize("log_format", ["openinference", "otel-genai"])
+def test_the_query_analyzer_reads_the_spans_query_text(log_format: str, tmp_path: Path) -> None:
+    """input.value (gen_ai.retrieval.query.text) is the log's query_text: a rule matching it
+    boosts its source's weight for that trace only."""
+    lists = {("t1", "bm25"): [("a", 1.0)], ("t2", "bm25"): [("b", 1.0)]}
+    texts = {"t1": "does cancer spread", "t2": "other"}
+    path = scored_export(log_format, lists, tmp_path / "spans")
+    if log_format == "openinference":
+        rows = [
+            row | {QUERY: texts[row["context.trace_id"]]}
+            for row in pd.read_parquet(path).to_dict("records")
+        ]
+        write(rows, path)
+    else:
+        request = json.loads(path.read_text())
+        for span in request["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+            for attribute in span["attributes"]:
+                if attribute["key"] == gen_ai.GEN_AI_RETRIEVAL_QUERY_TEXT:
+                    attribute["value"] = {"stringValue": texts[span["traceId"]]}
+        path.write_text(json.dumps(request) + "\n")
+    out = tmp_path / "out"
+    done = invoke("fuse", "--log", str(path), "--log-format", log_format, "--out", str(out),
+                  "--set-recipe", "query_analyzer.enabled=true",
+                  "--set-recipe", 'query_analyzer.rules=[{match: "cancer", boost: {bm25: 2.0}}]')  # fmt: skip
+    assert done.exit_code == 0, done.stderr
+    fused = pd.read_parquet(out / "fused.parquet")
+    weights = {row.query_id: [c["weight"] for c in row.contributions] for row in fused.itertuples()}
+    assert weights == {"t1": [2.0], "t2": [1.0]}
+
+
 # -- a retriever run more than once in a trace -------------------------------------------------
 
 # (trace, span, retriever, query) -> the documents (id, score or None) in the span's order
@@ -213,9 +306,13 @@ def otlp_retrieval(
             "name": f"retrieval {source}", "attributes": attributes}  # fmt: skip
 
 
+def otlp_request(spans: list[dict[str, Any]]) -> str:
+    """One export request (a line of the collector's file exporter) holding the spans."""
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}) + "\n"
+
+
 def write_otlp(spans: list[dict[str, Any]], path: Path) -> Path:
-    request = {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}
-    path.write_text(json.dumps(request) + "\n")
+    path.write_text(otlp_request(spans))
     return path
 
 
@@ -247,7 +344,69 @@ def test_a_retriever_run_more_than_once_in_a_trace_gives_one_list(
     )
     folder = runs_agree(tmp_path, spans, log_format, ("fused.parquet", *OUTPUTS))
     spans_written = duckdb.execute(f"SELECT span_id FROM '{folder / 'spans.parquet'}'").fetchall()
-    assert sorted(s for (s,) in spans_written) == [f"s{n}" for n in range(1, 8)]  # every span
+    # every span, by query, source (t1's bm25 before its dense), then span id
+    assert [s for (s,) in spans_written] == ["s3", "s1", "s2", "s4", "s5", "s6", "s7"]
+
+
+def export_order_layouts(tmp: Path, log_format: str) -> dict[str, Path]:
+    """Two retrieval spans of one source in one trace, `early` before `late` in the export, laid
+    out so that each key of the export order (file, then request or row in it, then span in the
+    request) is the one that decides, and the next key alone would put `late` first."""
+    lists = {"s9": [("z", "z"), ("b", "from-early")], "s1": [("a", "a"), ("b", "from-late")]}
+    if log_format == "otel-genai":
+        early, late = (otlp_retrieval("t1", span, "bm25", json.dumps(
+            [{"id": doc, "score": 0.5, "parent_id": parent} for doc, parent in lists[span]]))
+            for span in ("s9", "s1"))  # fmt: skip
+        other = {"traceId": "t1", "spanId": "s5", "name": "rag", "attributes": []}
+        layouts = {
+            "file": {"1.jsonl": [[other], [early]], "2.jsonl": [[late]]},  # late: request 1
+            "request": {"1.jsonl": [[other, early], [late]]},  # late: span 1 of its request
+            "span": {"1.jsonl": [[early, late]]},  # late: the smaller spanId
+        }  # fmt: skip
+        text = {name: {file: "".join(otlp_request(spans) for spans in requests)
+                       for file, requests in files.items()} for name, files in layouts.items()}  # fmt: skip
+    else:
+        early, late = (retriever("t1", span, "bm25", [
+            {ID: doc, SCORE: 0.5, METADATA: json.dumps({"parent_id": parent})}
+            for doc, parent in lists[span]]) for span in ("s9", "s1"))  # fmt: skip
+        other = {"context.trace_id": "t1", "context.span_id": "s5", "name": "rag", KIND: "CHAIN"}
+        layouts = {
+            "file": {"1.jsonl": [other, early], "2.jsonl": [late]},  # late: row 1
+            "row": {"1.jsonl": [early, late]},  # late: the smaller span_id
+        }  # fmt: skip
+        text = {name: {file: "".join(json.dumps(row) + "\n" for row in rows)
+                       for file, rows in files.items()} for name, files in layouts.items()}  # fmt: skip
+    folders = {}
+    for name, files in text.items():
+        folder = tmp / name
+        folder.mkdir()
+        for file, content in files.items():
+            (folder / file).write_text(content)
+        folders[name] = folder
+    return folders
+
+
+@pytest.mark.parametrize(
+    ("log_format", "layout"),
+    [("otel-genai", "file"), ("otel-genai", "request"), ("otel-genai", "span"),
+     ("openinference", "file"), ("openinference", "row")],
+)  # fmt: skip
+def test_ties_between_spans_of_one_list_go_by_export_order(
+    log_format: str, layout: str, tmp_path: Path
+) -> None:
+    """z and a share position 1 and a score: z, from the earlier span, ranks first; b is at
+    position 2 in both spans and keeps the parent the earlier span gives it (docs/traces.md: a
+    document's best position, then the spans' order in the export). spans.parquet is ordered by
+    query, source and span id, whatever the export's order."""
+    folder = export_order_layouts(tmp_path, log_format)[layout]
+    out = tmp_path / "out"
+    done = invoke("fuse", "--log", str(folder), "--log-format", log_format, "--out", str(out))
+    assert done.exit_code == 0, done.stderr
+    fused = pd.read_parquet(out / "fused.parquet").sort_values("rank")
+    assert list(zip(fused["item_id"], fused["rank"], strict=True)) == [
+        ("z", 1), ("a", 2), ("from-early", 3)]  # fmt: skip
+    spans = duckdb.execute(f"SELECT span_id FROM '{out / 'spans.parquet'}'").fetchall()
+    assert spans == [("s1",), ("s9",)]
 
 
 # -- retrievals that returned nothing ----------------------------------------------------------
@@ -418,6 +577,20 @@ def one_span(documents: Any, suffix: str = "parquet") -> Callable[[Path], Path]:
     return lambda tmp: write([retriever("t1", "s1", "bm25", documents)], tmp / f"spans.{suffix}")
 
 
+def duckdb_span(documents: str) -> Callable[[Path], Path]:
+    """One RETRIEVER span written by DuckDB, its documents the SQL expression `documents`."""
+
+    def build(tmp: Path) -> Path:
+        path = tmp / "spans.parquet"
+        duckdb.execute(
+            f"COPY (SELECT 't1' AS \"context.trace_id\", 's1' AS \"context.span_id\", 'bm25' AS name, "
+            f"'{RETRIEVER}' AS \"{KIND}\", {documents} AS \"{DOCUMENTS}\") TO '{path}'"
+        )
+        return path
+
+    return build
+
+
 def one_otlp_span(documents: Any) -> Callable[[Path], Path]:
     return lambda tmp: write_otlp(
         [otlp_retrieval("t1", "s1", "bm25", documents)], tmp / "traces.jsonl"
@@ -448,10 +621,30 @@ BAD_SPANS = [
      "retrieval.documents[2].document.id is missing: a document needs an id"),
     ("openinference", one_span([{SCORE: 0.5}]),
      "retrieval.documents[1].document.id is missing: a document needs an id"),
+    ("openinference", one_span([GOOD, {ID: "", SCORE: 0.5, METADATA: "{}"}]),
+     "retrieval.documents[2].document.id is missing: a document needs an id"),
+    # the missing id is the fault named: nothing of the bad score follows it
+    ("openinference", one_span([GOOD, {SCORE: "high", METADATA: "{}"}], "jsonl"),
+     "retrieval.documents[2].document.id is missing: a document needs an id"),
     ("openinference", one_span([None, GOOD], "jsonl"),
      "retrieval.documents[1] is not a document (an object with a document.id)"),
     ("openinference", one_span("oops"),
      "retrieval.documents is not a JSON list of documents: 'oops'"),
+    # a list of JSON texts: one that is not JSON, or JSON but no object, is no document
+    ("openinference", one_span(["{oops", json.dumps(GOOD)]),
+     "retrieval.documents[1] is not a document (an object with a document.id)"),
+    ("openinference", one_span([json.dumps(GOOD), json.dumps("a")]),
+     "retrieval.documents[2] is not a document (an object with a document.id)"),
+    # JSON-typed metadata (a DuckDB-written Parquet) shown as written
+    ("openinference", duckdb_span("[{'document.id': 'a', 'document.metadata': CAST('[1, 2]' AS JSON)}]"),
+     "retrieval.documents[1].document.metadata is not a JSON object: '[1, 2]'"),
+    # the log's rules for metadata columns, told of the span (not of a row of the derived log)
+    ("openinference", one_span([GOOD, GOOD | {ID: "b", METADATA: '{"granularity": "chunk"}'}]),
+     "retrieval.documents[2].document.metadata.granularity is not one of doc, block: 'chunk'"),
+    *[("openinference", one_span([GOOD | {METADATA: json.dumps({"total_chunks": n})}], "jsonl"),
+       f"retrieval.documents[1].document.metadata.total_chunks is not a whole number from 0 to "
+       f"2^53: {shown!r}")
+      for n, shown in ((-1, "-1"), (2.5, "2.5"), ("many", "many"), (2**53 + 2, str(2**53 + 2)))],
     ("openinference", one_span([GOOD | {SCORE: {"value": 1}}]),
      "column 'attributes.retrieval.documents': its documents' document.score has type "
      'STRUCT("value" BIGINT); expected a number'),
@@ -475,26 +668,42 @@ BAD_SPANS = [
     ("otel-genai", one_otlp_span(kv_documents([("id", {"stringValue": "a"}),
                                                ("score", {"boolValue": True})])),
      "gen_ai.retrieval.documents[1].score is not a finite number: 'true'"),
+    # a key given twice: its first value, here none (a null id)
+    ("otel-genai", one_otlp_span(kv_documents([("id", None), ("id", {"stringValue": "a"})])),
+     "gen_ai.retrieval.documents[1].id is missing: a document needs an id"),
+    ("otel-genai", one_otlp_span(json.dumps([{"id": "", "score": 1.0}])),
+     "gen_ai.retrieval.documents[1].id is missing: a document needs an id"),
 ]  # fmt: skip
 
 
+def test_an_empty_parent_id_is_an_absent_one(tmp_path: Path) -> None:
+    """In OpenInference metadata as in OTLP documents: the document is its own parent."""
+    path = one_span([GOOD | {METADATA: json.dumps({"parent_id": ""})}])(tmp_path)
+    out = tmp_path / "out"
+    done = invoke("fuse", "--log", str(path), "--log-format", "openinference", "--out", str(out))
+    assert done.exit_code == 0, done.stderr
+    assert pd.read_parquet(out / "fused.parquet")["item_id"].tolist() == ["a"]
+
+
 def test_odd_but_readable_structured_documents(tmp_path: Path) -> None:
-    """An entry without a key is kept under the empty key (no field reads it), one without a
-    value reads as null (a parent_id of null: the document is its own parent), and a span whose
-    arrayValue has no values returned nothing; none of them is a fault."""
+    """An entry without a key is left out (no field could read it), one without a value reads
+    as null (a parent_id of null: the document is its own parent), an empty parent_id is an
+    absent one, and a span whose arrayValue has no values returned nothing; none of them is a
+    fault."""
     spans = [
         otlp_retrieval("t1", "s1", "bm25", kv_documents(
             [("id", {"stringValue": "a"}), ("score", {"doubleValue": 2.0}),
              ("parent_id", None), (None, {"stringValue": "no key"})])),
         otlp_retrieval("t1", "s2", "dense", {"arrayValue": {}}),
+        otlp_retrieval("t1", "s3", "splade", json.dumps([{"id": "c", "score": 1.0, "parent_id": ""}])),
     ]  # fmt: skip
     path = write_otlp(spans, tmp_path / "traces.jsonl")
     out = tmp_path / "out"
     done = invoke("fuse", "--log", str(path), "--log-format", "otel-genai", "--out", str(out))
     assert done.exit_code == 0, done.stderr
-    (row,) = pd.read_parquet(out / "fused.parquet").itertuples()
-    assert row.item_id == "a"
-    assert [(c["source"], c["raw_score"]) for c in row.contributions] == [("bm25", 2.0)]
+    fused = pd.read_parquet(out / "fused.parquet")
+    assert {row.item_id: [(c["source"], c["raw_score"]) for c in row.contributions]
+            for row in fused.itertuples()} == {"a": [("bm25", 2.0)], "c": [("splade", 1.0)]}  # fmt: skip
 
 
 @pytest.mark.parametrize(("log_format", "build", "message"), BAD_SPANS)
@@ -511,21 +720,68 @@ def test_a_document_that_cannot_be_read_is_one_line_naming_file_span_and_attribu
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize(("missing", "shown_id"), [("traceId", "'s1'"), ("spanId", "None")])
-def test_a_span_without_a_trace_or_span_id_is_one_line(
-    missing: str, shown_id: str, tmp_path: Path
+def without_source(span: dict[str, Any], name: str | None) -> None:
+    """The span without gen_ai.data_source.id, and its name `name` (None: no name)."""
+    span["attributes"] = [a for a in span["attributes"] if a["key"] != gen_ai.GEN_AI_DATA_SOURCE_ID]
+    if name is None:
+        del span["name"]
+    else:
+        span["name"] = name
+
+
+def emptied_source(span: dict[str, Any]) -> None:
+    for entry in span["attributes"]:
+        if entry["key"] == gen_ai.GEN_AI_DATA_SOURCE_ID:
+            entry["value"] = {"stringValue": ""}
+    span["name"] = ""
+
+
+SPAN_FAULTS = [
+    ("no traceId", lambda span: span.pop("traceId"), "'s1'", "traceId is missing"),
+    ("empty traceId", lambda span: span.update(traceId=""), "'s1'", "traceId is missing"),
+    ("no spanId", lambda span: span.pop("spanId"), "None", "spanId is missing"),
+    ("empty spanId", lambda span: span.update(spanId=""), "None", "spanId is missing"),
+    ("no source", lambda span: without_source(span, None), "'s1'",
+     "gen_ai.data_source.id is missing, and the span has no name"),
+    ("empty source", emptied_source, "'s1'",
+     "gen_ai.data_source.id is missing, and the span has no name"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("edit", "shown_id", "message"), [f[1:] for f in SPAN_FAULTS], ids=[f[0] for f in SPAN_FAULTS]
+)
+def test_a_span_without_an_id_or_a_source_is_one_line(
+    edit: Callable[[dict[str, Any]], object], shown_id: str, message: str, tmp_path: Path
 ) -> None:
-    """The id is named, and no value follows; a span's own fault is told before those of its
-    documents."""
+    """What is missing is named, and no value follows; an empty id or name is a missing one; a
+    span's own fault is told before those of its documents."""
     span = otlp_retrieval("t1", "s1", "bm25", json.dumps([{"id": "a", "score": "high"}]))
-    del span[missing]  # the span's fault comes before its first document's
+    edit(span)  # the span's fault comes before its first document's
     path = write_otlp([span], tmp_path / "traces.jsonl")
     done = invoke(
         "fuse", "--log", str(path), "--log-format", "otel-genai", "--out", str(tmp_path / "out")
     )
     assert one_line_error(done).endswith(
-        f"--log ({path}, request 1, span_id={shown_id}): {missing} is missing\n"
+        f"--log ({path}, request 1, span_id={shown_id}): {message}\n"
     )
+
+
+def test_requests_of_a_large_export_are_numbered_in_file_order(tmp_path: Path) -> None:
+    """Every request of 20,000 holds a bad span named after its line: the first fault is line
+    1's, numbered 1, however many threads read the file (the numbering once followed the order
+    in which the scan's threads finished: with 4 threads, wrong in most runs)."""
+    bad = json.dumps([{"id": "a", "score": "high"}])
+    path = tmp_path / "traces.jsonl"
+    path.write_text("".join(otlp_request([otlp_retrieval("t1", f"s{n}", "bm25", bad)])
+                            for n in range(1, 20_001)))  # fmt: skip
+    for _ in range(3):
+        done = invoke("fuse", "--log", str(path), "--log-format", "otel-genai", "--threads", "8",
+                      "--out", str(tmp_path / "out"))  # fmt: skip
+        assert one_line_error(done).endswith(
+            f"--log ({path}, request 1, span_id='s1'): gen_ai.retrieval.documents[1].score is "
+            "not a finite number: 'high'\n"
+        )
 
 
 @pytest.fixture(scope="module")
@@ -538,13 +794,28 @@ def log() -> pd.DataFrame:
 def test_a_retrieval_span_without_a_data_source_is_named_by_its_span_name(tmp_path: Path) -> None:
     """`source` is gen_ai.data_source.id, else the span's name (sql/fuse/otel_genai.sql)."""
     span = otlp_retrieval("t1", "s1", "bm25", json.dumps([{"id": "a", "score": 1.0}]))
-    span["attributes"] = [a for a in span["attributes"] if a["key"] != gen_ai.GEN_AI_DATA_SOURCE_ID]
+    without_source(span, "retrieval bm25")
     path = write_otlp([span], tmp_path / "traces.jsonl")
     out = tmp_path / "out"
     done = invoke("fuse", "--log", str(path), "--log-format", "otel-genai", "--out", str(out))
     assert done.exit_code == 0, done.stderr
     (row,) = pd.read_parquet(out / "fused.parquet").itertuples()
     assert [part["source"] for part in row.contributions] == ["retrieval bm25"]
+
+
+def test_the_first_fault_is_the_first_by_row_then_position(tmp_path: Path) -> None:
+    """OpenInference: row 1's span has faults at positions 2 and 3, row 2's one at position 1:
+    the line names row 1's position 2, not the smallest position alone nor a later one of row 1."""
+    path = write([retriever("t1", "s1", "bm25", [GOOD, GOOD | {ID: "b", SCORE: "high"},
+                                                 {SCORE: "0.5", METADATA: "{}"}]),
+                  retriever("t1", "s2", "dense", [GOOD | {SCORE: "low"}])], tmp_path / "spans.jsonl")  # fmt: skip
+    done = invoke(
+        "fuse", "--log", str(path), "--log-format", "openinference", "--out", str(tmp_path / "out")
+    )
+    assert one_line_error(done).endswith(
+        f"--log ({path}, row 1, span_id='s1'): retrieval.documents[2].document.score is not a "
+        "finite number: 'high'\n"
+    )
 
 
 def test_the_first_fault_is_the_first_in_file_request_span_and_position(tmp_path: Path) -> None:
@@ -558,10 +829,7 @@ def test_the_first_fault_is_the_first_in_file_request_span_and_position(tmp_path
         [otlp_retrieval("t2", "s3", "bm25", json.dumps([bad]))],
     ]  # fmt: skip
     path = tmp_path / "traces.jsonl"
-    path.write_text(
-        "".join(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}) + "\n"
-                for spans in requests)
-    )  # fmt: skip
+    path.write_text("".join(otlp_request(spans) for spans in requests))
     done = invoke(
         "fuse", "--log", str(path), "--log-format", "otel-genai", "--out", str(tmp_path / "out")
     )
