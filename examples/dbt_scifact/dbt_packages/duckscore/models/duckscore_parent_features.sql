@@ -249,7 +249,7 @@ hits AS NOT MATERIALIZED (
         rank,
         weight,
         coalesce(block_type, 'unknown') AS block_type,
-        coalesce(granularity, CASE WHEN item_id = parent_id THEN 'doc' ELSE 'block' END) AS granularity,
+        granularity,
         total_chunks
     FROM fuse_hits
 ),
