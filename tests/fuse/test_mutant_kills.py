@@ -38,6 +38,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from duckscore.core.connection import EngineSettings
 from duckscore.fuse.pipeline import fuse
 from duckscore.run.job import Job
 from duckscore.run.pipeline import run
@@ -505,3 +506,21 @@ def test_skip_leaves_a_missing_list_out_beside_a_borda_list(method: str, tmp_pat
     (part,) = out.loc["y", "contributions"]
     assert part["source"] == "a" and part["norm_score"] > 0
     assert out.loc["y", "fused_score"] == part["norm_score"]
+
+
+@pytest.mark.parametrize("memory_limit", [None, "2GB"], ids=["mask", "portable"])
+def test_one_chunk_parents_and_a_source_spanning_exactly_one(
+    memory_limit: str | None, tmp_path: Path
+) -> None:
+    """docs/fuse.md's parent features at the edges the other tests never reached: a parent of
+    one chunk whose one chunk was hit covers it all (1/1), one of one chunk hit only as a
+    document covers none (0/1); a source whose scores span exactly 1 (2.0 to 1.0) gives its
+    best parent a max_score of 1 and its worst 0 (minmax). Both ways of counting coverage:
+    the block-type mask, and the portable grouping used under a memory limit."""
+    log = pd.DataFrame({"query_id": ["q", "q"], "source": ["a", "a"], "item_id": ["C:1", "D"],
+                        "parent_id": ["C", "D"], "granularity": ["block", "doc"],
+                        "score": [2.0, 1.0], "rank": [1, 2], "total_chunks": [1, 1]})  # fmt: skip
+    fuse(log, tmp_path / "out", "canonical_rrf", None, EngineSettings(memory_limit=memory_limit))
+    features = pd.read_parquet(tmp_path / "out" / "parent_features.parquet").set_index("parent_id")
+    assert features["coverage_ratio"].to_dict() == {"C": 1.0, "D": 0.0}
+    assert features["max_score"].to_dict() == {"C": 1.0, "D": 0.0}
