@@ -524,3 +524,31 @@ def test_one_chunk_parents_and_a_source_spanning_exactly_one(
     features = pd.read_parquet(tmp_path / "out" / "parent_features.parquet").set_index("parent_id")
     assert features["coverage_ratio"].to_dict() == {"C": 1.0, "D": 0.0}
     assert features["max_score"].to_dict() == {"C": 1.0, "D": 0.0}
+    raw = tmp_path / "raw"
+    fuse(log, raw, "canonical_rrf", ["parent_features.max_score=raw"])
+    features = pd.read_parquet(raw / "parent_features.parquet").set_index("parent_id")
+    assert features["max_score"].to_dict() == {"C": 2.0, "D": 1.0}  # the scores as given
+
+
+def test_a_parents_contribution_names_its_best_hit(tmp_path: Path) -> None:
+    """docs/fuse.md: a source's contribution to a parent, and its best provenance, name the
+    best of its hits — the highest score, then the lowest rank: P:c2 (0.9, rank 1) over P:c1
+    (0.9, rank 2) and P:c3 (0.5)."""
+    log = pd.DataFrame({"query_id": ["q"] * 3, "source": ["a"] * 3,
+                        "item_id": ["P:c1", "P:c2", "P:c3"], "parent_id": ["P"] * 3,
+                        "score": [0.9, 0.9, 0.5], "rank": [2, 1, 3],
+                        "snippet": ["one", "two", "three"]})  # fmt: skip
+    (row,) = fused(log, tmp_path, "canonical_rrf", []).itertuples()
+    assert [(c["source"], c["original_id"]) for c in row.contributions] == [("a", "P:c2")]
+    best = row.best_provenance
+    assert (best["original_id"], best["original_score"], best["snippet"]) == ("P:c2", 0.9, "two")
+
+
+def test_a_delayed_documents_expanded_blocks_name_the_document(tmp_path: Path) -> None:
+    """After_fusion: a document-level hit (summary: D) is expanded to the parent's blocks hit by
+    other sources (D:1), and its contribution names the row the log gave, D, not the block."""
+    log = pd.DataFrame({"query_id": ["q", "q"], "source": ["summary", "dense"],
+                        "item_id": ["D", "D:1"], "parent_id": ["D", "D"],
+                        "granularity": ["doc", "block"], "score": [0.7, 0.9], "rank": [1, 1]})  # fmt: skip
+    out = fused(log, tmp_path, "canonical_rrf", ["aligner.order=after_fusion"])
+    assert sorted(_delayed_contributions(out, "q")) == [("dense", "D:1"), ("summary", "D")]

@@ -158,6 +158,17 @@ def test_table_macros_give_the_commands_rows_on_edge_logs(name: str, tmp_path: P
     assert differences(con) == dict.fromkeys(COMPARISONS, 0)
 
 
+def test_parent_features_macro_gives_the_files_rows_in_its_order(tmp_path: Path) -> None:
+    """ds_parent_features is parent_features.parquet row for row, ordered by query and parent."""
+    log = SCIFACT / "retrieval_log.parquet"
+    cli_ok("fuse", "--log", str(log), "--out", str(tmp_path / "out"))
+    con = packed(tmp_path, log)
+    written = con.execute(f"FROM '{tmp_path / 'out' / 'parent_features.parquet'}'").fetchall()
+    assert con.execute("FROM ds_parent_features('log')").fetchall() == written
+    keys = [(row[0], row[1]) for row in written]
+    assert keys == sorted(keys)
+
+
 def test_eval_and_labels_read_a_run_as_the_commands_do(tmp_path: Path) -> None:
     # a run with parent_id and a score but no rank; qrels with doc_id
     run = pd.DataFrame(
