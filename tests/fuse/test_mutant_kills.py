@@ -544,6 +544,21 @@ def test_a_parents_contribution_names_its_best_hit(tmp_path: Path) -> None:
     assert (best["original_id"], best["original_score"], best["snippet"]) == ("P:c2", 0.9, "two")
 
 
+@pytest.mark.parametrize("order", ["before_fusion", "after_fusion"])
+def test_without_explanations_only_the_explanations_are_null(order: str, tmp_path: Path) -> None:
+    """`explain=False` (--no-explain): contributions and best_provenance are NULL, the scores
+    and ranks those of an explained run (docs/fuse.md)."""
+    log = pd.read_parquet(LOG).head(3000)
+    sets = [f"aligner.order={order}"]
+    fuse(log, tmp_path / "bare", "canonical_rrf", sets, explain=False)
+    fuse(log, tmp_path / "explained", "canonical_rrf", sets)
+    bare, explained = (pd.read_parquet(tmp_path / name / "fused.parquet")
+                       for name in ("bare", "explained"))  # fmt: skip
+    assert bare["contributions"].isna().all() and bare["best_provenance"].isna().all()
+    columns = ["query_id", "item_id", "fused_score", "rank", "n_sources"]
+    pd.testing.assert_frame_equal(bare[columns], explained[columns])
+
+
 def test_a_delayed_documents_expanded_blocks_name_the_document(tmp_path: Path) -> None:
     """After_fusion: a document-level hit (summary: D) is expanded to the parent's blocks hit by
     other sources (D:1), and its contribution names the row the log gave, D, not the block."""
