@@ -8,12 +8,12 @@ line, resourceSpans → scopeSpans → spans, attributes as key/value pairs). Ea
   source      `gen_ai.data_source.id`, else the span's name
   item_id     the document's `id` in `gen_ai.retrieval.documents` (a JSON string, or the
               structured form: an array of key/value lists)
-An empty id or name is an absent one (OTLP: an empty traceId or spanId is invalid).
   parent_id   the document's `parent_id`, else its id
   score       the document's `score`; a document without one is given −rank (as a rank-only log)
   rank        the document's position in the list, from 1
   query_text  `gen_ai.retrieval.query.text`
   trace_id, span_id   the span's ids, kept beside the hit
+An empty id, name or parent_id is an absent one (OTLP: an empty traceId or spanId is invalid).
 
 A source that ran more than once in a trace (several retrieval spans of one source: a
 multi-query retriever's sub-queries) gives one list, as in sql/fuse/openinference.sql: each
