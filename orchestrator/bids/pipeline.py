@@ -31,7 +31,7 @@ from .policy import (
     keyword_pattern,
 )
 from .rules import Rule, check_rules_match_criteria, load_rules, rule_record
-from .tables import check_synonyms, open_bid_inputs
+from .tables import check_synonym_conflicts, check_synonyms, open_bid_inputs
 from .whitelist import Compiled, parse_condition
 
 # output file -> (stage, sort keys)
@@ -111,6 +111,12 @@ def score_bids(
                 for name, value in rule.expression.params.items()
             }
         )
+        if "synonyms" in opened:
+            by_term = ("tenant_id", "project_id", "term_norm", "term")
+            conflicts = render(
+                "bids/bids.sql", final="synonym_conflicts", order_by=by_term, **context
+            )
+            check_synonym_conflicts(session, opened, conflicts, params)
         progress.step(f"scoring {opened['evaluations'].rows:,} supplier evaluations")
         stage_sql = {
             stage: render("bids/bids.sql", final=stage, order_by=keys, **context)

@@ -5,13 +5,23 @@ checked against chunks: they may name another tenant's chunk, which the filters 
 from __future__ import annotations
 
 import difflib
+from operator import itemgetter
 from pathlib import Path
 
 from ..core.errors import InputError
 from ..core.inputs import FORMATS, create_empty_view
-from ..core.session import Session
+from ..core.render import RenderedSQL, ident
+from ..core.session import Params, Session
 from ..core.tables import Column, OpenedInput, TableContract
-from ..core.validate import check_references, check_rows, typed_column
+from ..core.validate import (
+    FILE_COLUMN,
+    ROW_COLUMN,
+    check_references,
+    check_rows,
+    raw_view,
+    row_label_sql,
+    typed_column,
+)
 
 
 def _flag(name: str, nullable: bool = False) -> Column:
@@ -345,3 +355,41 @@ def check_synonyms(session: Session, opened: dict[str, OpenedInput]) -> None:
             "term {value} contains \\E, which the dictionary pattern cannot quote",
             shown=typed_column(opened["synonyms"], "term"),
         )
+
+
+def check_synonym_conflicts(
+    session: Session, opened: dict[str, OpenedInput], conflicts: RenderedSQL, params: Params
+) -> None:
+    """Terms of one project that normalise alike (docs/bids.md, step 1) must be rewritten to
+    one canonical form: else one error naming the first such row and the row it disagrees
+    with. `conflicts` renders the synonym_conflicts stage of bids.sql."""
+    found = session.rows(conflicts, params)
+    if not found:
+        return
+    same_term = itemgetter("tenant_id", "project_id", "term_norm")
+    entry_of = {row["term"]: row for row in found if same_term(row) == same_term(found[0])}
+    synonyms = opened["synonyms"]
+    term = typed_column(synonyms, "term")
+    rows = session.con.execute(
+        f"SELECT {row_label_sql(synonyms.contract, synonyms.columns)}, {FILE_COLUMN}, "
+        f"{ROW_COLUMN}, {term} FROM {ident(raw_view(synonyms.contract))} AS child "
+        f"WHERE {typed_column(synonyms, 'tenant_id')} = $tenant "
+        f"AND {typed_column(synonyms, 'project_id')} = $project AND list_contains($terms, {term}) "
+        f"ORDER BY {FILE_COLUMN}, {ROW_COLUMN}",
+        {
+            "tenant": found[0]["tenant_id"],
+            "project": found[0]["project_id"],
+            "terms": list(entry_of),
+        },
+    ).fetchall()
+    (_, first_file, first_row, first_term), *later = rows
+    first = entry_of[first_term]
+    label, file, _, other_term = next(
+        row for row in later if entry_of[row[3]]["canonical_norm"] != first["canonical_norm"]
+    )
+    where = f"{first_file}, " if file != first_file else ""
+    raise InputError(
+        f"{synonyms.label} ({label}): term {other_term!r} normalises to {first['term_norm']!r}, "
+        f"as term {first_term!r} does ({where}row {first_row}), but is rewritten to "
+        f"{entry_of[other_term]['canonical']!r}, not {first['canonical']!r}"
+    )

@@ -84,7 +84,7 @@ def check_types(
             where = _first_row_where(
                 con,
                 raw,
-                _row_label_sql(contract, names),
+                row_label_sql(contract, names),
                 f"{col} IS NOT NULL AND TRY_CAST({col} AS DOUBLE) IS NULL",
                 col,
             )
@@ -134,7 +134,7 @@ def check_values(
     total = int(result[0])
     if total == 0 and not contract.allow_empty:
         raise InputError(f"{label} ({given}): no rows")
-    row_label = _row_label_sql(contract, names)
+    row_label = row_label_sql(contract, names)
     for (problem, condition, shown_value), failing in zip(checks, result[1:]):
         if failing:
             where = _first_row_where(con, raw, row_label, condition, shown_value)
@@ -252,7 +252,7 @@ def _first_row_where(
     return None if where is None else str(where[0])
 
 
-def _row_label_sql(contract: TableContract, names: dict[str, str]) -> str:
+def row_label_sql(contract: TableContract, names: dict[str, str]) -> str:
     """SQL for 'file, row N, key=value…' naming one row."""
     parts = [f"{FILE_COLUMN}", f"', row ' || {ROW_COLUMN}"]
     for key in contract.key:
@@ -338,7 +338,7 @@ def check_rows(
     value = f"CAST({shown} AS VARCHAR)" if shown else "NULL"
     where = first_row(
         con,
-        f"SELECT {_row_label_sql(opened.contract, opened.columns)}, {value} FROM {raw} "
+        f"SELECT {row_label_sql(opened.contract, opened.columns)}, {value} FROM {raw} "
         f"WHERE {failing} ORDER BY {FILE_COLUMN}, {ROW_COLUMN} LIMIT 1",
     )
     assert where is not None

@@ -62,21 +62,34 @@ folded_queries AS (
         trim(regexp_replace(lower(translate(query_text, {{ full_width | lit }}, {{ half_width | lit }})), '\s+', ' ', 'g')) AS query_folded
     FROM queries
 ),
--- the project dictionaries (§3.1.2), normalised like the queries, as one pattern and one map each
+-- the project dictionaries (§3.1.2): each term and canonical form normalised like the queries
+synonym_entries AS (
+    SELECT
+        tenant_id,
+        project_id,
+        term,
+        canonical,
+        {{ text_of(tokens("trim(regexp_replace(lower(translate(term, " ~ (full_width | lit) ~ ", " ~ (half_width | lit) ~ ")), '\\s+', ' ', 'g'))")) }} AS term_norm,
+        {{ text_of(tokens("trim(regexp_replace(lower(translate(canonical, " ~ (full_width | lit) ~ ", " ~ (half_width | lit) ~ ")), '\\s+', ' ', 'g'))")) }} AS canonical_norm
+    FROM synonyms
+),
+-- terms of one project that normalise alike but to different canonical forms: the runner refuses
+-- the dictionary (orchestrator/bids/tables.py) before any stage reads it
+synonym_conflicts AS (
+    SELECT tenant_id, project_id, term_norm, term, canonical, canonical_norm
+    FROM synonym_entries
+    WHERE term_norm <> ''
+    WINDOW same_term AS (PARTITION BY tenant_id, project_id, term_norm)
+    QUALIFY min(canonical_norm) OVER same_term <> max(canonical_norm) OVER same_term
+),
+-- one pattern and one map per project; terms that normalise alike to one canonical form are one entry
 synonym_sets AS (
     SELECT
         tenant_id,
         project_id,
         string_agg('\Q' || term_norm || '\E', '|' ORDER BY length(term_norm) DESC NULLS LAST, term_norm ASC NULLS LAST) || '|[\s\S]' AS synonym_pattern,
         map_from_entries(list({'k': term_norm, 'v': canonical_norm} ORDER BY term_norm ASC NULLS LAST)) AS synonym_map
-    FROM (
-        SELECT
-            tenant_id,
-            project_id,
-            {{ text_of(tokens("trim(regexp_replace(lower(translate(term, " ~ (full_width | lit) ~ ", " ~ (half_width | lit) ~ ")), '\\s+', ' ', 'g'))")) }} AS term_norm,
-            {{ text_of(tokens("trim(regexp_replace(lower(translate(canonical, " ~ (full_width | lit) ~ ", " ~ (half_width | lit) ~ ")), '\\s+', ' ', 'g'))")) }} AS canonical_norm
-        FROM synonyms
-    )
+    FROM (SELECT DISTINCT tenant_id, project_id, term_norm, canonical_norm FROM synonym_entries)
     WHERE term_norm <> ''
     GROUP BY tenant_id, project_id
 ),

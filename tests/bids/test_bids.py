@@ -403,6 +403,17 @@ BAD = [
         r"missing key 'when'",
     ),
     ({"synonyms__csv": SMALL["synonyms.csv"] + "t1,p1,a\\Eb,x\n"}, r"contains \\E"),
+    # terms that normalise alike ('Supplier ' and full-width 'ＳＵＰＰＬＩＥＲ' are 'supplier') must
+    # agree on their canonical form ('VENDOR ' is 'vendor': no conflict); DuckDB's map failed
+    (
+        {
+            "synonyms__csv": SMALL["synonyms.csv"]
+            + "t1,p1,Supplier ,VENDOR \nt1,p1,ＳＵＰＰＬＩＥＲ,seller\n"
+        },
+        r"^duckscore: error: synonyms table \(.*synonyms\.csv, row 4, tenant_id='t1', "
+        r"project_id='p1', term='ＳＵＰＰＬＩＥＲ'\): term 'ＳＵＰＰＬＩＥＲ' normalises to 'supplier', "
+        r"as term 'supplier' does \(row 2\), but is rewritten to 'seller', not 'vendor'$",
+    ),
     (
         {"chunks__csv": SMALL["chunks.csv"] + "t1,k1,p1,sa,d1,tech,1,0,0,1,1,1,dup,1,\n"},
         r"duplicate \(tenant_id, chunk_id\)",
@@ -425,6 +436,35 @@ def test_bad_input_is_one_line_and_writes_nothing(
     assert err.count("\n") == 1 and err.startswith("duckscore: error: "), err
     assert __import__("re").search(message, err), err
     assert not (tmp_path / "out").exists()
+
+
+def test_terms_that_normalise_alike_to_one_canonical_form_are_one_entry(
+    tmp_path: Path, small_run: Path
+) -> None:
+    """'Supplier ' and full-width 'ＳＵＰＰＬＩＥＲ' normalise to 'supplier' and their canonical forms
+    to 'vendor', as the folder's own entry does: the outputs are those of the folder without them."""
+    alike = SMALL["synonyms.csv"] + "t1,p1,Supplier ,VENDOR \nt1,p1,ＳＵＰＰＬＩＥＲ,Ｖendor\n"
+    folder = small_input(tmp_path / "in", synonyms__csv=alike)
+    code, _, err = evaluate("--input", str(folder), "--out", str(tmp_path / "out"))
+    assert code == 0, err
+    for name in ("queries", "candidates", "evaluations"):
+        pd.testing.assert_frame_equal(table(tmp_path / "out", name), table(small_run, name))
+
+
+def test_terms_split_over_two_files_name_the_first_file(tmp_path: Path) -> None:
+    folder = small_input(tmp_path / "in", synonyms__csv=None)
+    (folder / "synonyms").mkdir()
+    (folder / "synonyms" / "a.csv").write_text(SMALL["synonyms.csv"], encoding="utf-8")
+    (folder / "synonyms" / "b.csv").write_text(
+        "tenant_id,project_id,term,canonical\nt1,p1,SUPPLIER,seller\n", encoding="utf-8"
+    )
+    code, _, err = evaluate("--input", str(folder), "--out", str(tmp_path / "out"))
+    assert code == 2 and not (tmp_path / "out").exists()
+    assert err.endswith(
+        "b.csv, row 1, tenant_id='t1', project_id='p1', term='SUPPLIER'): term 'SUPPLIER' "
+        f"normalises to 'supplier', as term 'supplier' does ({folder / 'synonyms' / 'a.csv'}, "
+        "row 2), but is rewritten to 'seller', not 'vendor'\n"
+    ), err
 
 
 def test_a_failed_run_leaves_the_previous_outputs(tmp_path: Path, small_run: Path) -> None:

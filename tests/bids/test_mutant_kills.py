@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from duckscore.bids.pipeline import score_bids
+from duckscore.core.errors import InputError
 
 from ..helpers import FIXTURES
 
@@ -73,3 +74,39 @@ def amounts_run(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
 def test_amounts_in_wan_and_yi_are_normalised(amounts_run: pd.DataFrame, text: str) -> None:
     norms = dict(zip(amounts_run["query_text"], amounts_run["query_norm"], strict=True))
     assert norms[text] == AMOUNTS[text]
+
+
+def test_terms_that_normalise_alike_need_one_canonical_form_and_blank_terms_none(
+    tmp_path: Path,
+) -> None:
+    """synonym_conflicts (docs/bids.md, `synonyms`): beside the tender's `ISO 9001` →
+    `iso_certificate`, `iso  9001` → `ISO_Certificate` agrees (both normalise alike) and two
+    blank terms normalise to nothing, never rewrite and need not agree: the folder scores. A
+    full-width `ＩＳＯ 9001` → `other` is refused, naming its row and the first row it disagrees
+    with, before anything is written."""
+    folder = tmp_path / "tender"
+    shutil.copytree(FIXTURES / "bids" / "tender", folder)
+    synonyms = folder / "synonyms.csv"
+    lines = synonyms.read_text(encoding="utf-8").splitlines()
+    assert lines[2] == "t_acme,p_laptops,ISO 9001,iso_certificate" and len(lines) == 5
+    agreeing = [
+        "t_acme,p_laptops,iso  9001,ISO_Certificate",
+        "t_acme,p_laptops, ,a",
+        "t_acme,p_laptops,  ,b",
+    ]
+    synonyms.write_text("\n".join([*lines, *agreeing]) + "\n", encoding="utf-8")
+    score_bids(folder, tmp_path / "agreeing")
+    queries = pd.read_parquet(tmp_path / "agreeing" / "queries.parquet")
+    assert queries["rewritten_query"].str.contains("iso_certificate").any()
+    synonyms.write_text(
+        "\n".join([*lines, *agreeing, "t_acme,p_laptops,ＩＳＯ 9001,other"]) + "\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(InputError) as refused:
+        score_bids(folder, tmp_path / "refused")
+    assert str(refused.value) == (
+        f"synonyms table ({synonyms}, row 8, tenant_id='t_acme', project_id='p_laptops', "
+        "term='ＩＳＯ 9001'): term 'ＩＳＯ 9001' normalises to 'iso 9001', as term 'ISO 9001' does "
+        "(row 2), but is rewritten to 'other', not 'iso_certificate'"
+    )
+    assert not (tmp_path / "refused").exists()
