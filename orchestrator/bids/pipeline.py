@@ -8,6 +8,7 @@ literals bound as parameters, and writes every stage table, the contract and the
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,7 @@ def score_bids(
             for name, (stage, keys) in STAGE_OUTPUTS.items():
                 sql = stage_sql[stage]
                 session.create("__out", sql, params=params, check=False)
+                check_finite(session, "__out", keys, name)
                 out.copy(name, f"SELECT * FROM __out ORDER BY {_order(keys)}", sql)
             out.copy("contract.jsonl", contract_sql.text, contract_sql)
             gates = gates_report(session, gates_sql, loaded)
@@ -150,6 +152,33 @@ def score_bids(
                 },
             )
     return BidsResult(Path(out_dir), loaded, out.counts["evaluations.parquet"], gates, manifest)
+
+
+def check_finite(session: Session, table: str, keys: tuple[str, ...], output: str) -> None:
+    """Every number of `table` is finite: inputs whose products or sums pass a double's range
+    (a criterion weight of 1e308 times a score of 50) stop the run, naming the first such row
+    of `output`, before JSON could hold `Infinity` or `NaN`."""
+    described = session.con.execute(f"DESCRIBE {ident(table)}").fetchall()
+    numbers = [name for name, kind, *_ in described if kind in ("DOUBLE", "FLOAT")]
+    if not numbers:
+        return
+    found = session.first_row(
+        f"SELECT {', '.join(ident(name) for name in (*keys, *numbers))} FROM {ident(table)} "
+        f"WHERE {' OR '.join(f'NOT isfinite({ident(name)})' for name in numbers)} "
+        f"ORDER BY {_order(keys)} LIMIT 1"
+    )
+    if found is None:
+        return
+    where = ", ".join(f"{key}={value!r}" for key, value in zip(keys, found))
+    column, value = next(
+        (name, value)
+        for name, value in zip(numbers, found[len(keys) :])
+        if value is not None and not math.isfinite(value)
+    )
+    raise InputError(
+        f"{output} ({where}): {column} is {value}: the inputs' numbers overflow a double "
+        "(criteria weights, max_score, scores or a formula's fields too large)"
+    )
 
 
 def _order(keys: tuple[str, ...]) -> str:

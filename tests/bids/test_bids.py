@@ -418,6 +418,17 @@ BAD = [
         {"chunks__csv": SMALL["chunks.csv"] + "t1,k1,p1,sa,d1,tech,1,0,0,1,1,1,dup,1,\n"},
         r"duplicate \(tenant_id, chunk_id\)",
     ),
+    # finite weights whose products overflow: contract.jsonl held "total_score":Infinity (no JSON)
+    (
+        {
+            "criteria__csv": SMALL["criteria.csv"].replace(
+                "C_T,technical,0.5,", "C_T,technical,1e308,"
+            )
+        },
+        r"^duckscore: error: consistency.parquet \(evaluation_id='ev1', supplier_id='sa', "
+        r"run_id='r1'\): run_total is inf: the inputs' numbers overflow a double "
+        r"\(criteria weights, max_score, scores or a formula's fields too large\)$",
+    ),
     # a misspelt optional table was ignored: totals changed and everyone went to review, exit 0
     (
         {"rerank__csv": None, "reranks__csv": SMALL["rerank.csv"]},

@@ -36,6 +36,7 @@ import pandas as pd
 import pytest
 
 from duckscore.bids.pipeline import score_bids
+from duckscore.core.errors import InputError
 
 # bid_v1's cuts (docs/bids.md, "The parameters of `bid_v1`")
 CHUNK_TOP_K = 20
@@ -75,8 +76,9 @@ S2_SCORE_RAW = 0.5
 # evaluation -> (its project, the weights of Z1 and Z2): two llm criteria without a query, Z1
 # with one run; the weights of p2 are all 0, those of p3 do not sum to 1
 WEIGHTED = {"ev2": ("p2", (0.0, 0.0)), "ev3": ("p3", (1.0, 3.0))}
-# evaluation ev5 (project p5): one llm criterion W1 of this weight, two runs scoring 50 each;
-# 1e308 × 50 overflows, so both run totals are +inf
+# evaluation ev5 (project p5): one llm criterion W1 of this weight, two runs scoring 50 each
+# (1e306 × 50 is still a double: 5e307); a weight of 1e308 would overflow (both totals +inf)
+LARGE_WEIGHT = 1e306
 HUGE_WEIGHT = 1e308
 # the bidders of the formula rule r_price (criterion CP of projects p1 and p4): bid_price; s8's
 # is missing, s7 has no evaluation, s5's is 200 times the lowest (a value of 0.5); s3 has no
@@ -240,7 +242,7 @@ def criteria_lines() -> list[str]:
     lines = [f"t1,p1,C{i},c{i},0.25,100,llm" for i in range(1, 5)]
     lines += ["t1,p1,CR,documents,0,100,required", "t1,p1,CP,price,0,100,formula"]
     lines += ["t1,p4,CP,price,1,100,formula", "t1,p4,L1,l1,0,1,llm"]
-    lines.append(f"t1,p5,W1,w1,{HUGE_WEIGHT!r},100,llm")
+    lines.append(f"t1,p5,W1,w1,{LARGE_WEIGHT!r},100,llm")
     lines += [f"t1,p7,{c},{c},{weight!r},100,llm" for c, weight in P7_WEIGHTS.items()]
     lines += [f"t1,p8,{c},{c},0,100,llm" for c in P8_RUNS]
     lines.append("t1,p9,D1,d1,0,100,llm")
@@ -437,17 +439,37 @@ def test_a_cited_box_on_an_edge_resolves_and_a_flat_one_does_not(out: Path, clai
     assert claims.loc[claim, "status"] == ("supported" if expected else "unsupported_claim")
 
 
-def test_equal_run_totals_deviate_by_zero_even_when_they_overflow(out: Path) -> None:
+def test_equal_run_totals_deviate_by_zero(out: Path) -> None:
     consistency = table(out, "consistency")
     totals = list(consistency[consistency["evaluation_id"] == "ev5"]["run_total"])
-    # Σ weight × score per run: 1e308 × 50 overflows to +inf in both runs, equal totals whose
-    # difference inf − inf would be NaN
-    assert totals == [HUGE_WEIGHT * 50.0] * 2 == [math.inf] * 2
+    assert totals == [LARGE_WEIGHT * 50.0] * 2 == [5e307] * 2
     ev5 = table(out, "evaluations").set_index("evaluation_id").loc["ev5"]
     assert ev5["runs"] == 2
     assert ev5["score_deviation_pct"] == 0.0
     assert not ev5["calibration_needed"]
     assert "score_deviation" not in list(ev5["hitl_reasons"])
+
+
+def test_run_totals_that_overflow_stop_the_run_and_write_nothing(tmp_path: Path) -> None:
+    """1e308 × 50 is +inf in both of ev5's runs (their difference inf − inf would be NaN, and
+    contract.jsonl held `"total_score":Infinity`): the run stops at the first such row."""
+    assert math.isinf(HUGE_WEIGHT * 50.0)
+    files = folder_files()
+    large, huge = (f"t1,p5,W1,w1,{weight!r},100,llm" for weight in (LARGE_WEIGHT, HUGE_WEIGHT))
+    assert large in files["criteria.csv"].splitlines()
+    files["criteria.csv"] = files["criteria.csv"].replace(large, huge)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    with pytest.raises(InputError) as refused:
+        score_bids(folder, tmp_path / "out")
+    assert str(refused.value) == (
+        "consistency.parquet (evaluation_id='ev5', supplier_id='s9', run_id='r1'): run_total is "
+        "inf: the inputs' numbers overflow a double (criteria weights, max_score, scores or a "
+        "formula's fields too large)"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
 
 
 # query -> (query_norm, numeric_constraints, time_constraints), by hand from docs/bids.md step 1:
