@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "orchestrator"
 SQL = ROOT / "sql"
 _REAL_FILES = {"resources.py"}
+_DATA = ("macros", "fixtures")
 
 
 class Overlay:
@@ -29,13 +30,16 @@ class Overlay:
             shutil.rmtree(self.folder)
         self.package.mkdir(parents=True)
         for entry in sorted(PACKAGE.iterdir()):
-            if entry.name in ("sql", "__pycache__"):
+            if entry.name in ("sql", "__pycache__", *_DATA):
                 continue
             if entry.name == "core":
                 self._core(entry)
             else:
                 (self.package / entry.name).symlink_to(entry.resolve())
         shutil.copytree(SQL, self.sql, ignore=shutil.ignore_patterns("__pycache__"))
+        # resources.py finds them beside the copied sql/: the checkout's own, at its top level
+        for name in _DATA:
+            (self.package / name).symlink_to(ROOT / name)
         return self
 
     def _core(self, source: Path) -> None:
