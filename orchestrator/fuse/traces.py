@@ -59,7 +59,7 @@ SPANS = TableContract(
     columns=(
         Column("context.trace_id", "id"),
         Column("context.span_id", "id"),
-        Column("name", "text"),
+        Column("name", "text", nullable=True),  # a RETRIEVER span's: the reader's faults
         Column("attributes.openinference.span.kind", "text", nullable=True),
         Column(QUERY, "text", required=False, nullable=True),
     ),

@@ -4,7 +4,8 @@ Lines: one row per span, attributes flattened into columns named `attributes.<ke
 RETRIEVER span is one list of a source for one query:
 
   query_id    the span's trace id (a trace answers one query)
-  source      the span's name (the retriever)
+  source      the span's name (the retriever); a RETRIEVER span without one (or with an empty
+              one) is a fault
   item_id     retrieval.documents[i].document.id
   parent_id   the document metadata's `parent_id`, else the document id (a document is its own
               parent); an empty id or parent_id is an absent one
@@ -90,7 +91,7 @@ spans AS (
         {{ row_column | ident }} AS span_row,
         CAST("context.trace_id" AS VARCHAR) AS trace_id,
         CAST("context.span_id" AS VARCHAR) AS span_id,
-        name AS source,
+        nullif(name, {{ '' | lit }}) AS source,
         coalesce("attributes.openinference.span.kind" = {{ 'RETRIEVER' | lit }}, FALSE) AS is_retrieval,
 {% if parent_column %}
         coalesce(CAST({{ parent_column | ident }} AS VARCHAR), {{ '' | lit }}) = {{ '' | lit }} AS is_root,
@@ -176,10 +177,14 @@ described AS (
 )
 {% if final == 'faults' %}
 , faults AS (
-    SELECT span_file, span_row, span_id, 0 AS position, {{ 'retrieval.documents' | lit }} AS attribute,
-           {{ 'is not a JSON list of documents' | lit }} AS problem, documents_text AS value
+    -- a span's own fault has no position: it is told before its documents' (NULLS FIRST)
+    SELECT span_file, span_row, span_id, CAST(NULL AS BIGINT) AS position,
+           CASE WHEN source IS NULL THEN {{ 'name' | lit }} ELSE {{ 'retrieval.documents' | lit }} END AS attribute,
+           CASE WHEN source IS NULL THEN {{ "is missing: a RETRIEVER span's name is its source" | lit }}
+                ELSE {{ 'is not a JSON list of documents' | lit }} END AS problem,
+           CASE WHEN source IS NOT NULL THEN documents_text END AS value
     FROM spans
-    WHERE is_retrieval AND documents_text IS NOT NULL AND documents IS NULL
+    WHERE is_retrieval AND (source IS NULL OR (documents_text IS NOT NULL AND documents IS NULL))
     UNION ALL
     SELECT
         span_file, span_row, span_id, position,
@@ -211,7 +216,7 @@ described AS (
 )
 SELECT span_file AS file, {{ 'row ' | lit }} || span_row AS place, span_id, attribute, problem, value
 FROM faults
-ORDER BY span_file, span_row, position
+ORDER BY span_file, span_row, position NULLS FIRST
 LIMIT 1
 {% elif final == 'spans' %}
 SELECT trace_id, span_id, source, is_retrieval, is_root

@@ -573,8 +573,8 @@ def scored_export(
 # -- documents that cannot be read -------------------------------------------------------------
 
 
-def one_span(documents: Any, suffix: str = "parquet") -> Callable[[Path], Path]:
-    return lambda tmp: write([retriever("t1", "s1", "bm25", documents)], tmp / f"spans.{suffix}")
+def one_span(documents: Any, suffix: str = "parquet", name: Any = "bm25") -> Callable[[Path], Path]:
+    return lambda tmp: write([retriever("t1", "s1", name, documents)], tmp / f"spans.{suffix}")
 
 
 def duckdb_span(documents: str) -> Callable[[Path], Path]:
@@ -630,6 +630,12 @@ BAD_SPANS = [
      "retrieval.documents[1] is not a document (an object with a document.id)"),
     ("openinference", one_span("oops"),
      "retrieval.documents is not a JSON list of documents: 'oops'"),
+    # a RETRIEVER span's name is its source: an empty or missing one is refused, before the
+    # span's documents (here one without an id, then documents that are no list)
+    ("openinference", one_span([{SCORE: "high"}], name=""),
+     "row 1, span_id='s1'): name is missing: a RETRIEVER span's name is its source"),
+    ("openinference", one_span("oops", "jsonl", name=None),
+     "row 1, span_id='s1'): name is missing: a RETRIEVER span's name is its source"),
     # a list of JSON texts: one that is not JSON, or JSON but no object, is no document
     ("openinference", one_span(["{oops", json.dumps(GOOD)]),
      "retrieval.documents[1] is not a document (an object with a document.id)"),
@@ -718,6 +724,20 @@ def test_a_document_that_cannot_be_read_is_one_line_naming_file_span_and_attribu
     assert error.startswith(f"duckscore: error: --log ({path}"), error
     assert error.rstrip("\n").endswith(message), error  # nothing after: no value where none is due
     assert not (tmp_path / "out").exists()
+
+
+def test_only_a_retrieval_span_needs_a_name(tmp_path: Path) -> None:
+    """A RETRIEVER span's name is its source; another span's is not read: a chain span without
+    one and an LLM span with an empty one are no fault."""
+    chain = {"context.trace_id": "t1", "context.span_id": "s2", "name": None, KIND: "CHAIN"}
+    llm = {"context.trace_id": "t1", "context.span_id": "s3", "name": "", KIND: "LLM"}
+    path = write([retriever("t1", "s1", "bm25", [GOOD]), chain, llm], tmp_path / "spans.parquet")
+    out = tmp_path / "out"
+    done = run("fuse", "--log", str(path), "--log-format", "openinference", "--out", str(out))
+    assert done.exit_code == 0, done.output
+    spans = pd.read_parquet(out / "spans.parquet")
+    assert list(zip(spans["span_id"], spans["source"])) == [("s1", "bm25")]
+    assert list(pd.read_parquet(out / "fused.parquet")["item_id"]) == ["a"]
 
 
 def without_source(span: dict[str, Any], name: str | None) -> None:
