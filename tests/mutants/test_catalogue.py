@@ -20,6 +20,8 @@ from .run import (
     capped,
     catalogue,
     equivalents,
+    main,
+    recorded_equivalents,
     results_so_far,
     sample,
     selection_for,
@@ -145,6 +147,28 @@ def test_a_resumed_run_keeps_the_last_result_of_each_mutant(tmp_path: Path) -> N
     assert kept["a"].status == "killed" and kept["a"].killed_by == "tests/x.py::t"
     assert kept[equivalent].status == "equivalent" and kept[equivalent].reason
     assert results_so_far(tmp_path / "nothing") == []
+
+
+def test_recorded_equivalents_are_reported_without_a_run(tmp_path: Path) -> None:
+    """--skip-equivalent: a recorded equivalent is reported with its reason and no run (no
+    overlay is built, no test starts); the one beside it, not recorded, still runs (--list
+    stands in: its resumed result is kept, so nothing is left to run)."""
+    found = catalogue(["bids"], [])
+    known = equivalents()
+    recorded = next(m for m in found if m.id in known)
+    other = next(m for m in found if m.id not in known)
+    earlier = Result(other.id, other.template, other.operator, other.line, other.original,
+                     other.replacement, "killed", 5.0, killed_by="tests/x.py::t")  # fmt: skip
+    (tmp_path / "results.jsonl").write_text(json.dumps(asdict(earlier)) + "\n")
+    code = main(["--id", recorded.id, "--id", other.id, "--skip-equivalent", "--resume",
+                 "--out", str(tmp_path)])  # fmt: skip
+    report = {r["id"]: r for r in json.loads((tmp_path / "report.json").read_text())}
+    assert code == 0 and not (tmp_path / "work").exists()
+    assert report[recorded.id]["status"] == "equivalent" and report[recorded.id]["seconds"] == 0.0
+    assert report[recorded.id]["reason"] == known[recorded.id]
+    assert report[other.id]["status"] == "killed"
+    assert [r.id for r in recorded_equivalents([recorded, other], set())] == [recorded.id]
+    assert recorded_equivalents([recorded, other], {recorded.id}) == []
 
 
 def test_the_report_leaves_out_gone_mutants_and_counts_those_not_run() -> None:
