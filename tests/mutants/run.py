@@ -271,24 +271,18 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if any(r.status in ("survived", "error") for r in results) else 0
 
 
+def not_run(m: Mutant, status: str, reason: str) -> Result:
+    """`m`'s result without a test run (0 s)."""
+    return Result(m.id, m.template, m.operator, m.line, m.original, m.replacement, status, 0.0,
+                  reason)  # fmt: skip
+
+
 def recorded_equivalents(found: list[Mutant], done: set[str]) -> list[Result]:
-    """The mutants of `found` not in `done` that equivalent.yaml records, as results not run
-    (0 s): a whole run skips their selections' full runs (about 200 s each on fused.sql)."""
+    """The mutants of `found` not in `done` that equivalent.yaml records, as results not run:
+    a whole run skips their selections' full runs (about 200 s each on fused.sql)."""
     known = equivalents()
     return [
-        Result(
-            m.id,
-            m.template,
-            m.operator,
-            m.line,
-            m.original,
-            m.replacement,
-            "equivalent",
-            0.0,
-            known[m.id],
-        )
-        for m in found
-        if m.id in known and m.id not in done
+        not_run(m, "equivalent", known[m.id]) for m in found if m.id in known and m.id not in done
     ]
 
 
@@ -401,17 +395,7 @@ def execute(found: list[Mutant], args: argparse.Namespace) -> list[Result]:
         return result
 
     skipped = [
-        Result(
-            m.id,
-            m.template,
-            m.operator,
-            m.line,
-            m.original,
-            m.replacement,
-            "error",
-            0.0,
-            "not run: the unmutated template fails its tests",
-        )
+        not_run(m, "error", "not run: the unmutated template fails its tests")
         for m in found
         if m.template in broken
     ]
