@@ -13,28 +13,11 @@ from ..core.errors import InputError
 from ..core.inputs import Table, files_key
 from ..core.policy import Policy
 from ..core.session import Session
-from ..core.tables import Column, OpenedInput, TableContract
+from ..core.tables import OpenedInput
 from ..core.validate import fault_probe, raw_view
+from .contract import RETRIEVAL_LOG
 from .recipe import FusePlan, plan
 from .traces import as_log
-
-RETRIEVAL_LOG = TableContract(
-    name="retrieval_log",
-    columns=(
-        Column("query_id", "id"),
-        Column("source", "text"),
-        Column("item_id", "id"),
-        Column("parent_id", "id"),
-        Column("score", "number", required=False),
-        Column("rank", "count", min=1, required=False),
-        Column("granularity", "text", required=False, nullable=True, choices=("doc", "block")),
-        Column("block_type", "text", required=False, nullable=True),
-        Column("total_chunks", "count", min=0, required=False, nullable=True),
-        Column("snippet", "text", required=False, nullable=True),
-        Column("query_text", "text", required=False, nullable=True),
-    ),
-    key=("query_id", "source", "item_id"),
-)
 
 
 def open_log(

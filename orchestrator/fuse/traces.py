@@ -35,8 +35,9 @@ from ..core.inputs import (
 from ..core.render import RenderedSQL, ident, lit, render
 from ..core.session import Destination, Session
 from ..core.tables import Column, InputFile, TableContract
-from ..core.validate import FILE_COLUMN, ROW_COLUMN, raw_view
+from ..core.validate import FILE_COLUMN, MAX_COUNT, ROW_COLUMN, raw_view
 from . import LOG_FORMATS
+from .contract import RETRIEVAL_LOG
 
 DOCUMENTS = "attributes.retrieval.documents"
 QUERY = "attributes.input.value"
@@ -66,6 +67,13 @@ SPANS = TableContract(
     key=("context.span_id",),
 )
 RAW_SPANS = raw_view(SPANS)
+# the log's rules that openinference.sql applies to a document's metadata, so that a fault names
+# the span (the log check would name a row of the derived hits)
+LOG_RULES = {
+    "granularities": RETRIEVAL_LOG.column("granularity").choices,
+    "chunks_min": RETRIEVAL_LOG.column("total_chunks").min,
+    "chunks_max": MAX_COUNT,
+}
 
 
 @dataclass(frozen=True)
@@ -134,6 +142,7 @@ def _openinference(session: Session, log: TraceLog, label: str, allow_empty: boo
         documents=_documents(session, columns.get(DOCUMENTS), spans.given, label),
         query_column=columns.get(QUERY),
         parent_column=columns.get(PARENT),
+        log_rules=LOG_RULES,
     )
 
 

@@ -21,7 +21,7 @@ from ..answers.tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
 from ..core.policy import Policy
 from ..core.render import RenderedSQL, column, ident, lit
 from ..core.tables import TableContract
-from ..fuse.log import RETRIEVAL_LOG
+from ..fuse.contract import RETRIEVAL_LOG
 from ..fuse.recipe import plan
 from ..fuse.stages import render_fused, render_parent_features
 from ..metrics.catalog import DEFAULT_LABEL_K, METRICS

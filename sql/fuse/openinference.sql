@@ -81,9 +81,9 @@ Every optional attribute may be absent: the SQL reads only those the input has. 
 {%- endmacro %}
 {% set bad_score = 'score_text IS NOT NULL AND NOT coalesce(isfinite(document_score), FALSE)' %}
 {% set bad_metadata = "metadata_text IS NOT NULL AND (metadata IS NULL OR json_type(metadata) NOT IN ('OBJECT', 'NULL'))" %}
-{#- the retrieval_log contract's rules for these columns (orchestrator/fuse/log.py's RETRIEVAL_LOG): a fault here names the span #}
-{% set bad_granularity = "granularity IS NOT NULL AND granularity NOT IN ('doc', 'block')" %}
-{% set bad_chunks = 'total_chunks_text IS NOT NULL AND NOT coalesce(total_chunks BETWEEN 0 AND 9007199254740992 AND total_chunks = round(total_chunks), FALSE)' %}
+{#- the retrieval_log contract's rules for these columns (log_rules: orchestrator/fuse/traces.py's LOG_RULES, read off the contract), so that a fault names the span #}
+{% set bad_granularity = "granularity IS NOT NULL AND granularity NOT IN (" ~ (log_rules.granularities | map('lit') | join(', ')) ~ ")" %}
+{% set bad_chunks = "total_chunks_text IS NOT NULL AND NOT coalesce(total_chunks BETWEEN " ~ (log_rules.chunks_min | lit) ~ " AND " ~ (log_rules.chunks_max | lit) ~ " AND total_chunks = round(total_chunks), FALSE)" %}
 WITH
 spans AS (
     SELECT
@@ -201,8 +201,8 @@ described AS (
             WHEN item_id IS NULL THEN {{ 'is missing: a document needs an id' | lit }}
             WHEN {{ bad_score }} THEN {{ 'is not a finite number' | lit }}
             WHEN {{ bad_metadata }} THEN {{ 'is not a JSON object' | lit }}
-            WHEN {{ bad_granularity }} THEN {{ 'is not one of doc, block' | lit }}
-            ELSE {{ 'is not a whole number from 0 to 2^53' | lit }}
+            WHEN {{ bad_granularity }} THEN {{ ('is not one of ' ~ log_rules.granularities | join(', ')) | lit }}
+            ELSE {{ ('is not a whole number from ' ~ log_rules.chunks_min ~ ' to ' ~ ('2^53' if log_rules.chunks_max == 2 ** 53 else log_rules.chunks_max)) | lit }}
         END AS problem,
         CASE
             WHEN not_a_document OR item_id IS NULL THEN NULL

@@ -27,7 +27,7 @@ from duckscore.core.render import RenderedSQL, lit
 from duckscore.core.resources import fixtures_dir
 from duckscore.engines import DIALECTS
 from duckscore.engines.dialects import to_dialect
-from duckscore.fuse.log import RETRIEVAL_LOG
+from duckscore.fuse.contract import RETRIEVAL_LOG
 from duckscore.fuse.recipe import FUSE_RECIPE, plan
 from duckscore.fuse.stages import render_fused
 from duckscore.run.job import Job

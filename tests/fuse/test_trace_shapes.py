@@ -726,6 +726,35 @@ def test_a_document_that_cannot_be_read_is_one_line_naming_file_span_and_attribu
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    ("metadata", "fault"),
+    [
+        ({"granularity": "doc"}, "retrieval.documents[1].document.metadata.granularity is not one of block: 'doc'"),
+        ({"total_chunks": 1}, "retrieval.documents[1].document.metadata.total_chunks is not a whole number from 2 to 3: '1'"),
+        ({"total_chunks": 4}, "retrieval.documents[1].document.metadata.total_chunks is not a whole number from 2 to 3: '4'"),
+        ({"granularity": "block", "total_chunks": 3}, None),
+    ],
+)  # fmt: skip
+def test_the_reader_takes_the_metadata_rules_from_the_log_contract(
+    metadata: dict[str, Any], fault: str | None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """openinference.sql applies granularity's choices and total_chunks' bounds as traces.py's
+    LOG_RULES gives them (read off the retrieval_log contract), not copies of its own: other
+    rules, other faults."""
+    from duckscore.fuse import traces
+
+    monkeypatch.setattr(
+        traces, "LOG_RULES", {"granularities": ("block",), "chunks_min": 2, "chunks_max": 3}
+    )
+    path = one_span([GOOD | {METADATA: json.dumps(metadata)}])(tmp_path)
+    done = run("fuse", "--log", str(path), "--log-format", "openinference",
+               "--out", str(tmp_path / "out"))  # fmt: skip
+    if fault is None:
+        assert done.exit_code == 0, done.output
+    else:
+        assert one_line_error(done).rstrip("\n").endswith(fault)
+
+
 def test_only_a_retrieval_span_needs_a_name(tmp_path: Path) -> None:
     """A RETRIEVER span's name is its source; another span's is not read: a chain span without
     one and an LLM span with an empty one are no fault."""

@@ -1,0 +1,25 @@
+"""The retrieval_log contract (docs/fuse.md, "The log"): one row per hit. Its own module, since
+both the log check (log.py) and the trace readers (traces.py, whose faults apply its rules to a
+span's documents and name the span) read it."""
+
+from __future__ import annotations
+
+from ..core.tables import Column, TableContract
+
+RETRIEVAL_LOG = TableContract(
+    name="retrieval_log",
+    columns=(
+        Column("query_id", "id"),
+        Column("source", "text"),
+        Column("item_id", "id"),
+        Column("parent_id", "id"),
+        Column("score", "number", required=False),
+        Column("rank", "count", min=1, required=False),
+        Column("granularity", "text", required=False, nullable=True, choices=("doc", "block")),
+        Column("block_type", "text", required=False, nullable=True),
+        Column("total_chunks", "count", min=0, required=False, nullable=True),
+        Column("snippet", "text", required=False, nullable=True),
+        Column("query_text", "text", required=False, nullable=True),
+    ),
+    key=("query_id", "source", "item_id"),
+)
