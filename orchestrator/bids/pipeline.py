@@ -158,8 +158,7 @@ def check_finite(session: Session, table: str, keys: tuple[str, ...], output: st
     """Every number of `table` is finite: inputs whose products or sums pass a double's range
     (a criterion weight of 1e308 times a score of 50) stop the run, naming the first such row
     of `output`, before JSON could hold `Infinity` or `NaN`."""
-    described = session.con.execute(f"DESCRIBE {ident(table)}").fetchall()
-    numbers = [name for name, kind, *_ in described if kind in ("DOUBLE", "FLOAT")]
+    numbers = [name for name, kind in session.schema(table).items() if kind in ("DOUBLE", "FLOAT")]
     if not numbers:
         return
     found = session.first_row(
