@@ -66,8 +66,10 @@ def connect(
     config = settings.config()
     if spill is not None:
         config["temp_directory"] = str(spill)
-        with contextlib.suppress(OSError):  # DuckDB creates the spill folder, not its parents
-            spill.parent.mkdir(parents=True, exist_ok=True)
+        # made now, not when DuckDB first spills (it would make the folder, not its parents): a
+        # run that ends removes the base when it is empty, which this run's folder keeps it from
+        with contextlib.suppress(OSError):
+            spill.mkdir(parents=True, exist_ok=True)
     try:
         return duckdb.connect(":memory:", config=config)
     except duckdb.Error as exc:
@@ -78,7 +80,11 @@ def spill_folder(settings: EngineSettings) -> Path:
     """This run's own folder under --temp-dir (default: DuckDB's `.tmp`), so that what a killed
     run spilled can be told apart and removed: folders of runs no longer alive are removed now."""
     base = Path(settings.temp_dir) if settings.temp_dir else Path(DEFAULT_SPILL_BASE)
-    for folder in base.glob(f"{SPILL_PREFIX}*"):
+    try:
+        found = list(base.glob(f"{SPILL_PREFIX}*"))
+    except OSError:  # another run ending removed the base while it was read (remove_spill)
+        found = []
+    for folder in found:
         owner = folder.name[len(SPILL_PREFIX) :].split("-", 1)[0]
         if owner.isdigit() and not _alive(int(owner)):
             shutil.rmtree(folder, ignore_errors=True)
@@ -86,11 +92,14 @@ def spill_folder(settings: EngineSettings) -> Path:
 
 
 def remove_spill(folder: Path) -> None:
-    """Remove a run's spill folder, and DuckDB's default `.tmp` when that leaves it empty."""
-    shutil.rmtree(folder, ignore_errors=True)
-    if folder.parent == Path(DEFAULT_SPILL_BASE):
-        with contextlib.suppress(OSError):
-            folder.parent.rmdir()
+    """Remove a run's spill folder, and DuckDB's default `.tmp` when that leaves it empty (also
+    when a signal stops the removal after the folder is gone)."""
+    try:
+        shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        if folder.parent == Path(DEFAULT_SPILL_BASE):
+            with contextlib.suppress(OSError):
+                folder.parent.rmdir()
 
 
 def _alive(pid: int) -> bool:
