@@ -15,6 +15,7 @@ from .tables import Kind, OpenedInput, TableContract
 FILE_COLUMN = "__duckscore_file"  # the raw views' file name and row number, for error messages
 ROW_COLUMN = "__duckscore_row"
 MAX_COUNT = 2**53  # a count above it is no whole number a double holds exactly
+MAX_COUNT_SHOWN = "2^53"  # how messages write MAX_COUNT
 _NUMERIC_TYPES = (
     "TINYINT",
     "SMALLINT",
@@ -216,7 +217,7 @@ def _value_checks(
             )
             checks.append(
                 (
-                    f"column {column.name!r} is too large (above 2^53)",
+                    f"column {column.name!r} is too large (above {MAX_COUNT_SHOWN})",
                     f"abs({number}) > {lit(float(MAX_COUNT))}",
                     col,
                 )

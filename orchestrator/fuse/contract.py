@@ -6,6 +6,11 @@ from __future__ import annotations
 
 from ..core.tables import Column, TableContract
 
+# a score's largest magnitude: squared and summed over a list, or weighted (up to 1e9) and summed
+# over the sources, it stays finite in every normaliser and fusion method, where 1.7e308 made
+# minmax's range, and 1e155 zscore's variance, overflow to NaN
+MAX_SCORE = 1e100
+
 RETRIEVAL_LOG = TableContract(
     name="retrieval_log",
     columns=(
@@ -13,7 +18,7 @@ RETRIEVAL_LOG = TableContract(
         Column("source", "text"),
         Column("item_id", "id"),
         Column("parent_id", "id"),
-        Column("score", "number", required=False),
+        Column("score", "number", required=False, min=-MAX_SCORE, max=MAX_SCORE),
         Column("rank", "count", min=1, required=False),
         Column("granularity", "text", required=False, nullable=True, choices=("doc", "block")),
         Column("block_type", "text", required=False, nullable=True),

@@ -35,7 +35,7 @@ from ..core.inputs import (
 from ..core.render import RenderedSQL, ident, lit, render
 from ..core.session import Destination, Session
 from ..core.tables import Column, InputFile, TableContract
-from ..core.validate import FILE_COLUMN, MAX_COUNT, ROW_COLUMN, raw_view
+from ..core.validate import FILE_COLUMN, MAX_COUNT, MAX_COUNT_SHOWN, ROW_COLUMN, raw_view
 from . import LOG_FORMATS
 from .contract import RETRIEVAL_LOG
 
@@ -67,12 +67,15 @@ SPANS = TableContract(
     key=("context.span_id",),
 )
 RAW_SPANS = raw_view(SPANS)
-# the log's rules that openinference.sql applies to a document's metadata, so that a fault names
-# the span (the log check would name a row of the derived hits)
+# the log's rules that the trace readers apply to a document (both to its score, openinference.sql
+# also to its metadata), so that a fault names the span (the log check would name a row of the
+# derived hits)
 LOG_RULES = {
     "granularities": RETRIEVAL_LOG.column("granularity").choices,
     "chunks_min": RETRIEVAL_LOG.column("total_chunks").min,
     "chunks_max": MAX_COUNT,
+    "chunks_max_shown": MAX_COUNT_SHOWN,
+    "score_max": RETRIEVAL_LOG.column("score").max,
 }
 
 
@@ -121,6 +124,7 @@ def _otel_genai(session: Session, log: TraceLog, label: str, allow_empty: bool) 
         allow_empty,
         inputs={"lines": "otlp_lines"},
         file_column=FILE_COLUMN,
+        log_rules=LOG_RULES,
     )
 
 

@@ -33,6 +33,8 @@ Other spans (the chain, the LLM, a reranker's) are not retrievals and are left o
 Every optional attribute may be absent: the SQL reads only those the input has. Reads
 `inputs.spans` (the raw spans, every column, with the file and row of each in `file_column` and
 `row_column`), and from the caller what the input holds:
+  log_rules        the retrieval_log contract's rules for a document (traces.py's LOG_RULES):
+                   score_max, granularities, chunks_min, chunks_max and chunks_max_shown
   query_column     the column of input.value, or none
   parent_column    the column of the span's parent (Phoenix's `parent_id`), or none
   documents        none (no column of documents: no retrieval returned one), or
@@ -80,8 +82,10 @@ Every optional attribute may be absent: the SQL reads only those the input has. 
 {%- endif %}
 {%- endmacro %}
 {% set bad_score = 'score_text IS NOT NULL AND NOT coalesce(isfinite(document_score), FALSE)' %}
+{% set huge_score = 'abs(document_score) > ' ~ (log_rules.score_max | lit) %}
+{% set huge_problem = 'is outside the log\'s range, -' ~ log_rules.score_max ~ ' to ' ~ log_rules.score_max %}
 {% set bad_metadata = "metadata_text IS NOT NULL AND (metadata IS NULL OR json_type(metadata) NOT IN ('OBJECT', 'NULL'))" %}
-{#- the retrieval_log contract's rules for these columns (log_rules: orchestrator/fuse/traces.py's LOG_RULES, read off the contract), so that a fault names the span #}
+{#- the retrieval_log contract's rules for the score and these columns (log_rules: orchestrator/fuse/traces.py's LOG_RULES, read off the contract), so that a fault names the span #}
 {% set bad_granularity = "granularity IS NOT NULL AND granularity NOT IN (" ~ (log_rules.granularities | map('lit') | join(', ')) ~ ")" %}
 {% set bad_chunks = "total_chunks_text IS NOT NULL AND NOT coalesce(total_chunks BETWEEN " ~ (log_rules.chunks_min | lit) ~ " AND " ~ (log_rules.chunks_max | lit) ~ " AND total_chunks = round(total_chunks), FALSE)" %}
 WITH
@@ -191,7 +195,7 @@ described AS (
         {{ 'retrieval.documents[' | lit }} || position || {{ ']' | lit }} || CASE
             WHEN not_a_document THEN {{ '' | lit }}
             WHEN item_id IS NULL THEN {{ '.document.id' | lit }}
-            WHEN {{ bad_score }} THEN {{ '.document.score' | lit }}
+            WHEN {{ bad_score }} OR {{ huge_score }} THEN {{ '.document.score' | lit }}
             WHEN {{ bad_metadata }} THEN {{ '.document.metadata' | lit }}
             WHEN {{ bad_granularity }} THEN {{ '.document.metadata.granularity' | lit }}
             ELSE {{ '.document.metadata.total_chunks' | lit }}
@@ -200,19 +204,20 @@ described AS (
             WHEN not_a_document THEN {{ 'is not a document (an object with a document.id)' | lit }}
             WHEN item_id IS NULL THEN {{ 'is missing: a document needs an id' | lit }}
             WHEN {{ bad_score }} THEN {{ 'is not a finite number' | lit }}
+            WHEN {{ huge_score }} THEN {{ huge_problem | lit }}
             WHEN {{ bad_metadata }} THEN {{ 'is not a JSON object' | lit }}
             WHEN {{ bad_granularity }} THEN {{ ('is not one of ' ~ log_rules.granularities | join(', ')) | lit }}
-            ELSE {{ ('is not a whole number from ' ~ log_rules.chunks_min ~ ' to ' ~ ('2^53' if log_rules.chunks_max == 2 ** 53 else log_rules.chunks_max)) | lit }}
+            ELSE {{ ('is not a whole number from ' ~ log_rules.chunks_min ~ ' to ' ~ log_rules.chunks_max_shown) | lit }}
         END AS problem,
         CASE
             WHEN not_a_document OR item_id IS NULL THEN NULL
-            WHEN {{ bad_score }} THEN score_text
+            WHEN {{ bad_score }} OR {{ huge_score }} THEN score_text
             WHEN {{ bad_metadata }} THEN metadata_text
             WHEN {{ bad_granularity }} THEN granularity
             ELSE total_chunks_text
         END AS value
     FROM described
-    WHERE not_a_document OR item_id IS NULL OR ({{ bad_score }}) OR ({{ bad_metadata }}) OR ({{ bad_granularity }}) OR ({{ bad_chunks }})
+    WHERE not_a_document OR item_id IS NULL OR ({{ bad_score }}) OR {{ huge_score }} OR ({{ bad_metadata }}) OR ({{ bad_granularity }}) OR ({{ bad_chunks }})
 )
 SELECT span_file AS file, {{ 'row ' | lit }} || span_row AS place, span_id, attribute, problem, value
 FROM faults

@@ -25,7 +25,8 @@ Reads the export requests as JSON objects through `inputs.lines` (column `json`,
 `file_column` and the request's number in it in `row_column`). Attribute values are OTLP
 AnyValues: a string, double, int (a string in OTLP JSON) or bool value is read as such; every
 attribute but the operation name may be absent; a retrieval span needs a traceId, a spanId and
-a source, and each of its documents an id.
+a source, and each of its documents an id, and a score (when given) is a finite number of at
+most `log_rules.score_max` in magnitude (the retrieval_log contract's, traces.py's LOG_RULES).
 
 `final`:
   hits      the rows above
@@ -43,6 +44,8 @@ coalesce(json_extract({{ value }}, '$.stringValue'), json_extract({{ value }}, '
 json_extract(list_filter(json_extract(span, '$.attributes[*]'), lambda a: json_extract_string(a, '$.key') = {{ name | lit }})[1], '$.value')
 {%- endmacro %}
 {% set bad_score = 'score_text IS NOT NULL AND NOT coalesce(isfinite(document_score), FALSE)' %}
+{% set huge_score = 'abs(document_score) > ' ~ (log_rules.score_max | lit) %}
+{% set huge_problem = 'is outside the log\'s range, -' ~ log_rules.score_max ~ ' to ' ~ log_rules.score_max %}
 WITH
 spans AS (
     SELECT
@@ -137,11 +140,12 @@ typed AS (
         CASE
             WHEN not_a_document THEN {{ 'is not a document (an object with an id)' | lit }}
             WHEN item_id IS NULL THEN {{ 'is missing: a document needs an id' | lit }}
-            ELSE {{ 'is not a finite number' | lit }}
+            WHEN {{ bad_score }} THEN {{ 'is not a finite number' | lit }}
+            ELSE {{ huge_problem | lit }}
         END AS problem,
         CASE WHEN not_a_document OR item_id IS NULL THEN NULL ELSE score_text END AS value
     FROM typed
-    WHERE not_a_document OR item_id IS NULL OR ({{ bad_score }})
+    WHERE not_a_document OR item_id IS NULL OR ({{ bad_score }}) OR {{ huge_score }}
 )
 SELECT request_file AS file, {{ 'request ' | lit }} || request AS place, span_id, attribute, problem, value
 FROM faults

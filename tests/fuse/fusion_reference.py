@@ -61,8 +61,9 @@ R10 ``granularity`` missing/None: 'block' when parent_id is set and differs from
     else 'doc'. A doc row's target id is parent_id (item_id when parent_id is None).
 R11 ``fused_score`` is returned unrounded; only the ordering uses round(x, 12).
 R12 A row without a score (the log has no ``score`` column: ``score`` None) has the score
-    ``-rank`` (fuse.md, the input table), before the distance conversion of step 1: a rank-only
-    distance source therefore has the score ``+rank``.
+    ``-rank`` (fuse.md, the input table), which the distance conversion of step 1 leaves as it
+    is: a rank is best-first whatever the source's scores are, so a rank-only distance source
+    keeps its order.
 R13 ``query_analyzer`` (fuse.md, the recipe table): when ``enabled``, each rule whose ``match``
     is found (``re.search``) in the query's ``query_text`` multiplies the weights of the sources
     its ``boost`` names by their factors; several matching rules multiply. A query's rows carry
@@ -753,8 +754,11 @@ def _prepare_rows(
         settings = sources.get(src) or _source_settings(recipe, None)
         r = dict(row)
         r["item_id"] = str(r["item_id"])
-        score = -float(r["rank"]) if r.get("score") is None else float(r["score"])  # R12
-        r["score"] = convert_distance(score, bool(settings.get("distance")))
+        r["score"] = (  # R12
+            -float(r["rank"])
+            if r.get("score") is None
+            else convert_distance(float(r["score"]), bool(settings.get("distance")))
+        )
         r["_granularity"] = row_granularity(r)
         r["_parent"] = row_parent(r)
         grouped.setdefault(str(r["query_id"]), {}).setdefault(src, []).append(r)

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -13,8 +14,9 @@ from click.testing import CliRunner
 from duckscore.cli import cli
 from duckscore.core.connection import EngineSettings
 from duckscore.core.errors import DuckscoreError, InputError, PolicyError
+from duckscore.fuse.contract import MAX_SCORE
 from duckscore.fuse.pipeline import fuse
-from duckscore.fuse.recipe import FUSIONS, NORMALIZERS
+from duckscore.fuse.recipe import FUSIONS, MAX_WEIGHT, NORMALIZERS
 from duckscore.fuse.stages import STAGES as FUSE_STAGES
 from duckscore.run.job import Job
 from duckscore.run.pipeline import run
@@ -134,6 +136,63 @@ def test_every_normaliser_runs_on_scifact(
     )
 
 
+@pytest.mark.parametrize(
+    ("normalizer", "method"),
+    [*((n, "weighted_sum") for n in NORMALIZERS), *(("none", m) for m in FUSIONS)],
+)
+def test_the_log_range_fuses_finite(normalizer: str, method: str, tmp_path: Path) -> None:
+    """Scores at the ends of the log's range (MAX_SCORE), at the largest weight: every normaliser
+    and fusion method gives finite values (at 1.7e308 minmax's range and zscore's variance
+    overflowed to NaN)."""
+    log = pd.DataFrame(
+        {
+            "query_id": "q",
+            "source": ["a", "a", "a", "b", "b", "b"],
+            "item_id": ["x", "y", "z", "x", "y", "z"],
+            "parent_id": ["x", "y", "z", "x", "y", "z"],
+            "score": [MAX_SCORE, 0.0, -MAX_SCORE, -MAX_SCORE, MAX_SCORE, MAX_SCORE],
+        }
+    )
+    sets = [
+        f"source_defaults.normalize={normalizer}",
+        f"fusion.method={method}",
+        f"source_defaults.weight={MAX_WEIGHT}",
+        "normalizer_params.bounds=[-1e100, 1e100]",
+    ]
+    out = fused(log, tmp_path, "hybrid_v1", sets)
+    assert len(out) == 3
+    assert np.isfinite(out["fused_score"].dropna()).all() and out["fused_score"].notna().any()
+
+
+@pytest.mark.parametrize(
+    "distance",
+    [
+        ["source_defaults.distance=true"],  # every source discovered, each a distance
+        ["sources.a.distance=true"],  # a declared one
+        ["source_defaults.distance=true", "sources.a.distance=false"],  # b discovered, a not
+    ],
+)
+def test_a_rank_only_distance_source_keeps_its_order(distance: list[str], tmp_path: Path) -> None:
+    """A rank is best-first whatever a source's scores are: in a log without scores, `distance`
+    changes nothing (it used to turn -rank into +rank, reversing the list)."""
+    log = pd.DataFrame(
+        {
+            "query_id": "q",
+            "source": ["a", "a", "a", "b", "b"],
+            "item_id": ["x", "y", "z", "y", "x"],
+            "parent_id": ["x", "y", "z", "y", "x"],
+            "rank": [1, 2, 3, 1, 2],
+        }
+    )
+    sets = ["source_defaults.normalize=minmax", "fusion.method=weighted_sum"]
+    plain = fused(log, tmp_path, "hybrid_v1", sets)
+    # minmax of -rank: a x 1, y .5, z 0; b y 1, x 0
+    assert list(zip(plain["item_id"], plain["fused_score"])) == [("y", 1.5), ("x", 1.0), ("z", 0.0)]
+    far = fused(log, tmp_path, "hybrid_v1", sets + distance)
+    columns = ["item_id", "fused_score", "rank"]
+    pd.testing.assert_frame_equal(far[columns], plain[columns])
+
+
 @pytest.mark.parametrize("method", FUSIONS)
 @pytest.mark.parametrize("order", ["before_fusion", "after_fusion"])
 def test_every_fusion_method_runs_on_scifact(
@@ -244,6 +303,9 @@ def _small_log() -> pd.DataFrame:
     [
         (lambda d: d.drop(columns=["score", "rank"]), "needs a score or a rank column"),
         (lambda d: d.assign(score=[2.0, float("nan"), 0.9, 0.8]), "column 'score' is"),
+        # beyond the range every normaliser keeps finite (test_the_log_range_fuses_finite)
+        (lambda d: d.assign(score=[1.0000001e100, 1, 0.9, 0.8]), "'score' is above 1e+100"),
+        (lambda d: d.assign(score=[2.0, 1, 0.9, -1.7e308]), "'score' is below -1e+100"),
         (lambda d: pd.concat([d, d.iloc[[0]]]), "duplicate (query_id, source, item_id)"),
         (lambda d: d.assign(rank=[2, 3, 1, 2]), "smallest rank is 2, not 1"),
         (lambda d: d.assign(rank=[1, 1, 1, 2]), "rank values repeat"),

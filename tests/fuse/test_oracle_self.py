@@ -797,13 +797,13 @@ def test_rank_only_rows_score_minus_rank() -> None:
     assert_scores(
         fused(rows, recipe(srcs(s=("minmax", 1)), "weighted_sum")), {"a": 1.0, "b": 0.5, "c": 0.0}
     )
-    # distance: the score -rank is negated to +rank: c 3 best, a 1 worst, and the aligned list
-    # re-ranks by it (READING R3): c r1, b r2, a r3
+    # distance: a rank is best-first whatever the scores would be, so the score -rank is not
+    # negated: the same fused scores, and the same order for rrf
     rec = recipe(srcs(s=("minmax", 1, True)), "weighted_sum")
-    assert_scores(fused(rows, rec), {"a": 0.0, "b": 0.5, "c": 1.0})
+    assert_scores(fused(rows, rec), {"a": 1.0, "b": 0.5, "c": 0.0})
     assert_scores(
         fused(rows, recipe(srcs(s=("none", 1, True)), "rrf")),
-        {"c": 1 / 61, "b": 1 / 62, "a": 1 / 63},
+        {"a": 1 / 61, "b": 1 / 62, "c": 1 / 63},
     )
 
 

@@ -613,6 +613,11 @@ BAD_SPANS = [
      "row 1, span_id='s1'): retrieval.documents[2].document.score is not a finite number: 'high'"),
     ("openinference", one_span([GOOD, GOOD | {ID: "b", SCORE: "high"}], "jsonl"),
      "row 1, span_id='s1'): retrieval.documents[2].document.score is not a finite number: 'high'"),
+    # a score beyond the log's range (MAX_SCORE), either sign, is the span's fault too
+    *[("openinference", one_span([GOOD, GOOD | {ID: "b", SCORE: score}], kind),
+       "row 1, span_id='s1'): retrieval.documents[2].document.score is outside the log's range, "
+       f"-1e+100 to 1e+100: {shown!r}")
+      for score, shown, kind in ((1.5e100, "1.5e+100", "parquet"), (-1e300, "-1e+300", "jsonl"))],
     ("openinference", one_span([GOOD | {METADATA: "parent=a"}]),
      "retrieval.documents[1].document.metadata is not a JSON object: 'parent=a'"),
     ("openinference", one_span([GOOD | {METADATA: "[1, 2]"}], "jsonl"),
@@ -662,6 +667,10 @@ BAD_SPANS = [
      "gen_ai.retrieval.documents is neither a JSON string nor an array: '{\"intValue\":\"3\"}'"),
     ("otel-genai", one_otlp_span(json.dumps([{"id": "a", "score": "high"}])),
      "gen_ai.retrieval.documents[1].score is not a finite number: 'high'"),
+    ("otel-genai", one_otlp_span(json.dumps([{"id": "a", "score": 1e100},
+                                             {"id": "b", "score": -2e100}])),
+     "gen_ai.retrieval.documents[2].score is outside the log's range, -1e+100 to 1e+100: "
+     "'-2e100'"),
     ("otel-genai", one_otlp_span(json.dumps([{"id": "a"}, {"score": 1}])),
      "gen_ai.retrieval.documents[2].id is missing: a document needs an id"),
     ("otel-genai", one_otlp_span(json.dumps(["a"])),
@@ -727,26 +736,34 @@ def test_a_document_that_cannot_be_read_is_one_line_naming_file_span_and_attribu
 
 
 @pytest.mark.parametrize(
-    ("metadata", "fault"),
+    ("metadata", "score", "fault"),
     [
-        ({"granularity": "doc"}, "retrieval.documents[1].document.metadata.granularity is not one of block: 'doc'"),
-        ({"total_chunks": 1}, "retrieval.documents[1].document.metadata.total_chunks is not a whole number from 2 to 3: '1'"),
-        ({"total_chunks": 4}, "retrieval.documents[1].document.metadata.total_chunks is not a whole number from 2 to 3: '4'"),
-        ({"granularity": "block", "total_chunks": 3}, None),
+        ({"granularity": "doc"}, 1.0, "retrieval.documents[1].document.metadata.granularity is not one of block: 'doc'"),
+        ({"total_chunks": 1}, 1.0, "retrieval.documents[1].document.metadata.total_chunks is not a whole number from 2 to three: '1'"),
+        ({"total_chunks": 4}, 1.0, "retrieval.documents[1].document.metadata.total_chunks is not a whole number from 2 to three: '4'"),
+        ({}, -10.5, "retrieval.documents[1].document.score is outside the log's range, -10.0 to 10.0: '-10.5'"),
+        ({"granularity": "block", "total_chunks": 3}, -10.0, None),
     ],
 )  # fmt: skip
-def test_the_reader_takes_the_metadata_rules_from_the_log_contract(
-    metadata: dict[str, Any], fault: str | None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+def test_the_reader_takes_the_document_rules_from_the_log_contract(
+    metadata: dict[str, Any],
+    score: float,
+    fault: str | None,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
-    """openinference.sql applies granularity's choices and total_chunks' bounds as traces.py's
-    LOG_RULES gives them (read off the retrieval_log contract), not copies of its own: other
-    rules, other faults."""
+    """openinference.sql applies the score's range, granularity's choices and total_chunks'
+    bounds as traces.py's LOG_RULES gives them (read off the retrieval_log contract), not copies
+    of its own: other rules, other faults."""
     from duckscore.fuse import traces
 
     monkeypatch.setattr(
-        traces, "LOG_RULES", {"granularities": ("block",), "chunks_min": 2, "chunks_max": 3}
-    )
-    path = one_span([GOOD | {METADATA: json.dumps(metadata)}])(tmp_path)
+        traces,
+        "LOG_RULES",
+        traces.LOG_RULES | {"granularities": ("block",), "chunks_min": 2, "chunks_max": 3,
+                            "chunks_max_shown": "three", "score_max": 10.0},
+    )  # fmt: skip
+    path = one_span([GOOD | {SCORE: score, METADATA: json.dumps(metadata)}])(tmp_path)
     done = run("fuse", "--log", str(path), "--log-format", "openinference",
                "--out", str(tmp_path / "out"))  # fmt: skip
     if fault is None:
