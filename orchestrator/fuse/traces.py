@@ -177,7 +177,7 @@ def _hits(
         session, where, render(template, final="summary", row_column=ROW_COLUMN, **context)
     )
     assert summary is not None
-    hits, unscored, unscored_lists, retrievals, traces = summary
+    hits, unscored, unscored_lists, retrievals, traces, ensembles = summary
     if not hits and not (allow_empty and retrievals):
         raise InputError(
             f"{where}: no retrieval span returned a document "
@@ -192,6 +192,13 @@ def _hits(
             f"beside documents with one: {'it is' if one else 'each is'} given the score -rank "
             "(as in a rank-only log), below every document of its list scored above that, all "
             "of them when scores are >= 0 (docs/traces.md#documents-without-a-score)"
+        )
+    if ensembles:
+        it, is_, its = ("it", "is", "its") if ensembles == 1 else ("them", "are", "their")
+        session.progress.warn(
+            f"{where}: {_count(ensembles, 'retrieval span')} with retrieval spans below {it} "
+            f"(nested retrievers) {is_} left out: {its} documents are {its} children's, "
+            "already fused, and the children are fused instead (docs/traces.md#nested-retrievers)"
         )
     for name, final in (("trace_spans", "spans"), ("trace_hits", "hits")):
         rendered = render(template, final=final, row_column=ROW_COLUMN, **context)

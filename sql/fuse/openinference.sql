@@ -28,7 +28,9 @@ from the span of its best position), the list ordered by that position, then by 
 higher first, then by the spans' order in the export, and ranked 1, 2, … in that order. A
 document listed twice by one span is taken once, at its first position, the same way.
 
-Other spans (the chain, the LLM, a reranker's) are not retrievals and are left out.
+Other spans (the chain, the LLM, a reranker's) are not retrievals and are left out, and so is a
+RETRIEVER span with another RETRIEVER span below it (sql/fuse/_ensembles.sql: its documents are
+its children's, already fused), when the export has the parent column.
 
 Every optional attribute may be absent: the SQL reads only those the input has. Reads
 `inputs.spans` (the raw spans, every column, with the file and row of each in `file_column` and
@@ -54,8 +56,10 @@ Every optional attribute may be absent: the SQL reads only those the input has. 
             attribute: a path such as `retrieval.documents[2].document.score`, problem, value),
             or no row
   summary   one row: hits, unscored and unscored_lists (the documents without a score in a list
-            whose other documents have one, and those lists), retrieval_spans, traces
+            whose other documents have one, and those lists), retrieval_spans, traces, and
+            ensembles (the retrieval spans left out as nested retrievers)
 -#}
+{% from 'fuse/_ensembles.sql' import ensembles %}
 {% set fields = documents.fields if documents else {} %}
 {% macro value(key) -%}
 {% set field = fields[key] %}
@@ -88,8 +92,8 @@ Every optional attribute may be absent: the SQL reads only those the input has. 
 {#- the retrieval_log contract's rules for the score and these columns (log_rules: orchestrator/fuse/traces.py's LOG_RULES, read off the contract), so that a fault names the span #}
 {% set bad_granularity = "granularity IS NOT NULL AND granularity NOT IN (" ~ (log_rules.granularities | map('lit') | join(', ')) ~ ")" %}
 {% set bad_chunks = "total_chunks_text IS NOT NULL AND NOT coalesce(total_chunks BETWEEN " ~ (log_rules.chunks_min | lit) ~ " AND " ~ (log_rules.chunks_max | lit) ~ " AND total_chunks = round(total_chunks), FALSE)" %}
-WITH
-spans AS (
+WITH{{ ' RECURSIVE' if parent_column }}
+span_rows AS (
     SELECT
         {{ file_column | ident }} AS span_file,
         {{ row_column | ident }} AS span_row,
@@ -98,6 +102,7 @@ spans AS (
         nullif(name, {{ '' | lit }}) AS source,
         coalesce("attributes.openinference.span.kind" = {{ 'RETRIEVER' | lit }}, FALSE) AS is_retrieval,
 {% if parent_column %}
+        nullif(CAST({{ parent_column | ident }} AS VARCHAR), {{ '' | lit }}) AS parent_span_id,
         coalesce(CAST({{ parent_column | ident }} AS VARCHAR), {{ '' | lit }}) = {{ '' | lit }} AS is_root,
 {% else %}
         CAST(NULL AS BOOLEAN) AS is_root,
@@ -122,6 +127,13 @@ spans AS (
 {% endif %}
     FROM {{ inputs.spans | ident }}
 ),
+{% if parent_column %}
+{{ ensembles('span_rows', 'spans') }},
+{% else %}
+spans AS (
+    SELECT *, FALSE AS is_ensemble FROM span_rows
+),
+{% endif %}
 listed AS (
     SELECT
         span_file, span_row, trace_id, span_id, source, query_text,
@@ -254,7 +266,8 @@ SELECT
     coalesce(sum(unscored), 0) AS unscored,
     count(*) AS unscored_lists,
     (SELECT count(*) FROM spans WHERE is_retrieval) AS retrieval_spans,
-    (SELECT count(*) FROM (SELECT trace_id FROM spans WHERE is_retrieval GROUP BY trace_id)) AS traces
+    (SELECT count(*) FROM (SELECT trace_id FROM spans WHERE is_retrieval GROUP BY trace_id)) AS traces,
+    (SELECT count(*) FROM spans WHERE is_ensemble) AS ensembles
 FROM (
     SELECT trace_id, source, count(*) - count(best_score) AS unscored, count(best_score) AS scored
     FROM ranked

@@ -19,7 +19,9 @@ A source that ran more than once in a trace (several retrieval spans of one sour
 multi-query retriever's sub-queries) gives one list, as in sql/fuse/openinference.sql: each
 document at its best position in any of the spans (its score the largest it was given, its
 parent from the span of its best position), ordered by that position, then by the score, higher
-first, then by the spans' order in the export, and ranked 1, 2, … in that order.
+first, then by the spans' order in the export, and ranked 1, 2, … in that order. A retrieval
+span with another retrieval span below it (by `parentSpanId`, through any spans between) is left
+out: its documents are its children's, already fused (sql/fuse/_ensembles.sql).
 
 Reads the export requests as JSON objects through `inputs.lines` (column `json`, the file in
 `file_column` and the request's number in it in `row_column`). Attribute values are OTLP
@@ -35,8 +37,10 @@ most `log_rules.score_max` in magnitude (the retrieval_log contract's, traces.py
   faults    the first retrieval span or document that cannot be read (file, place, span_id,
             attribute, problem, value), or no row
   summary   one row: hits, unscored and unscored_lists (the documents without a score in a list
-            whose other documents have one, and those lists), retrieval_spans, traces
+            whose other documents have one, and those lists), retrieval_spans, traces, and
+            ensembles (the retrieval spans left out as nested retrievers)
 -#}
+{% from 'fuse/_ensembles.sql' import ensembles %}
 {% macro any_value(value) -%}
 coalesce(json_extract({{ value }}, '$.stringValue'), json_extract({{ value }}, '$.doubleValue'), json_extract({{ value }}, '$.intValue'), json_extract({{ value }}, '$.boolValue'))
 {%- endmacro %}
@@ -46,7 +50,7 @@ json_extract(list_filter(json_extract(span, '$.attributes[*]'), lambda a: json_e
 {% set bad_score = 'score_text IS NOT NULL AND NOT coalesce(isfinite(document_score), FALSE)' %}
 {% set huge_score = 'abs(document_score) > ' ~ (log_rules.score_max | lit) %}
 {% set huge_problem = 'is outside the log\'s range, -' ~ log_rules.score_max ~ ' to ' ~ log_rules.score_max %}
-WITH
+WITH RECURSIVE
 spans AS (
     SELECT
         request_file, request,
@@ -60,7 +64,7 @@ spans AS (
         FROM {{ inputs.lines | ident }}
     )
 ),
-described AS (
+span_rows AS (
     SELECT
         request_file, request, span_index,
         nullif(json_extract_string(span, '$.traceId'), {{ '' | lit }}) AS trace_id,
@@ -70,11 +74,13 @@ described AS (
             nullif(json_extract_string(span, '$.name'), {{ '' | lit }})
         ) AS source,
         coalesce(json_extract_string({{ attribute('gen_ai.operation.name') }}, '$.stringValue') = {{ 'retrieval' | lit }}, FALSE) AS is_retrieval,
+        nullif(json_extract_string(span, '$.parentSpanId'), {{ '' | lit }}) AS parent_span_id,
         coalesce(json_extract_string(span, '$.parentSpanId'), {{ '' | lit }}) = {{ '' | lit }} AS is_root,
         json_extract_string({{ attribute('gen_ai.retrieval.query.text') }}, '$.stringValue') AS query_text,
         {{ attribute('gen_ai.retrieval.documents') }} AS documents
     FROM spans
 ),
+{{ ensembles('span_rows', 'described') }},
 listed AS (
     SELECT
         request_file, request, span_index, trace_id, span_id, source, query_text,
@@ -182,7 +188,8 @@ SELECT
     coalesce(sum(unscored), 0) AS unscored,
     count(*) AS unscored_lists,
     (SELECT count(*) FROM listed) AS retrieval_spans,
-    (SELECT count(*) FROM (SELECT trace_id FROM listed GROUP BY trace_id)) AS traces
+    (SELECT count(*) FROM (SELECT trace_id FROM listed GROUP BY trace_id)) AS traces,
+    (SELECT count(*) FROM described WHERE is_ensemble) AS ensembles
 FROM (
     SELECT trace_id, source, count(*) - count(best_score) AS unscored, count(best_score) AS scored
     FROM ranked

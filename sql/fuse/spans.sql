@@ -10,7 +10,8 @@ to its trace.
                 holds it; NULL when it does not (a partial export, or no parent column)
 
 Reads `inputs.spans`: every span of the export, retrieval or not (trace_id, span_id, source,
-is_retrieval, is_root: NULL when the export does not say), as sql/fuse/openinference.sql and
+is_retrieval: false for a nested retriever's, sql/fuse/_ensembles.sql; is_root: NULL when the
+export does not say), as sql/fuse/openinference.sql and
 sql/fuse/otel_genai.sql give them with `final` = `spans`. A retrieval span that returned no
 document has a row too. A trace with several spans without a parent (a malformed export) takes
 the smallest of their ids.

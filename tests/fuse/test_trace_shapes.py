@@ -348,6 +348,90 @@ def test_a_retriever_run_more_than_once_in_a_trace_gives_one_list(
     assert [s for (s,) in spans_written] == ["s3", "s1", "s2", "s4", "s5", "s6", "s7"]
 
 
+# -- nested retrievers ---------------------------------------------------------------------------
+
+# (trace, span, parent, kind, name, documents): t1's fusion retriever holds its children's lists
+# fused, bm25 below it through a planning span, dense directly; t2 has one retriever, not nested
+# (only a span of another kind below it); in t3 two retrievers are each other's parent (a
+# malformed export): both are left out; t4's fusion retriever has one below it, only through a
+# span between
+NESTED = [
+    ("t1", "t1-root", None, "CHAIN", "answer", None),
+    ("t1", "f", "t1-root", "RETRIEVER", "fusion", [("a", 0.9), ("c", 0.8), ("b", 0.7)]),
+    ("t1", "m", "f", "CHAIN", "plan", None),
+    ("t1", "s1", "m", "RETRIEVER", "bm25", [("a", 3.0), ("b", 2.0)]),
+    ("t1", "s2", "f", "RETRIEVER", "dense", [("c", 0.9), ("a", 0.5)]),
+    ("t2", "s3", "t2-root", "RETRIEVER", "bm25", [("d", 1.0), ("e", 0.5)]),
+    ("t2", "e", "s3", "EMBEDDING", "embed", None),
+    ("t3", "x", "y", "RETRIEVER", "bm25", [("g", 1.0)]),
+    ("t3", "y", "x", "RETRIEVER", "dense", [("g", 1.0)]),
+    ("t4", "g", "t4-root", "RETRIEVER", "fusion", [("h", 1.0), ("i", 0.5)]),
+    ("t4", "n", "g", "CHAIN", "plan", None),
+    ("t4", "s4", "n", "RETRIEVER", "bm25", [("i", 2.0), ("h", 1.0)]),
+]  # fmt: skip
+
+
+def nested_export(log_format: str, path: Path, parents: bool = True) -> Path:
+    """NESTED as OpenInference spans (`parents` false: without the parent column) or OTLP."""
+    if log_format == "otel-genai":
+        spans = [
+            (otlp_retrieval(trace, span_id, name, json.dumps(
+                [{"id": doc, "score": score} for doc, score in documents]))
+             if kind == "RETRIEVER" else {"traceId": trace, "spanId": span_id, "name": name})
+            | {"parentSpanId": parent or ""}
+            for trace, span_id, parent, kind, name, documents in NESTED
+        ]  # fmt: skip
+        return write_otlp(spans, path)
+    rows = [
+        {"context.trace_id": trace, "context.span_id": span_id, "name": name, KIND: kind,
+         QUERY: "q", **({"parent_id": parent} if parents else {}),
+         **({} if documents is None else {DOCUMENTS: [{ID: doc, SCORE: score} for doc, score in documents]})}
+        for trace, span_id, parent, kind, name, documents in NESTED
+    ]  # fmt: skip
+    return write(rows, path)
+
+
+@pytest.mark.parametrize(
+    ("log_format", "name"),
+    [("openinference", "spans.parquet"), ("openinference", "spans.jsonl"),
+     ("otel-genai", "traces.jsonl")],
+)  # fmt: skip
+def test_a_retriever_above_other_retrievers_is_left_out(
+    log_format: str, name: str, tmp_path: Path
+) -> None:
+    """Its documents are its children's, already fused: read as one more source, they would
+    count twice. The children are fused as the log of them alone is, and the run says so."""
+    spans = nested_export(log_format, tmp_path / name)
+    rows = [(trace, source, doc, doc, score, rank, "q")
+            for trace, span_id, _, kind, source, documents in NESTED
+            if span_id in ("s1", "s2", "s3", "s4") for rank, (doc, score) in enumerate(documents, 1)]  # fmt: skip
+    pd.DataFrame(rows, columns=LOG_COLUMNS).to_parquet(tmp_path / "log.parquet", index=False)
+    folder = runs_agree(tmp_path, spans, log_format, ("fused.parquet", *OUTPUTS))
+    written = duckdb.execute(f"SELECT span_id FROM '{folder / 'spans.parquet'}'").fetchall()
+    assert sorted(s for (s,) in written) == ["s1", "s2", "s3", "s4"]
+    done = run(
+        "fuse", "--log", str(spans), "--log-format", log_format, "--out", str(tmp_path / "w")
+    )
+    assert done.exit_code == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        f"duckscore: warning: --log ({spans}): 4 retrieval spans with retrieval spans below them "
+        "(nested retrievers) are left out: their documents are their children's, already fused, "
+        "and the children are fused instead (docs/traces.md#nested-retrievers)"
+    ]
+
+
+def test_without_the_parent_column_every_retriever_is_a_source(tmp_path: Path) -> None:
+    """An OpenInference export without `parent_id` cannot tell a nested retriever: each is read."""
+    spans = nested_export("openinference", tmp_path / "spans.parquet", parents=False)
+    out = tmp_path / "out"
+    done = run("fuse", "--log", str(spans), "--log-format", "openinference", "--out", str(out))
+    assert done.exit_code == 0 and "nested" not in done.stderr, done.stderr
+    fused = pd.read_parquet(out / "fused.parquet")
+    sources = {c["source"] for cs in fused["contributions"] for c in cs}
+    assert sources == {"bm25", "dense", "fusion"}
+    assert sorted(fused["query_id"].unique()) == ["t1", "t2", "t3", "t4"]
+
+
 def export_order_layouts(tmp: Path, log_format: str) -> dict[str, Path]:
     """Two retrieval spans of one source in one trace, `early` before `late` in the export, laid
     out so that each key of the export order (file, then request or row in it, then span in the
