@@ -20,6 +20,7 @@ class Column:
     min: float | None = None
     max: float | None = None
     choices: tuple[str, ...] = ()  # text kinds: the only values allowed, when given
+    max_length: int | None = None  # text kinds: the most characters (a store's VARCHAR(n))
     nullable: bool = False  # NULL is a value here (e.g. a bid field the supplier left out)
 
     @property

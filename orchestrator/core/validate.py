@@ -203,6 +203,14 @@ def _value_checks(
                         col,
                     )
                 )
+            if column.max_length is not None:
+                checks.append(
+                    (
+                        f"column {column.name!r} is longer than {column.max_length} characters",
+                        f"length({col}) > {lit(column.max_length)}",
+                        col,
+                    )
+                )
             continue
         checks.append(
             (f"column {column.name!r} is NaN or infinite", f"NOT isfinite({number})", col)

@@ -4,6 +4,10 @@ for the pure functions, and new instincts and events for `duckscore instincts in
 from ..core.tables import Column, TableContract
 from .policy import TRIGGERS
 
+# the seed's VARCHAR(50) of instincts.domain and .source (sql/instincts/schema.sql): PostgreSQL
+# enforces it, DuckDB would not, so both stores refuse a longer one in the input, by its row
+VARCHAR_LENGTH = 50
+
 COUNTS = TableContract(
     name="instinct_counts",
     columns=(
@@ -60,10 +64,10 @@ NEW_INSTINCTS = TableContract(
         Column("id", "id"),
         Column("trigger_text", "text"),
         Column("action_text", "text"),
-        Column("domain", "text"),
+        Column("domain", "text", max_length=VARCHAR_LENGTH),
         Column("user_id", "id"),
         Column("project_id", "id", required=False, nullable=True),
-        Column("source", "text", required=False, nullable=True),
+        Column("source", "text", required=False, nullable=True, max_length=VARCHAR_LENGTH),
     ),
     key=("id",),
 )

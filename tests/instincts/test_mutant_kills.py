@@ -27,8 +27,9 @@ and indexes (composite DESC, the partial one on active status) are compared with
 own CREATE statements (docs/specs/004, run verbatim in a scratch schema, less the references to
 the undefined users and projects) give; test_postgres.py, which checks part of it, is not among
 the mutation run's targets (tests/mutants/targets.yaml). The VARCHAR(50)
-of `domain` and `source`, the two the input sets, is a limit there: 50 characters stored, 51
-refused, the store unchanged; DuckDB does not enforce it (the docs say so for `domain`). A decay
+of `domain` and `source`, the two the input sets, is a limit there, which DuckDB does not
+enforce: the input's check makes it one on both stores (50 characters stored, 51 refused by its
+row, the store unchanged). A decay
 that deletes an instinct leaves none of its applications, evidence or history, on both backends
 (on PostgreSQL by the cascade; the one other test that deletes instincts, the 39-week decay, runs
 on PostgreSQL only in `make test-extended`)."""
@@ -47,17 +48,20 @@ import pandas as pd
 import pytest
 import yaml
 
-from duckscore.core.errors import DuckscoreError
+from duckscore.core.errors import InputError
 from duckscore.instincts.postgres import is_postgres
 from duckscore.instincts.scores import score_counts
 from duckscore.instincts.store import decay, ingest, init_store, top
+from duckscore.instincts.tables import VARCHAR_LENGTH
 from duckscore.instincts.workspace import Store
 
 from ..engines.warehouses import Postgres
-from ..helpers import need_module
+from ..helpers import ROOT, need_module
 from .conftest import new_database
 from .instincts_reference import composite_confidence, load_parameters, tier_of
 from .test_store import START, events, ids, new_instincts, snapshot, store
+
+SCHEMA = ROOT / "sql" / "instincts" / "schema.sql"
 
 TIERS = [
     {"tier": "core", "at_least": 0.8, "injection_method": "m_core"},
@@ -312,20 +316,22 @@ def test_postgres_keeps_the_seeds_schema_as_written(pg_server: Postgres) -> None
 
 
 @pytest.mark.parametrize("column", ["domain", "source"])
-def test_the_seeds_varchar_50_is_a_limit_on_postgresql_only(
-    backend: str, store_location: Callable[[], Store], column: str
+def test_the_seeds_varchar_50_is_a_limit_on_both_stores(
+    store_location: Callable[[], Store], column: str
 ) -> None:
+    """PostgreSQL enforces the seed's VARCHAR(50), DuckDB would not: the input is checked, so
+    both stores keep 50 characters (not bytes: 'é' and an emoji are one each) and refuse 51 in
+    one line naming the row, the store unchanged."""
+    assert f"{column} VARCHAR({VARCHAR_LENGTH})" in SCHEMA.read_text(encoding="utf-8")
     db = store(store_location)
     at_limit, beyond = ids(2)
-    ingest(db, new_instincts=new_instincts([at_limit]).assign(**{column: "d" * 50}), now=START)
-    assert on_store(db, f"SELECT {column} FROM instincts") == [("d" * 50,)]
-    longer = new_instincts([beyond]).assign(**{column: "d" * 51})
-    if backend == "duckdb":  # DuckDB does not enforce VARCHAR lengths
-        ingest(db, new_instincts=longer, now=START)
-        assert len(on_store(db, "SELECT id FROM instincts")) == 2
-        return
+    wide = "é" * 49 + "\N{GRINNING FACE}"
+    ingest(db, new_instincts=new_instincts([at_limit]).assign(**{column: wide}), now=START)
+    assert on_store(db, f"SELECT {column} FROM instincts") == [(wide,)]
     before = snapshot(db)
-    with pytest.raises(DuckscoreError, match=r"value too long for type character varying\(50\)"):
+    longer = new_instincts([at_limit, beyond]).assign(**{column: ["d", "d" * 51]})
+    problem = rf"row 2, id='{beyond}'.*: column '{column}' is longer than 50 characters"
+    with pytest.raises(InputError, match=problem):
         ingest(db, new_instincts=longer, now=START)
     assert snapshot(db) == before
 
