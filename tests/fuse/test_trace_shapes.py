@@ -432,6 +432,29 @@ def test_without_the_parent_column_every_retriever_is_a_source(tmp_path: Path) -
     assert sorted(fused["query_id"].unique()) == ["t1", "t2", "t3", "t4"]
 
 
+@pytest.mark.parametrize("log_format", ["openinference", "otel-genai"])
+def test_the_hits_kept_as_a_table_or_read_as_a_view_fuse_alike(
+    log_format: str, tmp_path: Path
+) -> None:
+    """Without --memory-limit the readers' hits are computed once into a table; with one they
+    stay a view (DuckDB does not evict a temp table): the outputs are the same."""
+    spans = nested_export(
+        log_format,
+        tmp_path / ("spans.parquet" if log_format == "openinference" else "traces.jsonl"),
+    )
+    outs = []
+    for limit in ([], ["--memory-limit", "1GB"]):
+        out = tmp_path / f"out{len(outs)}"
+        done = run(
+            "-q", "fuse", *limit, "--log", str(spans), "--log-format", log_format, "--out", str(out)
+        )
+        assert done.exit_code == 0, done.stderr
+        outs.append(out)
+    for name in ("fused.parquet", "parent_features.parquet", "spans.parquet"):
+        first, second = (pd.read_parquet(out / name) for out in outs)
+        pd.testing.assert_frame_equal(first, second)
+
+
 def export_order_layouts(tmp: Path, log_format: str) -> dict[str, Path]:
     """Two retrieval spans of one source in one trace, `early` before `late` in the export, laid
     out so that each key of the export order (file, then request or row in it, then span in the
