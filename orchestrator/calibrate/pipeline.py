@@ -29,7 +29,7 @@ import pandas as pd
 from ..core.connection import EngineSettings
 from ..core.errors import DuckscoreError
 from ..core.inputs import Table
-from ..core.policy import Policy, load_policy, policy_from_parameters
+from ..core.policy import Policy, at_written_precision, load_policy, policy_from_parameters
 from ..core.progress import SILENT, Progress
 from ..core.render import lit
 from ..core.session import Session
@@ -312,7 +312,8 @@ def final_parameters(
             **{f: bounds[fit.name][f] for f in reference_features},
         }
         parameters["normalization"] = nz
-    return parameters
+    rounded: dict[str, Any] = at_written_precision(parameters)
+    return rounded
 
 
 def with_probability(
@@ -340,7 +341,10 @@ def with_probability(
         n: policy_from_parameters(
             SCORE_POLICY,
             policy.version,
-            {**policy.parameters, "probability": fit_map(chosen, trained[n]) | levels},
+            {
+                **policy.parameters,
+                "probability": at_written_precision(fit_map(chosen, trained[n])) | levels,
+            },
             policy.source,
             policy.parent_version,
         )

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.outputs import atomic_output_file
-from ..core.policy import Policy, dump_yaml
+from ..core.policy import Policy, at_written_precision, dump_yaml
 from ..core.tables import OpenedInput
 from ..core.version import __version__
 from .settings import CalibrationSettings
@@ -70,13 +70,15 @@ def write_policy(
 def write_policy_document(
     out: Path, document: dict[str, Any], inputs: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The policy file `out`, replaced atomically: nothing half-written. It never replaces, nor
-    is, one of `inputs` (option -> given, or OpenedInput; by default the inputs the document
+    """The policy file `out`, its floats at the written precision (at_written_precision, as its
+    version was named), replaced atomically: nothing half-written. It never replaces, nor is,
+    one of `inputs` (option -> given, or OpenedInput; by default the inputs the document
     records, `--<name>`: what it was made from), and a name that says another format than YAML
     is refused (docs/outputs.md)."""
     if inputs is None:
         recorded = document.get("metadata", {}).get("inputs", {})
         inputs = {f"--{name}": given for name, given in recorded.items()}
+    document = at_written_precision(document)
     with atomic_output_file(out, "--out", inputs, "yaml") as staging:
         staging.write_text(dump_yaml(document), encoding="utf-8")
     return document

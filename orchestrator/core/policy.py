@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ __all__ = [
     "Spec",
     "Text",
     "Words",
+    "at_written_precision",
     "available_policies",
     "canonical_json",
     "dump_yaml",
@@ -226,6 +228,27 @@ class Policy:
 
 def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+# A fitted number is written, hashed into its version and scored at this many significant
+# digits: a fit's last bits are the BLAS's and the CPU's (OpenBLAS picks its kernels per
+# processor), and a version named after them would differ from machine to machine.
+FITTED_DIGITS = 10
+
+
+def at_written_precision(value: Any) -> Any:
+    """`value` with every float rounded to FITTED_DIGITS significant digits, lists and mappings
+    element by element; NaN, infinities, integers, booleans and text as they are. Idempotent,
+    and dump_yaml / load_yaml give the rounded floats back exactly."""
+    if isinstance(value, float) and math.isfinite(value):
+        return float(f"{value:.{FITTED_DIGITS}g}")
+    if isinstance(value, dict):
+        return {key: at_written_precision(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [at_written_precision(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(at_written_precision(item) for item in value)
+    return value
 
 
 def available_policies(kind: PolicyKind) -> list[str]:

@@ -41,6 +41,9 @@ NOT_EXAMPLES = ("docs/specs", "docs/reference")  # verbatim specifications and r
 # pages whose examples run an integration's tool: in the extended tier, the tool needed
 NEEDS_TOOL = {"docs/dbt.md": DBT}
 FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$")
+# a decimal's significant digits compared by the examples (at_shown_precision)
+SHOWN_DIGITS = 12
+LONG_DECIMAL = re.compile(r"(?<![\w.])-?(?P<mantissa>\d+\.\d+)(?:[eE][-+]?\d+)?(?![\w.])")
 LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\((?P<target>[^)\s]+)\)|!\[[^\]\n]*\]\((?P<image>[^)\s]+)\)")
 
 
@@ -96,10 +99,25 @@ def anchors(text: str) -> set[str]:
     return out
 
 
+def at_shown_precision(line: str) -> str:
+    """`line` with each decimal of more than SHOWN_DIGITS significant digits at SHOWN_DIGITS:
+    the last bits of a float (0.6604601182827836) are the C library's and the BLAS's, which
+    differ from machine to machine; duckscore's own work is exact far above them."""
+
+    def rounded(found: re.Match[str]) -> str:
+        digits = len(found.group("mantissa").replace(".", "").lstrip("0"))
+        return (
+            found.group() if digits <= SHOWN_DIGITS else f"{float(found.group()):.{SHOWN_DIGITS}g}"
+        )
+
+    return LONG_DECIMAL.sub(rounded, line)
+
+
 def matches(expected: str, actual: str) -> bool:
-    """`expected`'s lines equal `actual`'s; a line `...` matches any number of lines."""
-    want = [line.rstrip() for line in expected.strip("\n").splitlines()]
-    got = [line.rstrip() for line in actual.strip("\n").splitlines()]
+    """`expected`'s lines equal `actual`'s, decimals at SHOWN_DIGITS (at_shown_precision); a
+    line `...` matches any number of lines."""
+    want = [at_shown_precision(line.rstrip()) for line in expected.strip("\n").splitlines()]
+    got = [at_shown_precision(line.rstrip()) for line in actual.strip("\n").splitlines()]
 
     def match(i: int, j: int) -> bool:
         if i == len(want):
@@ -288,6 +306,13 @@ def test_every_command_has_a_page() -> None:
 
 def test_the_checks_see_rot(tmp_path: Path) -> None:
     assert matches("a\n...\nz\n", "a\nb\nc\nz\n") and not matches("a\nz\n", "a\nb\nz\n")
+    # a float's last bits are not compared, its 12th significant digit is
+    assert matches('{"ndcg@10": 0.6604601182827836}', '{"ndcg@10": 0.6604601182827829}')
+    assert not matches('{"ndcg@10": 0.6604601182827836}', '{"ndcg@10": 0.6604601182837836}')
+    assert matches("x 0.9560000000000001", "x 0.956") and not matches("0.956", "0.957")
+    assert at_shown_precision("cal_17c2cf6a 1.5e-12 2026-12-02 10.123") == (
+        "cal_17c2cf6a 1.5e-12 2026-12-02 10.123"
+    )
     assert slug("## `duckscore fuse` and `duckscore run`") == "duckscore-fuse-and-duckscore-run"
     assert anchors("# A\n## A\n```\n# not a heading\n```\n") == {"a", "a-1"}
     shown = blocks("text\n```sh\necho hi\n```\n```text output\nhi\n```\n```sql\nSELECT 1;\n```\n")
