@@ -31,7 +31,7 @@ from ..core.connection import EngineSettings
 from ..core.errors import DuckscoreError
 from ..core.inputs import Table
 from ..core.outputs import check_output_file
-from ..core.policy import Policy, load_policy, policy_from_parameters
+from ..core.policy import Policy, at_written_precision, load_policy, policy_from_parameters
 from ..core.progress import SILENT, Progress
 from ..core.render import RenderedSQL, render
 from ..core.session import Session
@@ -41,7 +41,10 @@ from ..fuse.policy_recipe import recipe_for_policy
 from ..fuse.recipe import recipe_record
 from ..fuse.stages import create_fuse_hits, create_parent_features
 from ..score.policy import SCORE_POLICY
-from ..score.stages import create_score_tables, query_columns
+from ..score.stages import (
+    create_score_tables,
+    query_columns,
+)
 from .calibration_metrics import frame_metrics
 from .policy_file import write_policy_document
 from .probability import apply_map
@@ -55,6 +58,7 @@ from .recalibration import (
     prior_shift,
     refit_on_labels,
 )
+from .recalibration_summary import collapsed_band, decision_mix, medians
 from .settings import CalibrationError
 from .tables import keep_labels_in, open_labels
 
@@ -123,6 +127,7 @@ def recalibrate(
             "queries": len(decisions),
             "adapt": adapt,
             "fitted_base_rate": recorded["base_rate"],
+            "best_score_median": medians(recorded, new_quantiles),
         }
         adapted = _label_free(session, block, recorded, decisions, new_quantiles, adapt, report)
         labelled: pd.DataFrame | None = None
@@ -133,7 +138,7 @@ def recalibrate(
         else:
             report["labels"] = None
         thresholds = _thresholds(session, old, recorded, labelled, report)
-        parameters = _new_parameters(old, adapted, thresholds)
+        parameters = at_written_precision(_new_parameters(old, adapted, thresholds))
         candidate = policy_from_parameters(
             SCORE_POLICY, "recalibrated", parameters, "recalibrate", old.version
         )
@@ -142,6 +147,10 @@ def recalibrate(
             SCORE_POLICY, new_version, parameters, "recalibrate", old.version
         )
         new_decisions = _decisions(session, new_policy, where)
+        report["decisions"] = decision_mix(session, new_policy, new_decisions, labelled)
+        collapsed = collapsed_band(new_policy, new_decisions, report)
+        if collapsed is not None:
+            progress.warn(collapsed)
         report["p_good_mean"] = float(new_decisions["p_good"].mean())
         if labelled is None:
             report["base_rate"] = report["p_good_mean"]
@@ -209,13 +218,46 @@ def _label_free(
     if adapt == "prior":
         report["prior_shift"] = shift
         if collapsed:
-            session.progress.warn(
-                f"EM's base rate went to {estimate.prior:.3f}: the log's p_good do not look like "
-                "the calibration's at any base rate (its score scale moved, not only its base "
-                "rate); --adapt quantile or --labels carry the map over instead"
-            )
+            raise CalibrationError(_collapsed_em(block, recorded, new_quantiles, estimate.prior))
         return compose(block, LogitMap(shift, 1.0))
     return transported(block, recorded[QUANTILES_KEY], new_quantiles)
+
+
+def _collapsed_em(
+    block: dict[str, Any], recorded: dict[str, Any], new_quantiles: list[float], prior: float
+) -> str:
+    """Why --adapt prior cannot carry this map over, and what can: one line."""
+    found = medians(recorded, new_quantiles)
+    where = (
+        ""
+        if found is None
+        else f" (median {found['log']:.4g}, at the calibration's "
+        f"{percentile(found['calibration_share_below'])}; its median {found['calibration']:.4g})"
+    )
+    reads_ratio = block["method"] == "platt" and block["platt"].get("top2_ratio", 0.0) != 0.0
+    remedy = (
+        "label 30 or more of its queries and fit a policy on them (`duckscore calibrate`)"
+        if reads_ratio
+        else "use --adapt quantile (the default: the scale moved, the rate held), with --labels "
+        "to check it"
+    )
+    return (
+        f"--adapt prior: EM's base rate on this log's p_good ran to {prior:.3f} (the "
+        f"calibration's: {float(recorded['base_rate']):.3f}), so every query would get p_good "
+        f"{round(prior):.0f}: its best scores are on another scale than the calibration's"
+        f"{where}, not at another base rate; nothing written — {remedy}"
+    )
+
+
+def percentile(share: float) -> str:
+    """0.187 -> '19th percentile'; the ends said as what they are."""
+    if share <= 0.0:
+        return "lowest score or below"
+    if share >= 1.0:
+        return "highest score or above"
+    n = min(max(round(100 * share), 1), 99)
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix} percentile"
 
 
 def transported(
@@ -345,12 +387,14 @@ def _thresholds(
     if chosen["T_low"] == chosen["T_high"]:
         levels["below_T_low"] = levels["below_T_high"]
     report["thresholds"] = {
-        name: {"from": old.parameters[name], "to": chosen[name]} for name in chosen
+        name: {"from": old.parameters[name], "to": chosen[name], "at_quantile": moved[name]}
+        for name in chosen
     } | {
         "by_target_precision": None
         if target is None or labelled is None
         else {"target": target, "reached": by_precision is not None},
         "shares_of_the_log": {k: shares[k] for k in ("below_T_low", "below_T_high", "hitl")},
+        "shares_of_the_calibration": quantiles,
     }
     return chosen | {"levels": levels}
 

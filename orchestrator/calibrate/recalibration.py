@@ -23,13 +23,14 @@ from typing import Any
 
 import numpy as np
 
+from ..score.scale import QUANTILE_LEVELS, QUANTILES_KEY, off_scale, share_below
 from .settings import CalibrationError
+
+__all__ = ["QUANTILES_KEY", "QUANTILE_LEVELS", "off_scale", "share_below"]  # read from here too
 
 PROBABILITY_CLIP = 1e-12  # a probability of exactly 0 or 1 has no logit
 PRIOR_STRENGTHS = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 1e4)  # λ: 1e4 keeps the prior map
 LOGISTIC_MAPS = ("platt", "beta")  # a logit that is a linear form: intercept + coefficients
-QUANTILES_KEY = "best_score_quantiles"  # metadata.score_distribution: the best score at …
-QUANTILE_LEVELS = [k / 100 for k in range(101)]  # … 0, 0.01, …, 1
 
 
 def logit(p: np.ndarray | float) -> np.ndarray:

@@ -109,8 +109,26 @@ def recalibrate(
     progress.step(f"done: policy {result.document['score_policy_version']} -> {out_path}")
 
 
+LABELS_TO_CHECK = 30  # the labels that check a label-free recalibration (30-50 are enough)
+RULES = {  # what puts a query at each level, by what the policy's levels are set by
+    "score": {
+        "high": "best score >= T_high",
+        "medium": "T_low <= best score < T_high",
+        "low": "best score < T_low",
+    },
+    "probability": {
+        "high": "p_good >= p_high",
+        "medium": "p_low <= p_good < p_high",
+        "low": "p_good < p_low",
+    },
+}
+
+
 def summary_lines(report: dict[str, Any], version: str) -> list[str]:
-    """What recalibrate found, a figure a line: base rate, p_good, thresholds."""
+    """What recalibrate found, a figure a line: base rate, p_good, thresholds, the decisions
+    the new policy makes on the log, and what the recalibration assumed."""
+    from ..calibrate.recalibrate import percentile
+
     labels = report["labels"]
     floor = report["ece_of_perfect_calibration"]
     lines = [
@@ -138,6 +156,13 @@ def summary_lines(report: dict[str, Any], version: str) -> list[str]:
             f"{cv['ece_of_perfect_calibration']['ece_mean']:.3f}, P95 "
             f"{cv['ece_of_perfect_calibration']['ece_p95']:.3f}, on {labels['n']} labels)",
         ]
+    median = report.get("best_score_median")
+    if median is not None:
+        lines.append(
+            f"{'best_score_median':28s} {median['log']:7.4f}  (the calibration's: "
+            f"{median['calibration']:.4f}; this log's at its "
+            f"{percentile(median['calibration_share_below'])})"
+        )
     moves = report["thresholds"]
     for name in ("T_low", "T_high", "R_hitl"):
         lines.append(f"{name:28s} {moves[name]['to']:7.4f}  (was {moves[name]['from']:.4f})")
@@ -149,4 +174,77 @@ def summary_lines(report: dict[str, Any], version: str) -> list[str]:
             else ("not reached on these labels: T_high kept at the quantile")
         )
         lines.append(f"{'target_precision':28s} {precision['target']:7.3f}  ({state})")
+    return lines + mix_lines(report) + [f"{'assumes':28s} {assumption(report)}"]
+
+
+def _percent(count: float, total: float = 1.0) -> str:
+    return f"{100 * count / total:.0f} %" if total else "-"
+
+
+def mix_lines(report: dict[str, Any]) -> list[str]:
+    """The decisions the new policy makes on the log: a line per level, HITL, web fallback;
+    with labels the precision of `high` on them."""
+    mix, queries = report["decisions"], report["queries"]
+    rules = RULES[mix["levels_by"]]
+    lines = [
+        f"{level:28s} {mix[level]:7,d}  ({_percent(mix[level], queries)} of the log's queries: "
+        f"{rules[level]})"
+        for level in ("high", "medium", "low")
+    ] + [
+        f"{'need_hitl':28s} {mix['need_hitl']:7,d}  ({_percent(mix['need_hitl'], queries)}: "
+        "top-2 ratio >= R_hitl)",
+        f"{'web_fallback':28s} {mix['web_fallback']:7,d}  "
+        f"({_percent(mix['web_fallback'], queries)}: low without HITL, or no candidate)",
+    ]
+    precision = mix["precision_high"]
+    if precision is not None:
+        lines.append(
+            f"{'precision_high':28s} {precision['precision']:7.3f}  ({precision['good']} good "
+            f"of the {precision['high']} labelled queries rated high; the labels also fitted "
+            "this policy)"
+            if precision["high"]
+            else f"{'precision_high':28s} {'-':>7s}  (none of the {precision['labelled']} "
+            "labelled queries rated high)"
+        )
     return lines
+
+
+def assumption(report: dict[str, Any]) -> str:
+    """What the recalibration took for granted about the log, in the words of its mode, and how
+    to check it."""
+    labels, rate = report["labels"], report["fitted_base_rate"]
+    moves = report["thresholds"]
+    calibration = moves.get("shares_of_the_calibration")
+    levels = ""
+    if report["decisions"]["levels_by"] == "score" and calibration is not None:
+        low = calibration["below_T_low"]
+        precision = moves["by_target_precision"]
+        if precision is not None and precision["reached"]:
+            levels = (
+                f", T_low at the calibration's share of low ({_percent(low)}) and T_high where "
+                f"the labels reach precision {precision['target']:g}"
+            )
+        else:
+            high, medium = 1.0 - calibration["below_T_high"], calibration["below_T_high"] - low
+            levels = (
+                f", and {_percent(high)} high, {_percent(medium)} medium, {_percent(low)} low, "
+                "the calibration's shares (T_low and T_high at its quantiles)"
+            )
+    if labels:
+        return (
+            f"the {labels['n']} labels are a fair sample of this log's queries (p_good refitted "
+            f"on them, their rate {_percent(labels['good'], labels['n'])}, the --adapt "
+            f"{report['adapt']} map its prior, worth {labels['prior_strength']:g} labels)"
+            f"{levels}"
+        )
+    check = f"; label {LABELS_TO_CHECK} queries to check it (--labels)"
+    if report["adapt"] == "quantile":
+        return (
+            f"{_percent(rate)} of this log's queries are answered well, the calibration's rate "
+            f"(--adapt quantile: its best scores moved, not the rate){levels}{check}"
+        )
+    return (
+        f"its best scores mean what the calibration's did and only the rate of good answers "
+        f"moved, to {_percent(report['em_base_rate'])} (--adapt prior: EM's estimate; the "
+        f"calibration's {_percent(rate)}){levels}{check}"
+    )

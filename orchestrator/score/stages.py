@@ -11,6 +11,7 @@ from ..core.progress import Progress
 from ..core.render import ColumnParameter, RenderedSQL, ident, render
 from ..core.session import Destination, Session
 from .policy import BETA_CLIP, evidence_columns
+from .scale import scale_warning
 
 # every CTE of the two templates, in order: parents.sql up to scored_parents, then queries.sql
 STAGES = (
@@ -161,11 +162,13 @@ class DecisionCounts:
             f"{self.web_fallback:,} (low without HITL, or no candidate)"
         )
 
-    def warnings(self, policy: Policy) -> list[str]:
-        """What looks wrong in the decisions: one level for every query, most sent to a human."""
-        found = []
+    def warnings(self, policy: Policy, off_scale: str | None = None) -> list[str]:
+        """What looks wrong in the decisions: a log on another score scale than the policy's
+        calibration (`off_scale`: its warning, which names that cause and the remedy), else one
+        level for every query; most sent to a human."""
+        found = [off_scale] if off_scale else []
         one_level = next((lvl for lvl in LEVELS if self.levels[lvl] == self.queries), None)
-        if self.queries >= WARN_FROM and one_level is not None:
+        if not off_scale and self.queries >= WARN_FROM and one_level is not None:
             remedy = (
                 "`duckscore recalibrate` moves them to this log"
                 if "probability" in policy.parameters
@@ -189,21 +192,31 @@ WARN_FROM = 10  # queries: fewer say little about a policy's thresholds
 HITL_WARN_SHARE = 0.5
 
 
-def decided(session: Session, policy: Policy, progress: Progress) -> DecisionCounts:
-    """The decisions counted, and what looks wrong in them warned about."""
-    counts = decision_counts(session, policy)
-    for warning in counts.warnings(policy):
+def decided(
+    session: Session, policy: Policy, progress: Progress, table: str = "score_contract"
+) -> DecisionCounts:
+    """The decisions of `table` counted, and what looks wrong in them warned about."""
+    counts = decision_counts(session, policy, table)
+    off_scale = (
+        scale_warning(session, policy, table, counts.levels)
+        if counts.queries >= WARN_FROM
+        else None
+    )
+    for warning in counts.warnings(policy, off_scale):
         progress.warn(warning)
     return counts
 
 
-def decision_counts(session: Session, policy: Policy) -> DecisionCounts:
-    """The decisions in score_contract, counted."""
+def decision_counts(
+    session: Session, policy: Policy, table: str = "score_contract"
+) -> DecisionCounts:
+    """The decisions in `table` (score_contract, or a run's queries.parquet read back: one row a
+    query with confidence_level, need_hitl and web_fallback), counted."""
     row = session.first_row(
         "SELECT count(*), "
         + ", ".join(f"count(*) FILTER (WHERE confidence_level = '{lvl}')" for lvl in LEVELS)
         + ", count(*) FILTER (WHERE need_hitl), count(*) FILTER (WHERE web_fallback) "
-        "FROM score_contract"
+        f"FROM {table}"
     )
     assert row is not None  # an aggregate has one row
     p = policy.parameters
