@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..core.render import lit
+from ..fuse.recipe import FusePlan
 from ..score.stages import LEVELS
-from .models import DbtModel, Versions
+from .models import SOURCE, DbtModel, Versions, jinja_literal
 
 # the decisions' columns, on the contract and on its flat queries
 DECISIONS: dict[str, list[Any]] = {
@@ -58,6 +60,63 @@ HAVING count(DISTINCT parent_id) <> count(*) OR count(DISTINCT rank) <> count(*)
     OR min(rank) <> 1 OR max(rank) <> count(*)
 """,
 }
+
+
+SOURCES_TEST = "duckscore_log_sources_known"
+
+
+def sources_test(fuse_plan: FusePlan, declared: Sequence[str]) -> str:
+    """tests/duckscore_log_sources_known.sql: a row for each source of the log the models do
+    not fuse where `duckscore run` would fuse it (any source, when the recipe discovers them),
+    for hits without a source, and for a source the recipe declares (`declared`, before the
+    plan) that the log lacks, which run refuses; each row names the source, the problem and
+    its hits. A test of the source: when it fails, `dbt build` skips the models."""
+    recipe = fuse_plan.recipe
+    fused = ", ".join(fuse_plan.sources)
+    if recipe.parameters["discover_sources"]:
+        rule = (
+            f"-- recipe {recipe.version} fuses every source of a log, as `duckscore run` does; "
+            f"the models fuse {fused}."
+        )
+        unknown = f"source IS NULL OR source NOT IN ({', '.join(map(lit, fuse_plan.sources))})"
+    else:
+        rule = (
+            f"-- recipe {recipe.version} fuses the sources it declares ({fused}) and leaves "
+            "the log's others out,\n-- as `duckscore run` does."
+        )
+        unknown = "source IS NULL"
+    not_fused = (
+        f"not fused: the package fuses {fused}; generate it again with "
+        "`duckscore dbt package --log` on this log"
+    )
+    head = (
+        f"-- {SOURCES_TEST}: a row for each source of the log the models do not fuse, each "
+        "source the recipe\n-- declares that the log lacks, and the hits without a source "
+        "(`dbt show --select "
+        f"{SOURCES_TEST}`).\n{rule}\n"
+        "WITH log_sources AS (\n"
+        "    SELECT CAST(source AS VARCHAR) AS source, count(*) AS hits\n"
+        "    FROM "
+    )
+    body = (
+        "\n    GROUP BY ALL\n)\n"
+        "SELECT source,\n"
+        "    CASE WHEN source IS NULL THEN 'no source: duckscore run refuses such hits'\n"
+        f"        ELSE {lit(not_fused)} END AS problem,\n"
+        f"    hits\nFROM log_sources\nWHERE {unknown}\n"
+    )
+    if declared:
+        missing = (
+            f"not in the log: recipe {recipe.version} declares it (duckscore run refuses the log)"
+        )
+        values = ", ".join(f"({lit(name)})" for name in sorted(declared))
+        body += (
+            f"UNION ALL\nSELECT name, {lit(missing)}, CAST(0 AS BIGINT)\n"
+            f"FROM (VALUES {values}) AS declared(name)\n"
+            "WHERE NOT EXISTS (SELECT 1 FROM log_sources AS l WHERE l.source = declared.name)\n"
+        )
+    body += "ORDER BY source NULLS FIRST\n"
+    return jinja_literal(head) + "{{ " + SOURCE + " }}" + jinja_literal(body)
 
 
 def model_properties(versions: Versions, models: Sequence[DbtModel]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ var `duckscore_top_n`) is written by the package's own macros (macros.py).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core.errors import TemplateError
@@ -81,7 +81,7 @@ def jinja_literal(sql: str) -> str:
 
 def typed_input(relation: RelationInput, model: str) -> str:
     """The input's CTE (the command's typed view) over the batch instead of `query_table`."""
-    cte = relation.cte(model)
+    cte = replace(relation, sources=()).cte(model)  # an unknown source fails a dbt test instead
     reader = f"query_table({relation.parameter})"
     if cte.count(reader) != 1:
         raise TemplateError(f"{model}: the input CTE of {relation.parameter} reads no relation")

@@ -15,7 +15,7 @@ from ..core.errors import OptionError, OutputError
 from ..core.policy import load_policy
 from ..core.render import lit
 from ..core.version import __version__
-from ..fuse.recipe import FUSE_RECIPE
+from ..fuse.recipe import FUSE_RECIPE, plan
 from ..instincts.policy import INSTINCT_POLICY
 from ..score.policy import SCORE_POLICY
 from .scalar import scalar_macros
@@ -45,10 +45,12 @@ def pack_script(
     fusion = load_policy(FUSE_RECIPE, recipe, list(recipe_overrides))
     instincts = load_policy(INSTINCT_POLICY, instinct_policy)
     answers = load_policy(ANSWER_POLICY, answer_policy)
+    fused = plan(fusion, sorted(sources), has_rank=True).sources
     versions = {
         "duckscore": __version__,
         "score_policy": score.version,
         "recipe": fusion.version,
+        "sources": fused,
         "instinct_policy": instincts.version,
         "answer_policy": answers.version,
     }
@@ -58,7 +60,8 @@ def pack_script(
         f"{instincts.version}, answer policy {answers.version}\n"
         "-- generated from macros/*.sql and sql/ by `duckscore sql macros`; every statement is "
         "idempotent\n"
-        f"-- {prefix}policy(): the versions the defaults below come from\n"
+        f"-- {prefix}policy(): the versions the defaults below come from, and the sources "
+        f"{prefix}fuse and {prefix}parent_features fuse\n"
         f"CREATE OR REPLACE MACRO {prefix}policy() AS "
         f"{{{', '.join(f'{lit(key)}: {lit(value)}' for key, value in versions.items())}}};\n"
     )

@@ -14,7 +14,7 @@ macro, the column and the row's key (issue 35).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..answers.stages import render_answers
 from ..answers.tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
@@ -22,7 +22,7 @@ from ..core.policy import Policy
 from ..core.render import RenderedSQL, column, ident, lit
 from ..core.tables import TableContract
 from ..fuse.contract import RETRIEVAL_LOG
-from ..fuse.recipe import plan
+from ..fuse.recipe import FusePlan, plan
 from ..fuse.stages import render_fused, render_parent_features
 from ..metrics.catalog import DEFAULT_LABEL_K, METRICS
 from ..metrics.labels import render_labels
@@ -43,6 +43,9 @@ class RelationInput:
     select: tuple[tuple[str, str], ...]  # (name, SQL expression over those): the view's columns
     finite: tuple[str, ...] = ()  # the numbers a command refuses as NaN or ±inf
     key: tuple[tuple[str, str], ...] = ()  # (name, SQL expression): how a message names a row
+    # a log's: the sources the macro fuses, when the recipe fuses every source of a log (as
+    # `duckscore run` does): a row of another source stops the query instead of being left out
+    sources: tuple[str, ...] = ()
 
     def cte(self, macro: str = "") -> str:
         """The view's CTE; `macro` (its name, prefixed) is named by the refusals."""
@@ -51,10 +54,43 @@ class RelationInput:
         )
         select = ", ".join(f"{expression} AS {ident(name)}" for name, expression in self.select)
         source = f"FROM query_table({self.parameter}) UNION ALL BY NAME SELECT {empty} WHERE FALSE"
-        if self.finite:
-            checked = ", ".join(f"{self._refused(macro, n)} AS {ident(n)}" for n in self.finite)
-            source = f"SELECT * REPLACE ({checked}) FROM ({source})"
+        checks = [f"{self._refused(macro, n)} AS {ident(n)}" for n in self.finite]
+        if self.sources:
+            checks.append(f"{self._unknown_source(macro)} AS source")
+        if checks:
+            source = f"SELECT * REPLACE ({', '.join(checks)}) FROM ({source})"
         return f"{ident(self.view)} AS (\n    SELECT {select}\n    FROM ({source})\n)"
+
+    def _unknown_source(self, macro: str) -> str:
+        """The source as it is, or error() when it is not one the macro fuses (NULL passes):
+        `ds_fuse: log holds source 'bm25', which this pack does not fuse (installed for sources
+        dense, sparse, summary; the log's sources: bm25, vector): install the pack again with
+        --sources bm25,vector, or …`."""
+
+        def found(separator: str) -> str:  # the relation's sources, listed
+            name = "CAST(source AS VARCHAR)"
+            return (
+                f"(SELECT string_agg(DISTINCT {name}, {lit(separator)} ORDER BY {name}) "
+                f"FROM query_table({self.parameter}))"
+            )
+
+        parts = [
+            lit(f"{macro}: {self.parameter} holds source '"),
+            "CAST(source AS VARCHAR)",
+            lit(
+                "', which this pack does not fuse (installed for sources "
+                f"{', '.join(self.sources)}; the log's sources: "
+            ),
+            found(", "),
+            lit("): install the pack again with --sources "),
+            found(","),
+            lit(f", or give {macro} a view of the log without the others"),
+        ]
+        known = ", ".join(lit(name) for name in self.sources)
+        return (
+            f"CASE WHEN CAST(source AS VARCHAR) NOT IN ({known}) "
+            f"THEN error(concat({', '.join(parts)})) ELSE source END"
+        )
 
     def _refused(self, macro: str, name: str) -> str:
         """The column as it is, or error() when it is NaN or ±inf (NULL passes): `ds_score:
@@ -110,14 +146,19 @@ class TableMacro:
         return f"{head}\nWITH\n{ctes_text}\nSELECT * FROM (\n{self.query.text});\n"
 
 
-def _log_input() -> RelationInput:
-    # a log without a score column ranks by rank alone, as `duckscore fuse` reads it (-rank)
-    return contract_input(
+def _log_input(fuse_plan: FusePlan) -> RelationInput:
+    """The log as `duckscore fuse` reads it: without a score column, ranked by rank alone
+    (-rank). With a recipe that fuses every source of a log (discover_sources), a source the
+    macro was not made for stops it, where `duckscore run` would fuse it."""
+    log = contract_input(
         "log",
         "retrieval_log",
         RETRIEVAL_LOG,
         [("score", "coalesce(CAST(score AS DOUBLE), -CAST(rank AS DOUBLE))")],
     )
+    if not fuse_plan.recipe.parameters["discover_sources"]:
+        return log  # a source the recipe does not declare is left out, as run leaves it out
+    return replace(log, sources=tuple(fuse_plan.sources))
 
 
 def _judged_input(
@@ -155,7 +196,10 @@ def table_macros(
 ) -> list[TableMacro]:
     """fuse, parent features, score, queries, eval, labels and answers, as table macros."""
     fuse_plan = plan(recipe, sorted(sources), has_rank=True)
-    log, features = _log_input(), contract_input("features", "parent_features", PARENT_FEATURES)
+    log, features = (
+        _log_input(fuse_plan),
+        contract_input("features", "parent_features", PARENT_FEATURES),
+    )
     run_and_qrels = _run_and_qrels()
     k = column("k")
     metrics = [{"name": name, "k": k, "suffix": "", "column": name} for name in METRICS]

@@ -59,12 +59,18 @@ def dbt(project: Path, *args: str, check: bool = True) -> subprocess.CompletedPr
 
 def copy_example(where: Path) -> Path:
     """The example project, as a checkout has it, two folders below a `fixtures` (its source's
-    relative path), without what a build leaves."""
+    relative path), without what a build or `dbt deps` leaves; its package installed by `dbt
+    deps`, as a user's first command installs it."""
     project = where / "examples" / "dbt_scifact"
     shutil.copytree(
-        EXAMPLE, project, ignore=shutil.ignore_patterns("target", "logs", "*.duckdb", "*.wal")
+        EXAMPLE,
+        project,
+        ignore=shutil.ignore_patterns(
+            "target", "logs", "dbt_packages", "*.duckdb", "*.wal", ".user.yml"
+        ),
     )
     (where / "fixtures").symlink_to(ROOT / "fixtures", target_is_directory=True)
+    dbt(project, "deps")
     return project
 
 
@@ -141,14 +147,43 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield project
 
 
+def statuses(project: Path) -> dict[str, str]:
+    """The status of every node of the last dbt command, by name."""
+    results = json.loads((project / "target" / "run_results.json").read_text(encoding="utf-8"))
+    return {r["unique_id"].split(".")[-1]: r["status"] for r in results["results"]}
+
+
 def test_dbt_build_builds_every_model_and_passes_every_test(built: Path) -> None:
-    results = json.loads((built / "target" / "run_results.json").read_text(encoding="utf-8"))
-    statuses = {r["unique_id"].split(".")[-1]: r["status"] for r in results["results"]}
-    assert set(statuses.values()) <= {"success", "pass"}, statuses
+    found = statuses(built)
+    assert set(found.values()) <= {"success", "pass"}, found
     for model in [*TABLES, "duckscore_contract", "scifact_evidence"]:
-        assert statuses.get(model) == "success", model
-    assert statuses["duckscore_fused_ranks_are_1_based_and_unique"] == "pass"
-    assert sum(1 for s in statuses.values() if s == "pass") >= 20
+        assert found.get(model) == "success", model
+    assert found["duckscore_fused_ranks_are_1_based_and_unique"] == "pass"
+    assert found["duckscore_log_sources_known"] == "pass"
+    assert sum(1 for s in found.values() if s == "pass") >= 20
+
+
+def test_the_example_survives_dbt_deps(tmp_path: Path) -> None:
+    """`dbt deps` installs the package from packages.yml (a local path outside dbt_packages/),
+    again and again, and leaves it as the repository has it: the first command a dbt user
+    types neither deletes nor changes it, and the project then finds every model."""
+    project = copy_example(tmp_path)  # its first `dbt deps`
+    dbt(project, "deps")
+    package = project / "duckscore_dbt"
+    installed = {
+        p.relative_to(package): p.read_bytes() for p in sorted(package.rglob("*")) if p.is_file()
+    }
+    committed = EXAMPLE / "duckscore_dbt"
+    assert installed == {
+        p.relative_to(committed): p.read_bytes()
+        for p in sorted(committed.rglob("*"))
+        if p.is_file()
+    }
+    assert (project / "dbt_packages" / "duckscore" / "dbt_project.yml").is_file()
+    listed = dbt(project, "ls", "--resource-type", "model", "--output", "name", "--quiet")
+    assert sorted(listed.stdout.split()) == sorted(
+        [*TABLES, "duckscore_contract", "scifact_evidence"]
+    )
 
 
 def test_the_models_equal_duckscore_run(built: Path, run_outputs: Path) -> None:
@@ -250,3 +285,49 @@ def test_partitions_build_incrementally_and_together_equal_the_whole_run(
     refused = dbt(project, "build", *partitioned, check=False)
     assert refused.returncode != 0
     assert "is not in exactly one partition of dt" in refused.stdout
+
+
+def test_a_log_with_sources_the_package_does_not_fuse_fails_a_test_by_name(
+    tmp_path: Path,
+) -> None:
+    """Issue 47: the example's package (dense, sparse, summary) over a log whose sources are
+    named otherwise. `dbt build` used to build five empty tables and pass; now the test
+    duckscore_log_sources_known fails, its rows naming each source, and the models are skipped.
+    The package generated again from the log (`--log`) builds, and equals `duckscore run`."""
+    project = copy_example(tmp_path)
+    renamed = project / "renamed.parquet"
+    with duckdb.connect() as con:
+        con.execute(
+            "COPY (SELECT * REPLACE (CASE source WHEN 'dense' THEN 'vector' WHEN 'sparse' "
+            "THEN 'bm25' ELSE source END AS source) "
+            f"FROM '{SCIFACT / 'retrieval_log.parquet'}') TO '{renamed}'"
+        )
+    (project / "models" / "sources.yml").write_text(
+        "version: 2\nsources:\n  - name: scifact\n    tables:\n      - name: retrieval_log\n"
+        "        config:\n          meta:\n            external_location: renamed.parquet\n",
+        encoding="utf-8",
+    )
+    refused = dbt(project, "build", check=False)
+    assert refused.returncode != 0
+    assert "Failure in test duckscore_log_sources_known" in refused.stdout, refused.stdout
+    found = statuses(project)
+    assert found["duckscore_log_sources_known"] == "fail"
+    assert {found[model] for model in [*TABLES, "duckscore_contract"]} == {"skipped"}
+    shown = dbt(project, "show", "--select", "duckscore_log_sources_known", "--output", "json")
+    rows = json.loads(shown.stdout[shown.stdout.index("{") :])["show"]
+    assert [(r["source"], r["hits"]) for r in rows] == [("bm25", 29987), ("vector", 30000)]
+    assert all(
+        r["problem"].startswith("not fused: the package fuses dense, sparse, summary") for r in rows
+    )
+
+    package = CliRunner().invoke(
+        cli,
+        ["-q", "dbt", "package", "--log", str(renamed), "--out", str(project / "duckscore_dbt")],
+    )
+    assert package.exit_code == 0, package.output
+    dbt(project, "build", "--select", "duckscore")
+    assert set(statuses(project).values()) <= {"success", "pass"}
+    run = tmp_path / "run"
+    done = CliRunner().invoke(cli, ["-q", "run", "--log", str(renamed), "--out", str(run)])
+    assert done.exit_code == 0, done.output
+    compare_with_run(project / "scifact.duckdb", run)

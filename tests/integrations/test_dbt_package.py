@@ -21,11 +21,14 @@ from duckscore.instincts.policy import INSTINCT_POLICY
 from duckscore.pack.scalar import scalar_macros
 from duckscore.score.policy import SCORE_POLICY
 
-from ..helpers import ROOT
+from ..helpers import ROOT, SCIFACT
 
 EXAMPLE = ROOT / "examples" / "dbt_scifact"
-COMMITTED = EXAMPLE / "dbt_packages" / "duckscore"
-REGENERATE = "duckscore dbt package --out examples/dbt_scifact/dbt_packages/duckscore"
+COMMITTED = EXAMPLE / "duckscore_dbt"  # a local package of packages.yml, outside dbt_packages/
+REGENERATE = (
+    "duckscore dbt package --log fixtures/scifact/retrieval_log.parquet "
+    "--out examples/dbt_scifact/duckscore_dbt"
+)
 
 
 def invoke(*args: str) -> Result:
@@ -41,7 +44,8 @@ def package_tree(folder: Path) -> dict[str, str]:
 
 
 def test_the_committed_example_package_is_what_the_command_writes(tmp_path: Path) -> None:
-    result = invoke("--out", str(tmp_path / "duckscore"))
+    log = SCIFACT / "retrieval_log.parquet"
+    result = invoke("--log", str(log), "--out", str(tmp_path / "duckscore"))
     assert result.exit_code == 0, result.output
     fresh, committed = package_tree(tmp_path / "duckscore"), package_tree(COMMITTED)
     assert sorted(committed) == sorted(fresh), f"files differ: run `{REGENERATE}`"
@@ -121,6 +125,20 @@ def test_it_says_what_it_wrote_on_stderr_and_nothing_on_stdout(tmp_path: Path) -
     assert result.exit_code == 0 and result.stdout == ""
     assert result.stderr == (
         f"duckscore: wrote the dbt package duckscore into {tmp_path / 'pkg'}/ (score policy "
-        "overall_v3, recipe canonical_rrf; models duckscore_fused, duckscore_parent_features, "
-        "duckscore_parents, duckscore_contract, duckscore_queries)\n"
+        "overall_v3, recipe canonical_rrf over sources dense, sparse, summary; models "
+        "duckscore_fused, duckscore_parent_features, duckscore_parents, duckscore_contract, "
+        "duckscore_queries)\n"
     )
+
+
+def test_the_example_installs_its_package_the_dbt_way() -> None:
+    """packages.yml names the package by a local path outside dbt_packages/, which `dbt deps`
+    owns (it deletes what it did not install there), and nothing is committed under it."""
+    assert (EXAMPLE / "packages.yml").read_text(encoding="utf-8") == (
+        "packages:\n  - local: duckscore_dbt\n"
+    )
+    assert (COMMITTED / "dbt_project.yml").is_file()
+    lock = (EXAMPLE / "package-lock.yml").read_text(encoding="utf-8")
+    assert "  - local: duckscore_dbt\n    name: duckscore\n" in lock
+    ignored = (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
+    assert "examples/dbt_scifact/dbt_packages/" in ignored

@@ -67,6 +67,7 @@ def packed(folder: Path, log: Path) -> duckdb.DuckDBPyConnection:
 FRESH_PROCESS = """
 import json, sys, duckdb
 con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")  # a slow query's bar would print on stdout
 con.execute(open(sys.argv[1]).read())
 con.execute(f"CREATE VIEW log AS FROM '{sys.argv[2]}'")
 con.execute(f"CREATE VIEW qrels AS FROM '{sys.argv[3]}'")
