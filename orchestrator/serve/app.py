@@ -5,8 +5,12 @@ Every answer carries the policy version that computed it (`policy_version` in th
 X-Duckscore-Policy-Version header). A reload builds the new Scorer first, then swaps it in at
 once: a request takes the Scorer current when it starts and finishes on it; a Scorer a reload
 retired is closed when its last request ends. Scoring is blocking DuckDB work: it runs in a worker
-thread, so the event loop keeps answering. Errors are one line of JSON, `{"error": …}`; a
-traceback goes to the server's log, never to the client.
+thread, so the event loop keeps answering. Errors are one line of JSON, `{"error": …}`, also in
+the request's access-log line; a traceback goes to the server's log, never to the client.
+
+A request's tables are read by their table contracts (tables.py): the JSON rows become typed
+Arrow tables, a row whose value the column cannot take named in one line, and GET /openapi.json
+is generated from the same definitions (openapi.py), for the policy loaded.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, TypeVar
 
-import pyarrow as pa
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -33,18 +36,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..answers.tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
 from ..api.scorer import Scorer
 from ..core.errors import DuckscoreError
 from .openapi import openapi_schema
+from .tables import answer_tables, hits_table, json_type
 
 VERSION_HEADER = "X-Duckscore-Policy-Version"
 ANSWER_TABLES = ("answers", "citations", "chunks")
-# the required columns of each table seed 001 reads: an empty list is that table with no rows
-ANSWER_COLUMNS = {
-    t.name: tuple(c.name for c in t.columns if c.required)
-    for t in (ANSWERS, CITATIONS, CHUNKS, EVENTS)
-}
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
 log = logging.getLogger("duckscore.serve")
 _T = TypeVar("_T")
@@ -154,22 +152,12 @@ def _lists_of(
     for name in (*required, *(n for n in optional if payload.get(n) is not None)):
         rows = payload[name]
         if not isinstance(rows, list):
-            return f'"{name}" must be a list of objects, not {type(rows).__name__}'
+            return f'"{name}" must be a list of objects, not {json_type(rows)}'
         for i, row in enumerate(rows):
             if not isinstance(row, dict):
-                return f'"{name}" must be a list of objects: item {i} is {type(row).__name__}'
+                return f'"{name}" must be a list of objects: row {i + 1} is {json_type(row)}'
         found[name] = rows
     return found
-
-
-def _table(name: str, rows: list[dict[str, Any]], columns: tuple[str, ...] = ()) -> pa.Table:
-    """Rows as an Arrow table; no rows as `columns` of text (a contract's empty table)."""
-    if not rows and columns:
-        return pa.table({column: pa.array([], pa.string()) for column in columns})
-    try:
-        return pa.Table.from_pylist(rows)
-    except (pa.ArrowException, TypeError, ValueError) as exc:
-        raise DuckscoreError(f"{name}: {exc}") from exc
 
 
 def create_app(
@@ -210,7 +198,7 @@ def create_app(
                 try:
                     if not hits:
                         raise DuckscoreError("hits: no rows (give the hits of one query or more)")
-                    contract = scorer.score(_table("hits", hits)).contract
+                    contract = scorer.score(hits_table(scorer.recipe).to_arrow(hits)).contract
                 except DuckscoreError as exc:
                     return 422, {"error": one_line(str(exc))}, version
                 request.state.queries = len(contract)
@@ -242,10 +230,8 @@ def create_app(
             with service.using() as scorer:
                 version = scorer.answer_policy.version
                 try:
-                    tables = {
-                        name: _table(name, rows, ANSWER_COLUMNS[name])
-                        for name, rows in lists.items()
-                    }
+                    read = answer_tables(scorer.answer_policy)
+                    tables = {name: read[name].to_arrow(rows) for name, rows in lists.items()}
                     contract = scorer.answers(
                         tables["answers"], tables["citations"], tables["chunks"],
                         tables.get("events"),
@@ -274,14 +260,19 @@ def create_app(
         version = service.current.policy.version
         return _answer({"status": "ok", "policy_version": version}, version=version)
 
-    schema: dict[str, Any] = {}
+    documents: dict[tuple[str, str], dict[str, Any]] = {}  # by what the document reads
 
     async def openapi(request: Request) -> Response:
-        if not schema:
+        scorer = service.current
+        key = (scorer.recipe.parameters_sha256, scorer.answer_policy.parameters_sha256)
+        if key not in documents:
             from .. import __version__
 
-            schema.update(openapi_schema(__version__))
-        return JSONResponse(schema)
+            documents.clear()
+            documents[key] = openapi_schema(
+                __version__, hits_table(scorer.recipe), answer_tables(scorer.answer_policy)
+            )
+        return _answer(documents[key], version=scorer.policy.version)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -318,7 +309,8 @@ def create_app(
 
 class AccessLog:
     """One JSON line a request on stderr: time, method, path, status, latency_ms, queries (the
-    queries scored, or null) and the policy version that answered (or null)."""
+    queries scored, or null), the policy version that answered (or null) and, for an error
+    answer (4xx, 5xx), its one line (else null)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -329,7 +321,7 @@ class AccessLog:
             return
         started = time.perf_counter()
         scope.setdefault("state", {})
-        seen: dict[str, Any] = {"status": 500, "version": None}
+        seen: dict[str, Any] = {"status": 500, "version": None, "error": b""}
 
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -337,6 +329,9 @@ class AccessLog:
                 for name, value in message.get("headers", ()):
                     if name.decode("latin-1").lower() == VERSION_HEADER.lower():
                         seen["version"] = value.decode("latin-1")
+            elif message["type"] == "http.response.body" and seen["status"] >= 400:
+                # an error answer's body is `{"error": …}`, one line: kept for the log line
+                seen["error"] += message.get("body", b"")[: _ERROR_BYTES - len(seen["error"])]
             await send(message)
 
         try:
@@ -350,6 +345,19 @@ class AccessLog:
                 "latency_ms": round((time.perf_counter() - started) * 1000, 3),
                 "queries": scope["state"].get("queries"),
                 "policy_version": seen["version"],
+                "error": _error_of(seen["error"]) if seen["status"] >= 400 else None,
             }
             sys.stderr.write(json.dumps(line) + "\n")
             sys.stderr.flush()
+
+
+_ERROR_BYTES = 4096  # of an error's body kept for the access log
+
+
+def _error_of(body: bytes) -> str:
+    """The one line of an error answer's body, `{"error": …}`, for the access log."""
+    try:
+        error = json.loads(body)["error"]
+    except (ValueError, TypeError, KeyError):
+        return body.decode("utf-8", "replace")[:200]
+    return str(error)

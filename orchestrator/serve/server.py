@@ -6,20 +6,26 @@ gracefully: uvicorn stops accepting, finishes the requests in flight, and the co
 With N > 1 workers uvicorn needs an import string: each worker process builds its own app with
 `app_from_environment`, from the settings this process puts in DUCKSCORE_SERVE_SETTINGS; uvicorn's
 supervisor then restarts the workers on SIGHUP (each loads the policy from disk again).
+
+The address is bound here first (`listen`), so an address in use is one line naming host:port
+and exit 2, as any bad option, where uvicorn logs several lines and exits 3.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
 import os
 import signal
+import socket
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..api.scorer import Scorer
 from ..core.connection import EngineSettings
+from ..core.errors import OptionError
 from ..run.job import Job
 from .app import DEFAULT_MAX_BODY_BYTES, create_app
 
@@ -68,20 +74,57 @@ def app_of(settings: ScorerSettings) -> Any:
     )
 
 
+def listen(host: str, port: int) -> socket.socket:
+    """The server's socket, bound to host:port as uvicorn binds it; an address that cannot be
+    bound (in use, not this machine's, a port the user may not open) is one line naming it,
+    where uvicorn would log its own lines and exit 3."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    where = address(host, port)
+    sock = socket.socket(family=family)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise OptionError(
+                f"--host/--port {where}: the address is already in use (another server "
+                "listens there: stop it, or choose another --port)"
+            ) from None
+        reason = exc.strerror or str(exc)
+        raise OptionError(f"--host/--port {where}: cannot listen there: {reason}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def serve(settings: ScorerSettings, host: str, port: int, workers: int = 1) -> None:
     """Serve until SIGTERM or Ctrl-C; returns once the requests in flight are answered."""
     import uvicorn
 
+    sock = listen(host, port)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     common: dict[str, Any] = {"host": host, "port": port, "access_log": False, "lifespan": "on"}
     if workers > 1:
         os.environ[SETTINGS_VARIABLE] = settings.record()
-        settings.make_scorer().close()  # a policy that does not load fails here, in one line
+        try:
+            settings.make_scorer().close()  # a policy that does not load fails here, in one line
+        finally:
+            sock.close()  # uvicorn's supervisor binds its own (its API for a socket varies)
         _quiet_after_shutdown()
         uvicorn.run(FACTORY, factory=True, workers=workers, **common)
         return
-    app = app_of(settings)
+    try:
+        app = app_of(settings)
+    except BaseException:
+        sock.close()
+        raise
     server = uvicorn.Server(uvicorn.Config(app, **common))
+    where = address(host, sock.getsockname()[1])  # --port 0: the port the system chose
+    log.info("listening on http://%s (SIGTERM or Ctrl-C stops, SIGHUP reloads)", where)
     service = app.state.service
 
     async def reload_on_hup() -> None:
@@ -104,9 +147,10 @@ def serve(settings: ScorerSettings, host: str, port: int, workers: int = 1) -> N
 
         loop.add_signal_handler(signal.SIGHUP, on_hup)
         try:
-            await server.serve()
+            await server.serve(sockets=[sock])
         finally:
             loop.remove_signal_handler(signal.SIGHUP)
+            sock.close()
 
     _quiet_after_shutdown()
     asyncio.run(main())

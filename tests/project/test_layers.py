@@ -38,7 +38,8 @@ DEPENDS_ON: dict[str, set[str]] = {
     "pack": BASE | {"fuse", "score", "instincts", "metrics", "answers"},
     "api": BASE | {"fuse", "score", "run", "answers", "metrics", "pack"},
     "serve": BASE
-    | {"api", "answers", "run"},  # duckscore serve: the live scorer of a run's Job over HTTP
+    | {"api", "answers", "run", "fuse"},  # duckscore serve: the live scorer over HTTP, its
+    # OpenAPI document read off the retrieval_log contract (fuse/contract.py)
     # duckscore dbt package: the macro pack and the score templates as a dbt package
     "dbt": BASE | {"fuse", "score", "instincts", "answers", "pack"},
     "phoenix": BASE | {"export"},  # a running Phoenix: pull spans, post annotations

@@ -37,7 +37,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serve")]
 LOG = SCIFACT / "retrieval_log.parquet"
 ANSWERS_DIR = FIXTURES / "answers"
 HEADER = "X-Duckscore-Policy-Version"
-LOG_FIELDS = {"time", "method", "path", "status", "latency_ms", "queries", "policy_version"}
+LOG_FIELDS = {
+    "time", "method", "path", "status", "latency_ms", "queries", "policy_version", "error"
+}  # fmt: skip
 
 
 def free_port() -> int:
@@ -202,9 +204,12 @@ def test_answers_are_the_batch_contract(server: Server, tmp_path: Path, with_eve
     [
         (b'{"hits": [', "the body is not JSON"),
         (b"\xff\xfe", "the body is not JSON"),
-        (b'{"hits": 3}', '"hits" must be a list of objects, not int'),
+        (b'{"hits": 3}', '"hits" must be a list of objects, not an integer'),
         (b'{"rows": []}', 'with "hits"'),
-        (b'{"hits": [1, 2]}', "item 0 is int"),
+        (
+            b'{"hits": [{"query_id": "1"}, [2]]}',
+            '"hits" must be a list of objects: row 2 is a list',
+        ),
     ],
 )
 def test_a_body_that_is_not_hits_is_400(server: Server, content: bytes, message: str) -> None:
@@ -233,14 +238,59 @@ def test_hits_that_fail_the_log_checks_are_422_in_one_line(
 
 
 def test_no_hits_and_hits_of_mixed_types_are_422(server: Server) -> None:
+    """Hits whose column mixes JSON types are refused in one line naming the column and the
+    row, in the answer and in the access log (issue 47: it named neither)."""
     assert post(server.url, {"hits": []}).status_code == 422
+    before = len(server.access_log())
     mixed = [
-        {"query_id": "1", "source": "a", "item_id": "x", "score": 1.0},
-        {"query_id": 2, "source": "a", "item_id": "y", "score": 1.0},
+        {"query_id": "1", "source": "a", "item_id": "x", "parent_id": "p", "score": 1.0},
+        {"query_id": 2, "source": "a", "item_id": "y", "parent_id": "p", "score": 1.0},
     ]
     answer = post(server.url, {"hits": mixed})
     assert answer.status_code == 422
-    assert answer.json()["error"].startswith("hits")
+    expected = (
+        "hits (row 2, query_id='2', source='a', item_id='y'): column 'query_id' is an integer, "
+        "where row 1's is text: give every row's query_id as text, or every row's as an integer"
+    )
+    assert answer.json() == {"error": expected}
+    mixed[1] |= {"query_id": "1", "score": "0.5"}
+    answer = post(server.url, {"hits": mixed})
+    assert answer.status_code == 422
+    assert answer.json()["error"] == (
+        "hits (row 2, query_id='1', source='a', item_id='y'): column 'score' is text, not a "
+        'number: "0.5"'
+    )
+    # JSON's escapes can write a lone surrogate, which is no Unicode text
+    answer = httpx.post(f"{server.url}/v1/score", content=json.dumps({"hits": mixed}).replace(
+        '"y"', '"\\ud800"').encode())  # fmt: skip
+    assert answer.status_code == 422
+    assert answer.json()["error"] == (
+        "hits (row 2, query_id='1', source='a', item_id='\\ud800'): column 'item_id' is not "
+        'Unicode text (a lone surrogate): "\\ud800"'
+    )
+    deadline = time.monotonic() + 5
+    while len(errors := [line["error"] for line in server.access_log()[before:]]) < 3:
+        assert time.monotonic() < deadline, "no access-log lines for the refusals"
+        time.sleep(0.05)
+    assert expected in errors
+
+
+def test_a_busy_port_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for workers in ("1", "2"):
+            done = subprocess.run(
+                [sys.executable, "-m", "duckscore", "serve", "--port", str(port),
+                 "--workers", workers],
+                capture_output=True, text=True, timeout=60, cwd=tmp_path,
+            )  # fmt: skip
+            assert done.returncode == 2
+            assert done.stderr == (
+                f"duckscore: error: --host/--port 127.0.0.1:{port}: the address is already in "
+                "use (another server listens there: stop it, or choose another --port)\n"
+            )
 
 
 def test_a_body_over_max_body_bytes_is_413(server: Server) -> None:
@@ -315,6 +365,7 @@ def test_every_request_is_one_json_access_log_line(server: Server, hits: pa.Tabl
     assert scored["queries"] == 2 and scored["policy_version"] == "overall_v3"
     assert scored["latency_ms"] > 0 and scored["time"].startswith("20")
     assert (refused["status"], refused["queries"]) == (400, None)
+    assert scored["error"] is None and refused["error"].startswith("the body is not JSON: ")
     assert "uvicorn.access" not in server.stderr.read_text() and '"GET /' not in (
         server.stderr.read_text()
     )
