@@ -22,6 +22,9 @@ install-test: $(BIN)/python
 	rm -rf build
 	$(BIN)/python -m pip install --quiet --no-build-isolation ".[test]"
 
+# demo stays lean: duckscore alone. A command that needs an optional extra (serve, phoenix,
+# spark, postgres) names it in one line, `pip install 'duckscore[serve]'` (from a checkout:
+# $(BIN)/python -m pip install '.[serve]'); orchestrator/common/extras.py holds the text.
 demo: install
 	$(BIN)/duckscore demo
 
@@ -46,7 +49,15 @@ test: check
 	.venv-phoenix/bin/python -m pip install --quiet -r $<
 	touch $@
 
-integrations: .venv-dbt/bin/dbt .venv-phoenix/bin/phoenix
+# the producers of fixtures/traces (LangChain, LlamaIndex, their instrumentations, the OpenTelemetry
+# SDK): tests/integrations/trace_apps.py regenerates the fixtures with them. The stamp is the
+# installed versions (bin/python is a link to the interpreter: touching it would touch that).
+.venv-traces/freeze.txt: tests/integrations/requirements-traces.txt
+	$(PYTHON) -m venv .venv-traces
+	.venv-traces/bin/python -m pip install --quiet -r $<
+	.venv-traces/bin/python -m pip freeze > $@
+
+integrations: .venv-dbt/bin/dbt .venv-phoenix/bin/phoenix .venv-traces/freeze.txt
 
 # what `make test` leaves out to stay within CI's time (redundant with cases it keeps), and the
 # integrations against the real tools (dbt build, a Phoenix server)
