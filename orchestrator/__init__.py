@@ -2,19 +2,23 @@
 
 From Python, `import duckscore as ds`: ds.fuse, ds.score, ds.run, ds.eval, ds.answers,
 ds.connect (duckscore/api/functions.py) and ds.scorer (duckscore/api/scorer.py: live decisions),
-imported on first use so that the command line starts fast.
+imported on first use so that the command line starts fast; ds.DuckscoreError, the base of every
+error a user can fix (core/errors.py, which imports nothing).
 """
 
 import sys
 import types
 from typing import TYPE_CHECKING, Any
 
+from .core.errors import DuckscoreError
+
 __version__ = "0.1.0"
+__all__ = ["DuckscoreError", "answers", "connect", "eval", "fuse", "run", "score", "scorer"]
 API = ("answers", "connect", "eval", "fuse", "run", "score", "scorer")
 
 if TYPE_CHECKING:  # what an IDE and a type checker see: the functions, not the subpackages
-    from .api.functions import answers, connect, eval, fuse, run, score  # noqa: F401
-    from .api.scorer import scorer  # noqa: F401
+    from .api.functions import answers, connect, eval, fuse, run, score
+    from .api.scorer import scorer
 
 
 class _Package(types.ModuleType):

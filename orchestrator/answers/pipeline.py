@@ -12,6 +12,7 @@ import duckdb
 
 from ..core.connection import EngineSettings
 from ..core.inputs import Table
+from ..core.outputs import check_output_dir
 from ..core.policy import Policy, load_policy
 from ..core.progress import SILENT, Progress
 from ..core.session import Relations, Session, folder_of
@@ -44,6 +45,11 @@ def score_answers(
     """Score logged answers into `out_dir`: answers.parquet, contract.jsonl, manifest.json and the
     rendered SQL. Nothing is written unless everything succeeds."""
     loaded = load_policy(ANSWER_POLICY, policy, overrides)
+    check_output_dir(
+        out_dir,
+        "--out",
+        {"--answers": answers, "--citations": citations, "--chunks": chunks, "--events": events},
+    )
     with Session(settings, progress, connection=connection) as session:
         progress.step(f"checking inputs (policy {loaded.version})")
         open_answer_inputs(session, loaded, answers, citations, chunks, events)

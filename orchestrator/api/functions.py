@@ -30,7 +30,7 @@ from ..fuse.pipeline import fuse as fuse_log
 from ..fuse.policy_recipe import check_features_recipe
 from ..fuse.traces import TraceLog
 from ..metrics.catalog import DEFAULT_METRICS
-from ..metrics.retrieval import run_evaluation
+from ..metrics.retrieval import refuse_no_shared_query, run_evaluation
 from ..pack.install import pack_script
 from ..run.job import Job
 from ..run.pipeline import run as run_log
@@ -240,6 +240,7 @@ def eval(
     """Retrieval metrics of a run against judgments, as `duckscore eval` computes them."""
     used = connection(con)
     done = run_evaluation(run, qrels, metrics, connection=used)
+    refuse_no_shared_query(done)
     name = f"duckscore_eval_{next(_results)}_per_query"
     used.register(name, done.per_query)
     return Evaluated(done.means, used.table(name))

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..core.connection import EngineSettings
 from ..core.errors import InputError, WhitelistError
+from ..core.outputs import check_output_dir
 from ..core.policy import Policy, load_policy
 from ..core.progress import SILENT, Progress
 from ..core.render import ident, render
@@ -94,6 +95,7 @@ def score_bids(
         raise InputError(f"--input: no such folder: {input_dir}")
     rules_path = Path(rules) if rules is not None else input_dir / "rules.yaml"
     rule_list = load_rules(rules_path) if rules is not None or rules_path.is_file() else []
+    check_output_dir(out_dir, "--out", {"--input": input_dir, "--rules": rules})
     with Session(settings, progress) as session:
         progress.step(f"checking inputs in {input_dir} (policy {loaded.version})")
         opened = open_bid_inputs(session, input_dir)

@@ -108,6 +108,7 @@ def eval_command(
     Queries: a query is evaluated when the qrels judge one of its documents. Run rows of
     other queries are ignored; an evaluated query with no run row, or with no relevant
     (relevance > 0) document, scores 0 on every metric. Means are over the evaluated queries.
+    A run that shares no query with the qrels is refused (exit 2).
 
     \b
     Output: a table of (metric, mean) on stdout; --json prints one JSON object of the
@@ -135,13 +136,17 @@ def eval_command(
               and ctx.get_parameter_source(p.name) != click.core.ParameterSource.DEFAULT]  # fmt: skip
     if chosen:
         raise click.UsageError(f"{', '.join(chosen)} needs --baseline")
-    from ..metrics.retrieval import format_table, no_coverage, run_evaluation, write_per_query
+    from ..metrics.retrieval import (
+        format_table,
+        refuse_no_shared_query,
+        run_evaluation,
+        write_per_query,
+    )
 
     if per_query_path is not None:
         _check_output(per_query_path, "--per-query", run_path, qrels_path)
     result = run_evaluation(run_path, qrels_path, metrics, settings, progress)
-    if (uncovered := no_coverage(result)) is not None:
-        progress.warn(f"{uncovered}: every metric is 0")
+    refuse_no_shared_query(result)
     if per_query_path is not None:
         write_per_query(result.per_query, per_query_path, result.inputs)
     if as_json:

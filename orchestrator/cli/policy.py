@@ -12,6 +12,13 @@ if TYPE_CHECKING:
     from ..core.policy import PolicyKind
 
 CAPABILITIES = ("score", "fuse", "answers", "bids", "instincts")
+KINDS = {
+    "score": "a score policy",
+    "fuse": "a fuse recipe",
+    "answers": "an answers policy",
+    "bids": "a bids policy",
+    "instincts": "an instincts policy",
+}
 
 
 def _kind(capability: str) -> PolicyKind:
@@ -51,7 +58,25 @@ def policy_list(capability: str) -> None:
 )
 def policy_show(name: str, capability: str, overrides: tuple[str, ...]) -> None:
     """The effective, validated parameters of policy NAME (or a YAML path), as JSON."""
+    from ..core.errors import PolicyError
     from ..core.policy import canonical_json, load_policy
 
-    loaded = load_policy(_kind(capability), name, list(overrides))
+    try:
+        loaded = load_policy(_kind(capability), name, list(overrides))
+    except PolicyError as exc:
+        hint = _other_capability(name, capability)
+        raise PolicyError(f"{exc}; {hint}" if hint else str(exc)) from None
     click.echo(canonical_json(loaded.as_record()))
+
+
+def _other_capability(name: str, capability: str) -> str | None:
+    """`canonical_rrf is a fuse recipe: duckscore policy show canonical_rrf --capability fuse`
+    when NAME is not packaged for `capability` but is for another."""
+    from ..core.policy import available_policies
+
+    if name in available_policies(_kind(capability)):
+        return None
+    for other in CAPABILITIES:
+        if other != capability and name in available_policies(_kind(other)):
+            return f"{name} is {KINDS[other]}: duckscore policy show {name} --capability {other}"
+    return None

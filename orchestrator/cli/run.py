@@ -140,6 +140,8 @@ def run(
             progress=progress, log_format=log_format, compute=compute,
         )  # fmt: skip
         partitions_written(partitioned)
+        if partitioned.decisions is not None:
+            decided(partitioned.decisions)
         return
     if engine == "spark":
         from ..engines.spark import run_on_spark

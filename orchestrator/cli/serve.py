@@ -5,16 +5,17 @@ from __future__ import annotations
 import click
 
 from ..common.defaults import DEFAULT_POLICY
+from ..common.extras import needs_extra
 from ..core.errors import DuckscoreError
 from .app import cli
 from .options import allow_recipe_mismatch_option, policy_options, recipe_options, top_n_option
 
-EXTRA = "duckscore serve needs the serve extra: pip install 'duckscore[serve]'"
+EXTRA = needs_extra("duckscore serve", "serve")
 
 
 @cli.command()
 @recipe_options(None)
-@policy_options(DEFAULT_POLICY, "T_high=0.7")
+@policy_options(DEFAULT_POLICY, "T_high=0.9")
 @allow_recipe_mismatch_option
 @top_n_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")

@@ -8,6 +8,7 @@ from a dead run, which is what lets `remove_stale` delete them.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import glob
 import os
@@ -26,7 +27,10 @@ def output_lock(lock_path: Path, shown: str) -> Iterator[None]:
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
         except OSError as exc:
-            raise OutputError(f"{shown}: cannot lock ({exc.strerror})") from None
+            where = not_writable(lock_path.parent, exc, ", where the lock goes,")
+            raise OutputError(
+                f"{shown}: cannot lock: {where}; write the output elsewhere"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -46,6 +50,17 @@ def output_lock(lock_path: Path, shown: str) -> Iterator[None]:
     finally:
         Path(lock_path).unlink(missing_ok=True)
         os.close(fd)
+
+
+def not_writable(folder: Path | str, exc: OSError, role: str = "") -> str:
+    """Why a file or folder could not be made in `folder`, naming it (and its `role`, as
+    `, where the lock goes,`): `the folder F is not writable by this user (Permission denied)`,
+    `… is read-only (Read-only file system)`, else `cannot create a file in the folder F (…)`."""
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"the folder {folder}{role} is not writable by this user ({exc.strerror})"
+    if exc.errno == errno.EROFS:
+        return f"the folder {folder}{role} is read-only ({exc.strerror})"
+    return f"cannot create a file in the folder {folder}{role} ({exc.strerror or exc})"
 
 
 def _same_file(fd: int, path: Path) -> bool:

@@ -24,6 +24,7 @@ A failure at any point, an interrupt included, leaves the old output exactly as 
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import glob
 import json
@@ -39,7 +40,7 @@ import duckdb
 
 from .errors import OutputError
 from .inputs import FORMATS
-from .locks import output_lock, remove_stale, umask
+from .locks import not_writable, output_lock, remove_stale, umask
 from .render import lit
 from .swap import publish_folder, publish_in_place
 from .tables import OpenedInput
@@ -93,7 +94,8 @@ class OutputTarget:
             folder = Path(tempfile.mkdtemp(prefix=f"{self.prefix}tmp-", dir=self.place))
             folder.chmod(0o777 & ~umask())
         except OSError as exc:
-            raise OutputError(f"{self.shown}: cannot create ({exc.strerror})") from None
+            where = not_writable(self.place, exc, ", where the staging goes,")
+            raise OutputError(f"{self.shown}: cannot create: {where}") from None
         return folder
 
     def move_in(self, staging: Path, aside: Path) -> None:
@@ -128,12 +130,38 @@ def output_target(
     destination, shown = _checked_destination(destination, option)
     if destination.exists() and not destination.is_dir():
         raise OutputError(f"{shown}: exists and is not a folder")
-    refuse_overlap(destination, inputs, shown)
+    refuse_overlap(destination, [(str(given), given) for given in inputs], shown)
     target = OutputTarget(destination, shown)
     with output_lock(target.place / f"{target.prefix}lock", shown):
         remove_stale(target.place, f"{target.prefix}tmp-")
         remove_stale(target.place, f"{target.prefix}old-")
         yield target
+
+
+def check_output_dir(destination: Any, option: str = "--out", inputs: Inputs | None = None) -> None:
+    """A folder output checked before any input is read (an output folder given as the input
+    would otherwise be read first, and refused as a folder of mixed files): a name, not the
+    current folder, not a file, and none of `inputs` (option -> what was given: a path, glob or
+    folder, or an object with `given`, a trace log) the folder is, holds or lies inside.
+    Anything but a path (the Python API's Relations) is not a folder: nothing to check."""
+    if not isinstance(destination, (str, os.PathLike)):
+        return
+    resolved, shown = _checked_destination(os.fspath(destination), option)
+    for label, table in (inputs or {}).items():
+        given = getattr(table, "given", table)
+        if not isinstance(given, (str, os.PathLike)):
+            continue
+        where = f"{label} ({os.fspath(given)})"
+        paths, patterns = _given_names(os.fspath(given))
+        refuse_overlap(resolved, [(where, path) for path in paths], shown)
+        for root in (_glob_parts(pattern)[0] for pattern in patterns):
+            if root == resolved or resolved in root.parents:
+                raise OutputError(
+                    f"{shown}: holds the input {where}: the output would replace it; write the "
+                    "output elsewhere"
+                )
+    if resolved.exists() and not resolved.is_dir():
+        raise OutputError(f"{shown}: exists and is not a folder")
 
 
 def _link_tree(source: Path, copy: Path, skip: str) -> None:
@@ -174,14 +202,23 @@ def _checked_destination(destination: Path | str, option: str) -> tuple[Path, st
     return resolved, f"{option} {destination}"
 
 
-def refuse_overlap(destination: Path, inputs: Sequence[Path | str], shown: str) -> None:
-    """An output must not be an input, hold one, or lie inside an input folder."""
-    for given in inputs:
+def refuse_overlap(destination: Path, inputs: Sequence[tuple[str, Path | str]], shown: str) -> None:
+    """An output must not be an input, hold one, or lie inside an input folder; `inputs` are
+    (how the message names it, its path)."""
+    for named, given in inputs:
         source = Path(given).expanduser().resolve()
-        if source == destination or destination in source.parents:
-            raise OutputError(f"{shown}: holds the input {given}; write the output elsewhere")
+        if source == destination:
+            raise OutputError(
+                f"{shown}: is the input {named}: the output would overwrite it; write the output "
+                "elsewhere"
+            )
+        if destination in source.parents:
+            raise OutputError(
+                f"{shown}: holds the input {named}: the output would replace it; write the "
+                "output elsewhere"
+            )
         if source in destination.parents:
-            raise OutputError(f"{shown}: is inside the input {given}; write the output elsewhere")
+            raise OutputError(f"{shown}: is inside the input {named}; write the output elsewhere")
 
 
 def _staging_place(destination: Path, shown: str) -> tuple[Path, str, bool]:
@@ -194,8 +231,20 @@ def _staging_place(destination: Path, shown: str) -> tuple[Path, str, bool]:
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise OutputError(f"{shown}: cannot create ({exc.strerror})") from None
+        raise OutputError(f"{shown}: cannot create: {_mkdir_problem(exc)}") from None
     return parent, f".{destination.name}.", False
+
+
+def _mkdir_problem(exc: OSError) -> str:
+    """A folder that could not be made, and why, naming the folder it was to be made in."""
+    if exc.filename is None:
+        return exc.strerror or str(exc)
+    made = Path(os.fsdecode(exc.filename))
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"{not_writable(made.parent, exc)}; write the output elsewhere"
+    if exc.errno == errno.EEXIST:
+        return f"{made} exists and is not a folder"
+    return f"{made} ({exc.strerror})"
 
 
 @contextmanager
@@ -213,7 +262,7 @@ def atomic_output_file(
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise OutputError(f"{shown}: cannot write ({exc.strerror})") from None
+        raise OutputError(f"{shown}: cannot write: {_mkdir_problem(exc)}") from None
     with output_lock(parent / f"{prefix}lock", shown):
         remove_stale(parent, f"{prefix}tmp-")
         try:

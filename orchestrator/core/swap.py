@@ -2,8 +2,8 @@
 all-or-nothing everywhere.
 
 - A new output: one rename of the staging folder.
-- An existing output: its entries that this run does not write (a user's notes, say) are moved
-  into the staging folder, then the two folders are exchanged in one `renameat2(RENAME_EXCHANGE)`
+- An existing output: its entries that this run does not write and no earlier run wrote (a
+  user's notes, say: not what the old manifest.json lists) are moved into the staging folder, then the two folders are exchanged in one `renameat2(RENAME_EXCHANGE)`
   (Linux); where that call is missing, the old folder is renamed aside and the new one renamed
   in, which leaves a moment without the folder but never a mix.
 - An output that cannot be renamed (a mount point, or its parent is read-only): the staging folder
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import json
 import os
 from pathlib import Path
 
@@ -84,11 +85,15 @@ def publish_in_place(staging: Path, destination: Path, aside: Path) -> None:
 
 
 def _adopt_foreign(destination: Path, staging: Path) -> list[str]:
-    """Move the entries of `destination` that `staging` does not have into `staging`."""
+    """Move the entries of `destination` that `staging` does not have into `staging` — a user's
+    own files, not an earlier run's outputs (those its manifest.json lists): the folder is
+    replaced whole, so a table this run does not write (spans.parquet of an earlier run on
+    trace spans, parents.parquet before a `fuse`) does not survive into it."""
+    earlier = _earlier_outputs(destination)
     adopted: list[str] = []
     try:
         for entry in sorted(destination.iterdir()):
-            if not os.path.lexists(staging / entry.name):
+            if entry.name not in earlier and not os.path.lexists(staging / entry.name):
                 os.rename(entry, staging / entry.name)
                 adopted.append(entry.name)
     except OSError:
@@ -96,3 +101,13 @@ def _adopt_foreign(destination: Path, staging: Path) -> list[str]:
             os.rename(staging / name, destination / name)
         raise
     return adopted
+
+
+def _earlier_outputs(destination: Path) -> set[str]:
+    """The entries an earlier run wrote into `destination`: the outputs its manifest.json
+    counts, with the manifest and sql/ (none when there is no readable manifest)."""
+    try:
+        outputs = json.loads((destination / "manifest.json").read_text(encoding="utf-8"))["outputs"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
+    return {str(name).split("/")[0] for name in outputs} | {"manifest.json", "sql"}

@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..common.extras import needs_extra
 from ..core.errors import DuckscoreError
 from ..core.outputs import atomic_output_dir, write_json
 from ..core.progress import SILENT, Progress
@@ -223,9 +224,7 @@ def spark_session(master: str | None) -> Any:
     try:
         from pyspark.sql import SparkSession
     except ImportError:
-        raise DuckscoreError(
-            "--engine spark needs pyspark: pip install 'duckscore[spark]'"
-        ) from None
+        raise DuckscoreError(needs_extra("--engine spark", "spark")) from None
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.appName("duckscore")

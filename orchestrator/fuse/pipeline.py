@@ -11,6 +11,7 @@ import duckdb
 from ..common.defaults import DEFAULT_RECIPE
 from ..core.connection import EngineSettings
 from ..core.inputs import Table
+from ..core.outputs import check_output_dir
 from ..core.policy import Policy, load_policy
 from ..core.progress import SILENT, Progress
 from ..core.session import Relations, Session, folder_of
@@ -45,6 +46,7 @@ def fuse(
     `explain=False`: fused.parquet's contributions and best_provenance are NULL (faster);
     `features=False`: no parent_features.parquet (fusion alone)."""
     loaded = load_policy(FUSE_RECIPE, recipe, overrides)
+    check_output_dir(out_dir, "--out", {"--log": log})
     with Session(settings, progress, connection=connection) as session:
         progress.step(f"checking the log (recipe {loaded.version})")
         opened, fuse_plan = open_log(session, log, loaded)

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 import duckdb
 import pandas as pd
 
+from ..common.extras import needs_extra
 from ..core.errors import DuckscoreError
 from ..core.render import RenderedSQL, ident, render
 
@@ -76,9 +77,7 @@ def _psycopg() -> Any:
     try:
         import psycopg
     except ImportError:
-        raise DuckscoreError(
-            "a PostgreSQL store needs psycopg: pip install 'duckscore[postgres]'"
-        ) from None
+        raise DuckscoreError(needs_extra("a PostgreSQL store", "postgres")) from None
     return psycopg
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from ..core.connection import EngineSettings
+from ..core.errors import InputError
 from ..core.inputs import Table
 from ..core.outputs import write_frame
 from ..core.progress import SILENT, Progress
@@ -63,6 +64,20 @@ def no_coverage(result: EvalResult) -> str | None:
         return None
     run = result.inputs["run"]
     return f"{run.label} ({run.given}): covers none of the {result.queries:,} judged queries"
+
+
+def refuse_no_shared_query(result: EvalResult) -> None:
+    """Plain `eval` of a run that shares no query with the qrels: refused in one line naming
+    both inputs, since every metric would be 0 (the run's query ids are not the qrels')."""
+    if no_coverage(result) is None:
+        return
+    run, qrels = result.inputs["run"], result.inputs["qrels"]
+    judged = f"{result.queries:,} judged quer{'y' if result.queries == 1 else 'ies'}"
+    raise InputError(
+        f"{run.label} ({run.given}) and {qrels.label} ({qrels.given}) share no query: the run "
+        f"has no row for any of the {judged}, so every metric would be 0 (are its query ids "
+        "the qrels'?)"
+    )
 
 
 def render_per_query(metrics: list[Metric], order_by: str, final: str = "per_query") -> RenderedSQL:

@@ -10,13 +10,13 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from ..common.extras import needs_extra
 from ..core.errors import InputError, OptionError
 
 if TYPE_CHECKING:
     import httpx
     from phoenix.client import Client
 
-CLIENT = "arize-phoenix-client"
 SCHEMES = ("http", "https")
 
 
@@ -30,7 +30,7 @@ def phoenix_client(url: str, option: str) -> Client:
         from phoenix.client import Client
     except ImportError:
         raise OptionError(
-            f"{option} {url}: talking to Phoenix needs its client: pip install {CLIENT}"
+            f"{option} {url}: {needs_extra('talking to Phoenix', 'phoenix')}"
         ) from None
     return Client(base_url=url)
 

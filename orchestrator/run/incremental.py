@@ -28,13 +28,15 @@ from typing import Any, NamedTuple
 
 from ..core.errors import InputError, OptionError, OutputError
 from ..core.inputs import Table
-from ..core.outputs import OutputTarget, output_target
+from ..core.outputs import OutputTarget, check_output_dir, output_target
 from ..core.policy import Policy
 from ..core.progress import SILENT, Progress
 from ..core.render import lit
 from ..core.session import Session
 from ..fuse.log import open_log
 from ..fuse.traces import TraceLog
+from ..score.stages import DecisionCounts
+from ..score.stages import decided as counted_and_warned
 from .job import DEFAULT_JOB, Job
 from .partitions import (
     LEDGER,
@@ -57,6 +59,7 @@ from .pipeline import run
 from .publish import Publisher
 
 RETRIEVAL_LOG = "retrieval_log"
+QUERIES = "queries"  # the output folder of the partitions' queries files (publish.py's _place)
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,8 @@ class PartitionedResult:
     removed: list[str]
     queries: int
     parents: int
+    # how the policy decided the queries of the partitions computed (None: none computed)
+    decisions: DecisionCounts | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +106,7 @@ class Computed(NamedTuple):
     partition: Partition
     folder: Path
     rows: dict[str, int]
+    decisions: DecisionCounts | None = None  # how `run` decided its queries (None: not counted)
 
 
 # computes the partitions into folders under the scratch folder, yielding each when it is done
@@ -117,7 +123,7 @@ def compute_on_duckdb(
         folder = scratch / partition.name
         result = run(job.log_of(partition), folder, job.job)
         rows = {Path(name).stem: r["rows"] for name, r in result.manifest["outputs"].items()}
-        yield Computed(partition, folder, rows)
+        yield Computed(partition, folder, rows, result.decisions)
 
 
 @dataclass(frozen=True)
@@ -150,6 +156,7 @@ def run_partitioned(
     key = checked_key(partition_by)
     each = PartitionJob.resolved(job, log_format)
     loaded_recipe, loaded_policy, decided = each.loaded()
+    check_output_dir(out_dir, "--out", {"--log": log})
     partitions = find_partitions(log, key)
     publisher: Publisher | None = None
     queries = parents = 0
@@ -165,13 +172,15 @@ def run_partitioned(
             _check_queries(plan.stale, plan.kept, key, target.destination, each, loaded_recipe)
             versions = (loaded_recipe.version, loaded_policy.version, decided)
             publisher = Publisher(target, ledger)
+            done: list[Computed] = []
             try:
                 publisher.clear(f"{key}={value}" for value in unlisted)
                 for computed in compute(each, plan.stale, publisher.scratch, progress):
-                    partition, folder, rows = computed
+                    partition, folder, rows = computed.partition, computed.folder, computed.rows
                     entry = publisher.stage(
                         partition, folder, rows, plan.records[partition.value], versions
                     )
+                    done.append(computed)
                     queries += entry.rows.get("queries", 0)
                     parents += entry.rows.get("parents", 0)
                     if not plan.at_once:
@@ -181,6 +190,7 @@ def run_partitioned(
                 publisher.publish()
             finally:
                 publisher.close()
+            decisions = _decided(target.destination, done, each, loaded_policy, progress)
     except BaseException as exc:
         finished = publisher.finished if publisher else 0
         if finished:  # what an interrupt message says the output keeps
@@ -188,8 +198,33 @@ def run_partitioned(
         raise
     return PartitionedResult(
         Path(out_dir), key, [p.name for p in plan.stale], [f"{key}={v}" for v in plan.kept],
-        [f"{key}={v}" for v in plan.removed], queries, parents,
+        [f"{key}={v}" for v in plan.removed], queries, parents, decisions,
     )  # fmt: skip
+
+
+def _decided(
+    out_dir: Path,
+    computed: Sequence[Computed],
+    job: PartitionJob,
+    policy: Policy,
+    progress: Progress,
+) -> DecisionCounts | None:
+    """How the policy decided the queries of the partitions this run computed, read back from
+    their published queries files, with the warnings a run prints about them; None when none
+    was computed, or a Compute did not decide them as `run` does (Spark's: `run --engine spark`
+    prints no decisions either)."""
+    if not computed or any(c.decisions is None for c in computed):
+        return None
+    files = [
+        str(path)
+        for c in computed
+        for path in sorted((out_dir / QUERIES / c.partition.name).glob("**/*.parquet"))
+    ]
+    if not files:
+        return None
+    with Session(job.job.settings) as session:
+        session.execute(f"CREATE TEMP VIEW decided AS FROM read_parquet({lit(files)})")
+        return counted_and_warned(session, policy, progress, "decided")
 
 
 def _count(number: int, noun: str) -> str:

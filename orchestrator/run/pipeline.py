@@ -9,6 +9,7 @@ from typing import Any
 import duckdb
 
 from ..core.inputs import Table
+from ..core.outputs import check_output_dir
 from ..core.policy import Policy
 from ..core.progress import SILENT, Progress
 from ..core.session import Relations, Session, folder_of
@@ -45,6 +46,7 @@ def run(
     `job.explain` False: fused.parquet's contributions and best_provenance are NULL (faster)."""
     loaded_recipe, loaded_policy = job.load()
     top_n, explain = job.top_n, job.explain
+    check_output_dir(out_dir, "--out", {"--log": log, "--queries": queries})
     with Session(job.settings, progress, connection=connection) as session:
         progress.step(
             f"checking the log (recipe {loaded_recipe.version}, policy {loaded_policy.version})"

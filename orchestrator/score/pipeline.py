@@ -12,6 +12,7 @@ from ..common.defaults import DEFAULT_POLICY
 from ..core.connection import EngineSettings
 from ..core.errors import DuckscoreError
 from ..core.inputs import Table
+from ..core.outputs import check_output_dir
 from ..core.policy import Policy, load_policy
 from ..core.progress import SILENT, Progress
 from ..core.session import Relations, Session, folder_of
@@ -46,6 +47,7 @@ def score(
     if top_n < 1:
         raise DuckscoreError(f"--top-n must be at least 1, got {top_n}")
     loaded = load_policy(SCORE_POLICY, policy, overrides)
+    check_output_dir(out_dir, "--out", {"--features": features, "--queries": queries})
     with Session(settings, progress, connection=connection) as session:
         progress.step(f"checking inputs (policy {loaded.version})")
         opened = session.open("features", PARENT_FEATURES, features, "--features")

@@ -194,7 +194,7 @@ def test_entries_of_another_kind_and_other_files_in_the_output(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("log", "out", "message"),
     [
-        ("data", "data/out", "is inside the input data"),
+        ("data", "data/out", "is inside the input --log (data)"),
         ("data/log.parquet", "data", "holds the input "),
         ("data/log.parquet", "", "is empty: give the output a name"),
         ("data/log.parquet", ".", "is the current folder or holds it"),

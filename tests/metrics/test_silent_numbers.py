@@ -191,16 +191,32 @@ def test_each_runs_coverage_is_reported(runs: dict[str, Path]) -> None:
     assert (ndcg["judged_queries"], ndcg["run_covers"], ndcg["baseline_covers"]) == (300, 300, 12)
 
 
-def test_plain_eval_warns_when_the_run_covers_no_judged_query(runs: dict[str, Path]) -> None:
+def test_plain_eval_refuses_a_run_that_shares_no_query_with_the_qrels(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """Issue 47 §4: every metric 0 with exit 0 hid a run keyed by other query ids; now one line
+    naming both files, exit 2, and no --per-query written (the CLI and the Python API alike)."""
+    per_query = tmp_path / "pq.parquet"
     done = CliRunner().invoke(cli, ["eval", "--run", str(runs["nowhere"]), "--qrels", str(QRELS),
-                                    "--metrics", "ndcg@10", "--json"])  # fmt: skip
-    assert done.exit_code == 0
-    assert strict_json(done.stdout) == {"ndcg@10": 0.0}
-    warnings = [line for line in done.stderr.splitlines() if "warning" in line]
-    assert warnings == [
-        f"duckscore: warning: --run ({runs['nowhere']}): covers none of the 300 judged queries: "
-        "every metric is 0"
-    ]
+                                    "--metrics", "ndcg@10", "--json",
+                                    "--per-query", str(per_query)])  # fmt: skip
+    assert (done.exit_code, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"duckscore: error: --run ({runs['nowhere']}) and --qrels ({QRELS}) share no query: the "
+        "run has no row for any of the 300 judged queries, so every metric would be 0 (are its "
+        "query ids the qrels'?)\n"
+    )
+    assert not per_query.exists()
+    import duckscore as ds
+
+    with pytest.raises(InputError, match=r"^--run \(.*\) and --qrels \(.*\) share no query: "):
+        ds.eval(runs["nowhere"], QRELS, "ndcg@10")
+    # one shared query is enough: the others score 0, as documented
+    one = pd.read_parquet(runs["nowhere"]).head(1).assign(query_id="1")
+    one.to_parquet(tmp_path / "one.parquet")
+    some = invoke("eval", "--run", str(tmp_path / "one.parquet"), "--qrels", str(QRELS),
+                  "--metrics", "ndcg@10", "--json")  # fmt: skip
+    assert some.exit_code == 0, some.output
 
 
 @pytest.mark.parametrize(

@@ -129,6 +129,33 @@ def test_partitions_are_the_plain_run_of_the_whole_log_split_by_day(
     }
 
 
+def test_a_partitioned_run_says_what_was_decided_as_a_run_does(
+    three_days: Path, tmp_path: Path
+) -> None:
+    """Issue 47 §4: the level summary and the warnings of an ordinary run, over the queries of
+    the partitions computed (none when nothing was computed)."""
+
+    def said(*args: str) -> list[str]:
+        done = CliRunner().invoke(cli, list(args))
+        assert done.exit_code == 0, done.stderr
+        return done.stderr.splitlines()
+
+    out, plain = str(tmp_path / "scored"), str(tmp_path / "plain")
+    split = said("run", "--log", str(three_days), "--out", out, "--partition-by", "dt")
+    whole = said("run", "--log", str(three_days), "--out", plain)
+    assert split[0].startswith("duckscore: computed 3 partitions (")
+    assert split[1:] == whole[1:] and split[1].startswith("duckscore: 30 queries: high ")
+    assert said("run", "--log", str(three_days), "--out", out, "--partition-by", "dt",
+                "--incremental") == [f"duckscore: nothing to compute in {out}/ (by dt; 3 kept)"]  # fmt: skip
+    strict = ("--set", "T_low=0.99", "--set", "T_high=0.999")  # every query low
+    again = said("run", "--log", str(three_days), "--out", out, "--partition-by", "dt", *strict)
+    alone = said("run", "--log", str(three_days), "--out", plain, *strict)
+    warnings = [line for line in alone if line.startswith("duckscore: warning: policy ")]
+    assert len(warnings) == 1 and "rates all 30 queries low" in warnings[0], alone
+    assert warnings[0] in again and again[-1] == alone[-1], again
+    assert again[-1].startswith("duckscore: 30 queries: high 0, medium 0, low 30 ")
+
+
 def test_incremental_leaves_fresh_partitions_as_the_same_files(
     three_days: Path, tmp_path: Path
 ) -> None:
