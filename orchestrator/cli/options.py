@@ -93,6 +93,27 @@ def policy_options(default: str, example: str) -> Callable[[F], F]:
     return decorate
 
 
+# The examples work as printed (tests/cli/test_help_examples.py runs each on its command); a
+# command that scores with a policy calibrated on a recipe (it has --allow-recipe-mismatch)
+# refuses a changed one without the flag, and its help says so.
+RECIPE_OVERRIDE_HELP = (
+    "Override a recipe key (dotted, e.g. fusion.k=20, or sources.<source>.weight=0.7 for one "
+    "of the sources fused). Repeatable."
+)
+SCORED_RECIPE_OVERRIDE_HELP = (
+    "Override a recipe key (dotted, e.g. fusion.k=20, or sources.<source>.weight=0.7 for one "
+    "of the sources fused), with --allow-recipe-mismatch when --policy was calibrated on the "
+    "recipe unchanged (the default policy was). Repeatable."
+)
+
+
+def _refuses_mismatch(command: Callable[..., Any]) -> bool:
+    """Whether `command` has --allow-recipe-mismatch (declared below --recipe's decorator, so
+    click has recorded it already)."""
+    params = getattr(command, "__click_params__", [])
+    return any(param.name == "allow_recipe_mismatch" for param in params)
+
+
 def recipe_options(default: str | None = DEFAULT_RECIPE) -> Callable[[F], F]:
     """--recipe (a packaged fusion recipe or a YAML file) and --set-recipe KEY=VALUE
     (`recipe_overrides`). `default` None: the recipe the command's --policy was calibrated on,
@@ -104,8 +125,9 @@ def recipe_options(default: str | None = DEFAULT_RECIPE) -> Callable[[F], F]:
             "recipe_overrides",
             multiple=True,
             metavar="KEY=VALUE",
-            help="Override a recipe key (dotted, e.g. fusion.k=20 or "
-            "sources.dense.weight=0.7). Repeatable.",
+            help=SCORED_RECIPE_OVERRIDE_HELP
+            if _refuses_mismatch(command)
+            else RECIPE_OVERRIDE_HELP,
         )(command)
         if default is None:
             return click.option(
@@ -240,22 +262,67 @@ def log_options(required: bool = True, purpose: str = "") -> Callable[[F], F]:
 
     def decorate(command: F) -> F:
         @functools.wraps(command)
-        def wrapper(*args: Any, log: str | None, log_format: str, **kwargs: Any) -> Any:
+        def wrapper(
+            *args: Any,
+            log: str | None,
+            log_format: str,
+            doc_id: str | None,
+            parent_id: str | None,
+            allow_empty: bool,
+            query_key: str | None,
+            **kwargs: Any,
+        ) -> Any:
             if log is not None and log_format != "retrieval_log":
                 from ..fuse.traces import TraceLog
 
-                return command(*args, log=TraceLog(log, log_format), **kwargs)
+                traced = TraceLog(log, log_format, doc_id, parent_id, allow_empty, query_key)
+                return command(*args, log=traced, **kwargs)
+            for given, flag in ((doc_id, "--doc-id"), (parent_id, "--parent-id"),
+                                (allow_empty or None, "--allow-empty"),
+                                (query_key, "--query-key")):  # fmt: skip
+                if given is not None:
+                    raise click.UsageError(f"{flag} needs a --log-format of trace spans")
             return command(*args, log=log, **kwargs)
 
         decorated: Any = click.option(
+            "--query-key",
+            metavar="KEY",
+            help="With a --log-format of spans: a trace's query_id — `trace` (its trace id, "
+            "the default), `input` (its root span's input), or a span attribute (session.id, "
+            "metadata.query_id …) on its root span, else its first span that has it; traces "
+            "of one value are one query (docs/traces.md#queries-labels-and-judgments).",
+        )(wrapper)
+        decorated = click.option(
+            "--allow-empty",
+            is_flag=True,
+            help="With a --log-format of spans: `run` decides an export none of whose "
+            "retrievals returned a document (every trace low, web fallback) instead of "
+            "refusing it.",
+        )(decorated)
+        decorated = click.option(
+            "--parent-id",
+            metavar="KEY",
+            help="With a --log-format of spans: the document metadata's key that is each "
+            "document's parent (default parent_id; a document without it is its own parent).",
+        )(decorated)
+        decorated = click.option(
+            "--doc-id",
+            metavar="KEY",
+            help="With a --log-format of spans: the document metadata's key (dotted, a.b, or a "
+            "JSON pointer, /a/b) that is each document's id, its document.id or not. Without "
+            "it a document without an id gets one by a rule (docs/traces.md#documents-without-"
+            "an-id).",
+        )(decorated)
+        decorated = click.option(
             "--log-format",
             type=click.Choice(LOG_FORMATS),
             default="retrieval_log",
             show_default=True,
             help="What --log holds: the retrieval_log table; OpenInference trace spans (Arize "
-            "Phoenix's span export); or OTLP JSON of OpenTelemetry GenAI retrieval spans. A span "
-            "log gives one hit per retrieved document of each retrieval span (docs/traces.md).",
-        )(wrapper)
+            "Phoenix's span export, or OTLP JSON of them); or OTLP JSON of GenAI retrieval spans "
+            "(the OpenTelemetry conventions', OpenLLMetry's). A span log gives one hit per "
+            "retrieved document of each retrieval span (docs/traces.md).",
+        )(decorated)
         return click.option(  # type: ignore[no-any-return]
             "--log",
             required=required,

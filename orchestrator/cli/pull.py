@@ -49,7 +49,8 @@ def pull(
     scores it, and `export annotations --to` posts the decisions back (docs/traces.md).
 
     \b
-    The retrieval spans and the traces' root spans are pulled, with the columns a run reads;
+    The retrieval spans, the traces' root spans and the spans between (a chain between an
+    ensemble retriever and the retrievers it calls) are pulled, with the columns a run reads;
     --start and --end select spans by their start time.
 
     \b

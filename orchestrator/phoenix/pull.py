@@ -5,8 +5,11 @@ Phoenix's span DataFrame (`context.trace_id`, `context.span_id`, `parent_id`, `n
 …), as Parquet or JSON Lines, written atomically.
 
 Only the spans a run reads are pulled: the retrieval spans and the traces' root spans, those
-that started in the window [start, end) when one is given, through Phoenix's REST API for spans
-(`GET /v1/projects/{project}/spans`, paged; the client's `spans.get_spans`). It gives each span's
+that started in the window [start, end) when one is given, and every span between a retrieval
+span and its root (the chain between an ensemble retriever and the retrievers it calls: the run
+reads the hierarchy to leave the ensemble out), through Phoenix's REST API for spans
+(`GET /v1/projects/{project}/spans`, paged; the client's `spans.get_spans`, by span id for the
+spans between). It gives each span's
 attributes as the instrumentation set them, flattened (`retrieval.documents.0.document.id` …), and
 their numbers exact — the span DataFrame's query sends them as JSON of 10 decimals. The
 documents are gathered back into the export's list, each document's metadata (which Phoenix
@@ -45,6 +48,7 @@ COLUMNS = (TRACE, "context.span_id", "parent_id", "name", "span_kind", "start_ti
 REQUIRED = COLUMNS[:-2]  # every span has them (a root's parent_id is null)
 FORMATS = ("parquet", "json")  # JSON: one span per line
 TIMEOUT = 300  # seconds for one page of spans
+BATCH = 100  # span ids a request asks for
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,7 @@ def pull_spans(url: str, project: str, out: str | Path, window: Window, max_span
     with answered("--from", url):
         _check_project(client, url, project)
         found = _retrievals_and_roots(client, project, window, max_spans + 1)
+        found = _with_ancestors(client, project, found, max_spans + 1)
     if len(found) > max_spans:
         raise InputError(
             f"{where} has more than {max_spans:,} spans{window}: narrow --start and --end, "
@@ -124,6 +129,51 @@ def _retrievals_and_roots(
         ):
             spans[span["context"]["span_id"]] = dict(span)
     return list(spans.values())
+
+
+def _with_ancestors(
+    client: Client, project: str, spans: list[dict[str, Any]], limit: int
+) -> list[dict[str, Any]]:
+    """`spans` and every span above one of them up to its trace's root (whenever it started),
+    fetched by id, a level of the hierarchy a round (stopping past `limit` spans). A parent
+    Phoenix does not hold (a span still in flight, or dropped) ends its chain."""
+    held = {span["context"]["span_id"]: span for span in spans}
+    asked: set[str] = set()
+    while len(held) <= limit:
+        missing = sorted(
+            {p for s in held.values() if (p := s.get("parent_id"))} - held.keys() - asked
+        )
+        if not missing:
+            break
+        asked.update(missing)
+        for start in range(0, len(missing), BATCH):
+            batch = missing[start : start + BATCH]
+            for span in _spans_by_id(client, project, batch, held, limit):
+                held.setdefault(span["context"]["span_id"], span)
+    return list(held.values())
+
+
+def _spans_by_id(
+    client: Client, project: str, ids: list[str], held: dict[str, dict[str, Any]], limit: int
+) -> list[dict[str, Any]]:
+    """The spans of `ids`; a server older than the span-id filter (Phoenix 19.6) gives the
+    spans of their traces (up to `limit`), of which those asked for are kept."""
+    from phoenix.client.exceptions import PhoenixException
+
+    wanted = set(ids)
+    try:
+        found = client.spans.get_spans(
+            project_identifier=project, span_ids=ids, limit=len(ids), timeout=TIMEOUT
+        )
+        return [dict(span) for span in found]
+    except PhoenixException:
+        traces = sorted(
+            {s["context"]["trace_id"] for s in held.values() if s.get("parent_id") in wanted}
+        )
+        found = client.spans.get_spans(
+            project_identifier=project, trace_ids=traces, limit=limit, timeout=TIMEOUT
+        )
+        return [dict(span) for span in found if span["context"]["span_id"] in wanted]
 
 
 def export_frame(spans: list[dict[str, Any]]) -> pd.DataFrame:

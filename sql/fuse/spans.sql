@@ -2,14 +2,16 @@
 spans.parquet: one row per retrieval span of a trace export, so that a score can be joined back
 to its trace.
 
-  query_id      the span's trace id: the query_id of every other output
+  query_id      the span's query: its trace id (or its `--query-key`), the query_id of every
+                other output
   source        the retriever, as in the retrieval_log
   trace_id      the span's trace id
   span_id       the span's id
   root_span_id  the id of the trace's root span (the span without a parent), when the export
                 holds it; NULL when it does not (a partial export, or no parent column)
 
-Reads `inputs.spans`: every span of the export, retrieval or not (trace_id, span_id, source,
+Reads `inputs.spans`: every span of the export, retrieval or not (query_id: the trace's query,
+its trace id unless `--query-key` names another; trace_id, span_id, source,
 is_retrieval: false for a nested retriever's, sql/fuse/_ensembles.sql; is_root: NULL when the
 export does not say), as sql/fuse/openinference.sql and
 sql/fuse/otel_genai.sql give them with `final` = `spans`. A retrieval span that returned no
@@ -25,7 +27,7 @@ roots AS (
 ),
 retrieval_spans AS (
     SELECT
-        s.trace_id AS query_id,
+        s.query_id,
         s.source,
         s.trace_id,
         s.span_id,

@@ -600,9 +600,11 @@ def test_run_gives_every_trace_with_a_retrieval_span_its_decisions(tmp_path: Pat
 
 
 def test_run_decides_an_export_whose_retrievals_all_returned_nothing(tmp_path: Path) -> None:
+    """Asked for (--allow-empty: without it, refused, test_traces_real_shapes.py)."""
     for log_format, path in empty_exports(tmp_path):
         out = tmp_path / f"out-{path.stem}-{path.suffix[1:]}"
-        done = invoke("run", "--log", str(path), "--log-format", log_format, "--out", str(out))
+        done = invoke("run", "--log", str(path), "--log-format", log_format, "--allow-empty",
+                      "--out", str(out))  # fmt: skip
         assert done.exit_code == 0, done.stderr
         decided = duckdb.execute(
             f"SELECT query_id, best_parent_id, web_fallback FROM '{out / 'queries.parquet'}' ORDER BY query_id"
