@@ -250,21 +250,16 @@ described AS (
 , faults AS (
     -- a span's own fault has no position: it is told before its documents' (NULLS FIRST)
     SELECT span_file, span_row, span_place, span_id, CAST(NULL AS BIGINT) AS position,
-{% if otlp %}
-           -- OTLP's spans are not checked as a table (Phoenix's export is): their ids here
+           -- OTLP's spans are not checked as a table: their ids here (Phoenix's export has them,
+           -- the spans contract refused it before otherwise)
            CASE WHEN trace_id IS NULL THEN {{ 'traceId' | lit }} WHEN span_id IS NULL THEN {{ 'spanId' | lit }}
                 WHEN source IS NULL THEN {{ 'name' | lit }} ELSE {{ 'retrieval.documents' | lit }} END AS attribute,
            CASE WHEN trace_id IS NULL OR span_id IS NULL THEN {{ 'is missing' | lit }}
                 WHEN source IS NULL THEN {{ "is missing: a RETRIEVER span's name is its source" | lit }}
                 ELSE {{ 'is not a JSON list of documents' | lit }} END AS problem,
-{% else %}
-           CASE WHEN source IS NULL THEN {{ 'name' | lit }} ELSE {{ 'retrieval.documents' | lit }} END AS attribute,
-           CASE WHEN source IS NULL THEN {{ "is missing: a RETRIEVER span's name is its source" | lit }}
-                ELSE {{ 'is not a JSON list of documents' | lit }} END AS problem,
-{% endif %}
            CASE WHEN source IS NOT NULL THEN documents_text END AS value
     FROM spans
-    WHERE is_retrieval AND ({{ 'trace_id IS NULL OR span_id IS NULL OR ' if otlp }}source IS NULL OR (documents_text IS NOT NULL AND documents IS NULL))
+    WHERE is_retrieval AND (trace_id IS NULL OR span_id IS NULL OR source IS NULL OR (documents_text IS NOT NULL AND documents IS NULL))
 {% if query_key %}
     UNION ALL
     -- a trace without its query key: told at its first retrieval span

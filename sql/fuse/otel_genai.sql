@@ -64,8 +64,8 @@ LOG_RULES). `ids`: the user's choice of ids and parents (sql/fuse/_documents.sql
             given an id by a rule: a list of [rule, count])
   census    what the export holds, for a refusal when no span is a retrieval: spans, kinds
             (the `openinference.span.kind` values and their counts, a list of [value, count]),
-            operations (the same of `gen_ai.operation.name`), and results (the spans with
-            `db.query.result` events)
+            operations (the same of `gen_ai.operation.name`), and results (0: a span with
+            `db.query.result` events is a retrieval)
 -#}
 {% from 'fuse/_ensembles.sql' import ensembles %}
 {% from 'fuse/_otlp.sql' import any_value, attribute, requests, as_object, otlp_key %}
@@ -106,7 +106,7 @@ span_rows AS (
 parsed AS (
     SELECT
         * EXCLUDE (documents),
-        coalesce(operation IN ({{ operations | map('lit') | join(', ') }}), FALSE) OR coalesce(len(results), 0) > 0 AS is_retrieval,
+        coalesce(operation IN ({{ operations | map('lit') | join(', ') }}), FALSE) OR len(results) > 0 AS is_retrieval,
         documents AS documents_given,
         CASE
             WHEN documents IS NOT NULL THEN {{ 'gen_ai.retrieval.documents' | lit }}
@@ -229,7 +229,8 @@ SELECT
     (SELECT count(*) FROM span_rows) AS spans,
     (SELECT list([kind, CAST(n AS VARCHAR)] ORDER BY kind) FROM (SELECT kind, count(*) AS n FROM span_rows WHERE kind IS NOT NULL GROUP BY kind)) AS kinds,
     (SELECT list([operation, CAST(n AS VARCHAR)] ORDER BY operation) FROM (SELECT operation, count(*) AS n FROM span_rows WHERE operation IS NOT NULL GROUP BY operation)) AS operations,
-    (SELECT count(*) FROM span_rows WHERE len(results) > 0) AS results
+    -- a span with db.query.result events is a retrieval here: none is left when this is asked
+    0 AS results
 {% else %}
 -- one list per (trace, source): each document once, at its best position
 , occurrences AS (

@@ -260,6 +260,29 @@ def test_a_retriever_with_a_child_that_returned_documents_is_still_an_ensemble(
     assert hits(spans) == [("t1", "BM25Retriever._retrieve", "c", "c", 1)]
 
 
+@pytest.mark.parametrize("empty", ["[]", None])
+def test_an_otlp_retrieval_span_above_an_empty_one_is_a_leaf(
+    empty: str | None, tmp_path: Path
+) -> None:
+    """The span below lists no document, or has no documents attribute at all."""
+
+    def span(span_id: str, parent: str, documents: str | None) -> dict[str, Any]:
+        attributes = [otlp_attribute("gen_ai.operation.name", "retrieval")]
+        if documents is not None:
+            attributes.append(otlp_attribute("gen_ai.retrieval.documents", documents))
+        return {
+            "traceId": "t1",
+            "spanId": span_id,
+            "parentSpanId": parent,
+            "name": "bm25",
+            "attributes": attributes,
+        }
+
+    path = write_otlp([span("o", "", json.dumps([{"id": "a", "score": 1.0}])), span("i", "o", empty)],
+                      tmp_path / "otlp.jsonl")  # fmt: skip
+    assert hits(path, "otel-genai") == [("t1", "bm25", "a", "a", 1)]
+
+
 @pytest.mark.parametrize("command", ["fuse", "run"])
 def test_a_log_whose_every_document_is_a_nested_retrievers_is_refused(
     command: str, tmp_path: Path
@@ -513,6 +536,17 @@ def test_openllmetry_task_output_documents_read_as_the_log_they_stand_for(tmp_pa
         ("t1", "VectorStoreRetriever", "b", "b", 1), ("t1", "VectorStoreRetriever", "a", "a", 2)])  # fmt: skip
 
 
+def test_openllmetry_entity_output_reads_without_the_task_output(tmp_path: Path) -> None:
+    """Older OpenLLMetry versions write the documents in traceloop.entity.output alone."""
+    span = openllmetry_span("b", "", "BM25Retriever", [page("x", id="a"), page("y", id="b")])
+    span["attributes"] = [a for a in span["attributes"] if a["key"] != "gen_ai.task.output"]
+    path = write_otlp([span], tmp_path / "otlp.jsonl")
+    assert hits(path, "otel-genai") == [
+        ("t1", "BM25Retriever", "a", "a", 1),
+        ("t1", "BM25Retriever", "b", "b", 2),
+    ]
+
+
 def test_openllmetry_task_output_that_is_no_list_of_documents_is_one_line(tmp_path: Path) -> None:
     for output, message in (("not json", "gen_ai.task.output is not JSON with a list of documents: 'not json'"),
                             (json.dumps({"documents": ["Document(...)"]}),
@@ -648,6 +682,39 @@ def test_a_trace_without_its_query_key_is_refused(tmp_path: Path) -> None:
     assert one_line_error(done).endswith(
         "--query-key user.id: the export has no attribute user.id\n"
     )
+
+
+def test_an_otlp_trace_without_its_query_key_is_refused(tmp_path: Path) -> None:
+    spans = [openllmetry_span("b", "", "BM25Retriever", [page("x", id="a")])]
+    spans[0]["attributes"].append(otlp_attribute("session.id", "s1"))
+    spans.append(
+        openllmetry_span("c", "", "BM25Retriever", [page("y", id="b")]) | {"traceId": "t2"}
+    )
+    path = write_otlp(spans, tmp_path / "otlp.jsonl")
+    done = invoke("run", "--log", str(path), "--log-format", "otel-genai", "--query-key", "session.id",
+                  "--out", str(tmp_path / "o"))  # fmt: skip
+    assert one_line_error(done).endswith(
+        "request 1, span_id='c'): session.id is missing in the trace (--query-key names each "
+        "trace's query): 't2'\n"
+    )
+
+
+def test_otlp_calls_of_one_retriever_are_ordered_by_their_start(tmp_path: Path) -> None:
+    """As in Phoenix's export: a span without startTimeUnixNano after those with one."""
+
+    def call(span_id: str, start: str | None, documents: list[dict[str, Any]]) -> dict[str, Any]:
+        span = openllmetry_span(span_id, "", "BM25Retriever", documents)
+        if start is None:
+            del span["startTimeUnixNano"]
+            return span
+        return span | {"startTimeUnixNano": start}
+
+    spans = [call("s0", None, [page("x", id="a", parent_id="P0"), page("x", id="c")]),
+             call("s2", "2000", [page("x", id="a", parent_id="P2"), page("x", id="e")]),
+             call("s1", "1000", [page("x", id="a", parent_id="P1"), page("x", id="d")])]  # fmt: skip
+    path = write_otlp(spans, tmp_path / "otlp.jsonl")
+    expected = [("a", "P1", 1), ("c", "c", 4), ("d", "d", 2), ("e", "e", 3)]
+    assert hits(path, "otel-genai", "item_id, parent_id, rank") == expected
 
 
 def test_openllmetry_query_key_input_is_the_workflows_input(tmp_path: Path) -> None:
