@@ -33,6 +33,7 @@ from .connection import (
     connect,
     first_line,
     first_row,
+    make_room,
     remove_spill,
     spill_folder,
 )
@@ -134,6 +135,7 @@ class Session:
         an identical set of stages was checked already (stages differing in the final SELECT)."""
         if check:
             self.check(rendered)
+        make_room(self.con, name, view)
         kind = "VIEW" if view else "TABLE"
         self.execute(
             f"CREATE OR REPLACE TEMP {kind} {ident(name)} AS {rendered.text}",
