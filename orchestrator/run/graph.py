@@ -1,0 +1,50 @@
+"""The chain of `duckscore run`, composed in one place: the fusion stages of a plan, then the
+score stages of a policy, which read the parent features the fusion stages make (core/graph.py).
+`run`, its partitions and Spark shards materialise it on a Session; the live scorer compiles it
+to one statement."""
+
+from __future__ import annotations
+
+from ..core.errors import TemplateError
+from ..core.graph import Graph
+from ..core.policy import Policy
+from ..core.render import ColumnParameter
+from ..fuse.recipe import FusePlan
+from ..fuse.stages import FEATURES_FILE, FUSED_FILE, LOG, fuse_graph
+from ..fuse.traces import TRACE_SPANS
+from ..score.stages import CONTRACT_FILE, PARENTS_FILE, QUERIES_FILE, QUERY_LIST, score_graph
+
+# what `run` writes of its stages, in order (a trace export adds spans.parquet)
+RUN_OUTPUTS = (FUSED_FILE, FEATURES_FILE, PARENTS_FILE, QUERIES_FILE, CONTRACT_FILE)
+
+
+def run_graph(
+    fuse_plan: FusePlan,
+    policy: Policy,
+    top_n: int | ColumnParameter = 5,
+    *,
+    explain: bool = True,
+    sorted_outputs: bool = True,
+    shared: bool = False,
+    spans: bool = False,
+    with_query_ids: bool = False,
+    portable: bool = False,
+) -> Graph:
+    """Fusion (fuse/stages.py: fuse_graph, which says what `explain`, `sorted_outputs`,
+    `shared`, `spans` and `portable` do) then scoring (score/stages.py: score_graph), every
+    query of the input `query_ids` decided when `with_query_ids`."""
+    fusion = fuse_graph(
+        fuse_plan,
+        explain=explain,
+        sorted_outputs=sorted_outputs,
+        shared=shared,
+        spans=spans,
+        portable=portable,
+    )
+    scoring = score_graph(
+        policy, top_n, with_query_ids=with_query_ids, sorted_outputs=sorted_outputs
+    )
+    graph = fusion.then(scoring)
+    if set(graph.inputs) - {LOG, TRACE_SPANS, QUERY_LIST}:  # a score input no fusion stage makes
+        raise TemplateError(f"the run graph reads {graph.inputs}: a stage's name changed")
+    return graph
