@@ -23,28 +23,19 @@ def run_graph(
     policy: Policy,
     top_n: int | ColumnParameter = 5,
     *,
-    explain: bool = True,
     sorted_outputs: bool = True,
-    shared: bool = False,
-    spans: bool = False,
     with_query_ids: bool = False,
-    portable: bool = False,
+    **fusion: bool,
 ) -> Graph:
-    """Fusion (fuse/stages.py: fuse_graph, which says what `explain`, `sorted_outputs`,
-    `shared`, `spans` and `portable` do) then scoring (score/stages.py: score_graph), every
-    query of the input `query_ids` decided when `with_query_ids`."""
-    fusion = fuse_graph(
-        fuse_plan,
-        explain=explain,
-        sorted_outputs=sorted_outputs,
-        shared=shared,
-        spans=spans,
-        portable=portable,
-    )
+    """Fusion (fuse/stages.py: fuse_graph, whose options `fusion` holds — explain, shared,
+    spans, portable) then scoring (score/stages.py: score_graph), every query of the input
+    `query_ids` decided when `with_query_ids`; outputs in the engine's order unless
+    `sorted_outputs`."""
+    fusion_stages = fuse_graph(fuse_plan, sorted_outputs=sorted_outputs, **fusion)
     scoring = score_graph(
         policy, top_n, with_query_ids=with_query_ids, sorted_outputs=sorted_outputs
     )
-    graph = fusion.then(scoring)
+    graph = fusion_stages.then(scoring)
     if set(graph.inputs) - {LOG, TRACE_SPANS, QUERY_LIST}:  # a score input no fusion stage makes
         raise TemplateError(f"the run graph reads {graph.inputs}: a stage's name changed")
     return graph
