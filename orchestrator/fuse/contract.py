@@ -28,3 +28,15 @@ RETRIEVAL_LOG = TableContract(
     ),
     key=("query_id", "source", "item_id"),
 )
+
+# issue 48 §5: an external re-ranker's scores of fused items (item_id at the target granularity)
+RERANK_SCORES = TableContract(
+    name="rerank_scores",
+    columns=(
+        Column("query_id", "id"),
+        Column("item_id", "id"),
+        Column("rerank_score", "number", min=-MAX_SCORE, max=MAX_SCORE),
+    ),
+    key=("query_id", "item_id"),
+    allow_empty=True,
+)

@@ -16,7 +16,7 @@ from ..core.policy import Policy
 from ..core.session import Session
 from ..core.tables import OpenedInput
 from ..core.validate import fault_probe, raw_view
-from .contract import RETRIEVAL_LOG
+from .contract import RERANK_SCORES, RETRIEVAL_LOG
 from .recipe import FusePlan, plan
 from .stages import LOG, RANKED_LOG
 from .traces import as_log
@@ -109,3 +109,25 @@ def _check_ranks_one_based(session: Session, opened: OpenedInput) -> None:
         f"{opened.label} ({opened.given}, query_id={query_id!r}, source={source!r}): "
         f"column 'rank' is not 1-based and unique within (query_id, source): {problem}"
     )
+
+
+def open_rerank_scores(
+    session: Session, given: Table | None, fuse_plan: FusePlan, label: str = "--rerank-scores"
+) -> OpenedInput | None:
+    """The typed view rerank_scores (issue 48 §5) over `given`, checked against RERANK_SCORES
+    (a repeated (query_id, item_id), a NaN or an infinite score refused, naming the row); the
+    recipe's rerank block needs it, and it needs the block."""
+    rerank = fuse_plan.recipe.parameters.get("rerank")
+    if rerank is None and given is None:
+        return None
+    if rerank is None:
+        raise InputError(
+            f"{label}: recipe {fuse_plan.recipe.version} has no rerank block to use the scores "
+            "(set rerank.top_n and rerank.mode)"
+        )
+    if given is None:
+        raise InputError(
+            f"recipe {fuse_plan.recipe.version} re-ranks (rerank.top_n {rerank['top_n']}): "
+            f"give the re-ranker's scores with {label}"
+        )
+    return session.open("rerank_scores", RERANK_SCORES, given, label)

@@ -15,7 +15,7 @@ from ..core.outputs import check_output_dir
 from ..core.policy import Policy, load_policy
 from ..core.progress import SILENT, Progress
 from ..core.session import Relations, Session, folder_of
-from .log import open_log
+from .log import open_log, open_rerank_scores
 from .recipe import FUSE_RECIPE
 from .stages import fuse_graph, keeps_source_parents, manifest_fields
 from .traces import TraceLog
@@ -40,16 +40,19 @@ def fuse(
     explain: bool = True,
     connection: duckdb.DuckDBPyConnection | None = None,
     features: bool = True,
+    rerank_scores: Table | None = None,
 ) -> FuseResult:
     """Fuse a retrieval log into out_dir: fused.parquet, parent_features.parquet, manifest.json
     (and spans.parquet for a log of trace spans).
     `explain=False`: fused.parquet's contributions and best_provenance are NULL (faster);
-    `features=False`: no parent_features.parquet (fusion alone)."""
+    `features=False`: no parent_features.parquet (fusion alone); `rerank_scores`: the
+    re-ranker's scores (query_id, item_id, rerank_score) a recipe's rerank block reads."""
     loaded = load_policy(FUSE_RECIPE, recipe, overrides)
-    check_output_dir(out_dir, "--out", {"--log": log})
+    check_output_dir(out_dir, "--out", {"--log": log, "--rerank-scores": rerank_scores})
     with Session(settings, progress, connection=connection) as session:
         progress.step(f"checking the log (recipe {loaded.version})")
         opened, fuse_plan = open_log(session, log, loaded)
+        open_rerank_scores(session, rerank_scores, fuse_plan)
         progress.step(f"{opened.rows:,} hits from {len(fuse_plan.sources)} sources")
         graph = fuse_graph(
             fuse_plan,

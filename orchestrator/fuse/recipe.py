@@ -95,6 +95,15 @@ SOURCE: Spec = {
 }
 
 
+RERANK_MODES = ("weight", "replace")
+# issue 48 §5: the top_n fused items of a query re-scored by an external re-ranker
+RERANK: Spec = {
+    "top_n": Number(1.0, integer=True),
+    "mode": Choice(RERANK_MODES),
+    "weight": Omissible(UNIT),
+}
+
+
 @dataclass(frozen=True)
 class Granularity:
     """`doc` or `block`; seed 003's `file` (a parent of blocks) is `doc`. Its `module` and `entity`
@@ -149,6 +158,16 @@ def _bounds_declared(p: dict[str, Any]) -> None:
         raise PolicyError("normalizer_params.quantile_p_lo must be below quantile_p_hi")
 
 
+def _rerank_weighted(p: dict[str, Any]) -> None:
+    rerank = p.get("rerank")
+    if rerank is None:
+        return
+    if rerank["mode"] == "weight" and "weight" not in rerank:
+        raise PolicyError("rerank.weight (in [0, 1]) is needed with rerank.mode: weight")
+    if rerank["mode"] == "replace" and "weight" in rerank:
+        raise PolicyError("rerank.weight is read only with rerank.mode: weight, not replace")
+
+
 FUSE_RECIPE = PolicyKind(
     capability="fuse",
     version_key="recipe_id",
@@ -198,8 +217,10 @@ FUSE_RECIPE = PolicyKind(
             "enabled": Flag(),
             "rules": ListOf({"match": Text(), "boost": MapOf(Number(0.0))}),
         },
+        # left out: no re-ranker (issue 48 §5); the stage reranked_items runs only with it
+        "rerank": Omissible(RERANK),
     },
-    cross_checks=(_bounds_declared,),
+    cross_checks=(_bounds_declared, _rerank_weighted),
 )
 
 
@@ -360,6 +381,7 @@ def _folder(path: Path) -> Path:
 
 
 def _record(version: str, parameters: dict[str, Any], source: str) -> dict[str, str]:
+    parameters = {key: value for key, value in parameters.items() if key != "rerank"}
     if parameters["discover_sources"]:
         defaults = parameters["source_defaults"]
         declared = {n: s for n, s in parameters["sources"].items() if s != defaults}

@@ -12,7 +12,7 @@ from typing import Any
 from ..core.graph import Graph, Publication, Render, Stage
 from ..core.render import RenderedSQL, ident, render
 from ..core.session import Session
-from .contract import RETRIEVAL_LOG
+from .contract import RERANK_SCORES, RETRIEVAL_LOG
 from .recipe import FusePlan
 from .traces import TRACE_SPANS
 
@@ -40,6 +40,8 @@ RANKED_LOG = "retrieval_log_ranked"  # a rank-only log, scored -rank (sql/fuse/r
 FUSE_HITS = "fuse_hits"  # the converted, top_k-cut hits
 SOURCE_PARENTS = "fuse_source_parents"  # the (query, source, parent) aggregate both share
 FUSED_ITEMS = "fused_items"
+RERANKED_ITEMS = "reranked_items"  # fused_items re-ranked (recipe key rerank; reranked.sql)
+RERANK_INPUT = RERANK_SCORES.name  # the typed view of --rerank-scores
 PARENT_FEATURES = "parent_features"  # what score reads (score/tables.py: PARENT_FEATURES)
 SPANS = "spans"  # a trace export's retrieval spans, one row each
 FUSED_FILE, FEATURES_FILE, SPANS_FILE = "fused.parquet", "parent_features.parquet", "spans.parquet"
@@ -89,20 +91,35 @@ def fuse_graph(
             )
         )
     fused_order = ("query_id", "rank") if sorted_outputs else ()
+    published = (Publication(FUSED_FILE, order=fused_order),)
+    rerank = fuse_plan.recipe.parameters.get("rerank")
     stages.append(
         # Straight from the query to the file: a table of the fused items (nested
         # contributions) would hold memory the parent features need, which ran out of it
-        # under --memory-limit.
+        # under --memory-limit. Re-ranked, fused.parquet is the re-ranked items, which read
+        # the fused items as a view.
         Stage(
             FUSED_ITEMS,
             "fuse/fused.sql",
             (("retrieval_log", log), *((("entries", SOURCE_PARENTS),) if shared else ())),
             _fused(fuse_plan, "fused_items", explain),
-            keep="stream",
-            publications=(Publication(FUSED_FILE, order=fused_order),),
-            step=f"fusing into {FUSED_FILE}",
+            keep="view" if rerank else "stream",
+            publications=() if rerank else published,
+            step=None if rerank else f"fusing into {FUSED_FILE}",
         )
     )
+    if rerank:
+        stages.append(
+            Stage(
+                RERANKED_ITEMS,
+                "fuse/reranked.sql",
+                (("fused_items", FUSED_ITEMS), ("rerank_scores", RERANK_INPUT)),
+                _reranked(rerank),
+                keep="stream",
+                publications=published,
+                step=f"fusing and re-ranking into {FUSED_FILE}",
+            )
+        )
     if features:
         stages.append(_parent_features(fuse_plan, shared, sorted_outputs, portable))
     if spans:
@@ -116,7 +133,8 @@ def fuse_graph(
                 publications=(Publication(SPANS_FILE),),
             )
         )
-    return Graph(tuple(stages), (LOG, TRACE_SPANS) if spans else (LOG,))
+    inputs = (LOG, *((TRACE_SPANS,) if spans else ()), *((RERANK_INPUT,) if rerank else ()))
+    return Graph(tuple(stages), inputs)
 
 
 def keeps_source_parents(session: Session, fuse_plan: FusePlan) -> bool:
@@ -153,6 +171,21 @@ def _fused(fuse_plan: FusePlan, selected: str, explain: bool = True, **options: 
             entries=inputs.get("entries"),
             ordered=ordered,
             **options,
+        )
+
+    return rendered
+
+
+def _reranked(rerank: Mapping[str, Any]) -> Render:
+    def rendered(
+        inputs: Mapping[str, str], *, final: str | None = None, ordered: bool = False
+    ) -> RenderedSQL:
+        return render(
+            "fuse/reranked.sql",
+            rerank=rerank,
+            inputs=inputs,
+            final=final or RERANKED_ITEMS,
+            ordered=ordered,
         )
 
     return rendered
@@ -271,6 +304,7 @@ def manifest_fields(
         "aligner": p["aligner"],
         "target_granularity": p["target_granularity"],
         "query_analyzer": p["query_analyzer"],
+        **({"rerank": p["rerank"]} if "rerank" in p else {}),
         "explanations": explain,
         "parent_features": features,
     }

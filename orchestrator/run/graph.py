@@ -10,7 +10,7 @@ from ..core.graph import Graph
 from ..core.policy import Policy
 from ..core.render import ColumnParameter
 from ..fuse.recipe import FusePlan
-from ..fuse.stages import FEATURES_FILE, FUSED_FILE, LOG, fuse_graph
+from ..fuse.stages import FEATURES_FILE, FUSED_FILE, LOG, RERANK_INPUT, fuse_graph
 from ..fuse.traces import TRACE_SPANS
 from ..score.stages import CONTRACT_FILE, PARENTS_FILE, QUERIES_FILE, QUERY_LIST, score_graph
 
@@ -36,6 +36,6 @@ def run_graph(
         policy, top_n, with_query_ids=with_query_ids, sorted_outputs=sorted_outputs
     )
     graph = fusion_stages.then(scoring)
-    if set(graph.inputs) - {LOG, TRACE_SPANS, QUERY_LIST}:  # a score input no fusion stage makes
+    if set(graph.inputs) - {LOG, TRACE_SPANS, RERANK_INPUT, QUERY_LIST}:  # a score input no fusion stage makes
         raise TemplateError(f"the run graph reads {graph.inputs}: a stage's name changed")
     return graph

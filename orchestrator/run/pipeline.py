@@ -13,7 +13,7 @@ from ..core.outputs import check_output_dir
 from ..core.policy import Policy
 from ..core.progress import SILENT, Progress
 from ..core.session import Relations, Session, folder_of
-from ..fuse.log import open_log
+from ..fuse.log import open_log, open_rerank_scores
 from ..fuse.stages import keeps_source_parents, manifest_fields
 from ..fuse.traces import TraceLog, trace_queries
 from ..score.stages import DecisionCounts, decided
@@ -41,19 +41,23 @@ def run(
     queries: Table | None = None,
     progress: Progress = SILENT,
     connection: duckdb.DuckDBPyConnection | None = None,
+    rerank_scores: Table | None = None,
 ) -> RunResult:
     """Fuse then score into out_dir: fused.parquet, parent_features.parquet, parents.parquet,
     queries.parquet, contract.jsonl, manifest.json (recipe and policy) and the rendered SQL.
     `job.explain` False: fused.parquet's contributions and best_provenance are NULL (faster)."""
     loaded_recipe, loaded_policy = job.load()
     top_n, explain = job.top_n, job.explain
-    check_output_dir(out_dir, "--out", {"--log": log, "--queries": queries})
+    check_output_dir(
+        out_dir, "--out", {"--log": log, "--queries": queries, "--rerank-scores": rerank_scores}
+    )
     with Session(job.settings, progress, connection=connection) as session:
         progress.step(
             f"checking the log (recipe {loaded_recipe.version}, policy {loaded_policy.version})"
         )
         # a log of trace spans: every trace with a retrieval span decides, even with no hit
         opened, fuse_plan = open_log(session, log, loaded_recipe, allow_empty=True)
+        open_rerank_scores(session, rerank_scores, fuse_plan)
         if queries is None:
             queries = trace_queries(session, log)
         if queries is not None:
