@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .app import cli
-from .options import engine_options, explain_option, log_option, out_dir_option, recipe_options
+from .options import (
+    engine_options,
+    explain_option,
+    log_option,
+    out_dir_option,
+    recipe_options,
+    rerank_scores_option,
+)
 from .summary import written
 
 if TYPE_CHECKING:
@@ -21,6 +28,7 @@ if TYPE_CHECKING:
 @out_dir_option()
 @recipe_options()
 @explain_option
+@rerank_scores_option
 @click.option(
     "--features/--no-features",
     default=True,
@@ -37,6 +45,7 @@ def fuse(
     recipe: str,
     recipe_overrides: tuple[str, ...],
     explain: bool,
+    rerank_scores: str | None,
     features: bool,
     settings: EngineSettings,
 ) -> None:
@@ -46,7 +55,9 @@ def fuse(
     Writes to --out:
       fused.parquet            query_id, item_id (target granularity), fused_score, rank,
                                n_sources, contributions (per source: original id, raw and
-                               normalised score, rank, weight, contribution), best_provenance
+                               normalised score, rank, weight, contribution), best_provenance;
+                               with a recipe's rerank block also fused_rank, rerank_score
+                               and score (rank is the re-ranked order)
       parent_features.parquet  the seed-000 inputs of every candidate parent (not with
                                --no-features)
       manifest.json            recipe_id, sources, fusion, target granularity, SQL hashes, inputs
@@ -56,7 +67,7 @@ def fuse(
 
     result = run_fuse(
         log, out_dir, recipe, list(recipe_overrides), settings, progress, explain,
-        features=features,
+        features=features, rerank_scores=rerank_scores,
     )  # fmt: skip
     progress.step(f"done: {result.fused_rows:,} fused items -> {out_dir}")
     hits, sources = result.manifest["inputs"]["log"]["rows"], len(result.manifest["sources"])

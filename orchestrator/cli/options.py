@@ -351,6 +351,15 @@ def queries_option(command: F) -> F:
     )(command)
 
 
+def rerank_scores_option(command: F) -> F:
+    return click.option(
+        "--rerank-scores",
+        metavar="PATH",
+        help="A re-ranker's scores (query_id, item_id, rerank_score), read by the recipe's "
+        "rerank block: its top_n fused items re-scored (docs/fuse.md, Re-ranking).",
+    )(command)
+
+
 def explain_option(command: F) -> F:
     return click.option(
         "--explain/--no-explain",

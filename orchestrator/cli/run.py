@@ -19,6 +19,7 @@ from .options import (
     policy_options,
     queries_option,
     recipe_options,
+    rerank_scores_option,
     top_n_option,
 )
 from .summary import decided, partitions_written, written
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 @log_option
 @out_dir_option()
 @queries_option
+@rerank_scores_option
 @top_n_option
 @click.option(
     "--engine",
@@ -91,6 +93,7 @@ def run(
     log: Any,
     out_dir: Path,
     queries: str | None,
+    rerank_scores: str | None,
     top_n: int,
     engine: str,
     spark_master: str | None,
@@ -113,6 +116,7 @@ def run(
             raise click.UsageError(f"{flag} needs --partition-by")
     if engine == "spark":
         for refused, flag in ((queries is not None, "--queries"), (not explain, "--no-explain"),
+                              (rerank_scores is not None, "--rerank-scores"),
                               (not isinstance(log, str), "--log-format"),
                               (unsorted, "--unsorted")):  # fmt: skip
             if refused:
@@ -124,7 +128,8 @@ def run(
         settings, sorted_outputs=not unsorted,
     )  # fmt: skip
     if partition_by is not None:
-        for refused, flag in ((queries is not None, "--queries"), (unsorted, "--unsorted")):
+        for refused, flag in ((queries is not None, "--queries"), (unsorted, "--unsorted"),
+                              (rerank_scores is not None, "--rerank-scores")):  # fmt: skip
             if refused:
                 raise click.UsageError(f"{flag} is not supported with --partition-by")
         from ..run.incremental import Compute, compute_on_duckdb, run_partitioned
@@ -156,7 +161,9 @@ def run(
         return
     from ..run.pipeline import run as run_pipeline
 
-    result = run_pipeline(log, out_dir, job, queries=queries, progress=progress)
+    result = run_pipeline(
+        log, out_dir, job, queries=queries, progress=progress, rerank_scores=rerank_scores
+    )
     progress.step(f"done: {result.queries:,} queries, {result.parents:,} parents -> {out_dir}")
     written(
         f"fused and scored {result.parents:,} parents of {result.queries:,} queries",
