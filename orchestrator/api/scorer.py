@@ -10,8 +10,9 @@ line: the same SQL, serialised by the same DuckDB JSON writer.
 
 from __future__ import annotations
 
+import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,20 +24,25 @@ from ..answers.policy import ANSWER_POLICY
 from ..answers.stages import render_answers, render_contract
 from ..common.defaults import DEFAULT_POLICY
 from ..core.connection import EngineSettings, connect
+from ..core.errors import InputError, PolicyError
 from ..core.graph import Graph
 from ..core.inputs import Table
 from ..core.policy import Policy, load_policy
-from ..core.render import RenderedSQL
+from ..core.render import RenderedSQL, ident
 from ..core.session import Session
+from ..core.validate import raw_view
+from ..fuse.contract import RERANK_SCORES, RETRIEVAL_LOG
 from ..fuse.log import open_log
 from ..fuse.recipe import FusePlan
-from ..fuse.stages import FUSED_ITEMS
+from ..fuse.stages import FUSED_ITEMS, LOG, RERANKED_ITEMS, fuse_graph
 from ..run.graph import run_graph
 from ..run.job import Job
 from ..score.stages import SCORE_CONTRACT, SCORED_PARENTS
 from .lanes import Lanes, json_lines_sql, read_json_lines
 
 Hits = Table | Sequence[dict[str, Any]] | pa.RecordBatch | pa.RecordBatchReader
+# issue 48 §5: (query text, the top_n candidates' snippets, best first) -> a score each
+Reranker = Callable[[str, list[str]], Sequence[float]]
 
 
 @dataclass(frozen=True)
@@ -62,9 +68,23 @@ class Scorer:
     """The decisions of a job's policy (fused with its recipe) on the hits of one or many
     queries; `duckscore.scorer(...)` builds the job from keywords."""
 
-    def __init__(self, job: Job, answer_policy: str = "answer_v1") -> None:
+    def __init__(
+        self, job: Job, answer_policy: str = "answer_v1", reranker: Reranker | None = None
+    ) -> None:
         self.job = job
         self.recipe, self.policy = job.load()
+        self.rerank: dict[str, Any] | None = self.recipe.parameters.get("rerank")
+        if self.rerank is not None and reranker is None:
+            raise PolicyError(
+                f"recipe {self.recipe.version} re-ranks (rerank.top_n {self.rerank['top_n']}): "
+                "give scorer(..., reranker=callable)"
+            )
+        if self.rerank is None and reranker is not None:
+            raise PolicyError(
+                f"reranker: recipe {self.recipe.version} has no rerank block to use it "
+                "(set rerank.top_n and rerank.mode)"
+            )
+        self.reranker = reranker
         self.answer_policy: Policy = load_policy(ANSWER_POLICY, answer_policy)
         self.top_n = job.top_n
         self._con = connect(job.settings)
@@ -92,12 +112,24 @@ class Scorer:
         try:
             session = Session(connection=cursor)
             _, fuse_plan = open_log(session, hits, self.recipe, label="hits")
+            if self.reranker is not None:
+                given = {column.lower() for column in session.schema(raw_view(RETRIEVAL_LOG))}
+                missing = {"snippet", "query_text"} - given
+                if missing:
+                    raise InputError(
+                        f"hits: the reranker reads columns snippet and query_text; "
+                        f"{', '.join(sorted(missing))} missing"
+                    )
             prepared = self._statements(session, fuse_plan)
             if not tables:  # one statement: DuckDB plans it once, nothing is materialised
                 return Live(_json_lines(cursor, prepared.contract, "query_id"))
+            final = FUSED_ITEMS
+            if self.reranker is not None:
+                self._rerank(session, fuse_plan, self.reranker)
+                final = RERANKED_ITEMS
             session.materialise(prepared.graph)
             contract = _json_lines(cursor, f"SELECT * FROM {SCORE_CONTRACT}", "query_id")
-            fused = prepared.graph.render(FUSED_ITEMS).text
+            fused = prepared.graph.render(final).text
             by_rank = " ORDER BY query_id, rank"
             return Live(
                 contract,
@@ -154,11 +186,48 @@ class Scorer:
             return found
         # the same SQL for every request of the shape: no block-type mask read off these hits
         graph = run_graph(fuse_plan, self.policy, self.top_n, portable=True)
-        session.materialise(graph)  # every stage checked against the tables before it
+        # every stage checked against the tables before it; the re-ranked items (which read
+        # the re-ranker's scores, only called for the fused items) when they are asked
+        session.materialise(graph.subgraph([n for n in graph.names if n != RERANKED_ITEMS]))
         prepared = _Prepared(graph, graph.chain(SCORE_CONTRACT).sql())
         with self._lock:
             self._prepared.setdefault(key, prepared)
         return prepared
+
+    def _rerank(self, session: Session, fuse_plan: FusePlan, reranker: Reranker) -> None:
+        """The input rerank_scores: `reranker` called once per query on its query text (the
+        first non-NULL of its hits, '' when none) and the snippets of its top_n fused items,
+        best first (the snippet of each item's best hit: best_provenance; '' when NULL),
+        checked as --rerank-scores is."""
+        assert self.rerank is not None
+        top_n = int(self.rerank["top_n"])
+        fused = fuse_graph(fuse_plan, features=False, portable=True).chain(FUSED_ITEMS).sql()
+        rows = session.con.execute(
+            f"SELECT f.query_id, list(f.item_id ORDER BY f.rank), "
+            f"list(coalesce(f.best_provenance.snippet, '') ORDER BY f.rank), "
+            f"coalesce(any_value(q.query_text), '') "
+            f"FROM ({fused}) AS f LEFT JOIN (SELECT query_id, min(query_text) AS query_text "
+            f"FROM {ident(LOG)} GROUP BY query_id) AS q ON q.query_id = f.query_id "
+            f"WHERE f.rank <= {top_n} GROUP BY f.query_id ORDER BY f.query_id"
+        ).fetchall()
+        scored: dict[str, list[Any]] = {"query_id": [], "item_id": [], "rerank_score": []}
+        for query_id, items, snippets, query_text in rows:
+            scores = list(reranker(query_text, list(snippets)))
+            if len(scores) != len(items):
+                raise InputError(
+                    f"reranker (query_id={query_id!r}): {len(scores)} scores for "
+                    f"{len(items)} candidates"
+                )
+            for item_id, value in zip(items, scores, strict=True):
+                number = _number(value)
+                if number is not None and not math.isfinite(number):
+                    number = math.nan  # refused by the contract, naming the row
+                scored["query_id"].append(query_id)
+                scored["item_id"].append(item_id)
+                scored["rerank_score"].append(number)
+        types = {"query_id": pa.string(), "item_id": pa.string(), "rerank_score": pa.float64()}
+        table = pa.table({name: pa.array(scored[name], kind) for name, kind in types.items()})
+        session.open(RERANK_SCORES.name, RERANK_SCORES, table, "reranker")
 
     def _contract_sql(self, session: Session, fuse_plan: FusePlan) -> str:
         return json_lines_sql(self._statements(session, fuse_plan).contract, "query_id")
@@ -178,6 +247,16 @@ class Scorer:
         with self._lock:
             self._answer_sql.setdefault(with_events, (scored, contract))
         return scored, contract
+
+
+def _number(value: Any) -> float | None:
+    """A re-ranker's score as a float (None for None: the re-ranker gave the item none)."""
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"reranker: score {value!r} is not a number") from None
 
 
 def _json_lines(con: duckdb.DuckDBPyConnection, query: str, key: str) -> list[dict[str, Any]]:
@@ -212,11 +291,15 @@ def scorer(
     threads: int = 1,
     allow_recipe_mismatch: bool = False,
     answer_policy: str = "answer_v1",
+    reranker: Reranker | None = None,
 ) -> Scorer:
     """`duckscore.scorer(...)`: a Scorer of the job these keywords describe (`recipe` None: the
-    recipe the policy was calibrated on); a recipe that is not the policy's is refused."""
+    recipe the policy was calibrated on); a recipe that is not the policy's is refused.
+    `reranker(query_text, candidates) -> scores`: the re-ranker a recipe's rerank block reads,
+    called per query on its top_n fused items' snippets when the fused items are asked
+    (`score(..., tables=True)`; the decisions read the hits, not the fused order)."""
     job = Job(
         recipe, policy, tuple(set_recipe), tuple(set), top_n,
         allow_recipe_mismatch=allow_recipe_mismatch, settings=EngineSettings(threads=threads),
     )  # fmt: skip
-    return Scorer(job, answer_policy)
+    return Scorer(job, answer_policy, reranker)
