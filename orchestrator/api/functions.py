@@ -145,9 +145,10 @@ def fuse(
     log_format: str = "retrieval_log",
     out: str | Path | None = None,
     con: duckdb.DuckDBPyConnection | None = None,
+    rerank_scores: Table | None = None,
 ) -> Fused:
     """Fuse a retrieval log (seed 003) as `duckscore fuse` does; `log_format="openinference"`
-    reads trace spans (docs/traces.md)."""
+    reads trace spans (docs/traces.md); `rerank_scores` is --rerank-scores."""
     outputs = _Outputs(connection(con), out, "fuse")
     done = fuse_log(
         _as_format(log, log_format),
@@ -157,6 +158,7 @@ def fuse(
         explain=explain,
         connection=outputs.con,
         features=features,
+        rerank_scores=rerank_scores,
     )
     return Fused(
         outputs.relation("fused.parquet"),
@@ -209,14 +211,16 @@ def run(
     out: str | Path | None = None,
     con: duckdb.DuckDBPyConnection | None = None,
     allow_recipe_mismatch: bool = False,
+    rerank_scores: Table | None = None,
 ) -> Ran:
     """Fuse a retrieval log and score its parents, as `duckscore run` does (`recipe` None: the
-    recipe the policy was calibrated on, else the default)."""
+    recipe the policy was calibrated on, else the default); `rerank_scores` is
+    --rerank-scores."""
     outputs = _Outputs(connection(con), out, "run")
     job = Job(recipe, policy, tuple(set_recipe), tuple(set), top_n, explain, allow_recipe_mismatch)
     done = run_log(
         _as_format(log, log_format), outputs.destination, job, queries=queries,
-        connection=outputs.con,
+        connection=outputs.con, rerank_scores=rerank_scores,
     )  # fmt: skip
     return Ran(
         outputs.relation("fused.parquet"),

@@ -32,7 +32,7 @@ from ..core.render import render
 from ..core.session import Session
 from ..core.version import __version__
 from ..fuse.log import open_log
-from ..fuse.recipe import FUSE_RECIPE, FusePlan, plan
+from ..fuse.recipe import FUSE_RECIPE, FusePlan, plan, refuse_rerank
 from ..fuse.stages import FUSED_ITEMS, RANKED_LOG, fuse_graph
 from ..metrics.catalog import Metric, parse_metrics
 from ..metrics.retrieval import render_per_query
@@ -113,6 +113,7 @@ def tune(
     points = grid_points(axes)
     fixed = list(recipe_overrides)
     base = load_policy(FUSE_RECIPE, recipe, fixed)
+    refuse_rerank(base, "tune")
     recipes = [base] + [_grid_recipe(recipe, fixed, point) for point in points]
     with Session(settings, progress) as session:
         progress.step(f"checking inputs (base recipe {base.version})")

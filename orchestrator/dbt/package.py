@@ -18,7 +18,7 @@ from ..core.session import Session
 from ..core.version import __version__
 from ..fuse.log import open_log
 from ..fuse.policy_recipe import recipe_for_policy
-from ..fuse.recipe import plan
+from ..fuse.recipe import plan, refuse_rerank
 from ..instincts.policy import INSTINCT_POLICY
 from ..pack.scalar import scalar_macros
 from ..pack.table import table_macros
@@ -69,6 +69,7 @@ def build_package(
         raise OptionError("--sources is empty: name the sources of the log the models fuse")
     score = load_policy(SCORE_POLICY, policy, list(overrides))
     fusion = recipe_for_policy(score, recipe, list(recipe_overrides), allow_recipe_mismatch)
+    refuse_rerank(fusion, "the dbt package")
     instincts = load_policy(INSTINCT_POLICY, INSTINCT_POLICY_NAME)
     answers = load_policy(ANSWER_POLICY, ANSWER_POLICY_NAME)
     if log is not None:

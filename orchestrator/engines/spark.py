@@ -27,6 +27,7 @@ from ..common.extras import needs_extra
 from ..core.errors import DuckscoreError
 from ..core.outputs import atomic_output_dir, write_json
 from ..core.progress import SILENT, Progress
+from ..fuse.recipe import refuse_rerank
 from ..run.graph import RUN_OUTPUTS
 from ..run.job import DEFAULT_JOB, Job
 from ..run.pipeline import run
@@ -128,6 +129,7 @@ def run_on_spark(
     parts, readable as one table), contract.jsonl/ (text parts) and manifest.json."""
     shard_job = ShardJob(job.resolved())
     recipe, policy = shard_job.job.load()  # fail early, once
+    refuse_rerank(recipe, "--engine spark")
     if shards < 1:
         raise DuckscoreError(f"--shards must be at least 1, got {shards}")
     spark = spark_session(master)

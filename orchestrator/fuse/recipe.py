@@ -344,6 +344,16 @@ def plan(
     )
 
 
+def refuse_rerank(recipe: Policy, where: str) -> None:
+    """A recipe with a rerank block refused by `where`, which has no re-ranker's scores to give
+    it (fuse and run take --rerank-scores; the live scorer a reranker)."""
+    if "rerank" in recipe.parameters:
+        raise PolicyError(
+            f"recipe {recipe.version}: rerank is not supported by {where} (it has no "
+            "re-ranker's scores to read): leave rerank out, or use fuse/run --rerank-scores"
+        )
+
+
 def recipe_record(policy: Policy) -> dict[str, str]:
     """What a calibrated policy records of the recipe its features were fused with
     (`metadata.recipe`): the recipe's version, the sha256 of its parameters and its source.

@@ -23,7 +23,7 @@ from ..core.policy import Policy
 from ..core.render import column, ident, lit
 from ..core.tables import TableContract
 from ..fuse.contract import RETRIEVAL_LOG
-from ..fuse.recipe import FusePlan, plan
+from ..fuse.recipe import FusePlan, plan, refuse_rerank
 from ..fuse.stages import FUSED_ITEMS, LOG
 from ..metrics.catalog import DEFAULT_LABEL_K, METRICS
 from ..metrics.labels import render_labels
@@ -194,6 +194,7 @@ def table_macros(
     score: Policy, recipe: Policy, answers: Policy, sources: Sequence[str]
 ) -> list[TableMacro]:
     """fuse, parent features, score, queries, eval, labels and answers, as table macros."""
+    refuse_rerank(recipe, "the macro pack")
     fuse_plan = plan(recipe, sorted(sources), has_rank=True)
     graph = run_graph(fuse_plan, score, column("top_n"), portable=True)
     given = {FEATURES: FEATURES}  # the score macros read the features they are given

@@ -34,6 +34,7 @@ from ..core.progress import SILENT, Progress
 from ..core.render import lit
 from ..core.session import Session
 from ..fuse.log import open_log
+from ..fuse.recipe import refuse_rerank
 from ..fuse.traces import TraceLog
 from ..score.stages import DecisionCounts
 from ..score.stages import decided as counted_and_warned
@@ -91,6 +92,7 @@ class PartitionJob:
         """The recipe and the policy, loaded, and every setting that decides a partition's
         outputs (what the ledger records, and compares by its digest)."""
         recipe, policy = self.job.load()
+        refuse_rerank(recipe, "--partition-by")
         decided = settings_record(recipe, policy, self.job.top_n, self.job.explain, self.log_format)
         return recipe, policy, decided
 
