@@ -36,11 +36,7 @@ def run_graph(
         policy, top_n, with_query_ids=with_query_ids, sorted_outputs=sorted_outputs
     )
     graph = fusion_stages.then(scoring)
-    if set(graph.inputs) - {
-        LOG,
-        TRACE_SPANS,
-        RERANK_INPUT,
-        QUERY_LIST,
-    }:  # a score input no fusion stage makes
+    given = {LOG, TRACE_SPANS, RERANK_INPUT, QUERY_LIST}
+    if set(graph.inputs) - given:  # a score input no fusion stage makes
         raise TemplateError(f"the run graph reads {graph.inputs}: a stage's name changed")
     return graph
