@@ -41,8 +41,9 @@ from ..score.stages import SCORE_CONTRACT, SCORED_PARENTS
 from .lanes import Lanes, json_lines_sql, read_json_lines
 
 Hits = Table | Sequence[dict[str, Any]] | pa.RecordBatch | pa.RecordBatchReader
-# issue 48 §5: (query text, the top_n candidates' snippets, best first) -> a score each
-Reranker = Callable[[str, list[str]], Sequence[float]]
+# issue 48 §5: (query text, the top_n candidates' snippets, best first) -> a score each (None:
+# the candidate is not scored)
+Reranker = Callable[[str, list[str]], Sequence[float | None]]
 
 
 @dataclass(frozen=True)
@@ -198,7 +199,7 @@ class Scorer:
         """The input rerank_scores: `reranker` called once per query on its query text (the
         first non-NULL of its hits, '' when none) and the snippets of its top_n fused items,
         best first (the snippet of each item's best hit: best_provenance; '' when NULL),
-        checked as --rerank-scores is."""
+        checked as --rerank-scores is: a score each, None for an item it does not score."""
         assert self.rerank is not None
         top_n = int(self.rerank["top_n"])
         fused = fuse_graph(fuse_plan, features=False, portable=True).chain(FUSED_ITEMS).sql()
@@ -220,7 +221,9 @@ class Scorer:
                 )
             for item_id, value in zip(items, scores, strict=True):
                 number = _number(value)
-                if number is not None and not math.isfinite(number):
+                if number is None:  # no score: the item's rerank_score is NULL
+                    continue
+                if not math.isfinite(number):
                     number = math.nan  # refused by the contract, naming the row
                 scored["query_id"].append(query_id)
                 scored["item_id"].append(item_id)
