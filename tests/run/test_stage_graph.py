@@ -40,6 +40,11 @@ VARIANTS: dict[str, tuple[str, list[str], dict[str, object]]] = {
         ["target_granularity=block", "source_defaults.distance=true"],
         {"log_view": RANKED_LOG},
     ),
+    "re-ranked": (
+        "canonical_rrf",
+        ["rerank.top_n=3", "rerank.mode=weight", "rerank.weight=0.5"],
+        {"shared": True},
+    ),
 }
 
 
@@ -84,6 +89,11 @@ def test_the_graphs_have_the_stages_their_options_ask_for() -> None:
     assert graph_of("canonical", column("top_n"))["score_contract"].parameters == (
         ("top_n", "BIGINT"),
     )
+    reranked = graph_of("re-ranked")
+    assert reranked.inputs == ("retrieval_log", "rerank_scores")
+    assert reranked.names[:4] == (FUSE_HITS, SOURCE_PARENTS, "fused_items", "reranked_items")
+    assert reranked["fused_items"].keep == "view" and not reranked["fused_items"].publications
+    assert [p.file for p in reranked["reranked_items"].publications] == ["fused.parquet"]
 
 
 def recorded(out: Path) -> dict[str, RenderedSQL]:
@@ -92,8 +102,10 @@ def recorded(out: Path) -> dict[str, RenderedSQL]:
     return {t: RenderedSQL(t, text) for t, text in texts.items()}
 
 
-@pytest.mark.parametrize("ranks_only", [True, False])
-def test_every_stage_a_run_runs_is_recorded(ranks_only: bool, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("ranks_only", "reranked"), [(True, False), (False, False), (False, True)])
+def test_every_stage_a_run_runs_is_recorded(
+    ranks_only: bool, reranked: bool, tmp_path: Path
+) -> None:
     log = tmp_path / "log.parquet"
     dropped = "EXCLUDE (score)" if ranks_only else ""
     duckdb.execute(
@@ -102,10 +114,18 @@ def test_every_stage_a_run_runs_is_recorded(ranks_only: bool, tmp_path: Path) ->
         [str(SCIFACT / "retrieval_log.parquet")] * 2,
     )
     out = tmp_path / "out"
-    done = CliRunner().invoke(cli, ["-q", "run", "--log", str(log), "--out", str(out)])
+    options = []
+    if reranked:
+        scores = tmp_path / "scores.csv"
+        scores.write_text("query_id,item_id,rerank_score\n", encoding="utf-8")
+        options = ["--rerank-scores", str(scores)] + [
+            arg for key in VARIANTS["re-ranked"][1] for arg in ("--set-recipe", key)
+        ]
+    done = CliRunner().invoke(cli, ["-q", "run", "--log", str(log), "--out", str(out), *options])
     assert done.exit_code == 0, done.output
     sql = recorded(out)
-    graph = graph_of("rank-only shared" if ranks_only else "shared")  # as `run` keeps it
+    variant = "re-ranked" if reranked else "rank-only shared" if ranks_only else "shared"
+    graph = graph_of(variant)  # as `run` keeps it
     made = {stage.name: stage.template for stage in graph}
     for rendered in sql.values():
         for table in tables_read(rendered):
