@@ -95,14 +95,14 @@ def reference(
             final = dict(given)
         else:
             assert weight is not None
-            fused_scores = [row["fused_score"] for row in top]
-            f_lo, f_hi = min(fused_scores), max(fused_scores)
+            fused_scores = [row["fused_score"] for row in top if not is_null(row["fused_score"])]
+            f_lo, f_hi = (min(fused_scores), max(fused_scores)) if fused_scores else (0.0, 0.0)
             present = [v for v in given.values() if v is not None]
             r_lo, r_hi = (min(present), max(present)) if present else (0.0, 0.0)
             final = {}
             for row in top:
                 f = row["fused_score"]
-                f_norm = 1.0 if f_hi == f_lo else (f - f_lo) / (f_hi - f_lo)
+                f_norm = 0.0 if is_null(f) else 1.0 if f_hi == f_lo else (f - f_lo) / (f_hi - f_lo)
                 r = given[row["item_id"]]
                 r_norm = 0.0 if r is None else 1.0 if r_hi == r_lo else (r - r_lo) / (r_hi - r_lo)
                 final[row["item_id"]] = (1.0 - weight) * f_norm + weight * r_norm
@@ -121,6 +121,10 @@ def reference(
         for row in rest:
             expected[(query, row["item_id"])] = (row["rank"], None, None)
     return expected
+
+
+def is_null(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 @pytest.fixture(scope="module")
@@ -171,6 +175,45 @@ def test_the_stage_reranks_as_the_reference(
         {"weight": weight} if weight is not None else {}
     )
     assert result.manifest["inputs"]["rerank_scores"]["rows"] == len(SCORES)
+
+
+# raw scores fused by weighted_sum (fused scores 1 apart) and geometric_mean (NULL fused scores,
+# of items whose every score is ≤ 0)
+RAW_ROWS = [
+    ("q1", "a", "p1", 3.0), ("q1", "a", "p2", 2.0), ("q1", "a", "p3", -1.0),
+    ("q1", "a", "p4", -2.0), ("q1", "b", "p2", 2.0), ("q1", "b", "p5", 0.5),
+]  # fmt: skip
+RAW_SCORES = {("q1", "p1"): 0.0, ("q1", "p3"): 1.0, ("q1", "p4"): 4.0, ("q1", "p5"): 2.0}
+
+
+@pytest.mark.parametrize("method", ["weighted_sum", "geometric_mean"])
+@pytest.mark.parametrize(("mode", "weight", "top_n"), [("weight", 0.5, 5), ("weight", 0.25, 2)])
+def test_raw_and_null_fused_scores(
+    tmp_path: Path, method: str, mode: str, weight: float, top_n: int
+) -> None:
+    log = pd.DataFrame(
+        [{"query_id": q, "source": s, "item_id": i, "parent_id": i, "score": v}
+         for q, s, i, v in RAW_ROWS]
+    )  # fmt: skip
+    sets = [f"fusion.method={method}", "source_defaults.normalize=none", "fusion.missing=skip"]
+    fuse(log, tmp_path / "plain", RECIPE, sets)
+    plain = pd.read_parquet(tmp_path / "plain" / "fused.parquet")
+    if method == "geometric_mean":
+        assert plain["fused_score"].isna().any()
+    else:
+        assert 1.0 in set(plain["fused_score"].max() - plain["fused_score"])
+    fuse(log, tmp_path / "reranked", RECIPE, sets + rerank_sets(mode, weight, top_n),
+         rerank_scores=scores_table(RAW_SCORES))  # fmt: skip
+    reranked = pd.read_parquet(tmp_path / "reranked" / "fused.parquet")
+    records = [
+        {**row, "fused_score": None if is_null(row["fused_score"]) else row["fused_score"]}
+        for row in plain.to_dict("records")
+    ]
+    expected = reference(records, RAW_SCORES, mode, weight, top_n)
+    for row in reranked.to_dict("records"):
+        rank, score, rerank_score = expected[(row["query_id"], row["item_id"])]
+        assert row["rank"] == rank and same(row["score"], score), row
+        assert same(row["rerank_score"], rerank_score), row
 
 
 def test_the_reference_is_not_the_fused_order(plain: pd.DataFrame) -> None:
