@@ -216,6 +216,27 @@ def test_raw_and_null_fused_scores(
         assert same(row["rerank_score"], rerank_score), row
 
 
+@pytest.mark.parametrize("second", [1.0000000000004, 1.000000000004])
+def test_scores_tie_at_twelve_digits_as_fusion_ranks(tmp_path: Path, second: float) -> None:
+    """round(score, 12), as fused.sql ranks: 1 and 1 + 4e-13 tie (the fused order stands), 1
+    and 1 + 4e-12 do not."""
+    log = pd.DataFrame(
+        [{"query_id": "q", "source": "a", "item_id": i, "parent_id": i, "score": v}
+         for i, v in (("m1", 2.0), ("m2", 1.0))]
+    )  # fmt: skip
+    scores = {("q", "m1"): 1.0, ("q", "m2"): second}
+    fuse(log, tmp_path / "plain", RECIPE)
+    plain = pd.read_parquet(tmp_path / "plain" / "fused.parquet")
+    fuse(log, tmp_path / "out", RECIPE, rerank_sets("replace", None, 2),
+         rerank_scores=scores_table(scores))  # fmt: skip
+    reranked = pd.read_parquet(tmp_path / "out" / "fused.parquet")
+    expected = reference(plain.to_dict("records"), scores, "replace", None, 2)
+    assert {(r["item_id"], r["rank"]) for r in reranked.to_dict("records")} == {
+        (item, found[0]) for (_, item), found in expected.items()
+    }
+    assert list(reranked["item_id"]) == (["m1", "m2"] if second < 1.000000000001 else ["m2", "m1"])
+
+
 def test_the_reference_is_not_the_fused_order(plain: pd.DataFrame) -> None:
     """The cases above move items: the oracle is not the identity."""
     expected = reference(plain.to_dict("records"), SCORES, "replace", None, 50)
