@@ -23,15 +23,17 @@ from ..answers.policy import ANSWER_POLICY
 from ..answers.stages import render_answers, render_contract
 from ..common.defaults import DEFAULT_POLICY
 from ..core.connection import EngineSettings, connect
+from ..core.graph import Graph
 from ..core.inputs import Table
 from ..core.policy import Policy, load_policy
 from ..core.render import RenderedSQL
 from ..core.session import Session
 from ..fuse.log import open_log
 from ..fuse.recipe import FusePlan
-from ..fuse.stages import render_fused, render_parent_features
+from ..fuse.stages import FUSED_ITEMS
+from ..run.graph import run_graph
 from ..run.job import Job
-from ..score.stages import render_parents, render_queries
+from ..score.stages import SCORE_CONTRACT, SCORED_PARENTS
 from .lanes import Lanes, json_lines_sql, read_json_lines
 
 Hits = Table | Sequence[dict[str, Any]] | pa.RecordBatch | pa.RecordBatchReader
@@ -49,23 +51,11 @@ class Live:
 
 @dataclass(frozen=True)
 class _Prepared:
-    """The statements of one request shape, rendered and checked once."""
+    """The run graph of one request shape, checked once, and its contract as one statement
+    (the stages it reads as its CTEs)."""
 
-    fuse_hits: RenderedSQL
-    parent_features: RenderedSQL
-    scored_parents: RenderedSQL
-    contract: RenderedSQL
-    fused: RenderedSQL
-    fuse_hits_view: bool
-
-    def contract_only(self) -> str:
-        """The contract in one statement, the stages as its CTEs."""
-        return (
-            f"WITH fuse_hits AS ({self.fuse_hits.text}),\n"
-            f"parent_features AS ({self.parent_features.text}),\n"
-            f"scored_parents AS ({self.scored_parents.text})\n"
-            f"SELECT * FROM ({self.contract.text})"
-        )
+    graph: Graph
+    contract: str
 
 
 class Scorer:
@@ -104,18 +94,16 @@ class Scorer:
             _, fuse_plan = open_log(session, hits, self.recipe, label="hits")
             prepared = self._statements(session, fuse_plan)
             if not tables:  # one statement: DuckDB plans it once, nothing is materialised
-                return Live(_json_lines(cursor, prepared.contract_only(), "query_id"))
-            _create(cursor, "fuse_hits", prepared.fuse_hits, view=prepared.fuse_hits_view)
-            _create(cursor, "parent_features", prepared.parent_features)
-            _create(cursor, "scored_parents", prepared.scored_parents)
-            contract = _json_lines(cursor, prepared.contract.text, "query_id")
-            fused = cursor.sql(
-                f"SELECT * FROM ({prepared.fused.text}) ORDER BY query_id, rank"
-            ).to_arrow_table()
-            parents = cursor.sql(
-                "SELECT * FROM scored_parents ORDER BY query_id, rank"
-            ).to_arrow_table()
-            return Live(contract, fused, parents)
+                return Live(_json_lines(cursor, prepared.contract, "query_id"))
+            session.materialise(prepared.graph)
+            contract = _json_lines(cursor, f"SELECT * FROM {SCORE_CONTRACT}", "query_id")
+            fused = prepared.graph.render(FUSED_ITEMS).text
+            by_rank = " ORDER BY query_id, rank"
+            return Live(
+                contract,
+                cursor.sql(f"SELECT * FROM ({fused}){by_rank}").to_arrow_table(),
+                cursor.sql(f"SELECT * FROM {SCORED_PARENTS}{by_rank}").to_arrow_table(),
+            )
         finally:
             cursor.close()
 
@@ -164,30 +152,16 @@ class Scorer:
             found = self._prepared.get(key)
         if found is not None:
             return found
-        prepared = _Prepared(
-            fuse_hits=render_fused(fuse_plan, final="cut"),
-            parent_features=render_parent_features(fuse_plan, ordered=False),
-            scored_parents=render_parents(self.policy, ordered=False),
-            contract=render_queries(
-                self.policy, self.top_n, standalone=False, with_query_ids=False
-            ),
-            fused=render_fused(fuse_plan),
-            fuse_hits_view=fuse_plan.has_rank,
-        )
-        for name in ("fuse_hits", "parent_features", "scored_parents"):
-            rendered = getattr(prepared, name)
-            session.check(rendered)
-            _create(
-                session.con, name, rendered, view=name == "fuse_hits" and prepared.fuse_hits_view
-            )
-        session.check(prepared.contract)
-        session.check(prepared.fused)
+        # the same SQL for every request of the shape: no block-type mask read off these hits
+        graph = run_graph(fuse_plan, self.policy, self.top_n, portable=True)
+        session.materialise(graph)  # every stage checked against the tables before it
+        prepared = _Prepared(graph, graph.chain(SCORE_CONTRACT).sql())
         with self._lock:
             self._prepared.setdefault(key, prepared)
         return prepared
 
     def _contract_sql(self, session: Session, fuse_plan: FusePlan) -> str:
-        return json_lines_sql(self._statements(session, fuse_plan).contract_only(), "query_id")
+        return json_lines_sql(self._statements(session, fuse_plan).contract, "query_id")
 
     def _answer_statements(
         self, session: Session, with_events: bool
@@ -210,11 +184,8 @@ def _json_lines(con: duckdb.DuckDBPyConnection, query: str, key: str) -> list[di
     return read_json_lines(con, json_lines_sql(query, key))
 
 
-def _create(
-    con: duckdb.DuckDBPyConnection, name: str, rendered: RenderedSQL, view: bool = False
-) -> None:
-    kind = "VIEW" if view else "TABLE"
-    con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {rendered.text}")
+def _create(con: duckdb.DuckDBPyConnection, name: str, rendered: RenderedSQL) -> None:
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {rendered.text}")
 
 
 def _as_table(hits: Hits) -> Table:

@@ -35,10 +35,17 @@ from ..core.render import lit
 from ..core.session import Session
 from ..fuse.log import open_log
 from ..fuse.recipe import FUSE_RECIPE, recipe_record, recipe_record_from_manifest
-from ..fuse.stages import create_fuse_hits, create_parent_features
+from ..fuse.stages import fuse_graph
 from ..metrics.tables import QRELS
 from ..score.policy import SCORE_POLICY
-from ..score.stages import check_evidence_columns, create_score_tables, query_columns
+from ..score.stages import (
+    FEATURES,
+    QUERY_LIST,
+    SCORE_CONTRACT,
+    check_evidence_columns,
+    query_columns,
+    score_graph,
+)
 from ..score.tables import PARENT_FEATURES
 from .ablation import Calibrator
 from .folds import assign_folds, build_membership, check_label_counts, label_set_sha256
@@ -222,7 +229,7 @@ def open_inputs(
     plan = None
     if features is not None:
         opened = session.open("features", PARENT_FEATURES, features, "--features")
-        option, table = "--features", "parent_features"
+        option, table = "--features", FEATURES
         record = recipe_record_from_manifest(features) if isinstance(features, str | Path) else None
     else:
         assert log is not None and recipe is not None  # the log's recipe, loaded by calibrate
@@ -236,8 +243,7 @@ def open_inputs(
         session.progress.step(
             f"parent features of {opened.rows:,} hits (recipe {plan.recipe.version})"
         )
-        create_fuse_hits(session, plan)
-        create_parent_features(session, plan)
+        session.materialise(fuse_graph(plan).subgraph([FEATURES]))
     check_evidence_columns(session, base_policy, f"{option} ({opened.given})")
     if qrels is not None:
         session.open("qrels", QRELS, qrels, "--qrels")
@@ -362,19 +368,18 @@ def with_probability(
 def score_fit(session: Session, policy: Policy, fit: str, scope: str) -> pd.DataFrame:
     """Decisions of `policy` on the fit's queries of `scope`, by the policy's own SQL (score)."""
     session.execute(
-        "CREATE OR REPLACE TEMP VIEW cal_fit_features AS SELECT f.* FROM parent_features AS f "
+        f"CREATE OR REPLACE TEMP VIEW cal_fit_features AS SELECT f.* FROM {FEATURES} AS f "
         "JOIN cal_membership AS m ON m.query_id = f.query_id "
         f"WHERE m.fit = {lit(fit)} AND m.scope = {lit(scope)}"
     )
     session.execute(
-        "CREATE OR REPLACE TEMP VIEW query_ids AS SELECT query_id FROM cal_membership "
+        f"CREATE OR REPLACE TEMP VIEW {QUERY_LIST} AS SELECT query_id FROM cal_membership "
         f"WHERE fit = {lit(fit)} AND scope = {lit(scope)}"
     )
-    create_score_tables(
-        session, policy, top_n=2, with_query_ids=True, features_table="cal_fit_features"
-    )
+    graph = score_graph(policy, top_n=2, with_query_ids=True)
+    session.materialise(graph, relations={FEATURES: "cal_fit_features"})
     frame = session.frame(
-        f"SELECT {', '.join(query_columns(policy))} FROM score_contract ORDER BY query_id"
+        f"SELECT {', '.join(query_columns(policy))} FROM {SCORE_CONTRACT} ORDER BY query_id"
     )
     frame.insert(0, "fit", fit)
     return frame

@@ -39,12 +39,9 @@ from ..core.version import __version__
 from ..fuse.log import open_log
 from ..fuse.policy_recipe import recipe_for_policy
 from ..fuse.recipe import recipe_record
-from ..fuse.stages import create_fuse_hits, create_parent_features
+from ..fuse.stages import fuse_graph
 from ..score.policy import SCORE_POLICY
-from ..score.stages import (
-    create_score_tables,
-    query_columns,
-)
+from ..score.stages import FEATURES, SCORE_CONTRACT, query_columns, score_graph
 from .calibration_metrics import frame_metrics
 from .policy_file import write_policy_document
 from .probability import apply_map
@@ -110,8 +107,7 @@ def recalibrate(
         progress.step(
             f"scoring {opened.rows:,} hits with {old.version} (recipe {loaded_recipe.version})"
         )
-        create_fuse_hits(session, plan)
-        create_parent_features(session, plan)
+        session.materialise(fuse_graph(plan).subgraph([FEATURES]))
         decisions = _decisions(session, old, where)
         new_quantiles = [
             float(row["best_score"])
@@ -284,9 +280,9 @@ def transported(
 
 
 def _decisions(session: Session, policy: Policy, where: str) -> pd.DataFrame:
-    create_score_tables(session, policy, top_n=2, with_query_ids=False, where=where)
+    session.materialise(score_graph(policy, top_n=2, where=where))
     return session.frame(
-        f"SELECT {', '.join(query_columns(policy))} FROM score_contract ORDER BY query_id"
+        f"SELECT {', '.join(query_columns(policy))} FROM {SCORE_CONTRACT} ORDER BY query_id"
     )
 
 
@@ -296,7 +292,7 @@ def _labelled(
     """The labelled queries of the log (score_contract holds its decisions), with outcomes."""
     opened, _ = open_labels(session, labels)
     kept, _ = keep_labels_in(
-        session, f"--labels ({opened.given})", "score_contract", "--log", log_given,
+        session, f"--labels ({opened.given})", SCORE_CONTRACT, "--log", log_given,
         doing="recalibrating",
     )  # fmt: skip
     joined = kept.merge(decisions, on="query_id", how="inner")
@@ -428,7 +424,7 @@ def _domain_sql(final: str, **context: Any) -> RenderedSQL:
     """sql/calibrate/domain_thresholds.sql over the decisions in score_contract."""
     return render(
         "calibrate/domain_thresholds.sql",
-        inputs={"decisions": "score_contract"},
+        inputs={"decisions": SCORE_CONTRACT},
         final=final,
         **context,
     )

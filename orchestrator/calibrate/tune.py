@@ -33,7 +33,7 @@ from ..core.session import Session
 from ..core.version import __version__
 from ..fuse.log import open_log
 from ..fuse.recipe import FUSE_RECIPE, FusePlan, plan
-from ..fuse.stages import render_fused
+from ..fuse.stages import FUSED_ITEMS, RANKED_LOG, fuse_graph
 from ..metrics.catalog import Metric, parse_metrics
 from ..metrics.retrieval import render_per_query
 from ..metrics.significance import p_value_text
@@ -182,8 +182,12 @@ def evaluate_grid(
         point_plan = plan(
             loaded, log_sources, base_plan.has_rank, base_plan.log_view, base_plan.has_snippet
         )
-        view = f"tune_fused_{index}"
-        session.create(view, render_fused(point_plan, final="ranked", explain=False), view=True)
+        graph, view = fuse_graph(point_plan, explain=False, features=False), f"tune_fused_{index}"
+        relations = {}
+        if RANKED_LOG in graph:  # the point's own: its recipe says which sources are distances
+            relations[RANKED_LOG] = f"tune_ranked_{index}"
+            session.create(relations[RANKED_LOG], graph.render(RANKED_LOG), view=True)
+        session.create(view, graph.render(FUSED_ITEMS, relations, final="ranked"), view=True)
         keyed.append({"key": f"g{index:0{KEY_WIDTH}d}:", "view": view})
     for name, final in (("eval_run", "runs"), ("eval_qrels", "qrels")):
         rendered = render(

@@ -94,12 +94,12 @@ def sql_fuse(
     """The fusion SQL over a table or view named retrieval_log."""
     from ..core.policy import load_policy
     from ..fuse.recipe import FUSE_RECIPE, plan
-    from ..fuse.stages import render_fused
+    from ..fuse.stages import FUSED_ITEMS, fuse_graph
 
     fuse_plan = plan(
         load_policy(FUSE_RECIPE, recipe, list(recipe_overrides)), sources, has_rank=not no_rank
     )
-    _echo(render_fused(fuse_plan, final=stage), dialect)
+    _echo(fuse_graph(fuse_plan).render(FUSED_ITEMS, final=stage, ordered=True), dialect)
 
 
 @sql.command("answers")

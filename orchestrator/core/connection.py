@@ -14,6 +14,7 @@ from typing import Any
 import duckdb
 
 from .errors import DuckscoreError
+from .render import ident
 
 SPILL_PREFIX = "duckscore-spill-"
 # DuckDB starts every thread at once; 100,000 of them aborted the process (exit 134)
@@ -119,6 +120,20 @@ def first_row(
     while a `fetchone()` result is still open on the connection."""
     rows = con.execute(statement, params).fetchall()
     return rows[0] if rows else None
+
+
+def make_room(con: duckdb.DuckDBPyConnection, name: str, view: bool) -> None:
+    """Drop the temp table (when a view `name` is to replace it) or temp view (when a table is)
+    of that name: DuckDB replaces a table only by a table, a view only by a view, and one
+    connection may make either of one name (a log with ranks keeps fuse_hits a view, one without
+    a table; `parent_features` is a stage's table, or the typed view of score's input)."""
+    other = "duckdb_tables()" if view else "duckdb_views()"
+    column = "table_name" if view else "view_name"
+    found = con.execute(
+        f"SELECT 1 FROM {other} WHERE temporary AND lower({column}) = lower(?)", [name]
+    ).fetchall()
+    if found:
+        con.execute(f"DROP {'TABLE' if view else 'VIEW'} {ident(name)}")
 
 
 def first_line(exc: BaseException) -> str:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Union
 import duckdb
 
 from . import cache
-from .connection import first_line, first_row
+from .connection import first_line, first_row, make_room
 from .errors import InputError
 from .render import ident, lit
 from .tables import InputFile, OpenedInput, TableContract
@@ -463,6 +463,7 @@ def _create_typed_view(
         else:
             source = f"CAST(NULL AS {column.sql_type})"
         projections.append(f"{source} AS {ident(column.name)}")
+    make_room(con, contract.name, view=True)
     con.execute(
         f"CREATE OR REPLACE TEMP VIEW {ident(contract.name)} AS "
         f"SELECT {', '.join(projections)} FROM {ident(raw)}"

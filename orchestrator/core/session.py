@@ -5,8 +5,9 @@ Every capability runs its SQL through a Session, in four steps:
 - **read**: `open` checks an input table against its contract (core/inputs.py), creates the typed
   view the templates read, and remembers the input for the manifest;
 - **check and run**: `create` checks a rendered stage against the schema of the tables it reads
-  (core/check.py) and materialises it as a temp table or view; `rows` checks and fetches; a
-  DuckDB failure is one QueryError naming the template;
+  (core/check.py) and materialises it as a temp table or view; `materialise` does so for every
+  stage of a graph (core/graph.py), in order, publishing each one's outputs as it exists; `rows`
+  checks and fetches; a DuckDB failure is one QueryError naming the template;
 - **record**: every template that ran is kept, one entry per template file (a template rendered
   for several stages is recorded as its last rendering: the stages differ only in their final
   SELECT);
@@ -33,10 +34,12 @@ from .connection import (
     connect,
     first_line,
     first_row,
+    make_room,
     remove_spill,
     spill_folder,
 )
 from .errors import QueryError, TemplateError
+from .graph import Graph
 from .inputs import Table, input_paths, open_input, schema_of
 from .manifest import build_manifest
 from .outputs import atomic_output_dir, write_json
@@ -134,12 +137,56 @@ class Session:
         an identical set of stages was checked already (stages differing in the final SELECT)."""
         if check:
             self.check(rendered)
+        make_room(self.con, name, view)
         kind = "VIEW" if view else "TABLE"
         self.execute(
             f"CREATE OR REPLACE TEMP {kind} {ident(name)} AS {rendered.text}",
             rendered=rendered,
             params=params,
         )
+
+    def materialise(
+        self,
+        graph: Graph,
+        out: Destination | None = None,
+        relations: Mapping[str, str] | None = None,
+    ) -> None:
+        """Every stage of `graph`, in order, checked against the tables it reads, run and
+        recorded: a temp table or view as the stage keeps, named as the stage; a streamed stage
+        only checked, unless `out` is given, where it is run into its outputs. With `out`, each
+        stage's outputs are copied as soon as it exists (and its step said). A transient table is
+        dropped once the last stage reading it has run. `relations` names the relation a graph
+        input (or a stage made already) stands for, when not its own name.
+
+        A Session owning its connection stops preserving insertion order first: outputs are
+        written with ORDER BY, and letting DuckDB drop scan order lets it stream and spill (its
+        advice for larger-than-memory work); validation, which numbers rows in file order, has
+        run by now."""
+        names = dict(relations or {})
+        if self._owns_connection:
+            self.execute("SET preserve_insertion_order = false")
+        pending = {stage.name: len(graph.readers(stage.name)) for stage in graph}
+        for declared in graph:
+            if out is not None and declared.step and declared.publications:
+                self.progress.step(declared.step)
+            inputs = declared.bound(names)
+            stage = declared if declared.before is None else declared.before(self, inputs)
+            if stage.keep == "stream" and (out is None or not stage.publications):
+                self.check(stage.render(inputs))
+            elif stage.keep == "stream" and out is not None:
+                for output in stage.publications:
+                    rendered = stage.render(inputs, ordered=bool(output.order))
+                    self.check(rendered)
+                    out.copy(output.file, rendered.text, rendered)
+            else:
+                self.create(stage.name, stage.render(inputs), view=stage.keep == "view")
+            for source in stage.sources:
+                pending[source] = pending.get(source, 0) - 1
+                if pending[source] == 0 and source in graph and graph[source].transient:
+                    self.execute(f"DROP TABLE {ident(names.get(source, source))}")
+            if stage.keep != "stream" and out is not None:
+                for output in stage.publications:
+                    out.copy(output.file, output.query(stage.name))
 
     def rows(self, rendered: RenderedSQL, params: Params = None) -> list[dict[str, Any]]:
         """Check and run `rendered`; its rows as dicts of JSON-ready values (NaN as None)."""

@@ -1,25 +1,30 @@
-"""The dbt models: the SQL `duckscore run` runs, rendered from the same templates.
+"""The dbt models: the run graph (run/graph.py), one model per output of its stages, with a
+`ref()` for each edge between them.
 
-Fused items and parent features are the macro pack's table macros (pack/table.py) — the typed
-view of the log as a CTE, the template's stages and final query — over the user's `source()`
-instead of `query_table(...)`. Parents, the contract and the queries are sql/score's templates
-over the model before them (`ref()`), read as the run reads its own tables. The rendered SQL
-holds no Jinja; what dbt adds around it (the relation, the partition of an incremental run, the
-var `duckscore_top_n`) is written by the package's own macros (macros.py).
+Fused items and parent features read the log: they are the macro pack's table macros of those
+stages (pack/table.py) — the typed view of the log as a CTE, the stages they need and their own
+— over the user's `source()` instead of `query_table(...)`. Parents and the contract are their
+stages' SQL over the model before them (`ref()`), read as the run reads its own tables; the
+queries select the contract's flat columns. A stage that is no output (fuse_hits) is a CTE of
+the model that reads it. The rendered SQL holds no Jinja; what dbt adds around it (the relation,
+the partition of an incremental run, the var `duckscore_top_n`) is written by the package's own
+macros (macros.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core.errors import TemplateError
+from ..core.graph import Graph, Publication, Stage
 from ..core.policy import Policy
-from ..core.render import RenderedSQL, column
+from ..core.render import RenderedSQL, ident
 from ..core.version import __version__
+from ..fuse.stages import FEATURES_FILE, FUSED_FILE
 from ..pack.table import RelationInput, TableMacro
-from ..score.stages import query_columns, render_parents, render_queries
+from ..score.stages import CONTRACT_FILE, PARENTS_FILE, QUERIES_FILE
 
 SOURCE = "source(var('duckscore_source_name'), var('duckscore_source_table'))"
 BATCH = "duckscore_batch"  # the rows of the relation this build reads (a partition, or all)
@@ -119,72 +124,73 @@ def from_table_macro(
     versions: Versions, name: str, description: str, macro: TableMacro, relation: str
 ) -> DbtModel:
     """A table macro of the pack as a model reading `relation`."""
-    head = DbtModel(name, description, macro.query.template)
+    head = DbtModel(name, description, macro.chain.query.template)
     inputs = [typed_input(i, name) for i in macro.inputs]
-    return build(versions, head, relation, inputs, macro.stages, jinja_literal(macro.query.text))
+    query = jinja_literal(macro.chain.query.text)
+    return build(versions, head, relation, inputs, macro.chain.stages, query)
 
 
-def parents_model(versions: Versions) -> DbtModel:
-    """Every candidate parent scored, from the parent features model as it is, as `duckscore
-    run` scores the features it derived."""
-    query = render_parents(versions.score, ordered=False)
-    head = DbtModel(
-        "duckscore_parents",
-        f"every candidate parent scored (policy {versions.score.version}), as parents.parquet",
-        query.template,
+def over_model(
+    versions: Versions, graph: Graph, stage: Stage, head: DbtModel, model: str
+) -> DbtModel:
+    """The stage's SQL over the model `model` of the one relation it reads (its batch, as that
+    relation), as `duckscore run` reads its own tables; a column parameter of the stage is the
+    var `duckscore_<name>`."""
+    [source] = stage.sources
+    chain = graph.chain(stage.name, {source: source})
+    columns = "".join(
+        f", CAST({{{{ var('duckscore_{name}') }}}} AS {sql_type}) AS {ident(name)}"
+        for name, sql_type in stage.parameters
     )
-    features = f"parent_features AS (\n    SELECT * FROM {BATCH}\n)"
-    relation = ref("duckscore_parent_features")
-    return build(versions, head, relation, [features], (), jinja_literal(query.text))
-
-
-def contract_model(versions: Versions) -> DbtModel:
-    """One decision per query from the scored parents, as `duckscore run` decides (standalone
-    off: scored_parents is the parents model); top-N is the var duckscore_top_n."""
-    query = render_queries(versions.score, column("top_n"), standalone=False, with_query_ids=False)
-    head = DbtModel(
-        "duckscore_contract",
-        f"one §10 contract row per query (policy {versions.score.version}), as contract.jsonl",
-        query.template,
+    batch = (
+        f"{ident(source)} AS (\n    SELECT *{columns}\n    FROM {BATCH}\n)"
+        if columns
+        else f"{ident(source)} AS (\n    SELECT * FROM {BATCH}\n)"
     )
-    scored = (
-        "scored_parents AS (\n    SELECT *, CAST({{ var('duckscore_top_n') }} AS BIGINT) AS top_n"
-        f"\n    FROM {BATCH}\n)"
-    )
-    return build(versions, head, ref("duckscore_parents"), [scored], (), jinja_literal(query.text))
+    query = jinja_literal(chain.query.text)
+    return build(versions, head, ref(model), [batch], chain.stages, query)
 
 
-def queries_model(versions: Versions) -> DbtModel:
-    """queries.parquet: the contract's flat columns."""
-    head = DbtModel(
-        "duckscore_queries",
-        f"one row per query (policy {versions.score.version}), as queries.parquet",
-        "score/queries.sql",
-    )
-    flat = ", ".join(query_columns(versions.score))
-    return build(versions, head, ref("duckscore_contract"), [], (), f"SELECT {flat} FROM {BATCH}\n")
+def dbt_models(
+    versions: Versions, graph: Graph, macros: Mapping[str, TableMacro]
+) -> list[DbtModel]:
+    """One model per output of the run graph (run/graph.py), in the order they build, named
+    `duckscore_<output's name>`: the output of a stage that reads the log (itself or through
+    stages that are no output) is the pack's table macro of that stage (`macros`, by stage) over
+    the source; of a stage reading another's output, the stage's SQL over that output's model;
+    an output of some of a stage's columns selects them from the stage's model."""
+    models: list[DbtModel] = []
+    model_of: dict[str, str] = {}
+    for stage in graph:
+        whole = [p for p in stage.publications if not p.columns]
+        for output in whole:
+            name, description = _named(versions, output)
+            if set(graph.subgraph([stage.name], given=model_of).inputs) <= set(model_of):
+                head = DbtModel(name, description, stage.template)
+                model = over_model(versions, graph, stage, head, model_of[stage.sources[0]])
+            else:
+                model = from_table_macro(versions, name, description, macros[stage.name], SOURCE)
+            models.append(model)
+            model_of[stage.name] = name
+        for output in stage.publications:
+            if output.columns:
+                name, description = _named(versions, output)
+                head = DbtModel(name, description, stage.template)
+                flat = ", ".join(map(ident, output.columns))
+                query = f"SELECT {flat} FROM {BATCH}\n"
+                models.append(build(versions, head, ref(model_of[stage.name]), [], (), query))
+    return models
 
 
-def dbt_models(versions: Versions, macros: dict[str, TableMacro]) -> list[DbtModel]:
-    """fused items, parent features, parents, contract and queries, in the order they build;
-    `macros` are the pack's table macros by name."""
-    return [
-        from_table_macro(
-            versions,
-            "duckscore_fused",
-            f"the fused items of the log (recipe {versions.recipe.version}), as fused.parquet",
-            macros["fuse"],
-            SOURCE,
-        ),
-        from_table_macro(
-            versions,
-            "duckscore_parent_features",
-            f"the seed-000 features of every (query, parent) (recipe {versions.recipe.version}), "
-            "as parent_features.parquet",
-            macros["parent_features"],
-            SOURCE,
-        ),
-        parents_model(versions),
-        contract_model(versions),
-        queries_model(versions),
-    ]
+def _named(versions: Versions, output: Publication) -> tuple[str, str]:
+    """The model of an output, and what it holds."""
+    stem = output.file.split(".")[0]
+    recipe, policy = versions.recipe.version, versions.score.version
+    described = {
+        FUSED_FILE: f"the fused items of the log (recipe {recipe})",
+        FEATURES_FILE: f"the seed-000 features of every (query, parent) (recipe {recipe})",
+        PARENTS_FILE: f"every candidate parent scored (policy {policy})",
+        CONTRACT_FILE: f"one §10 contract row per query (policy {policy})",
+        QUERIES_FILE: f"one row per query (policy {policy})",
+    }
+    return f"duckscore_{stem}", f"{described.get(output.file, stem)}, as {output.file}"

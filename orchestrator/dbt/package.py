@@ -13,6 +13,7 @@ from ..answers.policy import ANSWER_POLICY
 from ..core.errors import InputError, OptionError, OutputError
 from ..core.outputs import atomic_output_dir
 from ..core.policy import Policy, load_policy
+from ..core.render import column
 from ..core.session import Session
 from ..core.version import __version__
 from ..fuse.log import open_log
@@ -21,6 +22,7 @@ from ..fuse.recipe import plan
 from ..instincts.policy import INSTINCT_POLICY
 from ..pack.scalar import scalar_macros
 from ..pack.table import table_macros
+from ..run.graph import run_graph
 from ..score.policy import SCORE_POLICY
 from .data_tests import SINGULAR_TESTS, SOURCES_TEST, model_properties, sources_test
 from .macros import PARTITION_MACROS, scalar_macros_file
@@ -73,8 +75,9 @@ def build_package(
         sources = log_sources(log, fusion)
     versions = Versions(score, fusion, tuple(sorted(sources or DEFAULT_SOURCES)))
     fuse_plan = plan(fusion, list(versions.sources), has_rank=True)
-    macros = {m.name: m for m in table_macros(score, fusion, answers, versions.sources)}
-    models = dbt_models(versions, macros)
+    macros = {m.stage: m for m in table_macros(score, fusion, answers, versions.sources) if m.stage}
+    graph = run_graph(fuse_plan, score, column("top_n"), portable=True)
+    models = dbt_models(versions, graph, macros)
     tests = SINGULAR_TESTS | {
         SOURCES_TEST: sources_test(fuse_plan, list(fusion.parameters["sources"]))
     }

@@ -27,10 +27,12 @@ from ..common.extras import needs_extra
 from ..core.errors import DuckscoreError
 from ..core.outputs import atomic_output_dir, write_json
 from ..core.progress import SILENT, Progress
+from ..run.graph import RUN_OUTPUTS
 from ..run.job import DEFAULT_JOB, Job
 from ..run.pipeline import run
 
-TABLES = ("fused", "parent_features", "parents", "queries")
+# the Parquet outputs of the run graph's stages (contract.jsonl travels as its lines)
+TABLES = tuple(Path(name).stem for name in RUN_OUTPUTS if name.endswith(".parquet"))
 ERROR = "__error__"
 SHARD = "<query_id shard>"  # stands for the shard's temporary file in error messages
 BUNDLE_SCHEMA = "table string, payload binary"

@@ -1,9 +1,9 @@
 """The input of `duckscore fuse` and `duckscore run`: the retrieval log, one row per hit of one
-source for one query. `open_log` checks it and plans the recipe against its sources."""
+source for one query. `open_log` checks it and plans the recipe against its sources; the plan
+reads a rank-only log through the ranked-log stage of its graph (fuse/stages.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import replace
 from functools import lru_cache
 
@@ -13,12 +13,12 @@ from ..core import cache
 from ..core.errors import InputError
 from ..core.inputs import Table, files_key
 from ..core.policy import Policy
-from ..core.render import lit
 from ..core.session import Session
 from ..core.tables import OpenedInput
 from ..core.validate import fault_probe, raw_view
 from .contract import RETRIEVAL_LOG
 from .recipe import FusePlan, plan
+from .stages import LOG, RANKED_LOG
 from .traces import as_log
 
 
@@ -35,9 +35,8 @@ def open_log(
     present = {c.name for c in RETRIEVAL_LOG.columns if c.name.lower() in raw}
     if "score" not in present and "rank" not in present:
         raise InputError(f"{label} ({opened.given}): needs a score or a rank column")
-    view = "retrieval_log" if "score" in present else "retrieval_log_ranked"
-    if "score" not in present:
-        _score_the_ranks(session, view, recipe)
+    # a rank-only log is scored -rank by the ranked-log stage (fuse/stages.py: RANKED_LOG)
+    view = LOG if "score" in present else RANKED_LOG
     if "rank" in present:
         files = files_key(opened.format, opened.files)
         key = None if files is None else cache.digest(_ranks_checker(), files)
@@ -61,31 +60,6 @@ def open_log(
         log_view=view,
         has_snippet="snippet" in present,
     )
-
-
-def _score_the_ranks(session: Session, view: str, recipe: Policy) -> None:
-    """A rank-only log's scores (larger is better): -rank. A rank is best-first whatever a
-    source's scores would be, so a `distance` source's is +rank, which the recipe's distance
-    flip turns back into -rank: its list keeps its order. Which sources are distances is read
-    off the recipe alone (declared, or discovered with source_defaults), so that the view holds
-    for any set of sources a later request (api/lanes.py) brings."""
-    p = recipe.parameters
-    declared = p["sources"]
-    far = [name for name in declared if declared[name]["distance"]]
-    is_distance = [f"source IN ({_listed(far)})"] if far else []
-    if p["discover_sources"] and p["source_defaults"]["distance"]:
-        is_distance.append(f"source NOT IN ({_listed(declared)})" if declared else "TRUE")
-    score = "-CAST(rank AS DOUBLE)"
-    if is_distance:
-        score = f"CASE WHEN {' OR '.join(is_distance)} THEN CAST(rank AS DOUBLE) ELSE {score} END"
-    session.execute(
-        f"CREATE OR REPLACE TEMP VIEW {view} AS "
-        f"SELECT * REPLACE ({score} AS score) FROM retrieval_log"
-    )
-
-
-def _listed(names: Iterable[str]) -> str:
-    return ", ".join(lit(name) for name in names)
 
 
 # A row when some (query, source) list's ranks may not be 1, 2, …: its smallest is not 1, or a

@@ -17,8 +17,8 @@ from ..core.progress import SILENT, Progress
 from ..core.session import Relations, Session, folder_of
 from .log import open_log
 from .recipe import FUSE_RECIPE
-from .stages import manifest_fields, write_fuse_outputs
-from .traces import write_spans
+from .stages import fuse_graph, keeps_source_parents, manifest_fields
+from .traces import TraceLog
 
 
 @dataclass(frozen=True)
@@ -51,9 +51,15 @@ def fuse(
         progress.step(f"checking the log (recipe {loaded.version})")
         opened, fuse_plan = open_log(session, log, loaded)
         progress.step(f"{opened.rows:,} hits from {len(fuse_plan.sources)} sources")
+        graph = fuse_graph(
+            fuse_plan,
+            explain=explain,
+            features=features,
+            shared=keeps_source_parents(session, fuse_plan),
+            spans=isinstance(log, TraceLog),
+        )
         with session.publish(out_dir) as out:
-            write_fuse_outputs(session, fuse_plan, out, explain, features)
-            write_spans(session, log, out)
+            session.materialise(graph, out)
             manifest = out.manifest(
                 "fuse",
                 fuse_plan.recipe.as_record(),

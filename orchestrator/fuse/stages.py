@@ -1,15 +1,23 @@
-"""The fusion SQL on a Session: sql/fuse/fused.sql (seed 003: cut, normalise, fuse, rank) and
-sql/fuse/parent_features.sql (the seed-000 inputs of every candidate parent)."""
+"""The fusion stages of the graph (core/graph.py): sql/fuse/fused.sql (seed 003: cut, normalise,
+fuse, rank), sql/fuse/parent_features.sql (the seed-000 inputs of every candidate parent) and
+what feeds them, each declared once for every consumer (`run`, `fuse`, calibrate, the live
+scorer, the macro pack, dbt)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from ..core.render import RenderedSQL, render
-from ..core.session import Destination, Session
+from ..core.graph import Graph, Publication, Render, Stage
+from ..core.render import RenderedSQL, ident, render
+from ..core.session import Session
+from .contract import RETRIEVAL_LOG
 from .recipe import FusePlan
+from .traces import TRACE_SPANS
 
-# Stages every recipe has (candidates and grid exist only for borda and the full-grid missing policies).
+# The CTEs of fused.sql every recipe has (`duckscore sql fuse --stage`; candidates and grid
+# exist only for borda and the full-grid missing policies).
 STAGES = (
     "source_settings",
     "log_rows",
@@ -26,11 +34,128 @@ STAGES = (
     "fused_items",
 )
 
+# the relations the fusion stages make: their names as tables, views and CTEs
+LOG = RETRIEVAL_LOG.name  # the typed view of the log (Session.open)
+RANKED_LOG = "retrieval_log_ranked"  # a rank-only log, scored -rank (sql/fuse/ranked_log.sql)
+FUSE_HITS = "fuse_hits"  # the converted, top_k-cut hits
+SOURCE_PARENTS = "fuse_source_parents"  # the (query, source, parent) aggregate both share
+FUSED_ITEMS = "fused_items"
+PARENT_FEATURES = "parent_features"  # what score reads (score/tables.py: PARENT_FEATURES)
+SPANS = "spans"  # a trace export's retrieval spans, one row each
+FUSED_FILE, FEATURES_FILE, SPANS_FILE = "fused.parquet", "parent_features.parquet", "spans.parquet"
 
-# the (query, source, parent) aggregate fusion and parent features share (FusePlan.by_parent)
-SOURCE_PARENTS = "fuse_source_parents"
 # a block-type mask is one UBIGINT: more types than its bits take the portable third level
 MASKED_BLOCK_TYPES = 64
+
+
+def fuse_graph(
+    fuse_plan: FusePlan,
+    *,
+    explain: bool = True,
+    features: bool = True,
+    sorted_outputs: bool = True,
+    shared: bool = False,
+    spans: bool = False,
+    portable: bool = False,
+) -> Graph:
+    """The fusion stages of a plan. `explain=False` leaves fused_items' contributions and
+    best_provenance NULL; `features=False`: fused items alone; `sorted_outputs=False` publishes
+    fused.parquet and parent_features.parquet in the engine's order; `shared`: fusion and parent
+    features read one kept (query, source, parent) aggregate, when the plan aligns a document
+    target before fusion (keeps_source_parents); `spans`: the log is a trace export, whose
+    spans are published too; `portable`: the same SQL for any rows (a Session does not read
+    the block types of the hits first: a CTE chain reused across requests)."""
+    log = RANKED_LOG if fuse_plan.log_view == RANKED_LOG else LOG
+    shared = shared and features and fuse_plan.by_parent
+    stages = [] if log == LOG else [_ranked_log(fuse_plan)]
+    stages.append(
+        Stage(
+            FUSE_HITS,
+            "fuse/fused.sql",
+            (("retrieval_log", log),),
+            _fused(fuse_plan, "cut"),
+            # reading the log twice is cheaper than storing it, unless ranks must be derived
+            keep="view" if fuse_plan.has_rank else "table",
+        )
+    )
+    if shared:
+        stages.append(
+            Stage(
+                SOURCE_PARENTS,
+                "fuse/fused.sql",
+                (("retrieval_log", log),),
+                _fused(fuse_plan, "entries", explain, with_features=True),
+                transient=True,
+            )
+        )
+    fused_order = ("query_id", "rank") if sorted_outputs else ()
+    stages.append(
+        # Straight from the query to the file: a table of the fused items (nested
+        # contributions) would hold memory the parent features need, which ran out of it
+        # under --memory-limit.
+        Stage(
+            FUSED_ITEMS,
+            "fuse/fused.sql",
+            (("retrieval_log", log), *((("entries", SOURCE_PARENTS),) if shared else ())),
+            _fused(fuse_plan, "fused_items", explain),
+            keep="stream",
+            publications=(Publication(FUSED_FILE, order=fused_order),),
+            step=f"fusing into {FUSED_FILE}",
+        )
+    )
+    if features:
+        stages.append(_parent_features(fuse_plan, shared, sorted_outputs, portable))
+    if spans:
+        stages.append(
+            Stage(
+                SPANS,
+                "fuse/spans.sql",
+                (("spans", TRACE_SPANS),),
+                _spans,
+                keep="stream",
+                publications=(Publication(SPANS_FILE),),
+            )
+        )
+    return Graph(tuple(stages), (LOG, TRACE_SPANS) if spans else (LOG,))
+
+
+def keeps_source_parents(session: Session, fuse_plan: FusePlan) -> bool:
+    """Whether fusion and parent features share one kept (query, source, parent) aggregate: for
+    a document target aligned before fusion, unless memory is bounded (--memory-limit). DuckDB
+    does not evict a temp table, and the kept aggregate (a third of the log's rows) then starves
+    the statements after it: 100M rows at 2 GB ran out of memory in the parent features. Under
+    a limit each statement groups the hits itself and everything spills."""
+    return fuse_plan.by_parent and session.settings.memory_limit is None
+
+
+def _ranked_log(fuse_plan: FusePlan) -> Stage:
+    recipe = fuse_plan.recipe.parameters
+
+    def rendered(
+        inputs: Mapping[str, str], *, final: str | None = None, ordered: bool = False
+    ) -> RenderedSQL:
+        return render("fuse/ranked_log.sql", recipe=recipe, inputs=inputs)
+
+    return Stage(RANKED_LOG, "fuse/ranked_log.sql", (("retrieval_log", LOG),), rendered, "view")
+
+
+def _fused(fuse_plan: FusePlan, selected: str, explain: bool = True, **options: Any) -> Render:
+    """fused.sql selecting `selected` (unless told another CTE)."""
+
+    def rendered(
+        inputs: Mapping[str, str], *, final: str | None = None, ordered: bool = False
+    ) -> RenderedSQL:
+        return render_fused(
+            fuse_plan,
+            final or selected,
+            explain,
+            log=inputs["retrieval_log"],
+            entries=inputs.get("entries"),
+            ordered=ordered,
+            **options,
+        )
+
+    return rendered
 
 
 def render_fused(
@@ -38,27 +163,74 @@ def render_fused(
     final: str = "fused_items",
     explain: bool = True,
     *,
+    log: str | None = None,
     entries: str | None = None,
     with_features: bool = False,
     ordered: bool = True,
 ) -> RenderedSQL:
+    """fused.sql alone (the graph's stages render it; tests read its CTEs)."""
     context = fuse_plan.context
-    context["inputs"] |= {"entries": entries}
+    context["inputs"] |= {"entries": entries} | ({"retrieval_log": log} if log else {})
     context["with_features"] = with_features
     return render("fuse/fused.sql", final=final, explain=explain, ordered=ordered, **context)
+
+
+def _parent_features(
+    fuse_plan: FusePlan, shared: bool, sorted_outputs: bool, portable: bool
+) -> Stage:
+    """The seed-000 parent features of the hits, from the kept aggregate when `shared`. Before
+    a Session runs it, it reads the hits' block types, unless `portable` or memory is bounded:
+    under a memory limit the distinct items take the three grouping levels, not the block-type
+    mask (100M rows at 2 GB ran out of memory with the mask and completed without it)."""
+
+    def measured(session: Session, inputs: Mapping[str, str]) -> Stage:
+        if session.settings.memory_limit is not None:
+            return stage
+        found = hit_block_types(session, inputs["hits"])
+        return replace(stage, render=_features(fuse_plan, found))
+
+    stage = Stage(
+        PARENT_FEATURES,
+        "fuse/parent_features.sql",
+        (("hits", FUSE_HITS), *((("source_parents", SOURCE_PARENTS),) if shared else ())),
+        _features(fuse_plan),
+        publications=(
+            Publication(FEATURES_FILE, order=("query_id", "parent_id") if sorted_outputs else ()),
+        ),
+        step="deriving parent features",
+        before=None if portable else measured,
+    )
+    return stage
+
+
+def _features(fuse_plan: FusePlan, block_types: list[str] | None = None) -> Render:
+    def rendered(
+        inputs: Mapping[str, str], *, final: str | None = None, ordered: bool = False
+    ) -> RenderedSQL:
+        return render_parent_features(
+            fuse_plan,
+            ordered,
+            hits=inputs["hits"],
+            source_parents=inputs.get("source_parents"),
+            block_types=block_types,
+        )
+
+    return rendered
 
 
 def render_parent_features(
     fuse_plan: FusePlan,
     ordered: bool = True,
     *,
+    hits: str = FUSE_HITS,
     source_parents: str | None = None,
     block_types: list[str] | None = None,
 ) -> RenderedSQL:
+    """parent_features.sql alone (the graph's stage renders it; tests read it)."""
     p = fuse_plan.recipe.parameters
     return render(
         "fuse/parent_features.sql",
-        inputs={"hits": "fuse_hits", "source_parents": source_parents},
+        inputs={"hits": hits, "source_parents": source_parents},
         block_types=block_types,
         rrf_k=p["fusion"]["k"],
         rank_base=p["fusion"]["rank_base"],
@@ -69,87 +241,20 @@ def render_parent_features(
     )
 
 
-def create_fuse_hits(session: Session, fuse_plan: FusePlan) -> None:
-    """The converted, top_k-cut hits of the log view, as `fuse_hits`."""
-    # Outputs are written with ORDER BY; letting DuckDB drop scan order lets it stream and spill
-    # (its advice for larger-than-memory work). Validation, which numbers rows in file order,
-    # has run by now.
-    session.execute("SET preserve_insertion_order = false")
-    # Reading the log twice is cheaper than storing it, unless ranks must be derived (a window).
-    session.create("fuse_hits", render_fused(fuse_plan, final="cut"), view=fuse_plan.has_rank)
-
-
-def create_parent_features(
-    session: Session, fuse_plan: FusePlan, source_parents: str | None = None
-) -> None:
-    """The seed-000 parent features of `fuse_hits`, as the `parent_features` view scoring reads;
-    from the table `source_parents` (render_fused's `with_features` entries) when given. Under a
-    memory limit the distinct items take the three grouping levels, not the block-type mask:
-    100M rows at 2 GB ran out of memory with the mask and completed without it."""
-    bounded = session.settings.memory_limit is not None
-    rendered = render_parent_features(
-        fuse_plan,
-        ordered=False,
-        source_parents=source_parents,
-        block_types=None if bounded else hit_block_types(session),
-    )
-    session.create("parent_features_table", rendered)
-    session.execute(
-        "CREATE OR REPLACE TEMP VIEW parent_features AS SELECT * FROM parent_features_table"
-    )
-
-
-def hit_block_types(session: Session) -> list[str] | None:
-    """The block types of `fuse_hits` (NULL as 'unknown'), sorted; None when there are more
-    than a block-type mask holds."""
+def hit_block_types(session: Session, hits: str = FUSE_HITS) -> list[str] | None:
+    """The block types of the hits (NULL as 'unknown'), sorted; None when there are more than
+    a block-type mask holds."""
     rows = session.con.execute(
-        "SELECT coalesce(block_type, 'unknown') AS block_type FROM fuse_hits "
+        f"SELECT coalesce(block_type, 'unknown') AS block_type FROM {ident(hits)} "
         f"GROUP BY ALL ORDER BY block_type LIMIT {MASKED_BLOCK_TYPES + 1}"
     ).fetchall()
     return [row[0] for row in rows] if len(rows) <= MASKED_BLOCK_TYPES else None
 
 
-def write_fuse_outputs(
-    session: Session,
-    fuse_plan: FusePlan,
-    out: Destination,
-    explain: bool = True,
-    features: bool = True,
-    ordered: bool = True,
-) -> None:
-    """fused.parquet and parent_features.parquet, leaving the view `parent_features` for scoring.
-    `explain=False` leaves fused.parquet's contributions and best_provenance NULL;
-    `features=False` writes fused.parquet only (fusion alone, as ranx computes it);
-    `ordered=False` writes both in the engine's order, not sorted by query (`run --unsorted`)."""
-    create_fuse_hits(session, fuse_plan)
-    shared = SOURCE_PARENTS if features and keeps_source_parents(session, fuse_plan) else None
-    if shared is not None:
-        # one (query, source, parent) aggregate of the hits for fusion and parent features
-        entries = render_fused(fuse_plan, "entries", explain, with_features=True)
-        session.create(shared, entries)
-    session.progress.step("fusing into fused.parquet")
-    # Straight from the query to the file: a table of the fused items (nested contributions)
-    # would hold memory the parent features need, which ran out of it under --memory-limit.
-    fused_sql = render_fused(fuse_plan, explain=explain, entries=shared, ordered=ordered)
-    session.check(fused_sql)
-    out.copy("fused.parquet", fused_sql.text, fused_sql)
-    if not features:
-        return
-    session.progress.step("deriving parent features")
-    create_parent_features(session, fuse_plan, shared)
-    if shared is not None:
-        session.execute(f"DROP TABLE {shared}")
-    order = " ORDER BY query_id, parent_id" if ordered else ""
-    out.copy("parent_features.parquet", f"SELECT * FROM parent_features_table{order}")
-
-
-def keeps_source_parents(session: Session, fuse_plan: FusePlan) -> bool:
-    """Whether fusion and parent features share one kept (query, source, parent) aggregate: for
-    a document target aligned before fusion, unless memory is bounded (--memory-limit). DuckDB
-    does not evict a temp table, and the kept aggregate (a third of the log's rows) then starves
-    the statements after it: 100M rows at 2 GB ran out of memory in the parent features. Under
-    a limit each statement groups the hits itself and everything spills."""
-    return fuse_plan.by_parent and session.settings.memory_limit is None
+def _spans(
+    inputs: Mapping[str, str], *, final: str | None = None, ordered: bool = False
+) -> RenderedSQL:
+    return render("fuse/spans.sql", inputs=inputs)
 
 
 def manifest_fields(

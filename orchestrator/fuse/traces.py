@@ -12,9 +12,10 @@ cannot be read is refused in one line naming its file, span and attribute, and t
 either format are then checked by the retrieval_log contract like any other log. An export
 without a retrieval span is refused saying what it holds, and which format reads it. A retriever
 that ran more than once in a trace gives one list (each document at its best position:
-docs/traces.md). `write_spans` adds spans.parquet (sql/fuse/spans.sql: the
-ids of every retrieval span and of its trace's root) to the outputs; `trace_queries` gives the
-traces as a table of queries, those whose retrievals returned nothing among them.
+docs/traces.md). The view `trace_spans` feeds the stage that adds spans.parquet (fuse/stages.py:
+sql/fuse/spans.sql, the ids of every retrieval span and of its trace's root) to the outputs;
+`trace_queries` gives the traces as a table of queries, those whose retrievals returned nothing
+among them.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from ..core.connection import first_line
 from ..core.errors import InputError, OptionError, QueryError
 from ..core.inputs import Derived, FileSet, Table, create_numbered_view, fingerprint, resolve_files
 from ..core.render import RenderedSQL, ident, lit, render
-from ..core.session import Destination, Session
+from ..core.session import Session
 from ..core.tables import Column, InputFile, TableContract
 from ..core.validate import FILE_COLUMN, MAX_COUNT, MAX_COUNT_SHOWN, ROW_COLUMN, raw_view
 from . import LOG_FORMATS
@@ -76,6 +77,7 @@ SPANS = TableContract(
     key=("context.span_id",),
 )
 RAW_SPANS = raw_view(SPANS)
+TRACE_SPANS = "trace_spans"  # every span of the export (read by fuse/stages.py: SPANS)
 # the log's rules that the trace readers apply to a document (both to its score, openinference.sql
 # also to its metadata), so that a fault names the span (the log check would name a row of the
 # derived hits)
@@ -328,7 +330,7 @@ def _hits(
     # reads the spans once, half the time of a trace run; under --memory-limit they stay a
     # view, since DuckDB does not evict a temp table
     kept = session.settings.memory_limit is None
-    for name, final in (("trace_spans", "spans"), ("trace_hits", "hits")):
+    for name, final in ((TRACE_SPANS, "spans"), ("trace_hits", "hits")):
         rendered = render(template, final=final, row_column=ROW_COLUMN, **context)
         session.create(name, rendered, view=not (kept and name == "trace_hits"))
     return Derived(session.con.table("trace_hits"), str(log.given), files, log.format)
@@ -393,21 +395,11 @@ def trace_queries(session: Session, log: Table) -> Derived | None:
     if not isinstance(log, TraceLog):
         return None
     relation = session.con.sql(
-        "SELECT DISTINCT query_id FROM trace_spans WHERE is_retrieval ORDER BY query_id"
+        f"SELECT DISTINCT query_id FROM {TRACE_SPANS} WHERE is_retrieval ORDER BY query_id"
     )
     opened = session.inputs.get("spans") or session.inputs.get("log")
     files = opened.files if opened is not None else ()
     return Derived(relation, str(log.given), files, log.format)
-
-
-def write_spans(session: Session, log: Table, out: Destination) -> None:
-    """spans.parquet, for a log given as trace spans (nothing otherwise): one row per retrieval
-    span, with its trace's root span (sql/fuse/spans.sql)."""
-    if not isinstance(log, TraceLog):
-        return
-    rendered = render("fuse/spans.sql", inputs={"spans": "trace_spans"})
-    session.check(rendered)
-    out.copy("spans.parquet", rendered.text, rendered)
 
 
 def _documents(

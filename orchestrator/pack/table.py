@@ -18,17 +18,19 @@ from dataclasses import dataclass, replace
 
 from ..answers.stages import render_answers
 from ..answers.tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
+from ..core.graph import Chain
 from ..core.policy import Policy
-from ..core.render import RenderedSQL, column, ident, lit
+from ..core.render import column, ident, lit
 from ..core.tables import TableContract
 from ..fuse.contract import RETRIEVAL_LOG
 from ..fuse.recipe import FusePlan, plan
-from ..fuse.stages import render_fused, render_parent_features
+from ..fuse.stages import FUSED_ITEMS, LOG
 from ..metrics.catalog import DEFAULT_LABEL_K, METRICS
 from ..metrics.labels import render_labels
 from ..metrics.retrieval import render_metrics
 from ..metrics.tables import QRELS_DOC_COLUMNS, RUN_DOC_COLUMNS
-from ..score.stages import render_parents, render_queries
+from ..run.graph import run_graph
+from ..score.stages import FEATURES, SCORE_CONTRACT, SCORED_PARENTS
 from ..score.tables import PARENT_FEATURES
 from .scalar import macro_head
 
@@ -127,23 +129,20 @@ def contract_input(
 
 @dataclass(frozen=True)
 class TableMacro:
-    """`name(relations…, scalar := default…) AS TABLE`: `stages` are CTEs of rendered SQL that
-    `query` reads, after the inputs."""
+    """`name(relations…, scalar := default…) AS TABLE`: the `chain` (`stage` of the run graph
+    and the stages it reads as CTEs, or one template) over the inputs' CTEs."""
 
     name: str
     doc: str
     inputs: tuple[RelationInput, ...]
-    query: RenderedSQL
-    stages: tuple[tuple[str, RenderedSQL], ...] = ()
+    chain: Chain
     optional: tuple[tuple[str, object], ...] = ()
+    stage: str | None = None
 
     def statement(self, prefix: str) -> str:
         relations = [i.parameter for i in self.inputs]
         head = macro_head(prefix, self.name, self.doc, relations, self.optional, table=True)
-        ctes = [i.cte(prefix + self.name) for i in self.inputs]
-        ctes += [f"{ident(name)} AS (\n{sql.text})" for name, sql in self.stages]
-        ctes_text = ",\n".join(ctes)
-        return f"{head}\nWITH\n{ctes_text}\nSELECT * FROM (\n{self.query.text});\n"
+        return f"{head}\n{self.chain.sql([i.cte(prefix + self.name) for i in self.inputs])};\n"
 
 
 def _log_input(fuse_plan: FusePlan) -> RelationInput:
@@ -152,7 +151,7 @@ def _log_input(fuse_plan: FusePlan) -> RelationInput:
     macro was not made for stops it, where `duckscore run` would fuse it."""
     log = contract_input(
         "log",
-        "retrieval_log",
+        LOG,
         RETRIEVAL_LOG,
         [("score", "coalesce(CAST(score AS DOUBLE), -CAST(rank AS DOUBLE))")],
     )
@@ -196,9 +195,11 @@ def table_macros(
 ) -> list[TableMacro]:
     """fuse, parent features, score, queries, eval, labels and answers, as table macros."""
     fuse_plan = plan(recipe, sorted(sources), has_rank=True)
+    graph = run_graph(fuse_plan, score, column("top_n"), portable=True)
+    given = {FEATURES: FEATURES}  # the score macros read the features they are given
     log, features = (
         _log_input(fuse_plan),
-        contract_input("features", "parent_features", PARENT_FEATURES),
+        contract_input("features", FEATURES, PARENT_FEATURES),
     )
     run_and_qrels = _run_and_qrels()
     k = column("k")
@@ -213,55 +214,58 @@ def table_macros(
             f"the fused items of a retrieval log (recipe {recipe.version}; sources "
             f"{', '.join(fuse_plan.sources)}), as fused.parquet",
             (log,),
-            render_fused(fuse_plan),
+            graph.chain(FUSED_ITEMS, ordered=True),
+            stage=FUSED_ITEMS,
         ),
         TableMacro(
             "parent_features",
             f"the seed-000 parent features of a retrieval log (recipe {recipe.version}), as "
             "parent_features.parquet",
             (log,),
-            render_parent_features(fuse_plan),
-            stages=(("fuse_hits", render_fused(fuse_plan, final="cut")),),
+            graph.chain(FEATURES, ordered=True),
+            stage=FEATURES,
         ),
         TableMacro(
             "score",
             f"every candidate parent scored (policy {score.version}), as parents.parquet",
             (features,),
-            render_parents(score),
+            graph.chain(SCORED_PARENTS, given, ordered=True),
+            stage=SCORED_PARENTS,
         ),
         TableMacro(
             "queries",
             f"one decision per query (policy {score.version}), as contract.jsonl",
             (features,),
-            render_queries(score, column("top_n"), standalone=True, with_query_ids=False),
+            graph.chain(SCORE_CONTRACT, given),
             optional=(("top_n", 5),),
+            stage=SCORE_CONTRACT,
         ),
         TableMacro(
             "eval",
             "per-query retrieval metrics at cutoff k (ndcg, recall, precision, mrr, map, "
             "hit_rate, hits), as eval --per-query",
             run_and_qrels,
-            render_metrics(metrics, [{"k": k, "suffix": ""}], "rank"),
+            Chain((), render_metrics(metrics, [{"k": k, "suffix": ""}], "rank")),
             optional=(("k", 10),),
         ),
         TableMacro(
             "labels",
             "good / ambiguous / bad per judged query, as duckscore labels",
             run_and_qrels,
-            render_labels(k, "rank"),
+            Chain((), render_labels(k, "rank")),
             optional=(("k", DEFAULT_LABEL_K),),
         ),
         TableMacro(
             "answers",
             f"the confidence of logged answers (policy {answers.version}), as answers.parquet",
             answer_inputs,
-            render_answers(answers, with_events=False),
+            Chain((), render_answers(answers, with_events=False)),
         ),
         TableMacro(
             "answers_with_events",
             f"the confidence of logged answers, contradiction events applied (policy "
             f"{answers.version}), as answers.parquet of `duckscore answers --events`",
             (*answer_inputs, events),
-            render_answers(answers, with_events=True),
+            Chain((), render_answers(answers, with_events=True)),
         ),
     ]

@@ -14,10 +14,11 @@ from ..core.policy import Policy
 from ..core.progress import SILENT, Progress
 from ..core.session import Relations, Session, folder_of
 from ..fuse.log import open_log
-from ..fuse.stages import manifest_fields, write_fuse_outputs
-from ..fuse.traces import trace_queries, write_spans
-from ..score.stages import DecisionCounts, create_score_tables, decided, write_score_outputs
+from ..fuse.stages import keeps_source_parents, manifest_fields
+from ..fuse.traces import TraceLog, trace_queries
+from ..score.stages import DecisionCounts, decided
 from ..score.tables import QUERY_IDS
+from .graph import run_graph
 from .job import DEFAULT_JOB, Job
 
 
@@ -58,14 +59,19 @@ def run(
         if queries is not None:
             session.open("queries", QUERY_IDS, queries, "--queries")
         progress.step(f"{opened.rows:,} hits from {len(fuse_plan.sources)} sources")
+        graph = run_graph(
+            fuse_plan,
+            loaded_policy,
+            top_n,
+            explain=explain,
+            sorted_outputs=job.sorted_outputs,
+            shared=keeps_source_parents(session, fuse_plan),
+            spans=isinstance(log, TraceLog),
+            with_query_ids=queries is not None,
+        )
         with session.publish(out_dir) as out:
-            write_fuse_outputs(session, fuse_plan, out, explain, ordered=job.sorted_outputs)
-            write_spans(session, log, out)
-            progress.step("scoring parents")
-            create_score_tables(session, loaded_policy, top_n, with_query_ids=queries is not None)
+            session.materialise(graph, out)
             decisions = decided(session, loaded_policy, progress)
-            progress.step("writing scores and the contract")
-            write_score_outputs(out, loaded_policy, ordered=job.sorted_outputs)
             manifest = out.manifest(
                 "run",
                 fuse_plan.recipe.as_record(),

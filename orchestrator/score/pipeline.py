@@ -17,7 +17,7 @@ from ..core.policy import Policy, load_policy
 from ..core.progress import SILENT, Progress
 from ..core.session import Relations, Session, folder_of
 from .policy import SCORE_POLICY
-from .stages import DecisionCounts, create_score_tables, decided, write_score_outputs
+from .stages import DecisionCounts, decided, score_graph
 from .tables import PARENT_FEATURES, QUERY_IDS
 
 
@@ -53,18 +53,13 @@ def score(
         opened = session.open("features", PARENT_FEATURES, features, "--features")
         if queries is not None:
             session.open("queries", QUERY_IDS, queries, "--queries")
-        progress.step(f"scoring {opened.rows:,} candidate parents")
-        create_score_tables(
-            session,
-            loaded,
-            top_n,
-            with_query_ids=queries is not None,
-            where=f"--features ({opened.given})",
+        progress.step(f"{opened.rows:,} candidate parents")
+        graph = score_graph(
+            loaded, top_n, with_query_ids=queries is not None, where=f"--features ({opened.given})"
         )
-        decisions = decided(session, loaded, progress)
-        progress.step("writing outputs")
         with session.publish(out_dir) as out:
-            write_score_outputs(out, loaded)
+            session.materialise(graph, out)
+            decisions = decided(session, loaded, progress)
             manifest = out.manifest(
                 "score", loaded.as_record(), {"top_n": top_n, **session.settings.record()}
             )

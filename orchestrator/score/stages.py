@@ -1,17 +1,28 @@
-"""The score SQL (sql/score/*.sql) on a Session: parents.sql scores every candidate parent,
-queries.sql decides per query; each stage is a named CTE that `duckscore sql score --stage` shows."""
+"""The score stages of the graph (core/graph.py): sql/score/parents.sql scores every candidate
+parent (scored_parents), sql/score/queries.sql decides per query (score_contract); each CTE of
+the two templates is one that `duckscore sql score --stage` shows."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..core.errors import InputError, PolicyError
+from ..core.graph import Graph, Publication, Render, Stage
 from ..core.policy import Policy
 from ..core.progress import Progress
 from ..core.render import ColumnParameter, RenderedSQL, ident, render
-from ..core.session import Destination, Session
+from ..core.session import Session
 from .policy import BETA_CLIP, evidence_columns
 from .scale import scale_warning
+from .tables import PARENT_FEATURES, QUERY_IDS
+
+# the relations the score stages make, and what they read
+SCORED_PARENTS = "scored_parents"
+SCORE_CONTRACT = "score_contract"
+FEATURES = PARENT_FEATURES.name  # the parent features: an input, or the fusion stage so named
+QUERY_LIST = QUERY_IDS.name  # the queries each of which gets a row, candidates or not (an input)
+PARENTS_FILE, QUERIES_FILE, CONTRACT_FILE = "parents.parquet", "queries.parquet", "contract.jsonl"
 
 # every CTE of the two templates, in order: parents.sql up to scored_parents, then queries.sql
 STAGES = (
@@ -46,12 +57,86 @@ def query_columns(policy: Policy) -> tuple[str, ...]:
     )
 
 
+def score_graph(
+    policy: Policy,
+    top_n: int | ColumnParameter = 5,
+    *,
+    with_query_ids: bool = False,
+    where: str = "--features",
+    sorted_outputs: bool = True,
+) -> Graph:
+    """The score stages of a policy, reading the parent features (an input, or the fusion
+    stage of that name) and, `with_query_ids`, the queries every one of which gets a row:
+    scored_parents (parents.parquet) and score_contract (queries.parquet, contract.jsonl).
+    `where` names the features in a refusal; `sorted_outputs=False` publishes parents.parquet
+    in the engine's order."""
+
+    def guarded(session: Session, inputs: Mapping[str, str]) -> Stage:
+        check_evidence_columns(session, policy, where, inputs["parent_features"])
+        return parents
+
+    parents = Stage(
+        SCORED_PARENTS,
+        "score/parents.sql",
+        (("parent_features", FEATURES),),
+        _parents(policy),
+        publications=(
+            Publication(PARENTS_FILE, order=("query_id", "rank") if sorted_outputs else ()),
+        ),
+        step="scoring parents",
+        before=guarded,
+    )
+    contract = Stage(
+        SCORE_CONTRACT,
+        "score/queries.sql",
+        (
+            ("scored_parents", SCORED_PARENTS),
+            *((("query_ids", QUERY_LIST),) if with_query_ids else ()),
+        ),
+        _contract(policy, top_n),
+        publications=(
+            Publication(QUERIES_FILE, query_columns(policy), ("query_id",)),
+            Publication(CONTRACT_FILE, order=("query_id",)),
+        ),
+        step="deciding per query",
+        parameters=((top_n.name, "BIGINT"),) if isinstance(top_n, ColumnParameter) else (),
+    )
+    return Graph((parents, contract), (FEATURES, QUERY_LIST) if with_query_ids else (FEATURES,))
+
+
+def _parents(policy: Policy) -> Render:
+    def rendered(
+        inputs: Mapping[str, str], *, final: str | None = None, ordered: bool = False
+    ) -> RenderedSQL:
+        return render_parents(policy, final or SCORED_PARENTS, inputs["parent_features"], ordered)
+
+    return rendered
+
+
+def _contract(policy: Policy, top_n: int | ColumnParameter) -> Render:
+    def rendered(
+        inputs: Mapping[str, str], *, final: str | None = None, ordered: bool = False
+    ) -> RenderedSQL:
+        return render_queries(
+            policy,
+            top_n,
+            standalone=False,
+            with_query_ids="query_ids" in inputs,
+            final=final or "contract",
+            scored_parents=inputs["scored_parents"],
+            query_ids=inputs.get("query_ids"),
+        )
+
+    return rendered
+
+
 def render_parents(
     policy: Policy,
-    final: str = "scored_parents",
-    features_table: str = "parent_features",
+    final: str = SCORED_PARENTS,
+    features_table: str = FEATURES,
     ordered: bool = True,
 ) -> RenderedSQL:
+    """parents.sql alone (the graph's stage renders it; `sql score` and tests read its CTEs)."""
     return render(
         "score/parents.sql",
         policy=policy.parameters,
@@ -67,7 +152,12 @@ def render_queries(
     standalone: bool,
     with_query_ids: bool,
     final: str = "contract",
+    *,
+    scored_parents: str = SCORED_PARENTS,
+    query_ids: str | None = None,
 ) -> RenderedSQL:
+    """queries.sql alone: over scored_parents, or `standalone` from the parent features, its
+    parent stages computed in the same statement (`sql score`)."""
     return render(
         "score/queries.sql",
         policy=policy.parameters,
@@ -77,14 +167,15 @@ def render_queries(
         standalone=standalone,
         final=final,
         inputs={
-            "parent_features": "parent_features",
-            "query_ids": "query_ids" if with_query_ids else None,
+            "parent_features": FEATURES,
+            "scored_parents": SCORED_PARENTS if standalone else scored_parents,
+            "query_ids": (query_ids or QUERY_LIST) if with_query_ids else None,
         },
     )
 
 
 def render_stage(policy: Policy, stage: str, top_n: int = 5) -> RenderedSQL:
-    """One stage of STAGES as a query over a table or view named parent_features."""
+    """One CTE of STAGES as a query over a table or view named parent_features."""
     if stage == "probabilities" and "probability" not in policy.parameters:
         raise PolicyError(
             f"stage probabilities: policy {policy.version} has no probability map "
@@ -96,7 +187,7 @@ def render_stage(policy: Policy, stage: str, top_n: int = 5) -> RenderedSQL:
 
 
 def check_evidence_columns(
-    session: Session, policy: Policy, where: str, features_table: str = "parent_features"
+    session: Session, policy: Policy, where: str, features_table: str = FEATURES
 ) -> None:
     """An optional column the input lacks reads as NULL in the typed view: require values."""
     for name in evidence_columns(policy.parameters):
@@ -109,36 +200,6 @@ def check_evidence_columns(
                 f"null in {nulls[0]:,} rows), which `duckscore fuse` writes to "
                 f"parent_features.parquet"
             )
-
-
-def create_score_tables(
-    session: Session,
-    policy: Policy,
-    top_n: int,
-    with_query_ids: bool,
-    where: str = "--features",
-    features_table: str = "parent_features",
-) -> None:
-    """The temp tables scored_parents and score_contract, from the view `features_table` (and
-    query_ids, when `with_query_ids`)."""
-    check_evidence_columns(session, policy, where, features_table)
-    session.create(
-        "scored_parents", render_parents(policy, features_table=features_table, ordered=False)
-    )
-    session.create(
-        "score_contract",
-        render_queries(policy, top_n, standalone=False, with_query_ids=with_query_ids),
-    )
-
-
-def write_score_outputs(out: Destination, policy: Policy, ordered: bool = True) -> None:
-    """parents.parquet, queries.parquet and contract.jsonl from the tables create_score_tables
-    made; `ordered=False` writes parents.parquet in the engine's order (`run --unsorted`)."""
-    flat = ", ".join(query_columns(policy))
-    order = " ORDER BY query_id, rank" if ordered else ""
-    out.copy("parents.parquet", f"SELECT * FROM scored_parents{order}")
-    out.copy("queries.parquet", f"SELECT {flat} FROM score_contract ORDER BY query_id")
-    out.copy("contract.jsonl", "SELECT * FROM score_contract ORDER BY query_id")
 
 
 @dataclass(frozen=True)
@@ -193,7 +254,7 @@ HITL_WARN_SHARE = 0.5
 
 
 def decided(
-    session: Session, policy: Policy, progress: Progress, table: str = "score_contract"
+    session: Session, policy: Policy, progress: Progress, table: str = SCORE_CONTRACT
 ) -> DecisionCounts:
     """The decisions of `table` counted, and what looks wrong in them warned about."""
     counts = decision_counts(session, policy, table)
@@ -208,7 +269,7 @@ def decided(
 
 
 def decision_counts(
-    session: Session, policy: Policy, table: str = "score_contract"
+    session: Session, policy: Policy, table: str = SCORE_CONTRACT
 ) -> DecisionCounts:
     """The decisions in `table` (score_contract, or a run's queries.parquet read back: one row a
     query with confidence_level, need_hitl and web_fallback), counted."""

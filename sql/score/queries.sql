@@ -1,8 +1,8 @@
 {#-
 Seed 000 §7–§8 and §10: one row per query — best parent, confidence level (§7.2), top-2 ratio
 and HITL (§8.1), web fallback (§8.2, including queries with no candidates), thresholds used and
-the top-N parents. Reads `scored_parents`: the runner's materialised table, or, when
-`standalone` is true, the stage computed from `inputs.parent_features` in the same statement.
+the top-N parents. Reads `inputs.scored_parents`: the stage a runner materialised, or, when
+`standalone` is true, the CTE computed from `inputs.parent_features` in the same statement.
 With `inputs.query_ids` set, every query listed there gets a row even without candidates.
 A policy with a `probability` map (issue 24, fitted by `duckscore calibrate`) adds the stage
 `probabilities` and `p_good` to the decisions and the contract; without one, neither appears.
@@ -33,7 +33,7 @@ per_query AS (
                 risk_flags := risk_flags
             ) ORDER BY rank ASC NULLS LAST
         ) AS top_parents
-    FROM scored_parents
+    FROM {{ inputs.scored_parents | ident }}
     WHERE rank <= {{ top_n | int | lit }}
     GROUP BY query_id
 ),

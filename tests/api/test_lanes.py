@@ -134,3 +134,27 @@ def test_each_thread_its_own_lane_nothing_kept_and_closed(hits: pa.Table) -> Non
     scorer.close()
     with pytest.raises(duckdb.ConnectionException):
         scorer._con.execute("SELECT 1")
+
+
+def test_hits_without_scores_are_their_batch_lines_cold_and_warm(
+    hits: pa.Table, tmp_path: Path
+) -> None:
+    """Hits with ranks and no scores are read through the ranked-log stage, a CTE of the lane's
+    statement (every source a distance here, its ranks flipped twice): the lines of `run` on
+    the same log, the first request checked, the others warm, a new set of sources too."""
+    ranked = hits.drop_columns(["score"])
+    ranked = ranked.filter(pc.is_in(ranked["query_id"], pa.array(["1", "3", "5", "13"])))
+    job = Job(
+        "hybrid_v1", "overall_v1", ("source_defaults.distance=true",), top_n=3,
+        allow_recipe_mismatch=True, settings=EngineSettings(threads=1),
+    )  # fmt: skip
+    duckdb.from_arrow(ranked).write_parquet(str(tmp_path / "log.parquet"))
+    run(tmp_path / "log.parquet", tmp_path / "out", job)
+    lines = (tmp_path / "out" / "contract.jsonl").read_text(encoding="utf-8").splitlines()
+    batch = {line["query_id"]: [line] for line in map(json.loads, lines)}
+    one = query(ranked, "1")
+    dense = one.filter(pc.equal(one["source"], "dense"))
+    with Counted(job) as scorer, Scorer(job) as cold:
+        assert {q: scorer.score(query(ranked, q)).contract for q in batch} == batch
+        assert scorer.score(dense).contract == cold.score(dense).contract
+    assert scorer.checked == 1

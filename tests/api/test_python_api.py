@@ -164,3 +164,18 @@ def test_the_functions_stay_functions_after_the_subpackages_load() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == "True", done.stderr
+
+
+def test_calls_on_one_connection_replace_each_others_stages() -> None:
+    """A stage is a table or a view as its log needs (fuse_hits: a view with ranks, a table
+    without), and `parent_features` is a stage's table or the typed view of score's input: on
+    one connection each call replaces what the one before left, whatever its kind."""
+    con = duckdb.connect()
+    without_rank = pd.read_parquet(LOG).drop(columns=["rank"])
+    ranked = ds.fuse(str(LOG), con=con)
+    unranked = ds.fuse(without_rank, con=con)
+    assert ranked.fused.count("*").fetchall() == unranked.fused.count("*").fetchall()
+    scored = ds.score(ranked.parent_features, con=con)
+    assert ds.fuse(str(LOG), con=con).parent_features.count("*").fetchall() == (
+        scored.parents.count("*").fetchall()
+    )

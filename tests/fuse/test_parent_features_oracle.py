@@ -19,10 +19,11 @@ from duckscore.fuse.log import open_log
 from duckscore.fuse.pipeline import fuse
 from duckscore.fuse.recipe import FUSE_RECIPE
 from duckscore.fuse.stages import (
+    FUSE_HITS,
     MASKED_BLOCK_TYPES,
-    create_fuse_hits,
+    PARENT_FEATURES,
+    fuse_graph,
     hit_block_types,
-    render_parent_features,
 )
 
 from .parent_features_reference import hits_of, parent_features
@@ -97,8 +98,9 @@ def by_portable_sql(frame: pd.DataFrame) -> pd.DataFrame:
     recipe = load_policy(FUSE_RECIPE, "hybrid_v1", OVERRIDES)
     with Session() as session:
         _, fuse_plan = open_log(session, frame, recipe)
-        create_fuse_hits(session, fuse_plan)
-        got = session.frame(render_parent_features(fuse_plan))
+        graph = fuse_graph(fuse_plan, portable=True)  # no block-type mask: the third level
+        session.materialise(graph.subgraph([FUSE_HITS]))
+        got = session.frame(graph.render(PARENT_FEATURES, ordered=True))
     return got.set_index(["query_id", "parent_id"]).sort_index()
 
 

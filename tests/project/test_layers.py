@@ -35,13 +35,14 @@ DEPENDS_ON: dict[str, set[str]] = {
     "calibrate": BASE | {"fuse", "score", "metrics"},
     "demo": BASE | {"run", "score", "metrics", "calibrate", "bids"},
     "engines": BASE | {"run", "fuse", "score"},
-    "pack": BASE | {"fuse", "score", "instincts", "metrics", "answers"},
+    # the macro pack compiles the run graph (run/graph.py) to table macros
+    "pack": BASE | {"fuse", "score", "run", "instincts", "metrics", "answers"},
     "api": BASE | {"fuse", "score", "run", "answers", "metrics", "pack"},
     "serve": BASE
     | {"api", "answers", "run", "fuse"},  # duckscore serve: the live scorer over HTTP, its
     # OpenAPI document read off the retrieval_log contract (fuse/contract.py)
     # duckscore dbt package: the macro pack and the score templates as a dbt package
-    "dbt": BASE | {"fuse", "score", "instincts", "answers", "pack"},
+    "dbt": BASE | {"fuse", "score", "run", "instincts", "answers", "pack"},
     "phoenix": BASE | {"export"},  # a running Phoenix: pull spans, post annotations
     "cli": BASE
     | {

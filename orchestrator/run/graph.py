@@ -1,0 +1,41 @@
+"""The chain of `duckscore run`, composed in one place: the fusion stages of a plan, then the
+score stages of a policy, which read the parent features the fusion stages make (core/graph.py).
+`run`, its partitions and Spark shards materialise it on a Session; the live scorer compiles it
+to one statement."""
+
+from __future__ import annotations
+
+from ..core.errors import TemplateError
+from ..core.graph import Graph
+from ..core.policy import Policy
+from ..core.render import ColumnParameter
+from ..fuse.recipe import FusePlan
+from ..fuse.stages import FEATURES_FILE, FUSED_FILE, LOG, fuse_graph
+from ..fuse.traces import TRACE_SPANS
+from ..score.stages import CONTRACT_FILE, PARENTS_FILE, QUERIES_FILE, QUERY_LIST, score_graph
+
+# what `run` writes of its stages, in order (a trace export adds spans.parquet)
+RUN_OUTPUTS = (FUSED_FILE, FEATURES_FILE, PARENTS_FILE, QUERIES_FILE, CONTRACT_FILE)
+
+
+def run_graph(
+    fuse_plan: FusePlan,
+    policy: Policy,
+    top_n: int | ColumnParameter = 5,
+    *,
+    sorted_outputs: bool = True,
+    with_query_ids: bool = False,
+    **fusion: bool,
+) -> Graph:
+    """Fusion (fuse/stages.py: fuse_graph, whose options `fusion` holds — explain, shared,
+    spans, portable) then scoring (score/stages.py: score_graph), every query of the input
+    `query_ids` decided when `with_query_ids`; outputs in the engine's order unless
+    `sorted_outputs`."""
+    fusion_stages = fuse_graph(fuse_plan, sorted_outputs=sorted_outputs, **fusion)
+    scoring = score_graph(
+        policy, top_n, with_query_ids=with_query_ids, sorted_outputs=sorted_outputs
+    )
+    graph = fusion_stages.then(scoring)
+    if set(graph.inputs) - {LOG, TRACE_SPANS, QUERY_LIST}:  # a score input no fusion stage makes
+        raise TemplateError(f"the run graph reads {graph.inputs}: a stage's name changed")
+    return graph

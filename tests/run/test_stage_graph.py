@@ -1,0 +1,116 @@
+"""The run graph (run/graph.py) as its consumers see it: every stage reads what it declares and
+nothing else, through its template's `inputs`; every stage a run runs is in its record, so no
+recorded SQL reads a relation whose definition the output folder does not hold (issue 48 §1: a
+rank-only run's fused.sql read a view made by an f-string, recorded nowhere)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from duckscore.cli.app import cli
+from duckscore.core.check import tables_read
+from duckscore.core.graph import Graph
+from duckscore.core.policy import load_policy
+from duckscore.core.render import ColumnParameter, RenderedSQL, column
+from duckscore.fuse.recipe import FUSE_RECIPE, plan
+from duckscore.fuse.stages import FUSE_HITS, RANKED_LOG, SOURCE_PARENTS
+from duckscore.run.graph import run_graph
+from duckscore.score.policy import SCORE_POLICY
+
+from ..helpers import SCIFACT
+
+SOURCES = ["dense", "sparse", "summary"]
+VARIANTS: dict[str, tuple[str, list[str], dict[str, object]]] = {
+    "canonical": ("canonical_rrf", [], {}),
+    "shared": ("canonical_rrf", [], {"shared": True}),
+    "rank-only shared": ("canonical_rrf", [], {"log_view": RANKED_LOG, "shared": True}),
+    "no rank, spans, query ids": (
+        "hybrid_v1",
+        [],
+        {"has_rank": False, "spans": True, "with_query_ids": True},
+    ),
+    "after fusion": ("canonical_rrf", ["aligner.order=after_fusion"], {"shared": True}),
+    "blocks, distances": (
+        "hybrid_v1",
+        ["target_granularity=block", "source_defaults.distance=true"],
+        {"log_view": RANKED_LOG},
+    ),
+}
+
+
+def graph_of(variant: str, top_n: int | ColumnParameter = 5) -> Graph:
+    recipe, overrides, options = VARIANTS[variant]
+    fuse_plan = plan(
+        load_policy(FUSE_RECIPE, recipe, overrides),
+        SOURCES,
+        bool(options.get("has_rank", True)),
+        str(options.get("log_view", "retrieval_log")),
+    )
+    return run_graph(
+        fuse_plan,
+        load_policy(SCORE_POLICY, "overall_v3"),
+        top_n,
+        shared=bool(options.get("shared")),
+        spans=bool(options.get("spans")),
+        with_query_ids=bool(options.get("with_query_ids")),
+    )
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_stage_reads_what_it_declares_through_its_inputs(variant: str) -> None:
+    """Each stage rendered with every relation renamed reads exactly the renamed relations of
+    its declared sources: a template naming a table itself would read the old name."""
+    graph = graph_of(variant)
+    renamed = {name: f"renamed_{name}" for name in (*graph.inputs, *graph.names)}
+    for stage in graph:
+        rendered = graph.render(stage.name, renamed)
+        assert set(tables_read(rendered)) == {renamed[s] for s in stage.sources}, stage.name
+
+
+def test_the_graphs_have_the_stages_their_options_ask_for() -> None:
+    assert graph_of("canonical").names == (
+        FUSE_HITS, "fused_items", "parent_features", "scored_parents", "score_contract"
+    )  # fmt: skip
+    assert graph_of("rank-only shared").names[:3] == (RANKED_LOG, FUSE_HITS, SOURCE_PARENTS)
+    assert graph_of("after fusion").names[1] == "fused_items"  # no shared aggregate to keep
+    spans = graph_of("no rank, spans, query ids")
+    assert spans.inputs == ("retrieval_log", "trace_spans", "query_ids")
+    assert spans[FUSE_HITS].keep == "table"  # ranks derived by a window: kept, not a view
+    assert graph_of("canonical", column("top_n"))["score_contract"].parameters == (
+        ("top_n", "BIGINT"),
+    )
+
+
+def recorded(out: Path) -> dict[str, RenderedSQL]:
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    texts = {t: (out / "sql" / t.replace("/", "_")).read_text("utf-8") for t in manifest["sql"]}
+    return {t: RenderedSQL(t, text) for t, text in texts.items()}
+
+
+@pytest.mark.parametrize("ranks_only", [True, False])
+def test_every_stage_a_run_runs_is_recorded(ranks_only: bool, tmp_path: Path) -> None:
+    log = tmp_path / "log.parquet"
+    dropped = "EXCLUDE (score)" if ranks_only else ""
+    duckdb.execute(
+        f"COPY (SELECT * {dropped} FROM read_parquet(?) WHERE query_id IN (SELECT DISTINCT "
+        f"query_id FROM read_parquet(?) ORDER BY ALL LIMIT 20)) TO '{log}'",
+        [str(SCIFACT / "retrieval_log.parquet")] * 2,
+    )
+    out = tmp_path / "out"
+    done = CliRunner().invoke(cli, ["-q", "run", "--log", str(log), "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    sql = recorded(out)
+    graph = graph_of("rank-only shared" if ranks_only else "shared")  # as `run` keeps it
+    made = {stage.name: stage.template for stage in graph}
+    for rendered in sql.values():
+        for table in tables_read(rendered):
+            assert table in graph.inputs or made.get(table) in sql, (rendered.template, table)
+    assert set(made.values()) == set(sql)
+    if ranks_only:
+        assert "-CAST(rank AS DOUBLE) AS score" in sql["fuse/ranked_log.sql"].text
+        assert RANKED_LOG in tables_read(sql["fuse/fused.sql"])
