@@ -25,10 +25,9 @@ from duckscore.fuse.pipeline import fuse
 from duckscore.fuse.recipe import FUSIONS, NORMALIZERS
 
 from .fusion_reference import fuse_reference, recipe_with
+from .peer_cases import CASES as PEERS
+from .peer_cases import case_recipe, set_recipe
 
-PEERS = yaml.safe_load((Path(__file__).parent / "peer_vectors.yaml").read_text(encoding="utf-8"))[
-    "cases"
-]
 EXTRA_KEYS = {
     "parent_features": {"max_score": "minmax"},
     "query_analyzer": {"enabled": False, "rules": []},
@@ -60,10 +59,18 @@ def run_sql(rows: list[dict], recipe: dict[str, Any], folder: Path) -> pd.DataFr
     return pd.read_parquet(out / "fused.parquet")
 
 
+def run_peer_case(case: dict, folder: Path) -> pd.DataFrame:
+    """A case through the command: with the packaged preset it names and its overrides as
+    `--set-recipe` gives them, or with the oracle's recipe written as a file."""
+    if "recipe" not in case:
+        return run_sql(case["rows"], case_recipe(case), folder)
+    fuse(log_frame(case["rows"]), folder / "out", case["recipe"], overrides=set_recipe(case))
+    return pd.read_parquet(folder / "out" / "fused.parquet")
+
+
 @pytest.mark.parametrize("case", PEERS, ids=[c["title"][:70] for c in PEERS])
 def test_peer_vector(case: dict, tmp_path: Path) -> None:
-    recipe = recipe_with(case.get("recipe_overrides") or {})
-    fused = run_sql(case["rows"], recipe, tmp_path)
+    fused = run_peer_case(case, tmp_path)
     got = {(r.query_id, r.item_id): r.fused_score for r in fused.itertuples()}
     expected = {(q, d): s for q, docs in case["expected"].items() for d, s in docs.items()}
     if not case.get("partial"):
