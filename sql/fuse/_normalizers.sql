@@ -61,7 +61,7 @@ CASE WHEN s_max - s_min = 0 THEN {{ deg }} ELSE (raw_score - s_min) / greatest(s
 {%- elif name == 'zscore' -%}
 {#- OpenSearch z_score compares its float scores with the mean; so a one-item or constant list
     is at its mean, and gets its largest raw score -#}
-CASE {% if np.get('zscore_at_mean') == 'raw_max' %}WHEN s_max - s_min = 0 OR CAST(raw_score AS FLOAT) = CAST(s_mean AS FLOAT) THEN s_max {% endif %}WHEN s_sd_z IS NULL OR s_sd_z = 0 THEN {{ deg }} ELSE {{ floored('(raw_score - s_mean) / greatest(s_sd_z, ' ~ (np.eps | lit) ~ ')', np) }} END
+CASE {% if np.get('zscore_at_mean') == 'raw_max' %}WHEN CAST(raw_score AS FLOAT) = CAST(s_mean AS FLOAT) THEN s_max {% endif %}WHEN s_sd_z IS NULL OR s_sd_z = 0 THEN {{ deg }} ELSE {{ floored('(raw_score - s_mean) / greatest(s_sd_z, ' ~ (np.eps | lit) ~ ')', np) }} END
 {%- elif name == 'l2' -%}
 CASE WHEN s_l2 < {{ np.eps | lit }} THEN {{ 'raw_score' if np.get('l2_degenerate_raw') else deg }} ELSE raw_score / NULLIF(s_l2, 0) END
 {%- elif name == 'softmax' -%}

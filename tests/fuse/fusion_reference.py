@@ -611,7 +611,7 @@ def norm_zscore_engines(scores: Sequence[float], params: Mapping[str, Any]) -> l
     at_mean = params.get("zscore_at_mean") == "raw_max"
     out = []
     for s in scores:
-        if at_mean and (_zero_spread(scores) or _float32(s) == _float32(mean)):
+        if at_mean and _float32(s) == _float32(mean):
             out.append(max(scores))
         elif sd is None or sd == 0 or _zero_spread(scores):
             out.append(float(params["degenerate_value"]))

@@ -192,24 +192,97 @@ def test_sql_matches_oracle_on_random_logs(normalizer: str, method: str, tmp_pat
     for trial in range(3):
         rows = random_log(rng)
         recipe = random_recipe(rng, normalizer, method)
-        expected = fuse_reference(rows, recipe)
-        actual = run_sql(rows, recipe, tmp_path)
-        got = {(r.query_id, r.item_id): (r.fused_score, r.rank) for r in actual.itertuples()}
-        want = {(r["query_id"], r["item_id"]): (r["fused_score"], r["rank"]) for r in expected}
-        context = f"trial {trial}: {recipe}\nrows: {rows}"
-        assert set(got) == set(want), context
-        for key, (score, rank) in want.items():
-            if score is None:
-                assert got[key][0] is None or got[key][0] != got[key][0], (key, context)
-            else:
-                assert got[key][0] == pytest.approx(score, rel=1e-9, abs=1e-12), (key, context)
-            assert got[key][1] == rank, (key, context)
-        explained = {(r.query_id, r.item_id): r for r in actual.itertuples()}
-        delayed = recipe["aligner"]["order"] == "after_fusion"
-        delayed = delayed and recipe.get("target_granularity", "doc") == "doc"
-        for item in expected:
-            row = explained[(item["query_id"], item["item_id"])]
-            assert_explained(row, item["contributions"], delayed, context)
+        assert_matches_oracle(rows, recipe, tmp_path, f"trial {trial}")
+
+
+def with_engine_rules(rng: random.Random, recipe: dict[str, Any]) -> dict[str, Any]:
+    """The engines' own rules (docs/fuse.md), each on or off: the normalisers' (R14, R15, R17),
+    a minmax source's bounds in any mode (R16), Qdrant's RRF weighting (R18), empty sources
+    counted (R19) and a cut of the ranking (R20)."""
+    engine = copy.deepcopy(recipe)
+    params, fusion = engine["normalizer_params"], engine["fusion"]
+    for key, values in (
+        ("nonpositive_value", [None, 0.001, -1.0]),
+        ("minmax_degenerate_below", [None, 1e-6, 2.0]),
+        ("zscore_at_mean", [None, "formula", "raw_max"]),
+        ("l2_degenerate_raw", [None, True, False]),
+        ("borda_points", [None, True]),
+    ):
+        params[key] = rng.choice(values)
+    if params["l2_degenerate_raw"]:  # an eps a list of small scores falls below
+        params["eps"] = rng.choice([1e-9, 0.5])
+    if rng.random() < 0.5:  # where an empty source counts
+        fusion["missing"] = "zero"
+    for key, values in (
+        ("rrf_weight", [None, "scales_term", "divides_rank"]),
+        ("count_empty_sources", [None, True, True]),
+        ("top_n", [None, 1, 2, 4]),
+        ("min_score", [None, 0.0, 0.5, 1.0]),
+    ):
+        fusion[key] = rng.choice(values)
+    for entry in engine["sources"].values():
+        if entry["normalize"] == "minmax":
+            for side in ("lower_bound", "upper_bound"):
+                if rng.random() < 0.6:
+                    mode = rng.choice(["apply", "clip", "ignore"])
+                    entry[side] = {"mode": mode, "score": rng.choice([-1.0, 0.0, 0.3, 2.0, 10.0])}
+    for group in (params, fusion):
+        for key in [k for k, v in group.items() if v is None]:
+            del group[key]
+    return engine
+
+
+ENGINE_SCENARIOS = [
+    ("minmax", "arithmetic_mean"),
+    ("minmax", "geometric_mean"),
+    ("minmax", "weighted_sum"),
+    ("minmax", "combmin"),
+    ("zscore", "arithmetic_mean"),
+    ("l2", "weighted_sum"),
+    ("borda", "combsum"),
+    ("borda", "arithmetic_mean"),
+    ("rank", "rrf"),
+    ("none", "rrf"),
+]
+
+
+@pytest.mark.parametrize(("normalizer", "method"), ENGINE_SCENARIOS)
+def test_sql_matches_oracle_with_the_engines_rules(
+    normalizer: str, method: str, tmp_path: Path
+) -> None:
+    """As above, with the engine rules drawn, and a source now and then without a hit for a
+    query (count_empty_sources' case)."""
+    rng = random.Random(f"engines-{normalizer}-{method}")
+    for trial in range(5):
+        rows = random_log(rng)
+        dropped = (rng.choice(SOURCES), "q0") if rng.random() < 0.7 else None
+        kept = [r for r in rows if (r["source"], r["query_id"]) != dropped]
+        if {r["source"] for r in kept} == set(SOURCES):  # q0 is not the log's only query
+            rows = kept
+        recipe = with_engine_rules(rng, random_recipe(rng, normalizer, method))
+        assert_matches_oracle(rows, recipe, tmp_path, f"trial {trial}, {dropped} empty")
+
+
+def assert_matches_oracle(rows: list[dict], recipe: dict, tmp_path: Path, trial: str) -> None:
+    """The command's fused items equal the oracle's: scores, ranks and explanations."""
+    expected = fuse_reference(rows, recipe)
+    actual = run_sql(rows, recipe, tmp_path)
+    got = {(r.query_id, r.item_id): (r.fused_score, r.rank) for r in actual.itertuples()}
+    want = {(r["query_id"], r["item_id"]): (r["fused_score"], r["rank"]) for r in expected}
+    context = f"{trial}: {recipe}\nrows: {rows}"
+    assert set(got) == set(want), context
+    for key, (score, rank) in want.items():
+        if score is None:
+            assert got[key][0] is None or got[key][0] != got[key][0], (key, context)
+        else:
+            assert got[key][0] == pytest.approx(score, rel=1e-9, abs=1e-12), (key, context)
+        assert got[key][1] == rank, (key, context)
+    explained = {(r.query_id, r.item_id): r for r in actual.itertuples()}
+    delayed = recipe["aligner"]["order"] == "after_fusion"
+    delayed = delayed and recipe.get("target_granularity", "doc") == "doc"
+    for item in expected:
+        row = explained[(item["query_id"], item["item_id"])]
+        assert_explained(row, item["contributions"], delayed, context)
 
 
 CONTRIBUTION_FIELDS = ("source", "raw_score", "norm_score", "rank", "weight")
