@@ -13,27 +13,26 @@ l2_degenerate_raw, borda_points) render nothing when left out.
 {% macro degenerate_spread(spread, np) -%}
 {% if np.get('minmax_degenerate_below') is not none %}{{ spread }} < {{ np.minmax_degenerate_below | lit }}{% else %}{{ spread }} = 0{% endif %}
 {%- endmacro %}
-{#- OpenSearch min_max with per-sub-query bounds (MinMaxScoreNormalizationTechnique and
-    bounds/LowerBound.java, UpperBound.java): a bound replaces the list's min (max) for a score
-    on its side of it (apply), or always when the list reaches it, the scores beyond it clipped
-    to 0 (1) (clip); ignore keeps the list's. -#}
+{#- One end of minmax's range with a bound, as OpenSearch's bounds/LowerBound.java and
+    UpperBound.java make it: `own` the list's end (s_min, s_max), `far` the other, `inward` how a
+    score inside the range compares with the bound ('>' for a lower bound). apply: the bound,
+    for a score on its inner side when the list reaches past it; clip: the bound, unless the
+    list stays short of it; ignore (or no bound): the list's own. -#}
+{% macro bounded_end(bound, own, far, inward) -%}
+{% set outward = '<' if inward == '>' else '>' %}
+{% if bound and bound.mode == 'apply' -%}
+(CASE WHEN {{ far }} {{ inward }} {{ bound.score | lit }} AND raw_score {{ inward }} {{ bound.score | lit }} THEN {{ bound.score | lit }} ELSE {{ own }} END)
+{%- elif bound and bound.mode == 'clip' -%}
+(CASE WHEN {{ far }} {{ outward }} {{ bound.score | lit }} THEN {{ own }} ELSE {{ bound.score | lit }} END)
+{%- else -%}
+{{ own }}
+{%- endif %}
+{%- endmacro %}
+{#- OpenSearch min_max with per-sub-query bounds (MinMaxScoreNormalizationTechnique): a score
+    beyond a clip bound is 0 (1); an empty effective range is degenerate. -#}
 {% macro bounded_minmax(np, lower, upper) -%}
-{% set lo_b = lower.score | lit if lower else none %}
-{% set hi_b = upper.score | lit if upper else none %}
-{% if lower and lower.mode == 'apply' %}
-{% set lo = '(CASE WHEN s_max > ' ~ lo_b ~ ' AND raw_score > ' ~ lo_b ~ ' THEN ' ~ lo_b ~ ' ELSE s_min END)' %}
-{% elif lower and lower.mode == 'clip' %}
-{% set lo = '(CASE WHEN s_max < ' ~ lo_b ~ ' THEN s_min ELSE ' ~ lo_b ~ ' END)' %}
-{% else %}
-{% set lo = 's_min' %}
-{% endif %}
-{% if upper and upper.mode == 'apply' %}
-{% set hi = '(CASE WHEN s_min < ' ~ hi_b ~ ' AND raw_score < ' ~ hi_b ~ ' THEN ' ~ hi_b ~ ' ELSE s_max END)' %}
-{% elif upper and upper.mode == 'clip' %}
-{% set hi = '(CASE WHEN s_min > ' ~ hi_b ~ ' THEN s_max ELSE ' ~ hi_b ~ ' END)' %}
-{% else %}
-{% set hi = 's_max' %}
-{% endif %}
+{% set lo = bounded_end(lower, 's_min', 's_max', '>') %}
+{% set hi = bounded_end(upper, 's_max', 's_min', '<') %}
 CASE WHEN {{ degenerate_spread('s_max - s_min', np) }} THEN {{ np.degenerate_value | lit }}
 {% if lower and lower.mode == 'clip' %}
      WHEN raw_score < {{ lo }} THEN {{ floored(0.0 | lit, np) }}
