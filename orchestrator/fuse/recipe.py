@@ -85,6 +85,8 @@ MAX_WEIGHT = (
 )
 UNIT = Number(0.0, 1.0)
 GRANULARITIES = ("doc", "block")
+# a fixed end of minmax's range (OpenSearch min_max lower_bounds / upper_bounds, per sub-query)
+BOUND: Spec = {"mode": Choice(("apply", "clip", "ignore")), "score": Number()}
 SOURCE: Spec = {
     "top_k": Number(1.0, integer=True, nullable=True),
     "normalize": Choice(NORMALIZERS),
@@ -92,6 +94,8 @@ SOURCE: Spec = {
     "distance": Flag(),
     "type": Omissible(Text()),
     "index_dir": Omissible(Text()),
+    "lower_bound": Omissible(BOUND),
+    "upper_bound": Omissible(BOUND),
 }
 
 
@@ -149,6 +153,18 @@ def _bounds_declared(p: dict[str, Any]) -> None:
         raise PolicyError("normalizer_params.quantile_p_lo must be below quantile_p_hi")
 
 
+def _minmax_bounds(p: dict[str, Any]) -> None:
+    """A source's lower_bound and upper_bound fix an end of minmax's range; nothing else reads them."""
+    entries = {"source_defaults": p["source_defaults"]}
+    entries |= {f"sources.{name}": entry for name, entry in p["sources"].items()}
+    for where, entry in entries.items():
+        for bound in ("lower_bound", "upper_bound"):
+            if bound in entry and entry["normalize"] != "minmax":
+                raise PolicyError(
+                    f"{where}.{bound} needs normalize: minmax, not {entry['normalize']}"
+                )
+
+
 FUSE_RECIPE = PolicyKind(
     capability="fuse",
     version_key="recipe_id",
@@ -176,6 +192,12 @@ FUSE_RECIPE = PolicyKind(
             "quantile_p_hi": UNIT,
             "bounds": Bounds(),
             "bounds_clip": Flag(),
+            # left out: each normaliser as documented; set, an engine's own rule (docs/fuse.md)
+            "nonpositive_value": Omissible(Number()),
+            "minmax_degenerate_below": Omissible(Number(0.0, lo_open=True)),
+            "zscore_at_mean": Omissible(Choice(("formula", "raw_max"))),
+            "l2_degenerate_raw": Omissible(Flag()),
+            "borda_points": Omissible(Flag()),
         },
         "aligner": {
             "method": Choice(("max", "sum", "mean", "sum_top_n", "max_decay")),
@@ -188,6 +210,11 @@ FUSE_RECIPE = PolicyKind(
             "k": Number(0.0, lo_open=True),
             "rank_base": Number(0.0, 1.0, integer=True),
             "missing": Choice(("default", "zero", "skip", "list_min")),
+            "rrf_weight": Omissible(Choice(("scales_term", "divides_rank"))),
+            "count_empty_sources": Omissible(Flag()),
+            # a cut of the fused list (engines' min_score, size / rank_window_size): left out, none
+            "min_score": Omissible(Number(nullable=True)),
+            "top_n": Omissible(Number(1.0, integer=True, nullable=True)),
         },
         "parent_features": {
             "max_score": Choice(("minmax", "raw")),
@@ -199,7 +226,7 @@ FUSE_RECIPE = PolicyKind(
             "rules": ListOf({"match": Text(), "boost": MapOf(Number(0.0))}),
         },
     },
-    cross_checks=(_bounds_declared,),
+    cross_checks=(_bounds_declared, _minmax_bounds),
 )
 
 

@@ -41,6 +41,8 @@ CASE WHEN count({{ value }}){% if condition %} FILTER (WHERE {{ condition }}){% 
 {#- borda makes every candidate present in its lists for the score methods only: rrf and isr read
     ranks, which a missing item has none of, so their n_d and contributions count real hits. -#}
 {% set rank_based = f.method in ['rrf', 'isr'] %}
+{% set count_empty = f.get('count_empty_sources') and missing == 'zero' and needs_grid %}
+{% set cut = f.get('top_n') is not none or f.get('min_score') is not none %}
 {% set borda_sources = [] %}
 {% for name in sources if r.sources[name].normalize == 'borda' and not rank_based %}{% set _ = borda_sources.append(name) %}{% endfor %}
 {% set quantile_sources = [] %}
@@ -49,7 +51,10 @@ CASE WHEN count({{ value }}){% if condition %} FILTER (WHERE {{ condition }}){% 
 {% if borda_sources %}{{ source }} IN ({% for name in borda_sources %}{{ name | lit }}{{ ', ' if not loop.last }}{% endfor %}){% else %}FALSE{% endif %}
 {%- endmacro %}
 {% macro rank_contribution(rank_expr) -%}
-{% if f.method == 'rrf' -%}
+{% if f.method == 'rrf' and f.get('rrf_weight') == 'divides_rank' -%}
+{#- Qdrant's weighted RRF (reciprocal_rank_fusion.rs): a weight divides the rank; 0 adds nothing -#}
+CASE WHEN weight > 0 THEN {{ 1.0 | lit }} / (({{ rank_expr }}) / NULLIF(weight, 0) + {{ (f.k - 1 + f.rank_base) | float | lit }}) ELSE {{ 0.0 | lit }} END
+{%- elif f.method == 'rrf' -%}
 weight / (({{ rank_expr }}) + {{ (f.k - 1 + f.rank_base) | float | lit }})
 {%- else -%}
 weight / NULLIF(({{ rank_expr }}) * ({{ rank_expr }}), 0)
@@ -210,7 +215,7 @@ normalized AS (
         *,
         CASE source
 {% for name in sources %}
-            WHEN {{ name | lit }} THEN {{ normalizer(r.sources[name].normalize, np) }}
+            WHEN {{ name | lit }} THEN {{ normalizer(r.sources[name].normalize, np, r.sources[name]) }}
 {% endfor %}
         END AS norm_score
     FROM list_stats
@@ -224,6 +229,21 @@ query_lists AS (
         any_value(n_candidates) AS n_candidates, min(norm_score) AS list_min_score
     FROM normalized
     GROUP BY query_id, source
+{% if count_empty %}
+    UNION ALL
+    -- a source without a hit for the query: a list every item is missing from (OpenSearch
+    -- counts an empty sub-query's weight in arithmetic_mean)
+    SELECT
+        q.query_id, s.source,
+        s.weight, CAST(0 AS BIGINT) AS list_n,
+        CAST(NULL AS BIGINT) AS last_rank,
+        q.n_candidates, CAST(NULL AS DOUBLE) AS list_min_score
+    FROM (SELECT query_id, count(*) AS n_candidates FROM candidates GROUP BY query_id) AS q
+    CROSS JOIN source_settings AS s
+    LEFT JOIN (SELECT query_id, source FROM normalized GROUP BY query_id, source) AS held
+        ON held.query_id = q.query_id AND held.source = s.source
+    WHERE held.source IS NULL
+{% endif %}
 ),
 grid AS (
     SELECT
@@ -239,7 +259,11 @@ grid AS (
         n.best_snippet,
         CASE
             WHEN n.target_id IS NOT NULL THEN n.norm_score
+{% if np.get('borda_points') %}
+            WHEN {{ is_borda('ql.source') }} THEN (ql.n_candidates - ql.list_n + 1) / {{ 2.0 | lit }}
+{% else %}
             WHEN {{ is_borda('ql.source') }} THEN {{ 0.5 | lit }} - (ql.list_n - 1) / NULLIF(2 * ql.n_candidates, 0)
+{% endif %}
             WHEN {{ (missing == 'list_min') | lit }} THEN ql.list_min_score
             ELSE {{ 0.0 | lit }}
         END AS norm_score,
@@ -377,10 +401,22 @@ parents_fused AS (
 ),
 {% endif %}
 ranked AS (
+{% if cut %}
+    SELECT * FROM (
+{% endif %}
     SELECT
         *,
         row_number() OVER (PARTITION BY query_id ORDER BY round(fused_score, 12) DESC NULLS LAST, target_id ASC NULLS LAST) AS rank
     FROM {{ 'parents_fused' if delayed else 'fused' }}
+{% if cut %}
+    ) AS numbered
+    -- the fused list's cut (fusion.top_n, fusion.min_score: the engines' size and min_score),
+    -- on the score as it ranks, so what is cut is always the tail of the ranking
+{% set kept = [] %}
+{% if f.get('top_n') is not none %}{% set _ = kept.append('rank <= ' ~ (f.top_n | int | lit)) %}{% endif %}
+{% if f.get('min_score') is not none %}{% set _ = kept.append('round(fused_score, 12) >= ' ~ (f.min_score | float | lit)) %}{% endif %}
+    WHERE {{ kept | join(' AND ') }}
+{% endif %}
 ),
 fused_items AS (
     SELECT
