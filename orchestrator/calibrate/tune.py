@@ -93,15 +93,7 @@ def tune(
 ) -> TuneResult:
     """Choose the grid point of `recipe` (with `recipe_overrides`, fixed) with the best
     `metric` on `qrels`; write it to `out`."""
-    if folds < 2:
-        raise TuneError(f"--folds {folds}: at least 2")
-    if version is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]*", version):
-        raise TuneError(
-            f"--version {version!r}: a recipe_id is letters, digits, _ . and -, "
-            "starting with a letter or digit"
-        )
-    if permutations < 1:
-        raise TuneError(f"--permutations {permutations}: at least 1")
+    check_counts(folds, version, permutations)
     inputs = {"--log": log, "--qrels": qrels}
     if Path(recipe).is_file():  # a recipe file, not a packaged name
         inputs["--recipe"] = recipe
@@ -113,7 +105,7 @@ def tune(
     points = grid_points(axes)
     fixed = list(recipe_overrides)
     base = load_policy(FUSE_RECIPE, recipe, fixed)
-    recipes = [base] + [_grid_recipe(recipe, fixed, point) for point in points]
+    recipes = [base] + [grid_recipe(recipe, fixed, point) for point in points]
     with Session(settings, progress) as session:
         progress.step(f"checking inputs (base recipe {base.version})")
         opened, base_plan = open_log(session, log, base)
@@ -134,7 +126,9 @@ def tune(
         selection = select_grid_point(values[1:], assignment)
         base_mean = math.fsum(values[0].values()) / len(queries)
         progress.step(f"paired randomization test over {len(queries):,} queries")
-        p_value = _p_value(session, parsed[0], selection, values[0], permutations, seed)
+        p_value = paired_p_value(
+            session, parsed[0], selection.held_out, values[0], permutations, seed
+        )
     result = TuneResult(
         Path(out),
         {},
@@ -161,7 +155,20 @@ def tune(
     return replace(result, document=document)
 
 
-def _grid_recipe(recipe: str, fixed: list[str], point: dict[str, Any]) -> Policy:
+def check_counts(folds: int, version: str | None, permutations: int) -> None:
+    """The options tune and learn share, checked before any work."""
+    if folds < 2:
+        raise TuneError(f"--folds {folds}: at least 2")
+    if version is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]*", version):
+        raise TuneError(
+            f"--version {version!r}: a recipe_id is letters, digits, _ . and -, "
+            "starting with a letter or digit"
+        )
+    if permutations < 1:
+        raise TuneError(f"--permutations {permutations}: at least 1")
+
+
+def grid_recipe(recipe: str, fixed: list[str], point: dict[str, Any]) -> Policy:
     """The base recipe with the grid point's overrides; an error names the grid point."""
     try:
         return load_policy(GRID_KIND, recipe, fixed + as_overrides(point))
@@ -203,20 +210,22 @@ def evaluate_grid(
     )
 
 
-def _p_value(
+def paired_p_value(
     session: Session,
     metric: Metric,
-    selection: Selection,
+    held_out: dict[str, float],
     base: dict[str, float],
     permutations: int,
     seed: int,
 ) -> float:
+    """`held_out` against `base`, query by query: sql/metrics/significance.sql's paired
+    two-sided randomization test, as `eval --baseline` computes it."""
     paired = pd.DataFrame(
         {
             "metric": metric.key,
-            "query_id": list(selection.held_out),
-            "run_value": list(selection.held_out.values()),
-            "baseline_value": [base[q] for q in selection.held_out],
+            "query_id": list(held_out),
+            "run_value": list(held_out.values()),
+            "baseline_value": [base[q] for q in held_out],
         }
     )
     session.register("tune_paired", paired)
