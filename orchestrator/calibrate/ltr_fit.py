@@ -114,14 +114,23 @@ def _fit_trees(
     data = lgb.Dataset(features, label=relevance, group=sizes, params={"verbosity": -1})
     booster = lgb.train(params, data, num_boost_round=s.trees)
     gains = booster.feature_importance(importance_type="gain").astype(float)
-    stored = lgb.Booster(model_str=rounded_model_text(booster.model_to_string()))
-    trees = [_flat_tree(info["tree_structure"]) for info in stored.dump_model()["tree_info"]]
+    model, stored = compile_booster(booster)
     return Fitted(
-        {"kind": "trees", "trees": trees},
+        model,
         _shares(gains),
         lambda x: np.asarray(stored.predict(x, num_threads=1), dtype=float),
         pairs,
     )
+
+
+def compile_booster(booster: Any) -> tuple[dict[str, Any], Any]:
+    """A LightGBM Booster as the recipe's `ltr.model`, at the written precision, and the Booster
+    of exactly that model (its thresholds and leaf values rounded in LightGBM's model text, read
+    back): what the recipe's SQL must reproduce."""
+    lgb = lightgbm_module()
+    stored = lgb.Booster(model_str=rounded_model_text(booster.model_to_string()))
+    trees = [_flat_tree(info["tree_structure"]) for info in stored.dump_model()["tree_info"]]
+    return {"kind": "trees", "trees": trees}, stored
 
 
 def rounded_model_text(text: str) -> str:

@@ -99,11 +99,12 @@ def learn(
 
     \b
     duckscore learn --log logs/retrieval_log.parquet --qrels qrels.parquet --out learned.yaml
-    duckscore fuse --log logs/retrieval_log.parquet --recipe learned.yaml --out fused
 
     \b
     Prints the held-out metric of the learned recipe against the base recipe (and the recipe
-    tuned by --grid on the same folds), with a paired randomization test of each difference.
+    tuned by --grid on the same folds), with a paired randomization test of each difference;
+    writes learned.yaml and its report, learned.report.json. Then fuse with it:
+    `duckscore fuse --log … --recipe learned.yaml --out fused`.
     """
     from ..calibrate.learn import learn as run_learn
     from ..calibrate.learn_report import format_summary

@@ -48,8 +48,8 @@ MISSING_IS_NULL = ("rrf", "norm", "raw", "minmax", "gap")
 DEFAULT_FEATURES = tuple(FEATURES)
 MISSING_TYPES = ("none", "zero", "nan")  # LightGBM's missing types, lower case
 MODEL_KINDS = ("linear", "trees")
-MAX_TREES = 1000
-MAX_LEAVES = 255
+MAX_TREES = 500  # DuckDB compiles 100 trees of 31 leaves in seconds, 300 in a minute
+MAX_LEAVES = 127
 _NAME = re.compile(r"([a-z_]+)(?:@([A-Za-z0-9_.\-]+))?")
 
 

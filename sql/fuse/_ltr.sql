@@ -32,10 +32,11 @@ CASE WHEN present_{{ i }} THEN norm_score_{{ i }} END
 {%- elif feature.kind == 'raw' -%}
 CASE WHEN present_{{ i }} THEN {{ raw }} END
 {%- elif feature.kind == 'minmax' -%}
-CASE WHEN NOT present_{{ i }} THEN NULL
-     WHEN max({{ raw }}) OVER per_query > min({{ raw }}) OVER per_query
-     THEN ({{ raw }} - min({{ raw }}) OVER per_query) / NULLIF(max({{ raw }}) OVER per_query - min({{ raw }}) OVER per_query, 0)
-     ELSE {{ 1.0 | lit }} END
+CASE WHEN present_{{ i }} THEN
+    CASE WHEN max({{ raw }}) OVER per_query > min({{ raw }}) OVER per_query
+         THEN ({{ raw }} - min({{ raw }}) OVER per_query) / NULLIF(max({{ raw }}) OVER per_query - min({{ raw }}) OVER per_query, 0)
+         ELSE {{ 1.0 | lit }} END
+END
 {%- elif feature.kind == 'gap' -%}
 CASE WHEN present_{{ i }} THEN max({{ raw }}) OVER per_query - {{ raw }} END
 {%- elif feature.kind == 'hits' -%}
