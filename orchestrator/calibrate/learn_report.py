@@ -193,31 +193,34 @@ def _library_version(kind: str) -> dict[str, str]:
 
 
 def format_summary(o: LearnOutcome, recipe_id: str) -> str:
-    """What `duckscore learn` prints: the held-out metric of the learned recipe against the base
-    (and the tuned recipe), each with the paired test's p-value."""
+    """What `duckscore learn` prints: the held-out metric of the learned recipe, of the base (and
+    of the tuned recipe), and the learned recipe's difference from each with the paired test's
+    p-value."""
     figures = held_out(o)
-    label = f"learned ({o.model.kind})"
-    rows = [(label, figures["learned"], None, None), (o.base_version, figures["base"],
-            figures["against_base"]["difference"], o.p_base)]  # fmt: skip
+    rows = [
+        (f"learned ({o.model.kind})", figures["learned"], None, None),
+        (o.base_version, figures["base"], figures["against_base"]["difference"], o.p_base),
+    ]
     if o.tuned is not None:
-        rows.append((f"tuned ({len(o.grid_points)} grid points)", figures["tuned"],
-                     figures["against_tuned"]["difference"], o.p_tuned))  # fmt: skip
-    width = max(len(row[0]) for row in rows) + 2
+        tuned = f"tuned ({len(o.grid_points)} grid points)"
+        rows.append((tuned, figures["tuned"], figures["against_tuned"]["difference"], o.p_tuned))
+    title = f"{o.metric} held out"
+    width = max(len(title), *(len(row[0]) for row in rows)) + 2
     lines = [
         f"learned: {recipe_id} ({o.model.kind}, {len(o.features)} features)",
         "",
-        f"{o.metric:<{width}}{'held-out':>10}{'learned -':>12}{'p-value':>10}",
+        f"{title:<{width}}{'mean':>10}{'difference':>12}{'p-value':>10}",
     ]
     for name, value, difference, p in rows:
         shown = "" if difference is None else f"{difference:>+12.6f}"
         p_text = "" if p is None else f"{p_value_text(p, o.permutations):>10}"
-        lines.append(f"{name:<{width}}{value:>10.6f}{shown:>12}{p_text}")
+        lines.append(f"{name:<{width}}{value:>10.6f}{shown:>12}{p_text}".rstrip())
     lines += [
         "",
         f"{len(set(o.folds.values()))} folds (seed {o.model.seed}) over {len(o.queries):,} "
-        f"judged queries; in-sample (every query): learned "
-        f"{mean(o.in_sample, o.queries):.6f}",
-        f"p-value: paired two-sided randomization test ({o.permutations:,} permutations) of the "
-        "held-out values",
+        "judged queries, each scored by a recipe fitted without it",
+        f"in-sample (the written model on every query): {mean(o.in_sample, o.queries):.6f}",
+        f"difference: learned minus the row; p-value: paired two-sided randomization test "
+        f"({o.permutations:,} permutations)",
     ]
     return "\n".join(lines)

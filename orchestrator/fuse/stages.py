@@ -25,6 +25,8 @@ STAGES = (
     "ranked",
     "fused_items",
 )
+# and the stages of a learned recipe (fusion.method ltr), between source_pivot and fused
+LTR_STAGES = ("ltr_features", "model_inputs", "ltr_scored")
 
 
 # the (query, source, parent) aggregate fusion and parent features share (FusePlan.by_parent)

@@ -3,7 +3,8 @@ Learned fusion (fusion.method: ltr; orchestrator/fuse/ltr.py defines the recipe'
 
 ltr_feature(feature, f): one feature of a row of fused.sql's source_pivot stage (one row per
 (query, item): present_<i>, raw_score_<i>, norm_score_<i>, list_rank_<i>, n_hits_<i> for the
-i-th source, n_sources), over the window `per_query` (PARTITION BY query_id). `feature` is
+i-th source, n_sources), query statistics as windows over the query (written out each time:
+Spark reads `OVER name - x` as one hyphenated name). `feature` is
 {kind, index} (index: the source's position, for a per-source kind); `f` the recipe's fusion
 block. A per-source value is NULL where the source did not return the item (presence is its own
 feature, present@<source>); counts are 0 there. Every value is a DOUBLE.
@@ -17,8 +18,11 @@ ltr_score(model): the model's score of a row of model_inputs (columns model_1 �
 - trees: Σ over the trees, in order, of the leaf each reaches, as LightGBM 4 predicts it
   (Tree::NumericalDecision): with missing type `none` a NULL reads as 0 and goes left when
   0 <= threshold; with `nan` a NULL goes to the default side (default_left); with `zero` a NULL
-  and any |x| <= kZeroThreshold go to the default side; otherwise left when x <= threshold (a
-  double), right when not. kZeroThreshold is the float 1e-35f, 1.0000000180025095e-35.
+  and 0 (model_inputs has made every |x| <= kZeroThreshold 0) go to the default side; otherwise
+  left when x <= threshold (a double), right when not. kZeroThreshold is the float 1e-35f,
+  1.0000000180025095e-35. A split of the missing values from all others has the threshold inf,
+  which LightGBM's dump_model() writes as 1e300: the same split for every value within ±1e300
+  (a log's scores are within ±1e100, fuse/contract.py).
 -#}
 {% macro ltr_feature(feature, f) -%}
 {% set i = feature.index %}
@@ -33,22 +37,22 @@ CASE WHEN present_{{ i }} THEN norm_score_{{ i }} END
 CASE WHEN present_{{ i }} THEN {{ raw }} END
 {%- elif feature.kind == 'minmax' -%}
 CASE WHEN present_{{ i }} THEN
-    CASE WHEN max({{ raw }}) OVER per_query > min({{ raw }}) OVER per_query
-         THEN ({{ raw }} - min({{ raw }}) OVER per_query) / NULLIF(max({{ raw }}) OVER per_query - min({{ raw }}) OVER per_query, 0)
+    CASE WHEN max({{ raw }}) OVER (PARTITION BY query_id) > min({{ raw }}) OVER (PARTITION BY query_id)
+         THEN ({{ raw }} - min({{ raw }}) OVER (PARTITION BY query_id)) / NULLIF(max({{ raw }}) OVER (PARTITION BY query_id) - min({{ raw }}) OVER (PARTITION BY query_id), 0)
          ELSE {{ 1.0 | lit }} END
 END
 {%- elif feature.kind == 'gap' -%}
-CASE WHEN present_{{ i }} THEN max({{ raw }}) OVER per_query - {{ raw }} END
+CASE WHEN present_{{ i }} THEN max({{ raw }}) OVER (PARTITION BY query_id) - {{ raw }} END
 {%- elif feature.kind == 'hits' -%}
 CAST(coalesce(n_hits_{{ i }}, 0) AS DOUBLE)
 {%- elif feature.kind == 'top' -%}
-max({{ raw }}) OVER per_query
+max({{ raw }}) OVER (PARTITION BY query_id)
 {%- elif feature.kind == 'list_n' -%}
-CAST(count(list_rank_{{ i }}) OVER per_query AS DOUBLE)
+CAST(count(list_rank_{{ i }}) OVER (PARTITION BY query_id) AS DOUBLE)
 {%- elif feature.kind == 'n_sources' -%}
 CAST(n_sources AS DOUBLE)
 {%- elif feature.kind == 'candidates' -%}
-CAST(count(*) OVER per_query AS DOUBLE)
+CAST(count(*) OVER (PARTITION BY query_id) AS DOUBLE)
 {%- else -%}
 {{ fail('unknown ltr feature ' ~ feature.kind) }}
 {%- endif %}
@@ -70,9 +74,9 @@ CASE WHEN abs(ltr_{{ j }}) <= {{ k_zero | lit }} THEN {{ 0.0 | lit }} ELSE ltr_{
 {%- elif missing == 'nan' -%}
 {{ x }} IS NOT NULL AND {{ x }} <= {{ threshold }}
 {%- elif missing == 'zero' and tree.default_left[node] -%}
-abs(coalesce({{ x }}, {{ 0.0 | lit }})) <= {{ k_zero | lit }} OR coalesce({{ x }}, {{ 0.0 | lit }}) <= {{ threshold }}
+coalesce({{ x }}, {{ 0.0 | lit }}) = {{ 0.0 | lit }} OR coalesce({{ x }}, {{ 0.0 | lit }}) <= {{ threshold }}
 {%- elif missing == 'zero' -%}
-abs(coalesce({{ x }}, {{ 0.0 | lit }})) > {{ k_zero | lit }} AND coalesce({{ x }}, {{ 0.0 | lit }}) <= {{ threshold }}
+coalesce({{ x }}, {{ 0.0 | lit }}) <> {{ 0.0 | lit }} AND coalesce({{ x }}, {{ 0.0 | lit }}) <= {{ threshold }}
 {%- else -%}
 coalesce({{ x }}, {{ 0.0 | lit }}) <= {{ threshold }}
 {%- endif %}

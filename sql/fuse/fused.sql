@@ -357,7 +357,6 @@ ltr_features AS (
         {{ ltr_feature(feature, f) }} AS ltr_{{ loop.index }}{{ ',' if not loop.last }}
 {% endfor %}
     FROM source_pivot
-    WINDOW per_query AS (PARTITION BY query_id)
 ),
 model_inputs AS (
     SELECT

@@ -123,19 +123,54 @@ def booster_for(missing: str) -> Any:
     return lightgbm.train(params, data, num_boost_round=12)
 
 
+def path_to(tree: dict[str, Any], node: int) -> list[tuple[int, bool]]:
+    """The splits from the root to `node`, each with the side taken (True: left)."""
+    parent = {c: (n, c == tree["left_child"][n]) for n in range(len(tree["split_feature"]))
+              for c in (tree["left_child"][n], tree["right_child"][n])}  # fmt: skip
+    path = []
+    while node != 0:
+        node, left = parent[node]
+        path.append((node, left))
+    return path[::-1]
+
+
+def reaching(tree: dict[str, Any], node: int, row: np.ndarray) -> np.ndarray:
+    """`row` with the features of `node`'s ancestors set to reach it: each in the interval its
+    ancestors' thresholds leave ((lo, hi]), away from 0 where it can be."""
+    bounds: dict[int, list[float]] = {}
+    for ancestor, left in path_to(tree, node):
+        lo, hi = bounds.setdefault(tree["split_feature"][ancestor], [-np.inf, np.inf])
+        threshold = tree["threshold"][ancestor]
+        bounds[tree["split_feature"][ancestor]] = (
+            [lo, min(hi, threshold)] if left else [max(lo, threshold), hi]
+        )
+    row = row.copy()
+    for feature, (lo, hi) in bounds.items():
+        if np.isinf(lo) and np.isinf(hi):
+            continue
+        value = hi - 1.0 if np.isinf(lo) else lo + 1.0 if np.isinf(hi) else (lo + hi) / 2
+        row[feature] = value if abs(value) > 1e-9 or hi - lo < 1e-9 else value + (hi - lo) / 4
+    return row
+
+
 def boundary_rows(model: dict[str, Any]) -> np.ndarray:
-    """For every split: its feature at the threshold, a step either side, its negation, NULL,
-    0, ±kZeroThreshold and ±1e-36, the other features drawn (with NULLs)."""
+    """For every split, rows that reach it with its feature at the threshold, a step either
+    side, its negation, NULL, 0, ±kZeroThreshold and ±1e-36 (the other features drawn, with
+    NULLs)."""
     rng = np.random.default_rng(2)
     values = [np.nan, 0.0, K_ZERO, -K_ZERO, 1e-36, -1e-36]
     rows = []
     for tree in model["trees"]:
-        for feature, threshold in zip(tree["split_feature"], tree["threshold"]):
+        for node, (feature, threshold) in enumerate(zip(tree["split_feature"], tree["threshold"])):
             near = [threshold, -threshold, np.nextafter(threshold, -np.inf),
                     np.nextafter(threshold, np.inf)]  # fmt: skip
-            for value in near + values:
+            # a split of the missing values from all others has an infinite threshold, which
+            # dump_model() writes as 1e300: the same split for features within ±1e300 (a log's
+            # scores are within ±1e100), not for a value beyond
+            for value in [v for v in near if abs(v) <= 1e300] + values:
                 row = rng.normal(size=3)
                 row[rng.random(3) < 0.2] = np.nan
+                row = reaching(tree, node, row)
                 row[feature] = value
                 rows.append(row)
     return np.array(rows)
@@ -348,3 +383,12 @@ def test_an_output_that_is_not_yaml_is_refused_before_any_work(tmp_path: Path) -
     log, qrels = synthetic(tmp_path / "in")
     done = invoke("learn", "--log", log, "--qrels", qrels, "--out", tmp_path / "learned.json")
     assert done.exit_code == 2 and "the output is YAML, not JSON" in done.stderr
+
+
+def test_a_model_that_learnt_nothing_is_its_constant() -> None:
+    """No judged candidate is relevant: LightGBM stops after a tree of one leaf and no split;
+    the recipe holds it as such and the SQL adds its leaf."""
+    rows = np.random.default_rng(4).normal(size=(200, 3))
+    fitted = fit(rows, np.zeros(200, dtype=int), [20] * 10, ModelSettings(trees=3))
+    assert [t["split_feature"] for t in fitted.model["trees"]] == [[]]
+    assert np.array_equal(sql_scores(fitted.model, rows, lambda s: s), fitted.predict(rows))

@@ -31,7 +31,7 @@ LOG = SCIFACT / "retrieval_log.parquet"
 # 2 queries, 3 documents, 2 sources (document-level hits, so the aligner keeps each score)
 TINY_LOG = """query_id,source,item_id,parent_id,score,rank
 q1,a,A,A,3.0,1
-q1,a,B,B,1.0,2
+q1,a,B,B,2.0,2
 q1,b,B,B,0.9,1
 q1,b,C,C,0.5,2
 q2,a,C,C,2.0,1
@@ -63,7 +63,7 @@ def test_a_linear_model_by_hand(tmp_path: Path) -> None:
     fuse(str(log), tmp_path / "out", str(recipe))
     fused = pd.read_parquet(tmp_path / "out" / "fused.parquet")
     expected = {
-        # q1: a holds A (3.0) and B (1.0): minmax A 1, B 0; b holds B (rank 1) and C (rank 2)
+        # q1: a holds A (3.0) and B (2.0): minmax A 1, B 0 (a spread of 1); b holds B (rank 1) and C (rank 2)
         ("q1", "A"): 0.25 + 1.0 + 0.0 + 0.5 * 1.0 + 0.125 * 1,  # 1.875
         ("q1", "B"): 0.25 + 1.0 + 62.0 / 61 + 0.5 * 0.0 + 0.125 * 2,  # 2.516393…
         ("q1", "C"): 0.25 + 0.0 + 62.0 / 62 + 0.0 + 0.125 * 1,  # 1.375
@@ -98,13 +98,17 @@ TWO_SPLITS = tree(
     right_child=[1, -3],
     leaf_value=[10.0, 20.0, 30.0],
 )
+# and a tree that learnt nothing: one leaf, no split (what LightGBM writes when no split gains)
+ONE_LEAF = {name: [] for name in TWO_SPLITS["trees"][0]} | {"leaf_value": [0.5]}
 
 
 def test_a_tree_by_hand(tmp_path: Path) -> None:
     """minmax@a <= 0.5 or NULL: 10; else rrf@b <= 0.0162 (rank 2 and below: 1/62 = 0.01613):
-    20; else (rank 1, 1/61 = 0.01639, or NULL: not returned by b) 30."""
+    20; else (rank 1, 1/61 = 0.01639, or NULL: not returned by b) 30. Plus 0.5, the tree of one
+    leaf."""
     log = write(tmp_path / "log.csv", TINY_LOG)
-    model = dump_yaml(TWO_SPLITS, flow=True, width=10_000)
+    trees = {"kind": "trees", "trees": [*TWO_SPLITS["trees"], ONE_LEAF]}
+    model = dump_yaml(trees, flow=True, width=10_000)
     text = TINY_RECIPE.replace(
         "features: [present@a, rrf@b, minmax@a, n_sources]", "features: [minmax@a, rrf@b]"
     ).replace(
@@ -116,12 +120,12 @@ def test_a_tree_by_hand(tmp_path: Path) -> None:
     fused = pd.read_parquet(tmp_path / "out" / "fused.parquet")
     got = {(q, d): s for q, d, s in fused[["query_id", "item_id", "fused_score"]].itertuples(False)}
     assert got == {
-        ("q1", "A"): 30.0,  # minmax 1 > 0.5; not in b: NULL goes right
-        ("q1", "B"): 10.0,  # minmax 0
-        ("q1", "C"): 10.0,  # not in a: NULL goes left
-        ("q2", "A"): 10.0,
-        ("q2", "B"): 10.0,
-        ("q2", "C"): 20.0,  # minmax 1 (one item); b's rank 2: 1/62 <= 0.0162
+        ("q1", "A"): 30.5,  # minmax 1 > 0.5; not in b: NULL goes right
+        ("q1", "B"): 10.5,  # minmax 0
+        ("q1", "C"): 10.5,  # not in a: NULL goes left
+        ("q2", "A"): 10.5,
+        ("q2", "B"): 10.5,
+        ("q2", "C"): 20.5,  # minmax 1 (one item); b's rank 2: 1/62 <= 0.0162
     }
 
 
