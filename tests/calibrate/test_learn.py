@@ -392,3 +392,24 @@ def test_a_model_that_learnt_nothing_is_its_constant() -> None:
     fitted = fit(rows, np.zeros(200, dtype=int), [20] * 10, ModelSettings(trees=3))
     assert [t["split_feature"] for t in fitted.model["trees"]] == [[]]
     assert np.array_equal(sql_scores(fitted.model, rows, lambda s: s), fitted.predict(rows))
+
+
+def test_the_live_scorer_fuses_as_the_command_does(tmp_path: Path) -> None:
+    """`ds.scorer` with a learned recipe: its fused items are `duckscore fuse`'s, query by query."""
+    from duckscore.api.scorer import scorer
+
+    log, qrels = synthetic(tmp_path / "in")
+    out = tmp_path / "learned.yaml"
+    done = invoke("learn", "--log", log, "--qrels", qrels, "--out", out, "--trees", "10",
+                  "--folds", "2")  # fmt: skip
+    assert done.exit_code == 0, done.stderr
+    fuse(str(log), tmp_path / "fused", str(out))
+    expected = pd.read_parquet(tmp_path / "fused" / "fused.parquet")
+    hits = pd.read_parquet(log)
+    live = scorer(str(out), allow_recipe_mismatch=True)
+    for query in ("q0", "q7"):
+        got = live.score(hits[hits["query_id"] == query], tables=True).fused
+        assert got is not None
+        frame = got.to_pandas()[["item_id", "fused_score", "rank"]]
+        want = expected[expected["query_id"] == query][["item_id", "fused_score", "rank"]]
+        pd.testing.assert_frame_equal(frame.reset_index(drop=True), want.reset_index(drop=True))
