@@ -74,9 +74,10 @@ CASE WHEN abs(ltr_{{ j }}) <= {{ k_zero | lit }} THEN {{ 0.0 | lit }} ELSE ltr_{
 {%- elif missing == 'nan' -%}
 {{ x }} IS NOT NULL AND {{ x }} <= {{ threshold }}
 {%- elif missing == 'zero' and tree.default_left[node] -%}
-coalesce({{ x }}, {{ 0.0 | lit }}) = {{ 0.0 | lit }} OR coalesce({{ x }}, {{ 0.0 | lit }}) <= {{ threshold }}
+coalesce({{ x }}, {{ 0.0 | lit }}) = {{ 0.0 | lit }} OR {{ x }} <= {{ threshold }}
 {%- elif missing == 'zero' -%}
-coalesce({{ x }}, {{ 0.0 | lit }}) <> {{ 0.0 | lit }} AND coalesce({{ x }}, {{ 0.0 | lit }}) <= {{ threshold }}
+{#- a NULL makes neither comparison true: right, the default side -#}
+{{ x }} <> {{ 0.0 | lit }} AND {{ x }} <= {{ threshold }}
 {%- else -%}
 coalesce({{ x }}, {{ 0.0 | lit }}) <= {{ threshold }}
 {%- endif %}
