@@ -410,6 +410,15 @@ def qrels_option(command: F) -> F:
     )(command)
 
 
+def judged_recipe_options(command: F) -> F:
+    """What `tune` and `learn` fit a recipe on: --log, --qrels, --recipe and --set-recipe, and
+    --folds (cross-validation by query)."""
+    command = click.option(
+        "--folds", default=5, show_default=True, type=int, help="Cross-validation folds (>= 2)."
+    )(command)
+    return log_option(qrels_option(recipe_options()(command)))
+
+
 def run_and_qrels_options(command: F) -> F:
     """--run / --qrels as `eval` and `labels` read them (run_path, qrels_path)."""
     return click.option(

@@ -31,6 +31,7 @@ from ..core.policy import (
     Text,
     canonical_json,
 )
+from .ltr import LTR_SPEC, check_ltr
 
 NORMALIZERS = (
     "none",
@@ -60,6 +61,7 @@ FUSIONS = (
     "arithmetic_mean",
     "geometric_mean",
     "harmonic_mean",
+    "ltr",  # a learned model (seed 003 §6.4): the recipe's ltr block, fuse/ltr.py
 )
 DEFAULT_MISSING = {
     "rrf": "zero",
@@ -74,6 +76,7 @@ DEFAULT_MISSING = {
     "combmed": "skip",
     "geometric_mean": "skip",
     "harmonic_mean": "skip",
+    "ltr": "zero",  # its features say which sources returned the item (present@<source>)
 }
 SUM_TYPE = ("rrf", "isr", "weighted_sum", "combsum")
 # the methods that read the source weights (the comb* family reads the normalised scores only)
@@ -225,8 +228,9 @@ FUSE_RECIPE = PolicyKind(
             "enabled": Flag(),
             "rules": ListOf({"match": Text(), "boost": MapOf(Number(0.0))}),
         },
+        "ltr": Omissible(LTR_SPEC),  # fusion.method ltr's model (duckscore learn)
     },
-    cross_checks=(_bounds_declared, _minmax_bounds),
+    cross_checks=(_bounds_declared, _minmax_bounds, check_ltr),
 )
 
 
@@ -336,7 +340,9 @@ def plan(
     )
     uses_borda = any(declared[s]["normalize"] == "borda" for s in sources)
     needs_grid = (
-        uses_borda or missing == "list_min" or (missing == "zero" and method not in SUM_TYPE)
+        uses_borda
+        or missing == "list_min"
+        or (missing == "zero" and method not in (*SUM_TYPE, "ltr"))
     )
     return FusePlan(
         replace(recipe, parameters=resolved),

@@ -9,17 +9,29 @@ With a document target aligned before fusion, `entries` is one row per (query, s
 `with_features` adds what sql/fuse/parent_features.sql needs of it (worst_score, rrf_part), so
 one aggregate, kept as a table, feeds both; `inputs.entries` names that table, read instead.
 Stages: source_settings, log_rows, cut, [block_items, expanded], entries, lists, stats,
-list_stats, normalized, [candidates], [grid], per_source, source_pivot, fused, ranked, [parents_fused],
-fused_items.
+list_stats, normalized, [candidates], [grid], per_source, source_pivot, [ltr_features, model_inputs,
+ltr_scored], fused, ranked, [parents_fused], fused_items.
+fusion.method ltr (a learned model, the recipe's ltr block: orchestrator/fuse/ltr.py) adds n_hits
+(the hits aligned into an entry) to entries, per_source and source_pivot; ltr_features computes
+the model's features of each (query, item), model_inputs what the model reads of them, and
+ltr_scored the model's score as fused_score (sql/fuse/_ltr.sql).
 -#}
 {% from 'fuse/_normalizers.sql' import normalizer with context %}
 {% from 'fuse/_rrf_part.sql' import rrf_part %}
+{% from 'fuse/_ltr.sql' import ltr_feature, ltr_input, ltr_score %}
 {% set r = recipe %}
 {% set np = r.normalizer_params %}
 {% set f = r.fusion %}
 {% set al = r.aligner %}
 {% set delayed = al.order == 'after_fusion' and r.target_granularity == 'doc' %}
 {% set block_level = r.target_granularity == 'block' or delayed %}
+{% set ltr = f.method == 'ltr' %}
+{#- each feature of a learned model: its kind and its source's position in `sources` -#}
+{% set ltr_columns = [] %}
+{% for name in (r.ltr.features if ltr else []) %}
+{% set parts = name.split('@') %}
+{% set _ = ltr_columns.append({'kind': parts[0], 'index': sources.index(parts[1]) + 1 if parts | length > 1 else none}) %}
+{% endfor %}
 {#- Aligned score of a group's values: max, or a sum over the values sorted descending (a fixed
     order, so the float sum is the same on every run and thread count). -#}
 {% macro aligned_score(value) -%}
@@ -116,16 +128,25 @@ entries AS (
         query_id, source, item_id AS target_id, parent_id, score AS raw_score, rank AS best_rank,
         {{ 'original_id' if delayed else 'item_id' }} AS best_item_id, score AS best_item_score,
         snippet AS best_snippet, weight
+{% if ltr %}
+        , CAST(1 AS BIGINT) AS n_hits
+{% endif %}
     FROM {{ 'expanded' if delayed else 'cut' }}
 {% elif inputs.entries %}
     SELECT
         query_id, source, target_id, parent_id, raw_score, best_rank,
         best_item_id, best_item_score, best_snippet, weight
+{% if ltr %}
+        , n_hits
+{% endif %}
     FROM {{ inputs.entries | ident }}
 {% else %}
     SELECT
         query_id, source, target_id, parent_id, raw_score, best_rank,
         best_item_id, best_item_score, best_snippet, weight{{ ', worst_score, rrf_part' if with_features }}
+{% if ltr %}
+        , n_hits
+{% endif %}
     FROM (
         SELECT
             query_id,
@@ -147,6 +168,9 @@ entries AS (
             CAST(NULL AS VARCHAR) AS best_item_id,
 {% endif %}
             max(score) AS best_item_score,
+{% if ltr %}
+            count(*) AS n_hits,
+{% endif %}
 {% if has_snippet and explain %}
             arg_min(snippet, {{ best_hit }}) AS best_snippet,
 {% else %}
@@ -288,6 +312,9 @@ per_source AS (
         best_item_score,
         best_snippet,
         norm_score,
+{% if ltr %}
+        n_hits,
+{% endif %}
 {% if rank_based %}
         CASE WHEN rank_counted THEN {{ rank_contribution('rank_for_fusion') }} END AS contribution,
         rank_counted AS counted
@@ -311,6 +338,9 @@ source_pivot AS (
         target_id,
 {% set c = 'contribution' %}
 {% set pivoted = ['best_item_id', 'best_item_score', 'best_snippet', 'raw_score', 'norm_score', 'list_rank', 'weight', 'contribution'] %}
+{% if ltr %}
+{% set _ = pivoted.append('n_hits') %}
+{% endif %}
 {% if f.method in ['rrf', 'weighted_sum', 'combsum'] %}
         {{ source_sum(c) }} AS fused_score,
 {% elif f.method in ['isr', 'combmnz'] %}
@@ -343,6 +373,28 @@ source_pivot AS (
     FROM per_source
     GROUP BY query_id, target_id
 ),
+{% if ltr %}
+ltr_features AS (
+    SELECT
+        *,
+{% for feature in ltr_columns %}
+        {{ ltr_feature(feature, f) }} AS ltr_{{ loop.index }}{{ ',' if not loop.last }}
+{% endfor %}
+    FROM source_pivot
+),
+model_inputs AS (
+    SELECT
+        *,
+{% for feature in ltr_columns %}
+        {{ ltr_input(r.ltr.model, loop.index) }} AS model_{{ loop.index }}{{ ',' if not loop.last }}
+{% endfor %}
+    FROM ltr_features
+),
+ltr_scored AS (
+    SELECT *, {{ ltr_score(r.ltr.model) }} AS fused_score
+    FROM model_inputs
+),
+{% endif %}
 fused AS (
     SELECT
         query_id,
@@ -376,7 +428,7 @@ fused AS (
         SELECT
             *,
             least({% for name in sources %}CASE WHEN present_{{ loop.index }} THEN list_rank_{{ loop.index }} END{{ ', ' if not loop.last }}{% endfor %}) AS best_list_rank
-        FROM source_pivot
+        FROM {{ 'ltr_scored' if ltr else 'source_pivot' }}
     ) AS pivoted
 ),
 {% if delayed %}
