@@ -1,5 +1,6 @@
-"""Test helpers: fixture paths, a tolerant, null-safe value comparison, and the one rule for a
-component a test needs: missing, it skips — but in CI, where .ci/run installs it, it fails."""
+"""Test helpers: fixture paths, a tolerant, null-safe value comparison, the one rule for a
+component a test needs (missing, it skips — but in CI, where .ci/run installs it, it fails), and
+the check that user text shows in an HTML report as text, never as markup."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import importlib
 import importlib.util
 import math
 import os
+from html.parser import HTMLParser
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -54,3 +56,43 @@ def same_value(actual: Any, expected: Any, tol: float = 1e-12) -> bool:
     if isinstance(expected, float) or isinstance(actual, float):
         return math.isclose(float(actual), float(expected), rel_tol=tol, abs_tol=tol)
     return actual == expected
+
+
+# the markup of duckscore's HTML reports: anything else in a page came from the data
+REPORT_TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "b", "code",
+               "div", "table", "thead", "tbody", "tr", "th", "td", "img"}  # fmt: skip
+REPORT_ATTRIBUTES = {"lang", "charset", "class", "alt", "src"}
+
+
+def hostile(where: str) -> str:
+    """Text that is markup unless escaped, naming where it was put."""
+    return f'<script>alert("{where}")</script>"><img src=x onerror=alert(1)> {where}'
+
+
+class _Page(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def assert_shown_as_text(page: str, texts: list[str], images: int) -> None:
+    """Each of `texts` is in the page's text (escaped: shown, not parsed), the page's markup is
+    the reports' own, and its only images are its `images` embedded PNGs."""
+    parsed = _Page()
+    parsed.feed(page)
+    parsed.close()
+    assert {tag for tag, _ in parsed.tags} <= REPORT_TAGS, parsed.tags
+    assert {name for _, attrs in parsed.tags for name in attrs} <= REPORT_ATTRIBUTES
+    sources = [attrs["src"] or "" for tag, attrs in parsed.tags if tag == "img"]
+    assert len(sources) == images and all(
+        s.startswith("data:image/png;base64,") for s in sources
+    ), sources
+    shown = "".join(parsed.text)
+    assert [t for t in texts if t not in shown] == []

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..core.policy import at_written_precision
 from ..score.policy import BETA_CLIP, BETA_FEATURES
 from .settings import CalibrationError
 
@@ -186,7 +187,10 @@ def _platt_loss(design: np.ndarray, target: np.ndarray, theta: np.ndarray) -> fl
 
 
 def fit_isotonic(x: np.ndarray, y: np.ndarray) -> tuple[list[float], list[float]]:
-    """Breakpoints (x strictly increasing, y non-decreasing) of the isotonic fit of y on x."""
+    """Breakpoints (x strictly increasing, y non-decreasing) of the isotonic fit of y on x. The
+    scores are pooled at the precision a policy file writes them: two that round to one number
+    would otherwise be two breakpoints the file holds as one x twice, which no policy loads."""
+    x = np.asarray(at_written_precision([float(v) for v in x]))
     order = np.argsort(x, kind="stable")
     xs, first, counts = np.unique(x[order], return_index=True, return_counts=True)
     sums = np.add.reduceat(y[order], first)

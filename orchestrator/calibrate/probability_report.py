@@ -1,15 +1,14 @@
 """The report's part on p_good (issue 24): its figures on held-out and in-sample queries, the
-base rate's Brier score, the ECE a perfectly calibrated map would show, and its HTML section.
+base rate's Brier score, the ECE a perfectly calibrated map would show, and the rows of its
+HTML section (templates/calibrate/probability.html).
 Every number comes from SQL (frame_metrics, sql/calibrate/ece_consistency.sql)."""
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 import pandas as pd
 
-from ..common.report_html import cell, image, table
 from ..core.render import render
 from ..core.session import Session
 from .calibration_metrics import frame_metrics
@@ -82,33 +81,17 @@ def probability_figures(
     }
 
 
-def probability_section(probability: dict[str, Any] | None, figures: dict[str, bytes]) -> str:
-    """The p_good part of the report: the map's choice, its figures, its reliability diagram."""
-    if probability is None:
-        return ""
+def probability_rows(probability: dict[str, Any]) -> dict[str, list[list[Any]]]:
+    """The rows of the p_good part's tables (calibrate/probability.html gives their headers)."""
     cv, ins = probability["cross_validated"], probability["in_sample"]
-    rows = [
-        [scope, f["n"], f["base_rate"], f["brier"], f["ece"], f["auroc"]]
-        for scope, f in (("cross-validated", cv), ("in-sample", ins))
-    ]
-    variant_rows = [[name, value] for name, value in probability["held_out_brier"].items()]
-    target_rows = [
-        [name, t["value"], t["target"], "met" if t["met"] else "not met"]
-        for name, t in probability["targets"].items()
-    ]
-    return f"""<h2>Probability of a good answer: <code>p_good</code></h2>
-<p>Method <b>{html.escape(probability["method"])}</b> on
-{html.escape(", ".join(probability["features"]))}, fitted on each fit's training queries (the
-method and features chosen by the held-out Brier score below). A constant prediction of each fold's training
-base rate has a cross-validated Brier score of
-{cell(probability["cross_validated_base_rate_brier"])}.</p>
-<p>ECE is noisy on few queries: with these predictions and outcomes drawn from them (a perfectly
-calibrated map), sampling alone gives an ECE of
-{cell(probability["ece_of_perfect_calibration"]["ece_mean"])} on average and
-{cell(probability["ece_of_perfect_calibration"]["ece_p95"])} at the 95th percentile
-({probability["ece_of_perfect_calibration"]["simulations"]} draws).</p>
-{table(["figure", "cross-validated", "target", ""], target_rows)}
-{table(["scope", "n", "share good", "Brier", "ECE", "AUROC"], rows)}
-{table(["candidate map", "held-out Brier"], variant_rows)}
-{image(figures["probability_reliability"], "reliability diagram of p_good")}
-"""
+    return {
+        "targets": [
+            [name, t["value"], t["target"], "met" if t["met"] else "not met"]
+            for name, t in probability["targets"].items()
+        ],
+        "scopes": [
+            [scope, f["n"], f["base_rate"], f["brier"], f["ece"], f["auroc"]]
+            for scope, f in (("cross-validated", cv), ("in-sample", ins))
+        ],
+        "variants": [[name, value] for name, value in probability["held_out_brier"].items()],
+    }

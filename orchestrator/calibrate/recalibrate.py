@@ -260,15 +260,17 @@ def transported(
     block: dict[str, Any], old_quantiles: list[float], new_quantiles: list[float]
 ) -> dict[str, Any]:
     """The isotonic map giving a new-domain score at quantile q the old map's p_good at the
-    calibration's score at q: breakpoints at the new domain's quantiles (ties merged, their
-    p_good averaged), kept non-decreasing."""
+    calibration's score at q: breakpoints at the new domain's quantiles (ties at the written
+    precision merged, their p_good averaged), kept non-decreasing."""
     if block["method"] == "platt" and block["platt"].get("top2_ratio", 0.0) != 0.0:
         raise CalibrationError(
             "--adapt quantile: this policy's p_good reads the top-2 ratio beside the score; "
             "carry it over with --adapt prior, or with --labels"
         )
     frame = pd.DataFrame({"best_overall_score": old_quantiles, "top2_ratio": 0.0})
-    p_good = pd.Series(apply_map(block, frame)).groupby(np.asarray(new_quantiles)).mean()
+    # quantiles equal at the written precision are one breakpoint of the written map
+    written = at_written_precision([float(q) for q in new_quantiles])
+    p_good = pd.Series(apply_map(block, frame)).groupby(np.asarray(written)).mean()
     x, y = [float(v) for v in p_good.index], np.maximum.accumulate(p_good.to_numpy())
     if len(x) == 1:  # one distinct score in the new domain: a constant
         x, y = [x[0], x[0] + 1.0], np.repeat(y, 2)

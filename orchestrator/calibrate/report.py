@@ -6,18 +6,17 @@ decisions the policy's own SQL made); matplotlib only draws them.
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from ..common.report_html import cell, figure_png, image, pyplot, table
+from ..common.report_html import cell, figure_png, pyplot, render_page
 from ..core.outputs import atomic_output_dir, write_json
 from ..core.policy import Policy
 from ..core.session import Session
 from .calibration_metrics import frame_metrics
-from .probability_report import probability_figures, probability_section
+from .probability_report import probability_figures, probability_rows
 from .settings import CalibrationSettings, Fit
 
 TARGETS = {
@@ -304,8 +303,58 @@ def reliability_png(
 
 
 def render_html(report: dict[str, Any], figures: dict[str, bytes], title: str) -> str:
-    cv, ins = report["cross_validated"], report["in_sample"]
-    metric_rows = []
+    probability = report.get("probability")
+    return render_page(
+        "calibrate/report.html",
+        title=title,
+        report=report,
+        figures=figures,
+        rows=_table_rows(report),
+        probability=probability,
+        probability_rows=probability_rows(probability) if probability else None,
+    )
+
+
+def _table_rows(report: dict[str, Any]) -> dict[str, list[list[Any]]]:
+    """The rows of the report's tables (calibrate/report.html gives their headers)."""
+    cv = report["cross_validated"]
+    return {
+        "targets": [
+            [
+                name,
+                t["value"],
+                t["pooled_held_out"],
+                t["target"],
+                {True: "met", False: "not met", None: "–"}[t["met"]],
+            ]
+            for name, t in report["targets"].items()
+        ],
+        "metrics": _metric_rows(cv, report["in_sample"]),
+        "levels": _level_rows(cv),
+        "routing": [
+            [label, r["n"], r["auto_rate"], r["hitl_rate"], r["web_fallback_rate"], r["high_rate"]]
+            for label, r in cv["routing"].items()
+        ],
+        "ablation": [
+            [
+                s["pass"] or "",
+                s["parameter"],
+                s["value"] if s["value"] is not None else "",
+                s["in_sample_auroc"],
+                s["cross_validated_auroc"],
+                s["pooled_held_out_auroc"],
+            ]
+            for s in report["ablation"]
+        ],
+        "thresholds": [
+            [fit, t["T_low"], t["T_high"], t["R_hitl"], t["n_good"], t["n_ambiguous"], t["n_bad"]]
+            for fit, t in report["thresholds"].items()
+        ],
+    }
+
+
+def _metric_rows(cv: dict[str, Any], ins: dict[str, Any]) -> list[list[Any]]:
+    rows = []
     for name, caption in (
         ("good_vs_bad", "good vs bad"),
         ("best_parent_relevant", "best parent relevant"),
@@ -315,7 +364,7 @@ def render_html(report: dict[str, Any], figures: dict[str, bytes], title: str) -
             continue
         for scope, figs in (("cross-validated", cv[name]), ("in-sample", ins[name])):
             ci = figs["auroc_ci"]
-            metric_rows.append(
+            rows.append(
                 [
                     caption,
                     scope,
@@ -327,102 +376,21 @@ def render_html(report: dict[str, Any], figures: dict[str, bytes], title: str) -
                     figs["ece"],
                 ]
             )
-    level_rows = []
-    for name, caption in (
-        ("good_vs_rest", "label good"),
-        ("best_parent_relevant", "best parent relevant"),
-    ):
-        for row in (cv.get(name) or {}).get("levels") or []:
-            level_rows.append(
-                [
-                    row["level"],
-                    caption,
-                    row["n"],
-                    row["precision"],
-                    f"{cell(row['precision_wilson_lower'])} – {cell(row['precision_wilson_upper'])}",
-                ]
-            )
-    routing_rows = [
-        [label, r["n"], r["auto_rate"], r["hitl_rate"], r["web_fallback_rate"], r["high_rate"]]
-        for label, r in cv["routing"].items()
-    ]
-    ablation_rows = [
-        [
-            s["pass"] or "",
-            s["parameter"],
-            s["value"] if s["value"] is not None else "",
-            s["in_sample_auroc"],
-            s["cross_validated_auroc"],
-            s["pooled_held_out_auroc"],
-        ]
-        for s in report["ablation"]
-    ]
-    threshold_rows = [
-        [fit, t["T_low"], t["T_high"], t["R_hitl"], t["n_good"], t["n_ambiguous"], t["n_bad"]]
-        for fit, t in report["thresholds"].items()
-    ]
-    target_rows = [
-        [
-            name,
-            t["value"],
-            t["pooled_held_out"],
-            t["target"],
-            {True: "met", False: "not met", None: "–"}[t["met"]],
-        ]
-        for name, t in report["targets"].items()
-    ]
+    return rows
 
-    def figure(name: str, alt: str) -> str:
-        return image(figures[name], alt)
 
-    counts = ", ".join(f"{k} {v}" for k, v in report["label_counts"].items())
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }}
-table {{ border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }}
-th, td {{ border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }}
-th {{ background: #f3f3f3; }} td:first-child, th:first-child {{ text-align: left; }}
-img {{ max-width: 100%; border: 1px solid #eee; margin: 0.3em; }}
-.grid {{ display: flex; flex-wrap: wrap; }}
-</style></head><body>
-<h1>{html.escape(title)}</h1>
-<p>Base policy <b>{html.escape(report["base_policy"])}</b>; labels: {html.escape(counts)};
-{report["settings"]["folds"]}-fold cross-validation by query (seed {report["settings"]["seed"]}),
-thresholds by the <b>{html.escape(report["settings"]["thresholds"])}</b> method.
-Cross-validated figures score each query with a policy calibrated without it.</p>
-<h2>Targets (cross-validated)</h2>
-<p>AUROCs: mean of the per-fold held-out AUROCs (the usual cross-validation estimate), and the
-AUROC of all held-out queries pooled (stricter: it also pays for score scales that differ between
-folds). Precision of <code>high</code>: share of <code>good</code> labels; HITL rate over all labelled queries.</p>
-{table(["figure", "cross-validated", "pooled held-out", "target", ""], target_rows)}
-<div class="grid">{figure("score_distributions", "score distribution per label")}
-{figure("reliability", "reliability diagram")}{figure("risk_coverage", "risk-coverage curve")}</div>
-<h2>Discrimination and calibration</h2>
-<p>AUROC with a seeded bootstrap 95% interval; average precision (PR-AUC); Brier score and
-expected calibration error of the raw score read as a probability.</p>
-{table(["outcome", "scope", "n", "AUROC", "95% CI", "PR-AUC", "Brier", "ECE"], metric_rows)}
-<h2>Confidence levels (cross-validated)</h2>
-{table(["level", "precision of", "n", "precision", "Wilson 95%"], level_rows)}
-<h2>Routing (cross-validated)</h2>
-{table(["label", "n", "auto", "HITL", "web fallback", "high"], routing_rows)}
-<h2>§9.3 ablation</h2>
-{figure("ablation", "ablation steps")}
-{
-        table(
-            [
-                "pass",
-                "parameter",
-                "value",
-                "AUROC in-sample",
-                "AUROC cross-validated (mean per fold)",
-                "AUROC pooled held-out",
-            ],
-            ablation_rows,
+def _level_rows(cv: dict[str, Any]) -> list[list[Any]]:
+    return [
+        [
+            row["level"],
+            caption,
+            row["n"],
+            row["precision"],
+            f"{cell(row['precision_wilson_lower'])} – {cell(row['precision_wilson_upper'])}",
+        ]
+        for name, caption in (
+            ("good_vs_rest", "label good"),
+            ("best_parent_relevant", "best parent relevant"),
         )
-    }
-<h2>§9.2 thresholds per fit</h2>
-{table(["fit", "T_low", "T_high", "R_hitl", "good", "ambiguous", "bad"], threshold_rows)}
-{probability_section(report.get("probability"), figures)}
-</body></html>
-"""
+        for row in (cv.get(name) or {}).get("levels") or []
+    ]

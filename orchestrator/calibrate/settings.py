@@ -3,7 +3,7 @@ the one error it raises when the labels cannot support it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..core.errors import DuckscoreError
@@ -64,21 +64,8 @@ class CalibrationSettings:
             )
 
     def record(self) -> dict[str, Any]:
-        """The settings as the report and the policy file record them."""
-        return {
-            "folds": self.folds,
-            "seed": self.seed,
-            "passes": self.passes,
-            "thresholds": self.thresholds,
-            "target_precision": self.target_precision,
-            "bad_quantile": self.bad_quantile,
-            "good_quantile": self.good_quantile,
-            "hitl_quantile": self.hitl_quantile,
-            "probability": self.probability,
-            "levels": self.levels,
-            "p_high": self.p_high,
-            "p_low": self.p_low,
-        }
+        """The settings as the report and the policy file record them, in the fields' order."""
+        return asdict(self)
 
 
 DEFAULT_SETTINGS = CalibrationSettings()

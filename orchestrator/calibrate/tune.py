@@ -93,15 +93,7 @@ def tune(
 ) -> TuneResult:
     """Choose the grid point of `recipe` (with `recipe_overrides`, fixed) with the best
     `metric` on `qrels`; write it to `out`."""
-    if folds < 2:
-        raise TuneError(f"--folds {folds}: at least 2")
-    if version is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]*", version):
-        raise TuneError(
-            f"--version {version!r}: a recipe_id is letters, digits, _ . and -, "
-            "starting with a letter or digit"
-        )
-    if permutations < 1:
-        raise TuneError(f"--permutations {permutations}: at least 1")
+    check_counts(folds, version, permutations)
     inputs = {"--log": log, "--qrels": qrels}
     if Path(recipe).is_file():  # a recipe file, not a packaged name
         inputs["--recipe"] = recipe
@@ -114,7 +106,7 @@ def tune(
     fixed = list(recipe_overrides)
     base = load_policy(FUSE_RECIPE, recipe, fixed)
     refuse_rerank(base, "tune")
-    recipes = [base] + [_grid_recipe(recipe, fixed, point) for point in points]
+    recipes = [base] + [grid_recipe(recipe, fixed, point) for point in points]
     with Session(settings, progress) as session:
         progress.step(f"checking inputs (base recipe {base.version})")
         opened, base_plan = open_log(session, log, base)
@@ -135,7 +127,9 @@ def tune(
         selection = select_grid_point(values[1:], assignment)
         base_mean = math.fsum(values[0].values()) / len(queries)
         progress.step(f"paired randomization test over {len(queries):,} queries")
-        p_value = _p_value(session, parsed[0], selection, values[0], permutations, seed)
+        p_value = paired_p_value(
+            session, parsed[0], selection.held_out, values[0], permutations, seed
+        )
     result = TuneResult(
         Path(out),
         {},
@@ -162,7 +156,20 @@ def tune(
     return replace(result, document=document)
 
 
-def _grid_recipe(recipe: str, fixed: list[str], point: dict[str, Any]) -> Policy:
+def check_counts(folds: int, version: str | None, permutations: int) -> None:
+    """The options tune and learn share, checked before any work."""
+    if folds < 2:
+        raise TuneError(f"--folds {folds}: at least 2")
+    if version is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]*", version):
+        raise TuneError(
+            f"--version {version!r}: a recipe_id is letters, digits, _ . and -, "
+            "starting with a letter or digit"
+        )
+    if permutations < 1:
+        raise TuneError(f"--permutations {permutations}: at least 1")
+
+
+def grid_recipe(recipe: str, fixed: list[str], point: dict[str, Any]) -> Policy:
     """The base recipe with the grid point's overrides; an error names the grid point."""
     try:
         return load_policy(GRID_KIND, recipe, fixed + as_overrides(point))
@@ -183,12 +190,8 @@ def evaluate_grid(
         point_plan = plan(
             loaded, log_sources, base_plan.has_rank, base_plan.log_view, base_plan.has_snippet
         )
-        graph, view = fuse_graph(point_plan, explain=False, features=False), f"tune_fused_{index}"
-        relations = {}
-        if RANKED_LOG in graph:  # the point's own: its recipe says which sources are distances
-            relations[RANKED_LOG] = f"tune_ranked_{index}"
-            session.create(relations[RANKED_LOG], graph.render(RANKED_LOG), view=True)
-        session.create(view, graph.render(FUSED_ITEMS, relations, final="ranked"), view=True)
+        view = f"tune_fused_{index}"
+        create_fused_view(session, point_plan, view, "ranked", f"tune_ranked_{index}")
         keyed.append({"key": f"g{index:0{KEY_WIDTH}d}:", "view": view})
     for name, final in (("eval_run", "runs"), ("eval_qrels", "qrels")):
         rendered = render(
@@ -208,20 +211,22 @@ def evaluate_grid(
     )
 
 
-def _p_value(
+def paired_p_value(
     session: Session,
     metric: Metric,
-    selection: Selection,
+    held_out: dict[str, float],
     base: dict[str, float],
     permutations: int,
     seed: int,
 ) -> float:
+    """`held_out` against `base`, query by query: sql/metrics/significance.sql's paired
+    two-sided randomization test, as `eval --baseline` computes it."""
     paired = pd.DataFrame(
         {
             "metric": metric.key,
-            "query_id": list(selection.held_out),
-            "run_value": list(selection.held_out.values()),
-            "baseline_value": [base[q] for q in selection.held_out],
+            "query_id": list(held_out),
+            "run_value": list(held_out.values()),
+            "baseline_value": [base[q] for q in held_out],
         }
     )
     session.register("tune_paired", paired)
@@ -343,3 +348,16 @@ def format_summary(result: TuneResult) -> str:
         "of the held-out values against the base's",
     ]
     return "\n".join(lines)
+
+
+def create_fused_view(
+    session: Session, fuse_plan: FusePlan, view: str, final: str, ranked_view: str
+) -> None:
+    """The view `view` of the fused items' CTE `final` under `fuse_plan`, reading its own
+    ranked log (as `ranked_view`) when the log has ranks alone: the plan's recipe says which
+    sources are distances."""
+    graph, relations = fuse_graph(fuse_plan, explain=False, features=False), {}
+    if RANKED_LOG in graph:
+        relations[RANKED_LOG] = ranked_view
+        session.create(ranked_view, graph.render(RANKED_LOG), view=True)
+    session.create(view, graph.render(FUSED_ITEMS, relations, final=final), view=True)

@@ -12,6 +12,7 @@ from . import (  # noqa: F401
     export,
     fuse,
     instincts,
+    learn,
     macros,
     metrics,
     policy,

@@ -96,6 +96,10 @@ def policy_options(default: str, example: str) -> Callable[[F], F]:
 # The examples work as printed (tests/cli/test_help_examples.py runs each on its command); a
 # command that scores with a policy calibrated on a recipe (it has --allow-recipe-mismatch)
 # refuses a changed one without the flag, and its help says so.
+RECIPE_HELP = (
+    "A packaged fusion recipe (canonical_rrf, hybrid_v1, or an engine's preset such as "
+    "qdrant_rrf: duckscore policy list fuse) or a recipe YAML file."
+)
 RECIPE_OVERRIDE_HELP = (
     "Override a recipe key (dotted, e.g. fusion.k=20, or sources.<source>.weight=0.7 for one "
     "of the sources fused). Repeatable."
@@ -133,15 +137,15 @@ def recipe_options(default: str | None = DEFAULT_RECIPE) -> Callable[[F], F]:
             return click.option(
                 "--recipe",
                 metavar="NAME|PATH",
-                help="A packaged fusion recipe (canonical_rrf, hybrid_v1) or a recipe YAML file. "
-                f"Default: the recipe the policy was calibrated on, else {DEFAULT_RECIPE}.",
+                help=f"{RECIPE_HELP} Default: the recipe the policy was calibrated on, else "
+                f"{DEFAULT_RECIPE}.",
             )(command)
         return click.option(
             "--recipe",
             default=default,
             show_default=True,
             metavar="NAME|PATH",
-            help="A packaged fusion recipe (canonical_rrf, hybrid_v1) or a recipe YAML file.",
+            help=RECIPE_HELP,
         )(command)
 
     return decorate
@@ -413,6 +417,15 @@ def qrels_option(command: F) -> F:
         metavar="PATH",
         help="Relevance judgments: query_id, doc_id (or parent_id), relevance (> 0 is relevant).",
     )(command)
+
+
+def judged_recipe_options(command: F) -> F:
+    """What `tune` and `learn` fit a recipe on: --log, --qrels, --recipe and --set-recipe, and
+    --folds (cross-validation by query)."""
+    command = click.option(
+        "--folds", default=5, show_default=True, type=int, help="Cross-validation folds (>= 2)."
+    )(command)
+    return log_option(qrels_option(recipe_options()(command)))
 
 
 def run_and_qrels_options(command: F) -> F:

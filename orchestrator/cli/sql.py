@@ -43,9 +43,9 @@ def _score_stages() -> Sequence[str]:
 
 
 def _fuse_stages() -> Sequence[str]:
-    from ..fuse.stages import STAGES
+    from ..fuse.stages import LTR_STAGES, STAGES
 
-    return STAGES
+    return (*STAGES, *LTR_STAGES)
 
 
 def _answer_stages() -> Sequence[str]:
@@ -92,13 +92,20 @@ def sql_fuse(
     dialect: str,
 ) -> None:
     """The fusion SQL over a table or view named retrieval_log."""
+    from ..core.errors import OptionError
     from ..core.policy import load_policy
     from ..fuse.recipe import FUSE_RECIPE, plan
-    from ..fuse.stages import FUSED_ITEMS, fuse_graph
+    from ..fuse.stages import FUSED_ITEMS, LTR_STAGES, fuse_graph
 
     fuse_plan = plan(
         load_policy(FUSE_RECIPE, recipe, list(recipe_overrides)), sources, has_rank=not no_rank
     )
+    method = fuse_plan.recipe.parameters["fusion"]["method"]
+    if stage in LTR_STAGES and method != "ltr":
+        raise OptionError(
+            f"--stage {stage}: a stage of a learned recipe (fusion.method ltr, duckscore learn); "
+            f"{fuse_plan.recipe.version} fuses by {method}"
+        )
     _echo(fuse_graph(fuse_plan).render(FUSED_ITEMS, final=stage, ordered=True), dialect)
 
 

@@ -8,14 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .app import cli
-from .options import (
-    OutputPath,
-    engine_options,
-    log_option,
-    out_file_option,
-    qrels_option,
-    recipe_options,
-)
+from .options import OutputPath, engine_options, judged_recipe_options, out_file_option
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
@@ -23,9 +16,7 @@ if TYPE_CHECKING:
 
 
 @cli.command()
-@log_option
-@qrels_option
-@recipe_options()
+@judged_recipe_options
 @click.option(
     "--grid",
     "grid",
@@ -40,9 +31,6 @@ if TYPE_CHECKING:
     default="ndcg@10",
     show_default=True,
     help="The metric to maximise (as eval names it).",
-)
-@click.option(
-    "--folds", default=5, show_default=True, type=int, help="Cross-validation folds (>= 2)."
 )
 @click.option(
     "--seed", default=42, show_default=True, type=int, help="Seed of the folds and the test."

@@ -9,6 +9,7 @@ EXTRAS = {
     "phoenix": ("phoenix.client",),
     "spark": ("pyspark",),
     "postgres": ("psycopg",),
+    "ltr": ("lightgbm",),
 }
 INSTALL_HINT = "{what} needs the {extra} extra: pip install 'duckscore[{extra}]'"
 

@@ -1,12 +1,17 @@
-"""The pieces of duckscore's self-contained HTML reports (calibrate, instincts): PNG figures
-drawn by matplotlib, embedded images and tables. Numbers come from SQL; this only shows them."""
+"""The pieces of duckscore's self-contained HTML reports (calibrate, instincts): PNG figures drawn
+by matplotlib, and the pages rendered from the package's templates/ (Jinja, autoescaped). Numbers
+come from SQL; this only shows them."""
 
 from __future__ import annotations
 
 import base64
-import html
 import io
+from functools import lru_cache
 from typing import Any
+
+import jinja2
+
+from ..core.resources import report_templates_dir
 
 
 def pyplot() -> Any:
@@ -29,23 +34,36 @@ def figure_png(fig: Any, plt: Any, dpi: int = 110) -> bytes:
     return buffer.getvalue()
 
 
-def image(png: bytes, alt: str) -> str:
-    """An <img> with the PNG embedded as a data URI."""
-    data = base64.b64encode(png).decode("ascii")
-    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
-
-
 def cell(value: Any) -> str:
-    """A table cell's text: – for None, three decimals for a float, else the escaped text."""
+    """A value as a table shows it: – for None, three decimals for a float, else its text."""
     if value is None:
         return "–"
     if isinstance(value, float):
         return f"{value:.3f}"
-    return html.escape(str(value))
+    return str(value)
 
 
-def table(headers: list[str], rows: list[list[Any]], css: str = "") -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{cell(c)}</td>" for c in row) + "</tr>" for row in rows)
-    opening = f'<table class="{css}">' if css else "<table>"
-    return f"{opening}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+def _base64(png: bytes) -> str:
+    return base64.b64encode(png).decode("ascii")
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    """Every value a template shows is escaped (autoescape), so user text (a policy's version, a
+    store path, an instinct's trigger) is never markup; a name the template does not get fails."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(report_templates_dir())),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["cell"] = cell
+    env.filters["base64"] = _base64
+    return env
+
+
+def render_page(template: str, **context: Any) -> str:
+    """The page templates/<template> shows for `context`."""
+    return environment().get_template(template).render(**context)

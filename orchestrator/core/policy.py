@@ -116,9 +116,10 @@ for _tag, _pattern, _first in _YAML_1_2:
     _Dumper.add_implicit_resolver(_tag, re.compile(f"^(?:{_pattern})$"), list(_first))
 
 
-def dump_yaml(value: Any, flow: bool = False, width: int | None = None) -> str:
+def dump_yaml(value: Any, flow: bool | None = False, width: int | None = None) -> str:
     """YAML text that load_yaml reads back as `value`: keys in order, UTF-8; `flow`: in flow
-    style (`{a: 1}`), on lines of at most `width` characters."""
+    style (`{a: 1}`), on lines of at most `width` characters; None: flow style for the lists
+    and mappings that hold no list or mapping (a learned recipe's trees, a line per array)."""
     return yaml.dump(
         value,
         Dumper=_Dumper,

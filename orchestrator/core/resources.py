@@ -1,4 +1,5 @@
-"""Where the packaged SQL templates, macros, policies, contract schemas and demo data live.
+"""Where the packaged SQL templates, macros, policies, contract schemas, HTML report templates
+and demo data live.
 
 pyproject.toml installs `orchestrator/` as the package `duckscore` and nests `sql/`, `macros/` and
 `fixtures/` inside it, so they are found from any working directory. A source checkout keeps them
@@ -27,6 +28,11 @@ def fixtures_dir() -> Path:
 
 def policies_dir(capability: str, folder: str = "policies") -> Path:
     return sql_dir() / capability / folder
+
+
+def report_templates_dir() -> Path:
+    """The Jinja templates of the HTML reports (calibrate, instincts): inside the package."""
+    return _PACKAGE / "templates"
 
 
 def contract_schema(capability: str) -> Path:

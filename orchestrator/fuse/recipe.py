@@ -31,6 +31,7 @@ from ..core.policy import (
     Text,
     canonical_json,
 )
+from .ltr import LTR_SPEC, check_ltr
 
 NORMALIZERS = (
     "none",
@@ -60,6 +61,7 @@ FUSIONS = (
     "arithmetic_mean",
     "geometric_mean",
     "harmonic_mean",
+    "ltr",  # a learned model (seed 003 §6.4): the recipe's ltr block, fuse/ltr.py
 )
 DEFAULT_MISSING = {
     "rrf": "zero",
@@ -74,6 +76,7 @@ DEFAULT_MISSING = {
     "combmed": "skip",
     "geometric_mean": "skip",
     "harmonic_mean": "skip",
+    "ltr": "zero",  # its features say which sources returned the item (present@<source>)
 }
 SUM_TYPE = ("rrf", "isr", "weighted_sum", "combsum")
 # the methods that read the source weights (the comb* family reads the normalised scores only)
@@ -85,6 +88,8 @@ MAX_WEIGHT = (
 )
 UNIT = Number(0.0, 1.0)
 GRANULARITIES = ("doc", "block")
+# a fixed end of minmax's range (OpenSearch min_max lower_bounds / upper_bounds, per sub-query)
+BOUND: Spec = {"mode": Choice(("apply", "clip", "ignore")), "score": Number()}
 SOURCE: Spec = {
     "top_k": Number(1.0, integer=True, nullable=True),
     "normalize": Choice(NORMALIZERS),
@@ -92,6 +97,8 @@ SOURCE: Spec = {
     "distance": Flag(),
     "type": Omissible(Text()),
     "index_dir": Omissible(Text()),
+    "lower_bound": Omissible(BOUND),
+    "upper_bound": Omissible(BOUND),
 }
 
 
@@ -168,6 +175,18 @@ def _rerank_weighted(p: dict[str, Any]) -> None:
         raise PolicyError("rerank.weight is read only with rerank.mode: weight, not replace")
 
 
+def _minmax_bounds(p: dict[str, Any]) -> None:
+    """A source's lower_bound and upper_bound fix an end of minmax's range; nothing else reads them."""
+    entries = {"source_defaults": p["source_defaults"]}
+    entries |= {f"sources.{name}": entry for name, entry in p["sources"].items()}
+    for where, entry in entries.items():
+        for bound in ("lower_bound", "upper_bound"):
+            if bound in entry and entry["normalize"] != "minmax":
+                raise PolicyError(
+                    f"{where}.{bound} needs normalize: minmax, not {entry['normalize']}"
+                )
+
+
 FUSE_RECIPE = PolicyKind(
     capability="fuse",
     version_key="recipe_id",
@@ -195,6 +214,12 @@ FUSE_RECIPE = PolicyKind(
             "quantile_p_hi": UNIT,
             "bounds": Bounds(),
             "bounds_clip": Flag(),
+            # left out: each normaliser as documented; set, an engine's own rule (docs/fuse.md)
+            "nonpositive_value": Omissible(Number()),
+            "minmax_degenerate_below": Omissible(Number(0.0, lo_open=True)),
+            "zscore_at_mean": Omissible(Choice(("formula", "raw_max"))),
+            "l2_degenerate_raw": Omissible(Flag()),
+            "borda_points": Omissible(Flag()),
         },
         "aligner": {
             "method": Choice(("max", "sum", "mean", "sum_top_n", "max_decay")),
@@ -207,6 +232,11 @@ FUSE_RECIPE = PolicyKind(
             "k": Number(0.0, lo_open=True),
             "rank_base": Number(0.0, 1.0, integer=True),
             "missing": Choice(("default", "zero", "skip", "list_min")),
+            "rrf_weight": Omissible(Choice(("scales_term", "divides_rank"))),
+            "count_empty_sources": Omissible(Flag()),
+            # a cut of the fused list (engines' min_score, size / rank_window_size): left out, none
+            "min_score": Omissible(Number(nullable=True)),
+            "top_n": Omissible(Number(1.0, integer=True, nullable=True)),
         },
         "parent_features": {
             "max_score": Choice(("minmax", "raw")),
@@ -217,10 +247,11 @@ FUSE_RECIPE = PolicyKind(
             "enabled": Flag(),
             "rules": ListOf({"match": Text(), "boost": MapOf(Number(0.0))}),
         },
+        "ltr": Omissible(LTR_SPEC),  # fusion.method ltr's model (duckscore learn)
         # left out: no re-ranker (issue 48 §5); the stage reranked_items runs only with it
         "rerank": Omissible(RERANK),
     },
-    cross_checks=(_bounds_declared, _rerank_weighted),
+    cross_checks=(_bounds_declared, _minmax_bounds, check_ltr, _rerank_weighted),
 )
 
 
@@ -330,7 +361,9 @@ def plan(
     )
     uses_borda = any(declared[s]["normalize"] == "borda" for s in sources)
     needs_grid = (
-        uses_borda or missing == "list_min" or (missing == "zero" and method not in SUM_TYPE)
+        uses_borda
+        or missing == "list_min"
+        or (missing == "zero" and method not in (*SUM_TYPE, "ltr"))
     )
     return FusePlan(
         replace(recipe, parameters=resolved),

@@ -33,6 +33,8 @@ STAGES = (
     "ranked",
     "fused_items",
 )
+# and the stages of a learned recipe (fusion.method ltr), between source_pivot and fused
+LTR_STAGES = ("ltr_features", "model_inputs", "ltr_scored")
 
 # the relations the fusion stages make: their names as tables, views and CTEs
 LOG = RETRIEVAL_LOG.name  # the typed view of the log (Session.open)

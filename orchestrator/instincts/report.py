@@ -10,12 +10,10 @@ query `duckscore instincts top` runs), the trends from confidence_history. matpl
 from __future__ import annotations
 
 import datetime as dt
-import html
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..common.report_html import image, table
+from ..common.report_html import render_page
 from ..core.errors import InputError
 from ..core.outputs import atomic_output_dir, write_json
 from ..core.policy import Policy
@@ -209,40 +207,27 @@ def _seed_caption(inst: dict[str, Any]) -> str:
 
 
 def render_html(report: dict[str, Any], figures: dict[str, bytes]) -> str:
-    def figure(name: str, alt: str) -> str:
-        return image(figures[name], alt)
+    return render_page("instincts/report.html", report=report, figures=figures, rows=_rows(report))
 
+
+def _rows(report: dict[str, Any]) -> dict[str, Any]:
+    """The rows of the page's tables (instincts/report.html gives their headers), the count of
+    active instincts and the instincts without history."""
     instincts = report["instincts"]
-    statuses = ", ".join(f"{k} {v}" for k, v in report["status_counts"].items()) or "none"
-    weights = ", ".join(f"{k} {v:g}" for k, v in report["weights"].items())
-    tier_rows = [
-        [
-            t["tier"],
-            SEED_TIER_LABELS.get(t["tier"], ""),
-            f"≥ {t['at_least']:g}" + (f", < {t['below']:g}" if t["below"] is not None else ""),
-            t["injection_method"],
-            t["active_instincts"],
-        ]
-        for t in report["tier_counts"]
-    ]
-    parts = [
-        f"""<h1>Instinct confidence</h1>
-<p>Store <code>{html.escape(report["store"])}</code>, policy <b>{html.escape(report["policy"])}</b>
-(weights {html.escape(weights)}); generated {html.escape(report["generated_at"])} by duckscore
-{html.escape(report["duckscore_version"])}. Instincts in the store: {report["instincts_total"]}
-({html.escape(statuses)}).</p>
-<h2>Tiers (active instincts)</h2>
-{table(["tier", "seed", "composite", "injection method", "active instincts"], tier_rows)}"""
-    ]
-    if not instincts:
-        parts.append(
-            '<p class="empty"><b>No active instincts in this store</b>: nothing to chart yet. '
-            "Add some with <code>duckscore instincts ingest</code>.</p>"
-        )
-    else:
-        shown = sum(t["active_instincts"] for t in report["tier_counts"])
-        low = report["low_dimension"]
-        rows = [
+    ranks = {i["instinct_id"]: i for i in instincts}
+    return {
+        "tiers": [
+            [
+                t["tier"],
+                SEED_TIER_LABELS.get(t["tier"], ""),
+                f"≥ {t['at_least']:g}" + (f", < {t['below']:g}" if t["below"] is not None else ""),
+                t["injection_method"],
+                t["active_instincts"],
+            ]
+            for t in report["tier_counts"]
+        ],
+        "active": sum(t["active_instincts"] for t in report["tier_counts"]),
+        "instincts": [
             [
                 i["rank"],
                 i["trigger_text"],
@@ -259,86 +244,20 @@ def render_html(report: dict[str, Any], figures: dict[str, bytes]) -> str:
                 i["instinct_id"],
             ]
             for i in instincts
-        ]
-        parts.append(f"""<h2>Three scores per instinct</h2>
-<p>The top {len(instincts)} of {shown} active instincts by composite (highest first, then id). The
-composite is the seed's: the weighted sum of the three scores, ×{
-            low["low_dimension_factor"]:g} when one
-of them is below {
-            low["low_dimension_below"]:g}; its tier decides how an agent injects the instinct.</p>
-{figure("radar", "radar chart of frequency, effectiveness and human scores per instinct")}
-{
-            table(
-                [
-                    "#",
-                    "trigger",
-                    "action",
-                    "domain",
-                    "frequency 频率分",
-                    "effectiveness 效果分",
-                    "human 人工分",
-                    "composite",
-                    "tier",
-                    "injection method",
-                    "seed caption",
-                    "history rows",
-                    "id",
-                ],
-                rows,
-                "wide",
-            )
-        }""")
-        parts.append(_trends_html(report, figures, figure))
-    body = "\n".join(parts)
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>Instinct confidence</title>
-<style>
-body {{ font-family: system-ui, "Noto Sans CJK SC", "PingFang SC", "Microsoft YaHei", sans-serif;
-        margin: 2em auto; max-width: 1200px; color: #222; }}
-table {{ border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }}
-th, td {{ border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }}
-th {{ background: #f3f3f3; }} td:first-child, th:first-child {{ text-align: left; }}
-table.wide td {{ text-align: left; }} table.wide td:nth-child(n+5):nth-child(-n+8) {{ text-align: right; }}
-img {{ max-width: 100%; border: 1px solid #eee; margin: 0.3em 0; }}
-.empty {{ padding: 1em; background: #fff7e0; border: 1px solid #e9c46a; }}
-</style></head><body>
-{body}
-</body></html>
-"""
+        ],
+        "trends": [
+            [
+                _titled(ranks[s["instinct_id"]]),
+                *[_week_cell(c, n) for c, n in zip(s["composite"], s["records"])],
+            ]
+            for s in report["trends"]["series"]
+        ],
+        "without_history": [_titled(i) for i in instincts if not i["history_records"]],
+    }
 
 
-def _trends_html(
-    report: dict[str, Any], figures: dict[str, bytes], figure: Callable[[str, str], str]
-) -> str:
-    trends = report["trends"]
-    without = [i for i in report["instincts"] if not i["history_records"]]
-    missing = (
-        (
-            "<p>Without history (no event, recompute or decay recorded yet): "
-            + ", ".join(f"#{i['rank']} {html.escape(shorten(i['trigger_text']))}" for i in without)
-            + ".</p>"
-        )
-        if without
-        else ""
-    )
-    if "trends" not in figures:
-        return f"<h2>Confidence trends</h2>\n<p>No confidence history recorded for these instincts yet.</p>\n{missing}"
-    ranks = {i["instinct_id"]: i for i in report["instincts"]}
-    rows = [
-        [
-            f"#{ranks[s['instinct_id']]['rank']} {shorten(ranks[s['instinct_id']]['trigger_text'])}",
-            *[_week_cell(c, n) for c, n in zip(s["composite"], s["records"])],
-        ]
-        for s in trends["series"]
-    ]
-    return f"""<h2>Confidence trends</h2>
-<p>From <code>confidence_history</code>, by ISO week ({html.escape(trends["weeks"][0])} to
-{html.escape(trends["weeks"][-1])}): the last value recorded in each week; a week without a record
-keeps the previous value (marked *). The composite here is the one the store records (the weighted
-sum, without the low-dimension penalty), so it can be above the composite of the radar.</p>
-{figure("trends", "confidence trends by week")}
-{table(["composite", *trends["weeks"]], rows)}
-{missing}"""
+def _titled(inst: dict[str, Any]) -> str:
+    return f"#{inst['rank']} {shorten(inst['trigger_text'])}"
 
 
 def _week_cell(value: float | None, records: int) -> str:

@@ -9,17 +9,29 @@ With a document target aligned before fusion, `entries` is one row per (query, s
 `with_features` adds what sql/fuse/parent_features.sql needs of it (worst_score, rrf_part), so
 one aggregate, kept as a table, feeds both; `inputs.entries` names that table, read instead.
 Stages: source_settings, log_rows, cut, [block_items, expanded], entries, lists, stats,
-list_stats, normalized, [candidates], [grid], per_source, source_pivot, fused, ranked, [parents_fused],
-fused_items.
+list_stats, normalized, [candidates], [grid], per_source, source_pivot, [ltr_features, model_inputs,
+ltr_scored], fused, ranked, [parents_fused], fused_items.
+fusion.method ltr (a learned model, the recipe's ltr block: orchestrator/fuse/ltr.py) adds n_hits
+(the hits aligned into an entry) to entries, per_source and source_pivot; ltr_features computes
+the model's features of each (query, item), model_inputs what the model reads of them, and
+ltr_scored the model's score as fused_score (sql/fuse/_ltr.sql).
 -#}
 {% from 'fuse/_normalizers.sql' import normalizer with context %}
 {% from 'fuse/_rrf_part.sql' import rrf_part %}
+{% from 'fuse/_ltr.sql' import ltr_feature, ltr_input, ltr_score %}
 {% set r = recipe %}
 {% set np = r.normalizer_params %}
 {% set f = r.fusion %}
 {% set al = r.aligner %}
 {% set delayed = al.order == 'after_fusion' and r.target_granularity == 'doc' %}
 {% set block_level = r.target_granularity == 'block' or delayed %}
+{% set ltr = f.method == 'ltr' %}
+{#- each feature of a learned model: its kind and its source's position in `sources` -#}
+{% set ltr_columns = [] %}
+{% for name in (r.ltr.features if ltr else []) %}
+{% set parts = name.split('@') %}
+{% set _ = ltr_columns.append({'kind': parts[0], 'index': sources.index(parts[1]) + 1 if parts | length > 1 else none}) %}
+{% endfor %}
 {#- Aligned score of a group's values: max, or a sum over the values sorted descending (a fixed
     order, so the float sum is the same on every run and thread count). -#}
 {% macro aligned_score(value) -%}
@@ -41,6 +53,8 @@ CASE WHEN count({{ value }}){% if condition %} FILTER (WHERE {{ condition }}){% 
 {#- borda makes every candidate present in its lists for the score methods only: rrf and isr read
     ranks, which a missing item has none of, so their n_d and contributions count real hits. -#}
 {% set rank_based = f.method in ['rrf', 'isr'] %}
+{% set count_empty = f.get('count_empty_sources') and missing == 'zero' and needs_grid %}
+{% set cut = f.get('top_n') is not none or f.get('min_score') is not none %}
 {% set borda_sources = [] %}
 {% for name in sources if r.sources[name].normalize == 'borda' and not rank_based %}{% set _ = borda_sources.append(name) %}{% endfor %}
 {% set quantile_sources = [] %}
@@ -49,7 +63,10 @@ CASE WHEN count({{ value }}){% if condition %} FILTER (WHERE {{ condition }}){% 
 {% if borda_sources %}{{ source }} IN ({% for name in borda_sources %}{{ name | lit }}{{ ', ' if not loop.last }}{% endfor %}){% else %}FALSE{% endif %}
 {%- endmacro %}
 {% macro rank_contribution(rank_expr) -%}
-{% if f.method == 'rrf' -%}
+{% if f.method == 'rrf' and f.get('rrf_weight') == 'divides_rank' -%}
+{#- Qdrant's weighted RRF (reciprocal_rank_fusion.rs): a weight divides the rank; 0 adds nothing -#}
+CASE WHEN weight > 0 THEN {{ 1.0 | lit }} / (({{ rank_expr }}) / NULLIF(weight, 0) + {{ (f.k - 1 + f.rank_base) | float | lit }}) ELSE {{ 0.0 | lit }} END
+{%- elif f.method == 'rrf' -%}
 weight / (({{ rank_expr }}) + {{ (f.k - 1 + f.rank_base) | float | lit }})
 {%- else -%}
 weight / NULLIF(({{ rank_expr }}) * ({{ rank_expr }}), 0)
@@ -111,16 +128,25 @@ entries AS (
         query_id, source, item_id AS target_id, parent_id, score AS raw_score, rank AS best_rank,
         {{ 'original_id' if delayed else 'item_id' }} AS best_item_id, score AS best_item_score,
         snippet AS best_snippet, weight
+{% if ltr %}
+        , CAST(1 AS BIGINT) AS n_hits
+{% endif %}
     FROM {{ 'expanded' if delayed else 'cut' }}
 {% elif inputs.entries %}
     SELECT
         query_id, source, target_id, parent_id, raw_score, best_rank,
         best_item_id, best_item_score, best_snippet, weight
+{% if ltr %}
+        , n_hits
+{% endif %}
     FROM {{ inputs.entries | ident }}
 {% else %}
     SELECT
         query_id, source, target_id, parent_id, raw_score, best_rank,
         best_item_id, best_item_score, best_snippet, weight{{ ', worst_score, rrf_part' if with_features }}
+{% if ltr %}
+        , n_hits
+{% endif %}
     FROM (
         SELECT
             query_id,
@@ -142,6 +168,9 @@ entries AS (
             CAST(NULL AS VARCHAR) AS best_item_id,
 {% endif %}
             max(score) AS best_item_score,
+{% if ltr %}
+            count(*) AS n_hits,
+{% endif %}
 {% if has_snippet and explain %}
             arg_min(snippet, {{ best_hit }}) AS best_snippet,
 {% else %}
@@ -210,7 +239,7 @@ normalized AS (
         *,
         CASE source
 {% for name in sources %}
-            WHEN {{ name | lit }} THEN {{ normalizer(r.sources[name].normalize, np) }}
+            WHEN {{ name | lit }} THEN {{ normalizer(r.sources[name].normalize, np, r.sources[name]) }}
 {% endfor %}
         END AS norm_score
     FROM list_stats
@@ -224,6 +253,21 @@ query_lists AS (
         any_value(n_candidates) AS n_candidates, min(norm_score) AS list_min_score
     FROM normalized
     GROUP BY query_id, source
+{% if count_empty %}
+    UNION ALL
+    -- a source without a hit for the query: a list every item is missing from (OpenSearch
+    -- counts an empty sub-query's weight in arithmetic_mean)
+    SELECT
+        q.query_id, s.source,
+        s.weight, CAST(0 AS BIGINT) AS list_n,
+        CAST(NULL AS BIGINT) AS last_rank,
+        q.n_candidates, CAST(NULL AS DOUBLE) AS list_min_score
+    FROM (SELECT query_id, count(*) AS n_candidates FROM candidates GROUP BY query_id) AS q
+    CROSS JOIN source_settings AS s
+    LEFT JOIN (SELECT query_id, source FROM normalized GROUP BY query_id, source) AS held
+        ON held.query_id = q.query_id AND held.source = s.source
+    WHERE held.source IS NULL
+{% endif %}
 ),
 grid AS (
     SELECT
@@ -239,7 +283,11 @@ grid AS (
         n.best_snippet,
         CASE
             WHEN n.target_id IS NOT NULL THEN n.norm_score
+{% if np.get('borda_points') %}
+            WHEN {{ is_borda('ql.source') }} THEN (ql.n_candidates - ql.list_n + 1) / {{ 2.0 | lit }}
+{% else %}
             WHEN {{ is_borda('ql.source') }} THEN {{ 0.5 | lit }} - (ql.list_n - 1) / NULLIF(2 * ql.n_candidates, 0)
+{% endif %}
             WHEN {{ (missing == 'list_min') | lit }} THEN ql.list_min_score
             ELSE {{ 0.0 | lit }}
         END AS norm_score,
@@ -264,6 +312,9 @@ per_source AS (
         best_item_score,
         best_snippet,
         norm_score,
+{% if ltr %}
+        n_hits,
+{% endif %}
 {% if rank_based %}
         CASE WHEN rank_counted THEN {{ rank_contribution('rank_for_fusion') }} END AS contribution,
         rank_counted AS counted
@@ -287,6 +338,9 @@ source_pivot AS (
         target_id,
 {% set c = 'contribution' %}
 {% set pivoted = ['best_item_id', 'best_item_score', 'best_snippet', 'raw_score', 'norm_score', 'list_rank', 'weight', 'contribution'] %}
+{% if ltr %}
+{% set _ = pivoted.append('n_hits') %}
+{% endif %}
 {% if f.method in ['rrf', 'weighted_sum', 'combsum'] %}
         {{ source_sum(c) }} AS fused_score,
 {% elif f.method in ['isr', 'combmnz'] %}
@@ -319,6 +373,28 @@ source_pivot AS (
     FROM per_source
     GROUP BY query_id, target_id
 ),
+{% if ltr %}
+ltr_features AS (
+    SELECT
+        *,
+{% for feature in ltr_columns %}
+        {{ ltr_feature(feature, f) }} AS ltr_{{ loop.index }}{{ ',' if not loop.last }}
+{% endfor %}
+    FROM source_pivot
+),
+model_inputs AS (
+    SELECT
+        *,
+{% for feature in ltr_columns %}
+        {{ ltr_input(r.ltr.model, loop.index) }} AS model_{{ loop.index }}{{ ',' if not loop.last }}
+{% endfor %}
+    FROM ltr_features
+),
+ltr_scored AS (
+    SELECT *, {{ ltr_score(r.ltr.model) }} AS fused_score
+    FROM model_inputs
+),
+{% endif %}
 fused AS (
     SELECT
         query_id,
@@ -352,7 +428,7 @@ fused AS (
         SELECT
             *,
             least({% for name in sources %}CASE WHEN present_{{ loop.index }} THEN list_rank_{{ loop.index }} END{{ ', ' if not loop.last }}{% endfor %}) AS best_list_rank
-        FROM source_pivot
+        FROM {{ 'ltr_scored' if ltr else 'source_pivot' }}
     ) AS pivoted
 ),
 {% if delayed %}
@@ -377,10 +453,22 @@ parents_fused AS (
 ),
 {% endif %}
 ranked AS (
+{% if cut %}
+    SELECT * FROM (
+{% endif %}
     SELECT
         *,
         row_number() OVER (PARTITION BY query_id ORDER BY round(fused_score, 12) DESC NULLS LAST, target_id ASC NULLS LAST) AS rank
     FROM {{ 'parents_fused' if delayed else 'fused' }}
+{% if cut %}
+    ) AS numbered
+    -- the fused list's cut (fusion.top_n, fusion.min_score: the engines' size and min_score),
+    -- on the score as it ranks, so what is cut is always the tail of the ranking
+{% set kept = [] %}
+{% if f.get('top_n') is not none %}{% set _ = kept.append('rank <= ' ~ (f.top_n | int | lit)) %}{% endif %}
+{% if f.get('min_score') is not none %}{% set _ = kept.append('round(fused_score, 12) >= ' ~ (f.min_score | float | lit)) %}{% endif %}
+    WHERE {{ kept | join(' AND ') }}
+{% endif %}
 ),
 fused_items AS (
     SELECT

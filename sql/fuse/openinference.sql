@@ -248,29 +248,8 @@ described AS (
 )
 {% if final == 'faults' %}
 , faults AS (
-    -- a span's own fault has no position: it is told before its documents' (NULLS FIRST)
-    SELECT span_file, span_row, span_place, span_id, CAST(NULL AS BIGINT) AS position,
-           -- OTLP's spans are not checked as a table: their ids here (Phoenix's export has them,
-           -- the spans contract refused it before otherwise)
-           CASE WHEN trace_id IS NULL THEN {{ 'traceId' | lit }} WHEN span_id IS NULL THEN {{ 'spanId' | lit }}
-                WHEN source IS NULL THEN {{ 'name' | lit }} ELSE {{ 'retrieval.documents' | lit }} END AS attribute,
-           CASE WHEN trace_id IS NULL OR span_id IS NULL THEN {{ 'is missing' | lit }}
-                WHEN source IS NULL THEN {{ "is missing: a RETRIEVER span's name is its source" | lit }}
-                ELSE {{ 'is not a JSON list of documents' | lit }} END AS problem,
-           CASE WHEN source IS NOT NULL THEN documents_text END AS value
-    FROM spans
-    WHERE is_retrieval AND (trace_id IS NULL OR span_id IS NULL OR source IS NULL OR (documents_text IS NOT NULL AND documents IS NULL))
-{% if query_key %}
-    UNION ALL
-    -- a trace without its query key: told at its first retrieval span
-    SELECT span_file, span_row, span_place, span_id, CAST(NULL AS BIGINT) AS position,
-           {{ query_key.shown | lit }} AS attribute,
-           {{ 'is missing in the trace (--query-key names each trace\'s query)' | lit }} AS problem,
-           trace_id AS value
-    FROM spans
-    WHERE is_retrieval AND query_id IS NULL
-{% endif %}
-    UNION ALL
+    -- a document's fault has its position; a span's own, or its trace's, has none and is told
+    -- before its documents' (NULLS FIRST)
     SELECT
         span_file, span_row, span_place, span_id, position,
         {{ 'retrieval.documents[' | lit }} || position || {{ ']' | lit }} || CASE
@@ -299,6 +278,28 @@ described AS (
         END AS value
     FROM described
     WHERE not_a_document OR item_id IS NULL OR ({{ bad_score() }}) OR {{ huge_score(log_rules) }} OR ({{ bad_metadata }}) OR ({{ bad_granularity }}) OR ({{ bad_chunks }})
+    UNION ALL
+    SELECT span_file, span_row, span_place, span_id, CAST(NULL AS BIGINT) AS position,
+           -- OTLP's spans are not checked as a table: their ids here (Phoenix's export has them,
+           -- the spans contract refused it before otherwise)
+           CASE WHEN trace_id IS NULL THEN {{ 'traceId' | lit }} WHEN span_id IS NULL THEN {{ 'spanId' | lit }}
+                WHEN source IS NULL THEN {{ 'name' | lit }} ELSE {{ 'retrieval.documents' | lit }} END AS attribute,
+           CASE WHEN trace_id IS NULL OR span_id IS NULL THEN {{ 'is missing' | lit }}
+                WHEN source IS NULL THEN {{ "is missing: a RETRIEVER span's name is its source" | lit }}
+                ELSE {{ 'is not a JSON list of documents' | lit }} END AS problem,
+           CASE WHEN source IS NOT NULL THEN documents_text END AS value
+    FROM spans
+    WHERE is_retrieval AND (trace_id IS NULL OR span_id IS NULL OR source IS NULL OR (documents_text IS NOT NULL AND documents IS NULL))
+{% if query_key %}
+    UNION ALL
+    -- a trace without its query key: told at its first retrieval span
+    SELECT span_file, span_row, span_place, span_id, CAST(NULL AS BIGINT) AS position,
+           {{ query_key.shown | lit }} AS attribute,
+           {{ 'is missing in the trace (--query-key names each trace\'s query)' | lit }} AS problem,
+           trace_id AS value
+    FROM spans
+    WHERE is_retrieval AND query_id IS NULL
+{% endif %}
 )
 SELECT span_file AS file, span_place AS place, span_id, attribute, problem, value
 FROM faults

@@ -172,8 +172,27 @@ typed AS (
 )
 {% if final == 'faults' %}
 , faults AS (
+    -- a document's fault has its position; a span's own, or its trace's, has none and is told
+    -- before its documents' (NULLS FIRST)
     SELECT
-        -- a span's own fault has no position: it is told before its documents' (NULLS FIRST)
+        request_file, request, span_index, position, span_id,
+        documents_attribute || {{ '[' | lit }} || position || {{ ']' | lit }} || CASE
+            WHEN not_a_document THEN {{ '' | lit }}
+            WHEN item_id IS NULL THEN {{ ('.metadata.' ~ ids.doc_shown) | lit if ids.doc else '.id' | lit }}
+            WHEN given_score IS NULL THEN {{ '.distance' | lit }}
+            ELSE {{ '.score' | lit }}
+        END AS attribute,
+        CASE
+            WHEN not_a_document THEN {{ 'is not a document (an object with an id)' | lit }}
+            WHEN item_id IS NULL THEN {{ ('is missing: --doc-id names each document\'s id' if ids.doc else 'is missing: a document needs an id') | lit }}
+            WHEN {{ bad_score() }} THEN {{ 'is not a finite number' | lit }}
+            ELSE {{ huge_problem(log_rules) }}
+        END AS problem,
+        CASE WHEN not_a_document OR item_id IS NULL THEN NULL ELSE score_text END AS value
+    FROM typed
+    WHERE not_a_document OR item_id IS NULL OR ({{ bad_score() }}) OR {{ huge_score(log_rules) }}
+    UNION ALL
+    SELECT
         request_file, request, span_index, CAST(NULL AS BIGINT) AS position, span_id,
         CASE WHEN trace_id IS NULL THEN {{ 'traceId' | lit }} WHEN span_id IS NULL THEN {{ 'spanId' | lit }}
              WHEN source IS NULL THEN {{ 'gen_ai.data_source.id' | lit }}
@@ -198,24 +217,6 @@ typed AS (
     FROM listed
     WHERE trace_id IS NOT NULL AND query_id IS NULL
 {% endif %}
-    UNION ALL
-    SELECT
-        request_file, request, span_index, position, span_id,
-        documents_attribute || {{ '[' | lit }} || position || {{ ']' | lit }} || CASE
-            WHEN not_a_document THEN {{ '' | lit }}
-            WHEN item_id IS NULL THEN {{ ('.metadata.' ~ ids.doc_shown) | lit if ids.doc else '.id' | lit }}
-            WHEN given_score IS NULL THEN {{ '.distance' | lit }}
-            ELSE {{ '.score' | lit }}
-        END AS attribute,
-        CASE
-            WHEN not_a_document THEN {{ 'is not a document (an object with an id)' | lit }}
-            WHEN item_id IS NULL THEN {{ ('is missing: --doc-id names each document\'s id' if ids.doc else 'is missing: a document needs an id') | lit }}
-            WHEN {{ bad_score() }} THEN {{ 'is not a finite number' | lit }}
-            ELSE {{ huge_problem(log_rules) }}
-        END AS problem,
-        CASE WHEN not_a_document OR item_id IS NULL THEN NULL ELSE score_text END AS value
-    FROM typed
-    WHERE not_a_document OR item_id IS NULL OR ({{ bad_score() }}) OR {{ huge_score(log_rules) }}
 )
 SELECT request_file AS file, {{ 'request ' | lit }} || request AS place, span_id, attribute, problem, value
 FROM faults

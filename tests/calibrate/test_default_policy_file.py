@@ -10,6 +10,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from duckscore.calibrate.settings import CalibrationSettings
 from duckscore.cli import cli
 from duckscore.common.defaults import DEFAULT_POLICY
 from duckscore.core.resources import policies_dir
@@ -46,3 +47,10 @@ def test_the_default_policy_records_what_recalibration_needs() -> None:
         "base_rate", "below_T_low", "below_T_high", "hitl", "best_score_quantiles"
     }  # fmt: skip
     assert len(metadata["score_distribution"]["best_score_quantiles"]) == 101
+
+
+def test_the_settings_are_recorded_as_the_default_policy_records_them() -> None:
+    """Key for key and in order: the settings its header names, as its metadata.method wrote them."""
+    method = yaml.safe_load(PACKAGED.read_text(encoding="utf-8"))["metadata"]["method"]
+    recorded = CalibrationSettings(thresholds="precision", target_precision=0.9).record()
+    assert list(recorded.items()) == [(k, v) for k, v in method.items() if k != "tuned"]

@@ -20,8 +20,8 @@ from click.testing import CliRunner
 
 from duckscore.calibrate import recalibration
 from duckscore.calibrate.pipeline import calibrate
-from duckscore.calibrate.probability import fit_beta
-from duckscore.calibrate.recalibrate import recalibrate
+from duckscore.calibrate.probability import fit_beta, fit_isotonic
+from duckscore.calibrate.recalibrate import recalibrate, transported
 from duckscore.calibrate.settings import CalibrationSettings
 from duckscore.cli import cli
 from duckscore.core.policy import (
@@ -169,3 +169,16 @@ def test_every_openblas_kernel_names_the_same_version(labels: Path, tmp_path: Pa
         assert done.returncode == 0, done.stderr
         versions[kernel] = _version(out)
     assert len(set(versions.values())) == 1, versions
+
+
+def test_isotonic_breakpoints_stay_distinct_at_the_written_precision() -> None:
+    """Two scores one rounding apart are one breakpoint: written as two, the file held one x
+    twice and the policy it named was refused on loading (a rank-only log's recalibration)."""
+    close = [0.92043542361, 0.92043542364, 0.5]
+    xs, ys = fit_isotonic(np.array(close), np.array([0.0, 1.0, 0.0]))
+    assert (xs, ys) == ([0.5, 0.9204354236], [0.0, 0.5])
+    block = {"method": "isotonic", "isotonic": {"x": [0.0, 1.0], "y": [0.0, 1.0]},
+             "levels_by": "p_good", "p_low": 0.4, "p_high": 0.8}  # fmt: skip
+    mapped = transported(block, [0.1, 0.2, 0.3], [0.5, 0.92043542361, 0.92043542364])
+    x = mapped["isotonic"]["x"]
+    assert x == at_written_precision(x) == [0.5, 0.9204354236]

@@ -40,7 +40,10 @@ MISMATCH = "--allow-recipe-mismatch"
 SCRIPTS = Path(sysconfig.get_path("scripts"))
 SCIFACT_LOG = SCIFACT / "retrieval_log.parquet"
 # the files the command lines of the helps name, by their names there
-NAMED_FILES = {"logs/retrieval_log.parquet": SCIFACT_LOG}
+NAMED_FILES = {
+    "logs/retrieval_log.parquet": SCIFACT_LOG,
+    "qrels.parquet": SCIFACT / "qrels.parquet",
+}
 # commands whose examples cannot run here: the reason, and what checks them instead
 SKIPPED = {
     "calibrate": "a calibration takes a minute; its --set-recipe help is fuse's, run on fuse",
@@ -145,6 +148,10 @@ BASE: dict[str, Callable[[Inputs, Path], list[str]]] = {
         *("--log", str(SCIFACT_LOG), "--qrels", str(QRELS), "--grid", "fusion.k=10,20"),
         *("--out", f"{out}.yaml"),
     ],
+    "learn": lambda i, out: [
+        *("--log", str(SCIFACT_LOG), "--qrels", str(QRELS), "--model", "linear"),
+        *("--features", "present,rrf", "--folds", "2", "--out", f"{out}.yaml"),
+    ],
     "macros install": lambda i, out: ["--db", f"{out}.duckdb"],
     "sql fuse": lambda i, out: [],
     "sql score": lambda i, out: [],
@@ -152,7 +159,9 @@ BASE: dict[str, Callable[[Inputs, Path], list[str]]] = {
     "sql macros": lambda i, out: [],
 }
 # SciFact's (the default --sources' too); the others read the small log's bm25 and vec
-SOURCE = dict.fromkeys(("tune", "dbt package", "macros install", "sql fuse", "sql macros"), "dense")
+SOURCE = dict.fromkeys(
+    ("tune", "learn", "dbt package", "macros install", "sql fuse", "sql macros"), "dense"
+)
 
 
 def invoke(*args: str) -> Result:
@@ -209,7 +218,7 @@ def test_the_examples_are_found_and_the_skipped_ones_are_checked_elsewhere() -> 
 
     assert recipe_help("calibrate") == recipe_help("fuse")
     assert {name for name, _ in command_lines()} - set(SKIPPED) == {
-        "dbt package", "macros install", "sql answers", "sql macros", "sql score",
+        "dbt package", "learn", "macros install", "sql answers", "sql macros", "sql score",
     }  # fmt: skip
 
 

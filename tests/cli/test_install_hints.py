@@ -104,3 +104,27 @@ def test_spark_and_postgres_without_their_extras(
         "duckscore: error: a PostgreSQL store needs the postgres extra: "
         "pip install 'duckscore[postgres]'\n"
     )
+
+
+def test_learned_trees_without_the_ltr_extra(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """`--model trees` needs LightGBM (refused before any work); `--model linear` does not."""
+    from ..helpers import SCIFACT
+
+    blocked(monkeypatch, "lightgbm")
+    log, qrels = SCIFACT / "retrieval_log.parquet", SCIFACT / "qrels.parquet"
+    trees = refused(
+        "learn", "--log", str(log), "--qrels", str(qrels), "--out", str(tmp_path / "l.yaml")
+    )
+    assert trees == (
+        "duckscore: error: duckscore learn --model trees needs the ltr extra: "
+        "pip install 'duckscore[ltr]'\n"
+    )
+    assert not (tmp_path / "l.yaml").exists()
+    linear = CliRunner().invoke(
+        cli,
+        ["-q", "learn", "--log", str(log), "--qrels", str(qrels), "--model", "linear",
+         "--features", "present,rrf", "--folds", "2", "--out", str(tmp_path / "l.yaml")],
+    )  # fmt: skip
+    assert linear.exit_code == 0, linear.stderr

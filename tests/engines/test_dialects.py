@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -22,12 +23,13 @@ from duckscore.answers.tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
 from duckscore.cli import cli
 from duckscore.core.errors import TemplateError
 from duckscore.core.inputs import open_input
-from duckscore.core.policy import load_policy
+from duckscore.core.policy import dump_yaml, load_policy
 from duckscore.core.render import RenderedSQL, lit
 from duckscore.core.resources import fixtures_dir
 from duckscore.engines import DIALECTS
 from duckscore.engines.dialects import to_dialect
 from duckscore.fuse.contract import RETRIEVAL_LOG
+from duckscore.fuse.ltr import DEFAULT_FEATURES, feature_names
 from duckscore.fuse.recipe import FUSE_RECIPE, plan
 from duckscore.fuse.stages import render_fused
 from duckscore.run.job import Job
@@ -253,6 +255,33 @@ def test_score_on(
     )
 
 
+SCIFACT_SOURCES = ("dense", "sparse", "summary")
+
+
+def learned(kind: str, sources: tuple[str, ...] = ("bm25", "dense", "summary")) -> list[str]:
+    """Overrides making a recipe learned, of every feature of the three sources: a linear model,
+    or random trees of every missing type (tests/fuse/test_ltr.py's)."""
+    from ..fuse.test_ltr import random_tree
+
+    names = feature_names(list(DEFAULT_FEATURES), sources)
+    rng = np.random.default_rng(3)
+    if kind == "linear":
+        model = {
+            "kind": "linear",
+            "intercept": 0.5,
+            "weights": rng.normal(size=len(names)).tolist(),
+        }
+    else:
+        model = {"kind": "trees", "trees": [random_tree(rng, 7, len(names)) for _ in range(6)]}
+    block = dump_yaml({"features": names, "model": model}, flow=True, width=10**7).strip()
+    return [
+        "discover_sources=false",
+        *(f"sources.{s}.weight=1.0" for s in sources),
+        "fusion.method=ltr",
+        f"ltr={block}",
+    ]
+
+
 FUSE_CASES = [
     ("hybrid_v1", "scifact", []),
     ("canonical_rrf", "scifact", []),
@@ -288,12 +317,24 @@ FUSE_CASES = [
     ),
     ("canonical_rrf", "edge", ["source_defaults.distance=true", "source_defaults.top_k=2"]),
     ("hybrid_v1", "edge", ["target_granularity=block"]),
+    # learned fusion: every feature, a weighted sum and nested CASE trees
+    ("canonical_rrf", "edge", learned("linear")),
+    ("canonical_rrf", "edge", learned("trees")),
+    ("hybrid_v1", "edge", [*learned("trees"), "target_granularity=block"]),
+    ("canonical_rrf", "scifact", learned("trees", SCIFACT_SOURCES)),
 ]
 
 
 @pytest.mark.parametrize(
     ("engine", "recipe", "log", "overrides"),
-    on_engines(FUSE_CASES, [("canonical_rrf", "scifact", []), ("hybrid_v1", "scifact", [])]),
+    on_engines(
+        FUSE_CASES,
+        [
+            ("canonical_rrf", "scifact", []),
+            ("hybrid_v1", "scifact", []),
+            ("canonical_rrf", "scifact", learned("trees", SCIFACT_SOURCES)),
+        ],
+    ),
 )
 def test_fuse_on(engine: str, recipe: str, log: str, overrides: list[str], tables, request) -> None:
     server = request.getfixturevalue(engine)

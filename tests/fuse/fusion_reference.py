@@ -68,6 +68,32 @@ R13 ``query_analyzer`` (fuse.md, the recipe table): when ``enabled``, each rule 
     is found (``re.search``) in the query's ``query_text`` multiplies the weights of the sources
     its ``boost`` names by their factors; several matching rules multiply. A query's rows carry
     one ``query_text``. Disabled, the rules change nothing.
+
+The engines' own rules (docs/fuse.md, "Engines' rules"), each off when its key is left out,
+transcribed from the engines' sources (docs/reference/fusion-peers.md b2, b3, b6, b1):
+
+R14 ``normalizer_params.nonpositive_value`` (OpenSearch MIN_SCORE): a ``minmax`` or ``zscore``
+    value computed by the formula that is <= 0 becomes it; a degenerate list's value does not.
+    ``minmax_degenerate_below`` (Elasticsearch EPSILON): minmax is degenerate when max - min is
+    below it. ``l2_degenerate_raw`` (Elasticsearch): a degenerate l2 list keeps its raw scores.
+R15 ``zscore_at_mean: raw_max`` (OpenSearch ``ZScoreNormalizationTechnique``): a score equal to
+    its list's mean, compared as float32 (OpenSearch compares floats), gets the list's largest
+    raw score; a one-item or constant list is at its mean.
+R16 A source's ``lower_bound`` / ``upper_bound`` ``{mode, score}`` (OpenSearch min_max bounds,
+    ``LowerBound``/``UpperBound``): the effective min (max) of a score, then clip checks (lower
+    first: 0, then the nonpositive rule; upper: 1), an effective range of 0 is degenerate, else
+    (s - min_eff) / max(max_eff - min_eff, eps). A degenerate list is checked first.
+R17 ``borda_points`` (ranx ``bordafuse``): borda's values times |C|: |C| - p ranked,
+    (|C| - n + 1) / 2 missing.
+R18 ``fusion.rrf_weight: divides_rank`` (Qdrant ``position_score``): 1 / (r / w + k - 1 +
+    rank_base), and 0 for w <= 0.
+R19 ``fusion.count_empty_sources`` under the ``zero`` policy: each source of the recipe (declared,
+    or in the log when discovered) with no list for a query counts, for the score methods, as a
+    list every candidate is missing from, with its recipe weight (no analyzer boost: no hit of
+    it carries one); a borda source then gives borda's missing value for n = 0. Under ``skip``
+    and ``list_min``, and for rrf/isr, it changes nothing.
+R20 ``fusion.top_n`` / ``fusion.min_score`` cut each query's ranking after step 5 (or 6): rank
+    <= top_n and round(score, 12) >= min_score (a NULL score fails it); ranks are kept.
 """
 
 from __future__ import annotations
@@ -76,6 +102,7 @@ import copy
 import math
 import re
 import statistics
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -236,6 +263,7 @@ class SourceList:
     weight: float
     normalize: str
     entries: list[Entry] = field(default_factory=list)
+    settings: Mapping[str, Any] = field(default_factory=dict)  # the source's recipe entry
 
     def by_key(self) -> dict[str, Entry]:
         return {e.key: e for e in self.entries}
@@ -501,6 +529,123 @@ def norm_borda_missing(n: int, n_candidates: int) -> float:
     return 0.5 - (n - 1) / (2 * n_candidates)
 
 
+def _at_or_below_zero(value: float, params: Mapping[str, Any]) -> float:
+    """READING R14: OpenSearch gives MIN_SCORE (0.001) where a min_max or z_score value is not
+    positive, so a hit at its list's minimum is not a missing hit."""
+    floor = params.get("nonpositive_value")
+    return float(floor) if floor is not None and value <= 0 else value
+
+
+def norm_minmax_engines(scores: Sequence[float], params: Mapping[str, Any]) -> list[float]:
+    """``minmax`` with the engine rules of R14: Elasticsearch ``MinMaxScoreNormalizer`` (a list
+    within EPSILON of constant -> 1.0) and OpenSearch ``MinMaxScoreNormalizationTechnique``
+    (0 -> MIN_SCORE)."""
+    if not scores:
+        return []
+    lo, hi = min(scores), max(scores)
+    below = params.get("minmax_degenerate_below")
+    if (hi - lo < float(below)) if below is not None else hi - lo == 0:
+        return [float(params["degenerate_value"])] * len(scores)
+    eps = float(params["eps"])
+    return [_at_or_below_zero((s - lo) / max(hi - lo, eps), params) for s in scores]
+
+
+def _lower_effective(score: float, lo: float, hi: float, bound: Mapping[str, Any]) -> float:
+    """OpenSearch ``LowerBound.determineEffectiveScore``."""
+    b = float(bound["score"])
+    if bound["mode"] == "apply":
+        return b if hi > b and score > b else lo
+    if bound["mode"] == "clip":
+        return lo if hi < b else b
+    return lo
+
+
+def _upper_effective(score: float, lo: float, hi: float, bound: Mapping[str, Any]) -> float:
+    """OpenSearch ``UpperBound.determineEffectiveScore``."""
+    b = float(bound["score"])
+    if bound["mode"] == "apply":
+        return b if lo < b and score < b else hi
+    if bound["mode"] == "clip":
+        return hi if lo > b else b
+    return hi
+
+
+def norm_minmax_bounded(
+    scores: Sequence[float], params: Mapping[str, Any], lower: Mapping | None, upper: Mapping | None
+) -> list[float]:
+    """READING R16: OpenSearch ``normalizeSingleScore`` with a sub-query's lower and upper
+    bounds (``degenerate_value`` for its SINGLE_RESULT_SCORE)."""
+    if not scores:
+        return []
+    lo, hi = min(scores), max(scores)
+    below = params.get("minmax_degenerate_below")
+    deg = float(params["degenerate_value"])
+    if (hi - lo < float(below)) if below is not None else hi - lo == 0:
+        return [deg] * len(scores)
+    out = []
+    for s in scores:
+        eff_lo = _lower_effective(s, lo, hi, lower) if lower else lo
+        eff_hi = _upper_effective(s, lo, hi, upper) if upper else hi
+        if lower and lower["mode"] == "clip" and s < eff_lo:
+            out.append(_at_or_below_zero(0.0, params))
+        elif upper and upper["mode"] == "clip" and s > eff_hi:
+            out.append(1.0)
+        elif eff_hi == eff_lo:
+            out.append(deg)
+        else:
+            value = (s - eff_lo) / max(eff_hi - eff_lo, float(params["eps"]))
+            out.append(_at_or_below_zero(value, params))
+    return out
+
+
+def _float32(x: float) -> float:
+    return float(struct.unpack("f", struct.pack("f", x))[0])
+
+
+def norm_zscore_engines(scores: Sequence[float], params: Mapping[str, Any]) -> list[float]:
+    """``zscore`` with R14 and R15 (OpenSearch ``ZScoreNormalizationTechnique``: at the mean, the
+    list's max; below or at 0 after the formula, MIN_SCORE)."""
+    if not scores:
+        return []
+    mean, sd = _mean_sd(scores, int(params["zscore_ddof"]))
+    at_mean = params.get("zscore_at_mean") == "raw_max"
+    out = []
+    for s in scores:
+        if at_mean and _float32(s) == _float32(mean):
+            out.append(max(scores))
+        elif sd is None or sd == 0 or _zero_spread(scores):
+            out.append(float(params["degenerate_value"]))
+        else:
+            out.append(_at_or_below_zero((s - mean) / max(sd, float(params["eps"])), params))
+    return out
+
+
+def norm_l2_engines(scores: Sequence[float], params: Mapping[str, Any]) -> list[float]:
+    """``l2`` with ``l2_degenerate_raw`` (Elasticsearch ``L2ScoreNormalizer``: a norm below
+    EPSILON returns the docs unnormalised)."""
+    norm = math.sqrt(math.fsum(s * s for s in scores))
+    if norm < float(params["eps"]):
+        return [float(s) for s in scores]
+    return [s / norm for s in scores]
+
+
+def borda_points_ranked(positions: Sequence[int], n_candidates: int) -> list[float]:
+    """READING R17, ranked items: ranx ``_borda_score``, ``max_points - i`` (|C| - p)."""
+    return [float(n_candidates - p) for p in positions]
+
+
+def borda_points_missing(n: int, n_candidates: int) -> float:
+    """READING R17, an item of C missing from the list: ranx ``unranked_points``,
+    (|C| - n + 1) / 2."""
+    return (n_candidates - n + 1) / 2
+
+
+def borda_missing_value(n: int, n_candidates: int, params: Mapping[str, Any]) -> float:
+    if params.get("borda_points"):
+        return borda_points_missing(n, n_candidates)
+    return norm_borda_missing(n, n_candidates)
+
+
 def normalize_list(lst: SourceList, params: Mapping[str, Any], n_candidates: int) -> None:
     """Contract step 3: set ``Entry.norm`` for every entry of one list."""
     scores = [e.raw for e in lst.entries]
@@ -513,14 +658,31 @@ def normalize_list(lst: SourceList, params: Mapping[str, Any], n_candidates: int
         vals = norm_none(scores)
     elif method == "rank":
         vals = norm_rank(positions, n)
+    elif method == "minmax" and (
+        lst.settings.get("lower_bound") or lst.settings.get("upper_bound")
+    ):
+        vals = norm_minmax_bounded(
+            scores, params, lst.settings.get("lower_bound"), lst.settings.get("upper_bound")
+        )
+    elif method == "minmax" and (
+        params.get("nonpositive_value") is not None
+        or params.get("minmax_degenerate_below") is not None
+    ):
+        vals = norm_minmax_engines(scores, params)
     elif method == "minmax":
         vals = norm_minmax(scores, eps, deg)
     elif method == "max":
         vals = norm_max(scores, eps, deg)
     elif method == "sum":
         vals = norm_sum(scores, eps, deg)
+    elif method == "zscore" and (
+        params.get("nonpositive_value") is not None or params.get("zscore_at_mean") == "raw_max"
+    ):
+        vals = norm_zscore_engines(scores, params)
     elif method == "zscore":
         vals = norm_zscore(scores, eps, deg, int(params["zscore_ddof"]))
+    elif method == "l2" and params.get("l2_degenerate_raw"):
+        vals = norm_l2_engines(scores, params)
     elif method == "l2":
         vals = norm_l2(scores, eps, deg)
     elif method == "softmax":
@@ -535,6 +697,8 @@ def normalize_list(lst: SourceList, params: Mapping[str, Any], n_candidates: int
         vals = norm_dbsf(scores, int(params["dbsf_ddof"]), float(params["dbsf_degenerate_value"]))
     elif method == "bounds":
         vals = norm_bounds(scores, params.get("bounds"), bool(params.get("bounds_clip", True)))
+    elif method == "borda" and params.get("borda_points"):
+        vals = borda_points_ranked(positions, n_candidates)
     elif method == "borda":
         vals = norm_borda_ranked(positions, n_candidates)
     else:
@@ -554,6 +718,12 @@ def fuse_rrf(pairs: Sequence[tuple[float, float]], k: float, rank_base: int) -> 
     1/(k + r) (ES weighted RRF: w_i/(k + r)); rank_base 0 = Weaviate 1/(p + 60) and Qdrant
     1/(r + k - 1) (k default 2)."""
     return math.fsum(w / (k + r - 1 + rank_base) for w, r in pairs)
+
+
+def fuse_rrf_rank_divided(pairs: Sequence[tuple[float, float]], k: float, rank_base: int) -> float:
+    """READING R18, Qdrant ``position_score``: ``1 / ((position + 1) / weight + k - 1)``, and 0
+    for a weight <= 0 (reciprocal_rank_fusion.rs); rank_base as for ``rrf``."""
+    return math.fsum(1 / (r / w + k - 1 + rank_base) if w > 0 else 0.0 for w, r in pairs)
 
 
 def fuse_isr(pairs: Sequence[tuple[float, float]], n_d: int) -> float:
@@ -629,6 +799,10 @@ def combine(
     method: str, pairs: Sequence[tuple[float, float]], n_d: int, fusion: Mapping[str, Any]
 ) -> float | None:
     """Dispatch on ``fusion.method``."""
+    if method == "rrf" and fusion.get("rrf_weight") == "divides_rank":
+        return fuse_rrf_rank_divided(
+            pairs, float(fusion.get("k", 60)), int(fusion.get("rank_base", 1))
+        )
     if method == "rrf":
         return fuse_rrf(pairs, float(fusion.get("k", 60)), int(fusion.get("rank_base", 1)))
     if method == "isr":
@@ -669,9 +843,13 @@ def missing_policy(fusion: Mapping[str, Any]) -> str:
 
 
 def fuse_lists(
-    lists: Sequence[SourceList], fusion: Mapping[str, Any], params: Mapping[str, Any]
+    lists: Sequence[SourceList],
+    fusion: Mapping[str, Any],
+    params: Mapping[str, Any],
+    empty: Sequence[SourceList] = (),
 ) -> dict[str, tuple[float | None, list[dict]]]:
-    """Steps 3 and 4 over the lists of one query: {item key: (fused score, contributions)}."""
+    """Steps 3 and 4 over the lists of one query: {item key: (fused score, contributions)}.
+    ``empty``: the recipe's sources without a list for the query (READING R19)."""
     candidates = sorted({e.key for lst in lists for e in lst.entries})
     n_c = len(candidates)
     for lst in lists:
@@ -679,6 +857,8 @@ def fuse_lists(
     method = fusion.get("method", "rrf")
     policy = missing_policy(fusion)
     rank_based = method in RANK_METHODS
+    if fusion.get("count_empty_sources") and policy == "zero" and not rank_based:
+        lists = [*lists, *empty]
     index = [(lst, lst.by_key()) for lst in sorted(lists, key=lambda x: x.source)]
     out: dict[str, tuple[float | None, list[dict]]] = {}
     for key in candidates:
@@ -703,7 +883,7 @@ def fuse_lists(
             elif not rank_based and lst.normalize == "borda":
                 # READING R7: borda makes the item present in this list (ranx borda_norm)
                 n_d += 1
-                pairs.append((w, norm_borda_missing(len(lst.entries), n_c)))
+                pairs.append((w, borda_missing_value(len(lst.entries), n_c, params)))
             elif policy == "zero":
                 if not rank_based:
                     pairs.append((w, 0.0))
@@ -733,6 +913,19 @@ def rank_key(item_id: str, score: float | None) -> tuple:
 def rank_items(scored: Mapping[str, float | None]) -> list[tuple[str, float | None, int]]:
     ordered = sorted(scored.items(), key=lambda kv: rank_key(kv[0], kv[1]))
     return [(k, s, i + 1) for i, (k, s) in enumerate(ordered)]
+
+
+def cut_ranking(
+    ranked: Sequence[tuple[str, float | None, int]], fusion: Mapping[str, Any]
+) -> list[tuple[str, float | None, int]]:
+    """READING R20: the engines' size (``top_n``) and ``min_score`` on the ranked list."""
+    top_n, min_score = fusion.get("top_n"), fusion.get("min_score")
+    return [
+        (item, score, rank)
+        for item, score, rank in ranked
+        if (top_n is None or rank <= int(top_n))
+        and (min_score is None or (score is not None and _r12(score) >= float(min_score)))
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -880,6 +1073,9 @@ def fuse_reference(rows: Sequence[Mapping[str, Any]], recipe: Mapping[str, Any])
 
     prepared = _prepare_rows(rows, recipe)
     boosts = analyzer_boosts(rows, recipe.get("query_analyzer"))
+    all_sources = set(recipe["sources"])
+    if recipe.get("discover_sources", True):
+        all_sources |= {str(row["source"]) for row in rows}
     results: list[dict] = []
     for q in sorted(prepared):
         by_src = prepared[q]
@@ -900,9 +1096,15 @@ def fuse_reference(rows: Sequence[Mapping[str, Any]], recipe: Mapping[str, Any])
                     weight=float(st.get("weight", 1.0)) * boosts.get(q, {}).get(src, 1.0),
                     normalize=str(st.get("normalize") or "none"),
                     entries=entries,
+                    settings=st,
                 )
             )
-        fused = fuse_lists(lists, fusion, params)
+        empty = [
+            SourceList(source=name, weight=float(_settings(recipe, name).get("weight", 1.0)),
+                       normalize=str(_settings(recipe, name).get("normalize") or "none"))
+            for name in sorted(all_sources - set(by_src))
+        ]  # fmt: skip
+        fused = fuse_lists(lists, fusion, params, empty)
         if delayed:
             parent_of = {e.key: e.parent for lst in lists for e in lst.entries}
             per_parent: dict[str, list[str]] = {}
@@ -920,7 +1122,7 @@ def fuse_reference(rows: Sequence[Mapping[str, Any]], recipe: Mapping[str, Any])
         else:
             scored = {k: v[0] for k, v in fused.items()}
             contribs = {k: v[1] for k, v in fused.items()}
-        for item, score, rank in rank_items(scored):
+        for item, score, rank in cut_ranking(rank_items(scored), fusion):
             results.append(
                 {
                     "query_id": q,

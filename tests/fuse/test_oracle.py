@@ -25,10 +25,9 @@ from duckscore.fuse.pipeline import fuse
 from duckscore.fuse.recipe import FUSIONS, NORMALIZERS
 
 from .fusion_reference import fuse_reference, recipe_with
+from .peer_cases import CASES as PEERS
+from .peer_cases import case_recipe, set_recipe
 
-PEERS = yaml.safe_load((Path(__file__).parent / "peer_vectors.yaml").read_text(encoding="utf-8"))[
-    "cases"
-]
 EXTRA_KEYS = {
     "parent_features": {"max_score": "minmax"},
     "query_analyzer": {"enabled": False, "rules": []},
@@ -60,10 +59,18 @@ def run_sql(rows: list[dict], recipe: dict[str, Any], folder: Path) -> pd.DataFr
     return pd.read_parquet(out / "fused.parquet")
 
 
+def run_peer_case(case: dict, folder: Path) -> pd.DataFrame:
+    """A case through the command: with the packaged preset it names and its overrides as
+    `--set-recipe` gives them, or with the oracle's recipe written as a file."""
+    if "recipe" not in case:
+        return run_sql(case["rows"], case_recipe(case), folder)
+    fuse(log_frame(case["rows"]), folder / "out", case["recipe"], overrides=set_recipe(case))
+    return pd.read_parquet(folder / "out" / "fused.parquet")
+
+
 @pytest.mark.parametrize("case", PEERS, ids=[c["title"][:70] for c in PEERS])
 def test_peer_vector(case: dict, tmp_path: Path) -> None:
-    recipe = recipe_with(case.get("recipe_overrides") or {})
-    fused = run_sql(case["rows"], recipe, tmp_path)
+    fused = run_peer_case(case, tmp_path)
     got = {(r.query_id, r.item_id): r.fused_score for r in fused.itertuples()}
     expected = {(q, d): s for q, docs in case["expected"].items() for d, s in docs.items()}
     if not case.get("partial"):
@@ -172,7 +179,7 @@ def random_recipe(rng: random.Random, normalizer: str, method: str) -> dict[str,
 
 SCENARIOS = (
     [(n, m) for n in NORMALIZERS for m in ("weighted_sum", "combmnz")]
-    + [("minmax", m) for m in FUSIONS]
+    + [("minmax", m) for m in FUSIONS if m != "ltr"]  # ltr's model: tests/fuse/test_ltr.py
     + [("rank", "rrf"), ("none", "isr"), ("bounds", "geometric_mean")]
     # a borda source builds the candidate grid, where rank methods count only real membership
     + [("borda", "rrf"), ("borda", "isr")]
@@ -185,24 +192,97 @@ def test_sql_matches_oracle_on_random_logs(normalizer: str, method: str, tmp_pat
     for trial in range(3):
         rows = random_log(rng)
         recipe = random_recipe(rng, normalizer, method)
-        expected = fuse_reference(rows, recipe)
-        actual = run_sql(rows, recipe, tmp_path)
-        got = {(r.query_id, r.item_id): (r.fused_score, r.rank) for r in actual.itertuples()}
-        want = {(r["query_id"], r["item_id"]): (r["fused_score"], r["rank"]) for r in expected}
-        context = f"trial {trial}: {recipe}\nrows: {rows}"
-        assert set(got) == set(want), context
-        for key, (score, rank) in want.items():
-            if score is None:
-                assert got[key][0] is None or got[key][0] != got[key][0], (key, context)
-            else:
-                assert got[key][0] == pytest.approx(score, rel=1e-9, abs=1e-12), (key, context)
-            assert got[key][1] == rank, (key, context)
-        explained = {(r.query_id, r.item_id): r for r in actual.itertuples()}
-        delayed = recipe["aligner"]["order"] == "after_fusion"
-        delayed = delayed and recipe.get("target_granularity", "doc") == "doc"
-        for item in expected:
-            row = explained[(item["query_id"], item["item_id"])]
-            assert_explained(row, item["contributions"], delayed, context)
+        assert_matches_oracle(rows, recipe, tmp_path, f"trial {trial}")
+
+
+def with_engine_rules(rng: random.Random, recipe: dict[str, Any]) -> dict[str, Any]:
+    """The engines' own rules (docs/fuse.md), each on or off: the normalisers' (R14, R15, R17),
+    a minmax source's bounds in any mode (R16), Qdrant's RRF weighting (R18), empty sources
+    counted (R19) and a cut of the ranking (R20)."""
+    engine = copy.deepcopy(recipe)
+    params, fusion = engine["normalizer_params"], engine["fusion"]
+    for key, values in (
+        ("nonpositive_value", [None, 0.001, -1.0]),
+        ("minmax_degenerate_below", [None, 1e-6, 2.0]),
+        ("zscore_at_mean", [None, "formula", "raw_max"]),
+        ("l2_degenerate_raw", [None, True, False]),
+        ("borda_points", [None, True]),
+    ):
+        params[key] = rng.choice(values)
+    if params["l2_degenerate_raw"]:  # an eps a list of small scores falls below
+        params["eps"] = rng.choice([1e-9, 0.5])
+    if rng.random() < 0.5:  # where an empty source counts
+        fusion["missing"] = "zero"
+    for key, values in (
+        ("rrf_weight", [None, "scales_term", "divides_rank"]),
+        ("count_empty_sources", [None, True, True]),
+        ("top_n", [None, 1, 2, 4]),
+        ("min_score", [None, 0.0, 0.5, 1.0]),
+    ):
+        fusion[key] = rng.choice(values)
+    for entry in engine["sources"].values():
+        if entry["normalize"] == "minmax":
+            for side in ("lower_bound", "upper_bound"):
+                if rng.random() < 0.6:
+                    mode = rng.choice(["apply", "clip", "ignore"])
+                    entry[side] = {"mode": mode, "score": rng.choice([-1.0, 0.0, 0.3, 2.0, 10.0])}
+    for group in (params, fusion):
+        for key in [k for k, v in group.items() if v is None]:
+            del group[key]
+    return engine
+
+
+ENGINE_SCENARIOS = [
+    ("minmax", "arithmetic_mean"),
+    ("minmax", "geometric_mean"),
+    ("minmax", "weighted_sum"),
+    ("minmax", "combmin"),
+    ("zscore", "arithmetic_mean"),
+    ("l2", "weighted_sum"),
+    ("borda", "combsum"),
+    ("borda", "arithmetic_mean"),
+    ("rank", "rrf"),
+    ("none", "rrf"),
+]
+
+
+@pytest.mark.parametrize(("normalizer", "method"), ENGINE_SCENARIOS)
+def test_sql_matches_oracle_with_the_engines_rules(
+    normalizer: str, method: str, tmp_path: Path
+) -> None:
+    """As above, with the engine rules drawn, and a source now and then without a hit for a
+    query (count_empty_sources' case)."""
+    rng = random.Random(f"engines-{normalizer}-{method}")
+    for trial in range(5):
+        rows = random_log(rng)
+        dropped = (rng.choice(SOURCES), "q0") if rng.random() < 0.7 else None
+        kept = [r for r in rows if (r["source"], r["query_id"]) != dropped]
+        if {r["source"] for r in kept} == set(SOURCES):  # q0 is not the log's only query
+            rows = kept
+        recipe = with_engine_rules(rng, random_recipe(rng, normalizer, method))
+        assert_matches_oracle(rows, recipe, tmp_path, f"trial {trial}, {dropped} empty")
+
+
+def assert_matches_oracle(rows: list[dict], recipe: dict, tmp_path: Path, trial: str) -> None:
+    """The command's fused items equal the oracle's: scores, ranks and explanations."""
+    expected = fuse_reference(rows, recipe)
+    actual = run_sql(rows, recipe, tmp_path)
+    got = {(r.query_id, r.item_id): (r.fused_score, r.rank) for r in actual.itertuples()}
+    want = {(r["query_id"], r["item_id"]): (r["fused_score"], r["rank"]) for r in expected}
+    context = f"{trial}: {recipe}\nrows: {rows}"
+    assert set(got) == set(want), context
+    for key, (score, rank) in want.items():
+        if score is None:
+            assert got[key][0] is None or got[key][0] != got[key][0], (key, context)
+        else:
+            assert got[key][0] == pytest.approx(score, rel=1e-9, abs=1e-12), (key, context)
+        assert got[key][1] == rank, (key, context)
+    explained = {(r.query_id, r.item_id): r for r in actual.itertuples()}
+    delayed = recipe["aligner"]["order"] == "after_fusion"
+    delayed = delayed and recipe.get("target_granularity", "doc") == "doc"
+    for item in expected:
+        row = explained[(item["query_id"], item["item_id"])]
+        assert_explained(row, item["contributions"], delayed, context)
 
 
 CONTRIBUTION_FIELDS = ("source", "raw_score", "norm_score", "rank", "weight")

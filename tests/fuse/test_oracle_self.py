@@ -15,11 +15,9 @@ from __future__ import annotations
 import math
 import random
 import warnings
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from .fusion_reference import (
     DEFAULT_RECIPE,
@@ -27,9 +25,8 @@ from .fusion_reference import (
     recipe_with,
     scores_by_query,
 )
-
-PEER_VECTORS = Path(__file__).resolve().parent / "peer_vectors.yaml"
-
+from .peer_cases import CASES as PEER_CASES
+from .peer_cases import PEER_VECTORS, case_recipe
 
 # ---------------------------------------------------------------------------------------------
 # helpers
@@ -204,12 +201,10 @@ def test_ranx_borda_norm_fixture() -> None:
 # 2. peer vectors as data
 # ---------------------------------------------------------------------------------------------
 
-PEER_CASES = yaml.safe_load(PEER_VECTORS.read_text(encoding="utf-8"))["cases"]
-
 
 @pytest.mark.parametrize("case", PEER_CASES, ids=[c["title"] for c in PEER_CASES])
 def test_peer_vectors(case: dict) -> None:
-    rec = recipe_with(case["recipe_overrides"])
+    rec = case_recipe(case)
     result = fuse_reference(case["rows"], rec)
     got = scores_by_query(result)
     tol = float(case["tolerance"])

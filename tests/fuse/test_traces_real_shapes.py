@@ -560,6 +560,17 @@ def test_openllmetry_task_output_that_is_no_list_of_documents_is_one_line(tmp_pa
         assert message in one_line_error(done)
 
 
+def test_openllmetry_document_without_the_doc_id_key_is_one_line(tmp_path: Path) -> None:
+    pages = [page("x", chunk="c1"), page("y", id="b")]
+    path = write_otlp([openllmetry_span("b", "", "BM25Retriever", pages)], tmp_path / "otlp.jsonl")
+    done = invoke("fuse", "--log", str(path), "--log-format", "otel-genai", "--doc-id", "chunk",
+                  "--out", str(tmp_path / "o"))  # fmt: skip
+    assert one_line_error(done).endswith(
+        "span_id='b'): gen_ai.task.output[2].metadata.chunk is missing: --doc-id names each "
+        "document's id\n"
+    )
+
+
 def result_event(**attributes: Any) -> dict[str, Any]:
     """A vector database instrumentation's `db.query.result` event (OpenLLMetry's chroma,
     pinecone, qdrant …): one a document."""
@@ -684,6 +695,18 @@ def test_a_trace_without_its_query_key_is_refused(tmp_path: Path) -> None:
     )
 
 
+def test_a_trace_without_its_query_key_is_told_before_its_documents_fault(tmp_path: Path) -> None:
+    rows = [retriever("t1", "s1", "bm25", [{ID: "a", SCORE: 1.0}]) | {"attributes.session.id": "s1"},
+            retriever("t2", "s2", "bm25", [{ID: None, SCORE: 1.0}]) | {"attributes.session.id": None}]  # fmt: skip
+    path = write(rows, tmp_path / "spans.parquet")
+    done = invoke("run", "--log", str(path), "--log-format", "openinference", "--query-key", "session.id",
+                  "--out", str(tmp_path / "o"))  # fmt: skip
+    assert one_line_error(done).endswith(
+        "row 2, span_id='s2'): session.id is missing in the trace (--query-key names each "
+        "trace's query): 't2'\n"
+    )
+
+
 def test_an_otlp_trace_without_its_query_key_is_refused(tmp_path: Path) -> None:
     spans = [openllmetry_span("b", "", "BM25Retriever", [page("x", id="a")])]
     spans[0]["attributes"].append(otlp_attribute("session.id", "s1"))
@@ -695,6 +718,28 @@ def test_an_otlp_trace_without_its_query_key_is_refused(tmp_path: Path) -> None:
                   "--out", str(tmp_path / "o"))  # fmt: skip
     assert one_line_error(done).endswith(
         "request 1, span_id='c'): session.id is missing in the trace (--query-key names each "
+        "trace's query): 't2'\n"
+    )
+
+
+def test_a_trace_without_its_query_key_is_told_before_its_documents_faults(
+    tmp_path: Path,
+) -> None:
+    """Both faults are the same span's: the trace's (no position) comes first."""
+
+    def span(trace: str, documents: list[dict[str, Any]], *keys: str) -> dict[str, Any]:
+        attributes = [otlp_attribute("gen_ai.operation.name", "retrieval"),
+                      otlp_attribute("gen_ai.retrieval.documents", json.dumps(documents)),
+                      *(otlp_attribute("session.id", key) for key in keys)]  # fmt: skip
+        return {"traceId": trace, "spanId": f"s{trace}", "name": "bm25", "attributes": attributes}
+
+    spans = [span("t1", [{"id": "a", "score": 1.0}], "s1"),
+             span("t2", [{"id": "b", "score": "high"}, {"id": "c", "score": "low"}])]  # fmt: skip
+    path = write_otlp(spans, tmp_path / "otlp.jsonl")
+    done = invoke("run", "--log", str(path), "--log-format", "otel-genai", "--query-key", "session.id",
+                  "--out", str(tmp_path / "o"))  # fmt: skip
+    assert one_line_error(done).endswith(
+        "request 1, span_id='st2'): session.id is missing in the trace (--query-key names each "
         "trace's query): 't2'\n"
     )
 

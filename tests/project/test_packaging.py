@@ -59,6 +59,7 @@ def test_wheel_contains_the_sql_and_data(wheel: Path) -> None:
         "duckscore/score/contract.schema.json",
         "duckscore/answers/contract.schema.json",
         "duckscore/bids/contract.schema.json",
+        "duckscore/templates/report.html",  # the page the HTML reports extend
         "duckscore/fixtures/scifact/retrieval_log.parquet",
         "duckscore/fixtures/scifact/README.md",
         "duckscore/fixtures/cisi/retrieval_log.parquet",  # recalibrate's example, the benchmark
@@ -66,6 +67,9 @@ def test_wheel_contains_the_sql_and_data(wheel: Path) -> None:
         "duckscore/fixtures/bids/tender/rules.yaml",
     ):
         assert needed in names, needed
+    templates = ROOT / "orchestrator" / "templates"  # the HTML reports' pages
+    for page in templates.rglob("*.html"):
+        assert f"duckscore/templates/{page.relative_to(templates).as_posix()}" in names, page
     assert not any(n.startswith(("tests/", "duckscore/tests")) for n in names)
 
 
@@ -97,11 +101,14 @@ def test_installed_wheel_scores_from_another_directory(wheel: Path, tmp_path: Pa
         "    'total_chunks': [3, 4], 'coverage_ratio': [0.5, 0.5]})\n"
         "result = score(frame, 'out', policy='overall_v1')\n"  # the seed's seven columns
         "print(result.queries, result.policy.version)\n"
+        "from duckscore.common.report_html import environment\n"  # the reports' pages load
+        "print(len([environment().get_template(t) for t in environment().list_templates()]))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(target)}
     done = subprocess.run(
         [sys.executable, "-c", script], cwd=elsewhere, env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["1", "overall_v1"]
+    pages = len(list((ROOT / "orchestrator" / "templates").rglob("*.html")))
+    assert done.stdout.split() == ["1", "overall_v1", str(pages)]
     assert (elsewhere / "out" / "contract.jsonl").is_file()

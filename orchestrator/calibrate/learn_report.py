@@ -1,0 +1,226 @@
+"""What `duckscore learn` writes and prints: the training report (JSON, beside the recipe), the
+learned recipe (the base's parameters, `fusion.method: ltr` and the `ltr` block) and the summary
+on stdout. Every figure is a mean of per-query values of sql/metrics/per_query.sql; sums are
+exactly rounded (math.fsum), so they do not depend on summation order."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.policy import Policy, at_written_precision, canonical_json
+from ..core.version import __version__
+from ..fuse.ltr import FEATURES, parse_feature
+from ..metrics.significance import p_value_text
+from .ltr_fit import Fitted, ModelSettings
+from .tune_grid import Selection
+
+
+@dataclass(frozen=True)
+class LearnOutcome:
+    model: ModelSettings
+    features: list[str]
+    metric: str
+    base_version: str
+    queries: list[str]  # the judged queries, sorted
+    folds: dict[str, int]  # query_id -> its fold
+    learned: dict[str, float]  # query_id -> its fold's model's value (held out)
+    in_sample: dict[str, float]  # query_id -> the final model's value
+    base: dict[str, float]  # query_id -> the base recipe's value
+    tuned: Selection | None  # the grid tuned on the same folds (held out), when given
+    grid_points: list[dict[str, Any]]
+    grid: dict[str, list[Any]]
+    p_base: float
+    p_tuned: float | None
+    permutations: int
+    final: Fitted
+    fold_pairs: list[int]
+    training_rows: int
+    training_sha256: str
+
+    @property
+    def test(self) -> str:
+        return (
+            f"paired two-sided randomization, {self.permutations} permutations, "
+            f"seed {self.model.seed}"
+        )
+
+
+def mean(values: dict[str, float], queries: list[str]) -> float:
+    return math.fsum(values[q] for q in queries) / len(queries)
+
+
+def _fold_queries(o: LearnOutcome, fold: int) -> list[str]:
+    return [q for q in o.queries if o.folds[q] == fold]
+
+
+def held_out(o: LearnOutcome) -> dict[str, Any]:
+    """The cross-validated means and the comparisons: learned against base, and against tuned."""
+    q = o.queries
+    learned = mean(o.learned, q)
+    figures: dict[str, Any] = {
+        "learned": learned,
+        "base": mean(o.base, q),
+        "against_base": {"difference": learned - mean(o.base, q), "p_value": o.p_base},
+    }
+    if o.tuned is not None:
+        figures["tuned"] = o.tuned.cross_validated
+        figures["against_tuned"] = {
+            "difference": learned - o.tuned.cross_validated,
+            "p_value": o.p_tuned,
+        }
+    return figures
+
+
+def report_document(o: LearnOutcome) -> dict[str, Any]:
+    """The training report: settings, held-out figures per fold and overall, the final model's
+    feature importances and every query's held-out values (paths and versions are left out:
+    the report's digest names the recipe, which must not depend on where it was made)."""
+    folds = sorted(set(o.folds.values()))
+    per_fold = []
+    for fold in folds:
+        tested = _fold_queries(o, fold)
+        row: dict[str, Any] = {
+            "fold": fold,
+            "test_queries": len(tested),
+            "train_queries": len(o.queries) - len(tested),
+            "train_pairs": o.fold_pairs[fold],
+            "learned": mean(o.learned, tested),
+            "base": mean(o.base, tested),
+        }
+        if o.tuned is not None:
+            row["tuned"] = mean(o.tuned.held_out, tested)
+            row["tuned_choice"] = o.grid_points[o.tuned.folds[fold].grid_point]
+        per_fold.append(row)
+    report: dict[str, Any] = {
+        "report": "duckscore learn",
+        "model": o.model.kind,
+        "settings": o.model.recorded(),
+        "features": [
+            {"name": name, "definition": FEATURES[parse_feature("features", name).kind][1]}
+            for name in o.features
+        ],
+        "metric": o.metric,
+        "base": o.base_version,
+        "grid": o.grid or None,
+        "folds": len(folds),
+        "seed": o.model.seed,
+        "queries": len(o.queries),
+        "training_rows": o.training_rows,
+        "training_sha256": o.training_sha256,
+        "test": o.test,
+        "held_out": held_out(o),
+        "in_sample": {"learned": mean(o.in_sample, o.queries), "base": mean(o.base, o.queries)},
+        "per_fold": per_fold,
+        "importances": dict(zip(o.features, o.final.importances)),
+        "per_query": [
+            {"query_id": q, "fold": o.folds[q], "learned": o.learned[q], "base": o.base[q]}
+            | ({"tuned": o.tuned.held_out[q]} if o.tuned is not None else {})
+            for q in o.queries
+        ],
+    }
+    if o.model.kind == "linear":
+        report["weights"] = dict(zip(o.features, o.final.model["weights"]))
+    return report
+
+
+def recipe_document(
+    o: LearnOutcome,
+    training: Policy,
+    report_name: str,
+    report_sha256: str,
+    version: str | None,
+    inputs: dict[str, str],
+) -> dict[str, Any]:
+    """The learned recipe, complete (it loads without its base): the training recipe's
+    parameters with the final model and `ltr.training`; `<base>_ltr_<8 hex of the parameters'
+    sha256>` unless `version` names it."""
+    parameters = dict(training.parameters)
+    parameters["ltr"] = {
+        "features": o.features,
+        "model": o.final.model,
+        "training": {
+            "report_sha256": report_sha256,
+            "model": o.model.kind,
+            "settings": o.model.recorded(),
+            "queries": len(o.queries),
+        },
+    }
+    parameters = at_written_precision(parameters)
+    digest = hashlib.sha256(canonical_json(parameters).encode()).hexdigest()
+    figures = held_out(o)
+    summary: dict[str, Any] = {
+        "report": report_name,
+        "model": o.model.kind,
+        "metric": o.metric,
+        "folds": len(set(o.folds.values())),
+        "seed": o.model.seed,
+        "queries": len(o.queries),
+        "held_out": figures,
+        "test": o.test,
+        "importances": dict(
+            sorted(zip(o.features, o.final.importances), key=lambda item: -item[1])[:5]
+        ),
+    }
+    base_name = training.base_version.replace("+", "_")
+    document: dict[str, Any] = at_written_precision(
+        {
+            "recipe_id": version or f"{base_name}_ltr_{digest[:8]}",
+            "parent_version": o.base_version,
+            "description": f"{o.base_version} fused by a learned {o.model.kind} model of "
+            f"{len(o.features)} features (duckscore learn: {o.metric} {figures['learned']:.4f} "
+            f"held out, {figures['base']:.4f} for the base).",
+            "metadata": {
+                "duckscore_version": __version__,
+                **_library_version(o.model.kind),
+                "inputs": inputs,
+                "learn": summary,
+            },
+            **parameters,
+        }
+    )
+    return document
+
+
+def _library_version(kind: str) -> dict[str, str]:
+    if kind != "trees":
+        return {}
+    import lightgbm
+
+    return {"lightgbm_version": str(lightgbm.__version__)}
+
+
+def format_summary(o: LearnOutcome, recipe_id: str) -> str:
+    """What `duckscore learn` prints: the held-out metric of the learned recipe, of the base (and
+    of the tuned recipe), and the learned recipe's difference from each with the paired test's
+    p-value."""
+    figures = held_out(o)
+    rows = [
+        (f"learned ({o.model.kind})", figures["learned"], None, None),
+        (o.base_version, figures["base"], figures["against_base"]["difference"], o.p_base),
+    ]
+    if o.tuned is not None:
+        tuned = f"tuned ({len(o.grid_points)} grid points)"
+        rows.append((tuned, figures["tuned"], figures["against_tuned"]["difference"], o.p_tuned))
+    title = f"{o.metric} held out"
+    width = max(len(title), *(len(row[0]) for row in rows)) + 2
+    lines = [
+        f"learned: {recipe_id} ({o.model.kind}, {len(o.features)} features)",
+        "",
+        f"{title:<{width}}{'mean':>10}{'difference':>12}{'p-value':>10}",
+    ]
+    for name, value, difference, p in rows:
+        shown = "" if difference is None else f"{difference:>+12.6f}"
+        p_text = "" if p is None else f"{p_value_text(p, o.permutations):>10}"
+        lines.append(f"{name:<{width}}{value:>10.6f}{shown:>12}{p_text}".rstrip())
+    lines += [
+        "",
+        f"{len(set(o.folds.values()))} folds (seed {o.model.seed}) over {len(o.queries):,} "
+        "judged queries, each scored by a recipe fitted without it",
+        f"in-sample (the written model on every query): {mean(o.in_sample, o.queries):.6f}",
+        f"difference: learned minus the row; p-value: paired two-sided randomization test "
+        f"({o.permutations:,} permutations)",
+    ]
+    return "\n".join(lines)
