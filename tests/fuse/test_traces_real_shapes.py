@@ -678,15 +678,24 @@ def test_query_key_from_otlp_attributes(tmp_path: Path) -> None:
         assert [q for (q,) in got] == expected
 
 
+SESSION_KEY_MISSING = (
+    "session.id is missing in the trace (--query-key names each trace's query): 't2'\n"
+)
+
+
+def session_key_refusal(path: Path, log_format: str, tmp_path: Path) -> str:
+    """The one line `run --query-key session.id` refuses the export with."""
+    done = invoke("run", "--log", str(path), "--log-format", log_format, "--query-key", "session.id",
+                  "--out", str(tmp_path / "o"))  # fmt: skip
+    return one_line_error(done)
+
+
 def test_a_trace_without_its_query_key_is_refused(tmp_path: Path) -> None:
     rows = [retriever("t1", "s1", "bm25", [{ID: "a"}]) | {"attributes.session.id": "s1"},
             retriever("t2", "s2", "bm25", [{ID: "b"}]) | {"attributes.session.id": None}]  # fmt: skip
     path = write(rows, tmp_path / "spans.parquet")
-    done = invoke("run", "--log", str(path), "--log-format", "openinference", "--query-key", "session.id",
-                  "--out", str(tmp_path / "o"))  # fmt: skip
-    assert one_line_error(done).endswith(
-        "row 2, span_id='s2'): session.id is missing in the trace (--query-key names each "
-        "trace's query): 't2'\n"
+    assert session_key_refusal(path, "openinference", tmp_path).endswith(
+        f"row 2, span_id='s2'): {SESSION_KEY_MISSING}"
     )
     done = invoke("run", "--log", str(path), "--log-format", "openinference", "--query-key", "user.id",
                   "--out", str(tmp_path / "o"))  # fmt: skip
@@ -699,11 +708,8 @@ def test_a_trace_without_its_query_key_is_told_before_its_documents_fault(tmp_pa
     rows = [retriever("t1", "s1", "bm25", [{ID: "a", SCORE: 1.0}]) | {"attributes.session.id": "s1"},
             retriever("t2", "s2", "bm25", [{ID: None, SCORE: 1.0}]) | {"attributes.session.id": None}]  # fmt: skip
     path = write(rows, tmp_path / "spans.parquet")
-    done = invoke("run", "--log", str(path), "--log-format", "openinference", "--query-key", "session.id",
-                  "--out", str(tmp_path / "o"))  # fmt: skip
-    assert one_line_error(done).endswith(
-        "row 2, span_id='s2'): session.id is missing in the trace (--query-key names each "
-        "trace's query): 't2'\n"
+    assert session_key_refusal(path, "openinference", tmp_path).endswith(
+        f"row 2, span_id='s2'): {SESSION_KEY_MISSING}"
     )
 
 
@@ -714,11 +720,8 @@ def test_an_otlp_trace_without_its_query_key_is_refused(tmp_path: Path) -> None:
         openllmetry_span("c", "", "BM25Retriever", [page("y", id="b")]) | {"traceId": "t2"}
     )
     path = write_otlp(spans, tmp_path / "otlp.jsonl")
-    done = invoke("run", "--log", str(path), "--log-format", "otel-genai", "--query-key", "session.id",
-                  "--out", str(tmp_path / "o"))  # fmt: skip
-    assert one_line_error(done).endswith(
-        "request 1, span_id='c'): session.id is missing in the trace (--query-key names each "
-        "trace's query): 't2'\n"
+    assert session_key_refusal(path, "otel-genai", tmp_path).endswith(
+        f"request 1, span_id='c'): {SESSION_KEY_MISSING}"
     )
 
 
@@ -736,11 +739,8 @@ def test_a_trace_without_its_query_key_is_told_before_its_documents_faults(
     spans = [span("t1", [{"id": "a", "score": 1.0}], "s1"),
              span("t2", [{"id": "b", "score": "high"}, {"id": "c", "score": "low"}])]  # fmt: skip
     path = write_otlp(spans, tmp_path / "otlp.jsonl")
-    done = invoke("run", "--log", str(path), "--log-format", "otel-genai", "--query-key", "session.id",
-                  "--out", str(tmp_path / "o"))  # fmt: skip
-    assert one_line_error(done).endswith(
-        "request 1, span_id='st2'): session.id is missing in the trace (--query-key names each "
-        "trace's query): 't2'\n"
+    assert session_key_refusal(path, "otel-genai", tmp_path).endswith(
+        f"request 1, span_id='st2'): {SESSION_KEY_MISSING}"
     )
 
 
