@@ -318,3 +318,42 @@ def _learned_parameters(names: list[str], model: dict[str, Any]) -> list[str]:
         "fusion.method=ltr",
         f"ltr={dump_yaml({'features': names, 'model': model}, flow=True, width=10**7)}",
     ]
+
+
+BLOCK_LOG = """query_id,source,item_id,parent_id,score,rank
+q1,a,P:0,P,0.9,1
+q1,a,P:1,P,0.8,2
+q1,a,Q:0,Q,0.7,3
+q1,b,P:1,P,0.6,1
+"""
+
+
+@pytest.mark.parametrize(
+    ("granularity", "expected"),
+    [
+        # a document target: P holds two of a's hits and one of b's, Q one of a's
+        ("doc", {"P": 2 + 10 * 1, "Q": 1 + 10 * 0}),
+        # a block target: every item is one hit of each source that returned it
+        ("block", {"P:0": 1 + 10 * 0, "P:1": 1 + 10 * 1, "Q:0": 1 + 10 * 0}),
+    ],
+)
+def test_hits_count_the_hits_aligned_into_an_item(
+    granularity: str, expected: dict[str, float], tmp_path: Path
+) -> None:
+    """score = hits@a + 10 · hits@b: a's blocks of the parent, or 1 per item at block level;
+    0 where the source returned nothing."""
+    log = write(tmp_path / "log.csv", BLOCK_LOG)
+    text = (
+        TINY_RECIPE.replace("[present@a, rrf@b, minmax@a, n_sources]", "[hits@a, hits@b]")
+        .replace(
+            "intercept: 0.25, weights: [1.0, 62.0, 0.5, 0.125]",
+            "intercept: 0.0, weights: [1.0, 10.0]",
+        )
+        .replace(
+            "discover_sources: false", f"discover_sources: false\ntarget_granularity: {granularity}"
+        )
+    )
+    recipe = write(tmp_path / "hits.yaml", text)
+    fuse(str(log), tmp_path / "out", str(recipe))
+    fused = pd.read_parquet(tmp_path / "out" / "fused.parquet")
+    assert dict(zip(fused["item_id"], fused["fused_score"])) == expected
