@@ -9,32 +9,22 @@ from .refusal import Refusal
 
 def regroup_windowed_quantiles(select: exp.Select) -> exp.Select:
     """PostgreSQL has no windowed percentile_cont. A SELECT whose projections take quantiles over
-    whole partitions (`quantile_cont(x, p) OVER (PARTITION BY k…) AS name`) reads them instead
-    from a grouped subquery over its one source, joined back on the partition keys; its other
-    columns are qualified with the source so the join makes none ambiguous."""
+    whole partitions (`quantile_cont(x, p) OVER (PARTITION BY k…)`, alone or inside a projection's
+    expression) reads them instead from a grouped subquery over its one source, joined back on
+    the partition keys; its other columns are qualified with the source so the join makes none
+    ambiguous."""
     windowed = [
-        p
-        for p in select.expressions
-        if isinstance(p, exp.Alias)
-        and isinstance(p.this, exp.Window)
-        and isinstance(p.this.this, exp.PercentileCont)
-    ]
-    others = [
         w
         for w in select.find_all(exp.Window)
-        if isinstance(w.this, exp.PercentileCont)
-        and w.find_ancestor(exp.Select) is select
-        and not any(w is p.this for p in windowed)
+        if isinstance(w.this, exp.PercentileCont) and w.find_ancestor(exp.Select) is select
     ]
-    if others:
-        raise Refusal("a windowed quantile_cont that is not a named column of its SELECT")
     if not windowed:
         return select
-    keys: list[exp.Expr] = windowed[0].this.args.get("partition_by") or []
+    keys: list[exp.Expr] = windowed[0].args.get("partition_by") or []
     shapes = {
-        (tuple(k.sql() for k in p.this.args.get("partition_by") or []),
-         bool(p.this.args.get("order") or p.this.args.get("spec")))
-        for p in windowed
+        (tuple(k.sql() for k in w.args.get("partition_by") or []),
+         bool(w.args.get("order") or w.args.get("spec")))
+        for w in windowed
     }  # fmt: skip
     source = select.args.get("from_")
     if (
@@ -51,9 +41,13 @@ def regroup_windowed_quantiles(select: exp.Select) -> exp.Select:
     table = source.this
     name = table.alias_or_name
     key_names = [f"_key{i}" for i in range(len(keys))]
+    quantile_names = [
+        w.parent.alias if isinstance(w.parent, exp.Alias) else f"_q{i}"
+        for i, w in enumerate(windowed)
+    ]
     grouped = (
         exp.select(*(exp.alias_(k.copy(), a) for k, a in zip(keys, key_names)))
-        .select(*(exp.alias_(p.this.this.copy(), p.alias) for p in windowed))
+        .select(*(exp.alias_(w.this.copy(), a) for w, a in zip(windowed, quantile_names)))
         .from_(table.copy())
         .group_by(*(k.copy() for k in keys))
     )
@@ -65,8 +59,8 @@ def regroup_windowed_quantiles(select: exp.Select) -> exp.Select:
             own = column.find_ancestor(exp.Select) is select
             if own and not column.table and not isinstance(column.this, exp.Star):
                 column.set("table", exp.to_identifier(name))
-    for p in windowed:
-        p.set("this", exp.column(p.alias, table="_quantiles"))
+    for w, a in zip(windowed, quantile_names):
+        w.replace(exp.column(a, table="_quantiles"))
     on = exp.and_(
         *(
             exp.EQ(this=exp.column(a, table="_quantiles"), expression=_qualified(k, name))

@@ -68,7 +68,8 @@ exp((raw_score - s_max) / {{ np.softmax_temperature | lit }}) / NULLIF(s_softmax
 {%- elif name == 'sigmoid' -%}
 {{ 1.0 | lit }} / ({{ 1.0 | lit }} + exp(-(raw_score - {{ np.sigmoid_center | lit }}) / {{ np.sigmoid_scale | lit }}))
 {%- elif name == 'quantile' -%}
-{{ quantile_norm('raw_score', 's_q_lo', 's_q_hi', np.eps, np.degenerate_value) }}
+{#- held within the list's [min, max]: DuckDB interpolates two equal values an ulp away -#}
+{{ quantile_norm('raw_score', 'greatest(s_min, least(s_max, s_q_lo))', 'greatest(s_min, least(s_max, s_q_hi))', np.eps, np.degenerate_value) }}
 {%- elif name == 'dbsf' -%}
 CASE WHEN list_n = 1 OR s_sd_dbsf IS NULL OR s_sd_dbsf = 0 THEN {{ np.dbsf_degenerate_value | lit }}
      ELSE (raw_score - (s_mean - {{ 3.0 | lit }} * s_sd_dbsf)) / NULLIF({{ 6.0 | lit }} * s_sd_dbsf, 0) END

@@ -47,14 +47,19 @@ features AS (
 ),
 {# Per-query bounds as window functions, never grouped and joined back: DuckDB spills a window
     under a memory limit where a large grouped quantile runs out of memory (30M log rows at 1 GB).
-    `duckscore sql --dialect postgres` regroups them (PostgreSQL has no windowed percentile). #}
+    `duckscore sql --dialect postgres` regroups them (PostgreSQL has no windowed percentile).
+    Each quantile is held within the query's [min, max]: DuckDB interpolates two equal values
+    as lo·(1−d) + hi·d, an ulp away from either, so all-equal candidates would lose their zero
+    spread. #}
 bounds AS (
     SELECT
         *,
 {% for f in by_quantile %}
 {% if nz.mode == 'per_query' %}
-        quantile_cont({{ f }}, {{ nz.p_lo | lit }}) OVER (PARTITION BY query_id) AS {{ f }}_p_lo,
-        quantile_cont({{ f }}, {{ nz.p_hi | lit }}) OVER (PARTITION BY query_id) AS {{ f }}_p_hi{{ ',' if not loop.last }}
+{% set last_feature = loop.last %}
+{% for end, q in [('p_lo', nz.p_lo), ('p_hi', nz.p_hi)] %}
+        greatest(min({{ f }}) OVER (PARTITION BY query_id), least(max({{ f }}) OVER (PARTITION BY query_id), quantile_cont({{ f }}, {{ q | lit }}) OVER (PARTITION BY query_id))) AS {{ f }}_{{ end }}{{ ',' if not (loop.last and last_feature) }}
+{% endfor %}
 {% else %}
         {{ nz.reference[f][0] | lit }} AS {{ f }}_p_lo,
         {{ nz.reference[f][1] | lit }} AS {{ f }}_p_hi{{ ',' if not loop.last }}

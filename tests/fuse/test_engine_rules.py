@@ -7,6 +7,7 @@ the edges those cases leave, each worked out by hand in its comment."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -193,6 +194,23 @@ def test_bounds_whose_effective_range_is_empty_give_the_degenerate_value(tmp_pat
     got = scores(frame, tmp_path, "hybrid_v1", sets)
     assert got == pytest.approx(
         {("q", "lo"): 0.0, ("q", "mid"): 0.7, ("q", "hi"): 1.0, ("c", "u"): 0.7, ("c", "v"): 0.7}
+    )
+
+
+def test_a_constant_list_is_degenerate_under_the_quantile_normaliser(tmp_path: Path) -> None:
+    """Three equal scores: P10 = P90 = the score, so each gets degenerate_value. DuckDB's
+    quantile_cont interpolates two equal values an ulp away from them (ln 51 at P10), which
+    without the [min, max] hold would lose the zero spread and clamp to 0."""
+    value = math.log(51.0)
+    frame = log(("c", "s", {"u": value, "v": value, "w": value}), ("q", "s", {"x": 0.0, "y": 1.0}))
+    sets = [
+        "source_defaults.normalize=quantile",
+        "normalizer_params.degenerate_value=0.7",
+        "fusion.method=weighted_sum",
+    ]
+    got = scores(frame, tmp_path, "hybrid_v1", sets)
+    assert got == pytest.approx(
+        {("c", "u"): 0.7, ("c", "v"): 0.7, ("c", "w"): 0.7, ("q", "x"): 0.0, ("q", "y"): 1.0}
     )
 
 
