@@ -331,3 +331,32 @@ def test_a_log_with_sources_the_package_does_not_fuse_fails_a_test_by_name(
     done = CliRunner().invoke(cli, ["-q", "run", "--log", str(renamed), "--out", str(run)])
     assert done.exit_code == 0, done.output
     compare_with_run(project / "scifact.duckdb", run)
+
+
+def test_a_learned_recipe_builds_in_dbt_and_equals_duckscore_run(tmp_path: Path) -> None:
+    """Issue 48 §4: a recipe `duckscore learn` writes (fusion.method ltr, its trees compiled to
+    SQL) packaged for dbt and built by the real dbt-core: every model equals `duckscore run`
+    with the same recipe, with no Python model at run time."""
+    log = str(SCIFACT / "retrieval_log.parquet")
+    learned = tmp_path / "learned.yaml"
+    taught = CliRunner().invoke(
+        cli,
+        ["-q", "learn", "--log", log, "--qrels", str(SCIFACT / "qrels.parquet"),
+         "--folds", "2", "--trees", "8", "--leaves", "7", "--out", str(learned)],
+    )  # fmt: skip
+    assert taught.exit_code == 0, taught.output
+    assert "method: ltr" in learned.read_text(encoding="utf-8")
+    project = copy_example(tmp_path)
+    recipe = ["--recipe", str(learned), "--allow-recipe-mismatch"]
+    package = CliRunner().invoke(
+        cli,
+        ["-q", "dbt", "package", "--log", log, *recipe, "--out", str(project / "duckscore_dbt")],
+    )
+    assert package.exit_code == 0, package.output
+    dbt(project, "build", "--select", "duckscore")
+    assert set(statuses(project).values()) <= {"success", "pass"}
+    run = tmp_path / "run"
+    done = CliRunner().invoke(cli, ["-q", "run", "--log", log, *recipe, "--out", str(run)])
+    assert done.exit_code == 0, done.output
+    found = compare_with_run(project / "scifact.duckdb", run)
+    assert found["duckscore_fused"]["rows"] == 40282
