@@ -16,6 +16,7 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -100,11 +101,34 @@ def _ipc(table: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def _decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    for batch in batches:
-        for payload in batch.column("payload").to_pylist():
-            assert payload is not None
-            yield from pa.ipc.open_stream(payload).read_all().to_batches()
+@dataclass(frozen=True)
+class _Decode:
+    """The payloads' tables as batches of one `schema`: every field nullable, so a shard whose
+    column DuckDB wrote NOT NULL (its plan proved no NULL there) and one with NULLs in it are
+    written as one dataset."""
+
+    schema: pa.Schema
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for payload in batch.column("payload").to_pylist():
+                assert payload is not None
+                table = pa.ipc.open_stream(payload).read_all()
+                yield from table.cast(self.schema).to_batches()
+
+
+def _nullable(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([_nullable_field(field) for field in schema])
+
+
+def _nullable_field(field: pa.Field[Any]) -> pa.Field[Any]:
+    kind = field.type
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        item = _nullable_field(kind.value_field)
+        kind = pa.large_list(item) if pa.types.is_large_list(kind) else pa.list_(item)
+    elif pa.types.is_struct(kind):
+        kind = pa.struct([_nullable_field(child) for child in kind])
+    return pa.field(field.name, kind, nullable=True, metadata=field.metadata)
 
 
 @dataclass(frozen=True)
@@ -136,7 +160,9 @@ def run_on_spark(
     progress.step(
         f"reading {log} on Spark ({spark.sparkContext.master}), {shards} shards by query_id"
     )
-    bundle = scored_shards(read_log(spark, str(log)), shard_job, shards, str(log))
+    with spark_failures("reading the log"):
+        frame = read_log(spark, str(log))
+    bundle = scored_shards(frame, shard_job, shards, str(log))
     try:
         rows: dict[str, int] = {}
         with atomic_output_dir(Path(out_dir)) as stage:
@@ -165,13 +191,14 @@ def scored_shards(frame: Any, job: ShardJob, shards: int, shown: str) -> Any:
     with warnings.catch_warnings():  # pyspark 4.3 warns that it does not fully support pandas 3
         warnings.simplefilter("ignore", FutureWarning)
         bundle = frame.repartition(shards, "query_id").mapInArrow(job, BUNDLE_SCHEMA).cache()
-    failure = (
-        bundle.filter(f"`table` = '{ERROR}'")
-        .select("payload")
-        .orderBy("payload")
-        .limit(1)
-        .collect()
-    )
+    with spark_failures("scoring the shards"):
+        failure = (
+            bundle.filter(f"`table` = '{ERROR}'")
+            .select("payload")
+            .orderBy("payload")
+            .limit(1)
+            .collect()
+        )
     if failure:
         bundle.unpersist()
         message = bytes(failure[0][0]).decode("utf-8")
@@ -187,17 +214,25 @@ def write_table(
 ) -> dict[Any, int]:
     """One output of the bundle written by Spark into `stage` (partitioned by `partition_by`,
     a column the shards tagged); its rows by partition value (None: unpartitioned)."""
+    name = "contract.jsonl" if table == "contract" else f"{table}.parquet"
+    with spark_failures(f"writing {name}"):
+        return _write(bundle, table, name, stage, partition_by)
+
+
+def _write(
+    bundle: Any, table: str, name: str, stage: Path, partition_by: str | None
+) -> dict[Any, int]:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     parts = bundle.filter(bundle["table"] == table).select("payload")
     first = parts.limit(1).collect()
     if not first:
         return {}
-    schema = pa.ipc.open_stream(bytes(first[0][0])).schema
+    # the first shard's schema, but DuckDB decides NOT NULL per shard, from its plan
+    schema = _nullable(pa.ipc.open_stream(bytes(first[0][0])).schema)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
-        decoded = parts.mapInArrow(_decode, from_arrow_schema(schema))
-    name = "contract.jsonl" if table == "contract" else f"{table}.parquet"
+        decoded = parts.mapInArrow(_Decode(schema), from_arrow_schema(schema))
     if table == "contract":  # lines sorted: by part, and within each part of each partition
         decoded = decoded.orderBy("value")
         if partition_by is not None:
@@ -209,6 +244,32 @@ def write_table(
     if partition_by is None:
         return {None: int(decoded.count())}
     return {value: int(n) for value, n in decoded.groupBy(partition_by).count().collect()}
+
+
+@contextmanager
+def spark_failures(stage: str) -> Iterator[None]:
+    """A failure inside Spark (the JVM's, or a Python worker's) as one line naming the stage and
+    its deepest cause, not py4j's traceback of the JVM's stack."""
+    from py4j.protocol import Py4JError, Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    try:
+        yield
+    except Py4JJavaError as exc:
+        raise DuckscoreError(f"Spark failed {stage}: {_root_cause(exc.java_exception)}") from None
+    except (PySparkException, Py4JError) as exc:
+        raise DuckscoreError(f"Spark failed {stage}: {_first_line(str(exc))}") from None
+
+
+def _root_cause(throwable: Any) -> str:
+    while throwable.getCause() is not None and throwable.getCause() != throwable:
+        throwable = throwable.getCause()
+    return _first_line(str(throwable.toString()))
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[0] if lines else "no message"
 
 
 def read_log(spark: Any, log: str | list[str]) -> Any:
@@ -237,12 +298,16 @@ def spark_session(master: str | None) -> Any:
         builder = builder.master(master)
     elif SparkSession.getActiveSession() is None and "SPARK_HOME" not in os.environ:
         builder = builder.master("local[*]")
-    if SparkSession.getActiveSession() is None:
-        builder = (
-            builder.config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.adaptive.enabled", "false")
-        )
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    if SparkSession.getActiveSession() is not None:  # the user's (spark-submit): as it is
+        return builder.getOrCreate()
+    builder = (
+        builder.config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.adaptive.enabled", "false")
+    )
+    with warnings.catch_warnings():  # pyspark 4.3 warns that it does not fully support pandas 3
+        warnings.simplefilter("ignore", FutureWarning)
+        spark = builder.getOrCreate()
+    # a failure is duckscore's one line (spark_failures), not the JVM's logged stack traces
+    spark.sparkContext.setLogLevel("OFF")
     return spark

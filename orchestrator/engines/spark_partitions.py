@@ -18,7 +18,15 @@ from ..core.outputs import write_json
 from ..core.progress import Progress
 from ..run.incremental import Compute, Computed, PartitionJob
 from ..run.partitions import Partition
-from .spark import TABLES, ShardJob, read_log, scored_shards, spark_session, write_table
+from .spark import (
+    TABLES,
+    ShardJob,
+    read_log,
+    scored_shards,
+    spark_failures,
+    spark_session,
+    write_table,
+)
 
 TAG = "duckscore_partition"
 
@@ -37,7 +45,9 @@ def compute_on_spark(shards: int, master: str | None) -> Compute:
             f"{shards} shards by query_id"
         )
         shard_job = ShardJob(job.job, TAG)
-        bundle = scored_shards(_tagged_log(spark, partitions), shard_job, shards, "--log")
+        with spark_failures("reading the log"):
+            log = _tagged_log(spark, partitions)
+        bundle = scored_shards(log, shard_job, shards, "--log")
         stage = scratch / "spark"
         try:
             rows = {
