@@ -192,6 +192,9 @@ class PolicyKind:
     read_as: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     # the base of a file that names none and leaves out keys or its version (recipes: hybrid_v1)
     default_base: str | None = None
+    # a file's (or the overrides') parameters with the files they name read, relative to the
+    # folder given (the file's; the working directory's for overrides): a recipe's plugins
+    locate_files: Callable[[dict[str, Any], Path], dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -269,6 +272,11 @@ def load_policy(kind: PolicyKind, name_or_path: str, overrides: list[str] | None
     parsed_overrides = parse_overrides(
         overrides or [], strip_prefix=not kind.flat, option=kind.override_option
     )
+    locate = kind.locate_files
+    if locate is not None:
+        parsed_overrides = _prepared(
+            lambda given: locate(given, Path.cwd()), kind.override_option, parsed_overrides
+        )
     for dotted, value in parsed_overrides.items():
         apply_override(label, parameters, kind.spec, kind.override_option, dotted, value, prefix)
     if kind.prepare is not None:
@@ -383,6 +391,9 @@ def _read_layer(kind: PolicyKind, path: Path) -> _Layer:
     parameters = lists_to_maps(label, parameters, kind.spec)
     if kind.read_as is not None:
         parameters = _prepared(kind.read_as, label, parameters)
+    if kind.locate_files is not None:
+        locate = kind.locate_files
+        parameters = _prepared(lambda given: locate(given, path.parent), label, parameters)
     if named is None and (version is None or not complete(parameters, kind.spec)):
         named = kind.default_base
     return _Layer(

@@ -139,6 +139,11 @@ def _fail(message: str) -> None:
 class RenderedSQL:
     template: str
     text: str
+    label: str | None = None  # what messages name: sql/<template>, or a plugin's file
+
+    @property
+    def where(self) -> str:
+        return self.label or f"sql/{self.template}"
 
     @property
     def sha256(self) -> str:

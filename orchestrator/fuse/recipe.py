@@ -31,58 +31,24 @@ from ..core.policy import (
     Text,
     canonical_json,
 )
+from .components import (
+    Call,
+    ParameterValues,
+    PluginFiles,
+    Registry,
+    builtins,
+    calls,
+    check_call,
+    locate_plugins,
+    registry,
+)
 from .ltr import LTR_SPEC, check_ltr
 
-NORMALIZERS = (
-    "none",
-    "rank",
-    "minmax",
-    "max",
-    "sum",
-    "zscore",
-    "l2",
-    "softmax",
-    "sigmoid",
-    "quantile",
-    "dbsf",
-    "bounds",
-    "borda",
-)
-FUSIONS = (
-    "rrf",
-    "isr",
-    "weighted_sum",
-    "combsum",
-    "combmnz",
-    "combanz",
-    "combmax",
-    "combmin",
-    "combmed",
-    "arithmetic_mean",
-    "geometric_mean",
-    "harmonic_mean",
-    "ltr",  # a learned model (seed 003 §6.4): the recipe's ltr block, fuse/ltr.py
-)
-DEFAULT_MISSING = {
-    "rrf": "zero",
-    "isr": "zero",
-    "weighted_sum": "zero",
-    "combsum": "zero",
-    "arithmetic_mean": "zero",
-    "combmnz": "skip",
-    "combanz": "skip",
-    "combmax": "skip",
-    "combmin": "skip",
-    "combmed": "skip",
-    "geometric_mean": "skip",
-    "harmonic_mean": "skip",
-    "ltr": "zero",  # its features say which sources returned the item (present@<source>)
-}
+# the built-in names (sql/fuse/components/builtins.yaml; a recipe's plugins add names of their own)
+NORMALIZERS = tuple(builtins().names("normalizer"))
+FUSIONS = tuple(builtins().names("fusion"))
+# the built-in methods whose score is a sum over the lists: a missing list adds 0 without a grid
 SUM_TYPE = ("rrf", "isr", "weighted_sum", "combsum")
-# the methods that read the source weights (the comb* family reads the normalised scores only)
-WEIGHTED = (
-    "rrf", "isr", "weighted_sum", "arithmetic_mean", "geometric_mean", "harmonic_mean",
-)  # fmt: skip
 MAX_WEIGHT = (
     1e9  # a hit's weight, boosts included: parent features sum RRF terms as DECIMAL(38, 24)
 )
@@ -92,7 +58,7 @@ GRANULARITIES = ("doc", "block")
 BOUND: Spec = {"mode": Choice(("apply", "clip", "ignore")), "score": Number()}
 SOURCE: Spec = {
     "top_k": Number(1.0, integer=True, nullable=True),
-    "normalize": Choice(NORMALIZERS),
+    "normalize": Text(),  # a registered normaliser (_components_registered)
     "weight": Number(0.0, MAX_WEIGHT),
     "distance": Flag(),
     "type": Omissible(Text()),
@@ -187,6 +153,75 @@ def _minmax_bounds(p: dict[str, Any]) -> None:
                 )
 
 
+@dataclass(frozen=True)
+class Components:
+    """The components a recipe uses: the registry, each used plugin bound to its parameters (by
+    kind and name) and each query-analyzer rule's plugin (None: a `match` pattern)."""
+
+    registry: Registry
+    plugins: dict[str, dict[str, Call]]
+    query_rules: list[Call | None]
+
+    def records(self) -> list[dict[str, str]]:
+        """The used plugins, as the manifest records them."""
+        used = [call for named in self.plugins.values() for call in named.values()]
+        used += [call for call in self.query_rules if call is not None]
+        unique = {(c.component.kind, c.component.name): c.component for c in used}
+        return [
+            {"kind": c.kind, "name": c.name, "origin": c.origin, "sha256": c.sha256 or ""}
+            for c in unique.values()
+        ]
+
+
+def recipe_components(p: dict[str, Any]) -> Components:
+    """The registry of recipe parameters `p` and the plugins they use, checked: every name
+    registered, every parameter within its schema, every used plugin's SQL through the checks
+    of the templates. Errors name the recipe key."""
+    found = registry(p.get("plugins") or ())
+    used = [("normalizer", "source_defaults.normalize", p["source_defaults"]["normalize"])]
+    used += [
+        ("normalizer", f"sources.{n}.normalize", s["normalize"]) for n, s in p["sources"].items()
+    ]
+    used += [("aligner", "aligner.method", p["aligner"]["method"])]
+    used += [("fusion", "fusion.method", p["fusion"]["method"])]
+    for kind, key, name in used:
+        found.get(kind, name, key)
+    for name, given in (p.get("component_params") or {}).items():
+        component = found.plugin(name, "component_params")
+        if component.kind == "query_rule":
+            raise PolicyError(
+                f"component_params.{name}: a query rule takes its values from the rule's "
+                "params (query_analyzer.rules[i].params)"
+            )
+        component.resolved(given, f"component_params.{name}")
+    bound = calls(found, p, [(kind, name) for kind, _, name in used])
+    for kind, key, name in used:
+        if name in bound[kind]:
+            check_call(bound[kind][name], key)
+    rules = [_query_rule(found, rule, i) for i, rule in enumerate(p["query_analyzer"]["rules"])]
+    return Components(found, bound, rules)
+
+
+def _query_rule(found: Registry, rule: dict[str, Any], index: int) -> Call | None:
+    key = f"query_analyzer.rules[{index}]"
+    if ("match" in rule) == ("rule" in rule):
+        raise PolicyError(f"{key}: give `match` (an RE2 pattern) or `rule` (a query rule), one")
+    if "rule" not in rule:
+        if "params" in rule:
+            raise PolicyError(f"{key}.params: a `match` rule takes no params")
+        return None
+    component = found.get("query_rule", rule["rule"], f"{key}.rule")
+    if component.builtin:
+        raise PolicyError(f"{key}.rule: {rule['rule']} is built in: write `match: PATTERN`")
+    call = Call(component, component.resolved(rule.get("params") or {}, f"{key}.params"))
+    check_call(call, f"{key}.rule")
+    return call
+
+
+def _components_registered(p: dict[str, Any]) -> None:
+    recipe_components(p)
+
+
 FUSE_RECIPE = PolicyKind(
     capability="fuse",
     version_key="recipe_id",
@@ -222,13 +257,13 @@ FUSE_RECIPE = PolicyKind(
             "borda_points": Omissible(Flag()),
         },
         "aligner": {
-            "method": Choice(("max", "sum", "mean", "sum_top_n", "max_decay")),
+            "method": Text(),  # a registered aligner
             "top_n": Number(1.0, integer=True, nullable=True),
             "decay": Number(0.0, 1.0),
             "order": Choice(("before_fusion", "after_fusion")),
         },
         "fusion": {
-            "method": Choice(FUSIONS),
+            "method": Text(),  # a registered fusion method
             "k": Number(0.0, lo_open=True),
             "rank_base": Number(0.0, 1.0, integer=True),
             "missing": Choice(("default", "zero", "skip", "list_min")),
@@ -245,13 +280,31 @@ FUSE_RECIPE = PolicyKind(
         },
         "query_analyzer": {
             "enabled": Flag(),
-            "rules": ListOf({"match": Text(), "boost": MapOf(Number(0.0))}),
+            # a rule matches an RE2 pattern (`match`), or is a registered query rule with params
+            "rules": ListOf(
+                {
+                    "match": Omissible(Text()),
+                    "rule": Omissible(Text()),
+                    "params": Omissible(ParameterValues()),
+                    "boost": MapOf(Number(0.0)),
+                }
+            ),
         },
         "ltr": Omissible(LTR_SPEC),  # fusion.method ltr's model (duckscore learn)
         # left out: no re-ranker (issue 48 §5); the stage reranked_items runs only with it
         "rerank": Omissible(RERANK),
+        # issue 48 §3: component files beyond the built-ins (components.py), and their values
+        "plugins": Omissible(PluginFiles()),
+        "component_params": Omissible(MapOf(ParameterValues(), name_pattern=r"[A-Za-z_]\w*")),
     },
-    cross_checks=(_bounds_declared, _minmax_bounds, check_ltr, _rerank_weighted),
+    cross_checks=(
+        _components_registered,
+        _bounds_declared,
+        _minmax_bounds,
+        check_ltr,
+        _rerank_weighted,
+    ),
+    locate_files=locate_plugins,
 )
 
 
@@ -265,6 +318,7 @@ class FusePlan:
     has_rank: bool
     missing: str
     needs_grid: bool
+    components: Components
     log_view: str = "retrieval_log"
     has_snippet: bool = True  # False: the log has no snippet column (best_snippet is NULL)
 
@@ -294,6 +348,8 @@ class FusePlan:
             "needs_grid": self.needs_grid,
             "with_features": False,
             "inputs": {"retrieval_log": self.log_view, "entries": None},
+            "components": self.components.plugins,
+            "query_rules": self.components.query_rules,
         }
 
     @property
@@ -335,7 +391,7 @@ def plan(
         for name in rule["boost"]:
             if name not in declared:
                 raise PolicyError(f"{recipe.source}: query_analyzer boosts unknown source {name!r}")
-        problem = re2_problem(rule["match"])
+        problem = re2_problem(rule["match"]) if "match" in rule else None
         if problem is not None:
             # DuckDB would fail on it mid-run, naming only the template
             raise PolicyError(
@@ -349,15 +405,17 @@ def plan(
                 f"{recipe.source}: sources.{name}.weight times its query_analyzer boosts "
                 f"can reach {boosted:g}, above {MAX_WEIGHT:g}"
             )
+    components = recipe_components(p)
     method = p["fusion"]["method"]
-    if method in WEIGHTED and all(declared[name]["weight"] == 0 for name in sources):
+    fusion = components.registry.get("fusion", method, "fusion.method")
+    if fusion.weighted and all(declared[name]["weight"] == 0 for name in sources):
         raise PolicyError(
             f"{recipe.source}: every source's weight is 0, so {method} gives no item a score "
             "that ranks it: give at least one source a positive weight"
         )
     resolved = recipe.parameters | {"sources": declared}
     missing = (
-        p["fusion"]["missing"] if p["fusion"]["missing"] != "default" else DEFAULT_MISSING[method]
+        p["fusion"]["missing"] if p["fusion"]["missing"] != "default" else fusion.default_missing
     )
     uses_borda = any(declared[s]["normalize"] == "borda" for s in sources)
     needs_grid = (
@@ -372,6 +430,7 @@ def plan(
         has_rank,
         missing,
         needs_grid,
+        components,
         log_view,
         has_snippet,
     )
