@@ -30,9 +30,11 @@ from ..core.policy import (
     Spec,
     Text,
     canonical_json,
+    load_policy,
 )
 from .components import (
     Call,
+    Parameter,
     ParameterValues,
     PluginFiles,
     Registry,
@@ -54,6 +56,7 @@ MAX_WEIGHT = (
 )
 UNIT = Number(0.0, 1.0)
 GRANULARITIES = ("doc", "block")
+DEFAULT_BASE = "hybrid_v1"  # what a recipe file that leaves keys out reads over
 # a fixed end of minmax's range (OpenSearch min_max lower_bounds / upper_bounds, per sub-query)
 BOUND: Spec = {"mode": Choice(("apply", "clip", "ignore")), "score": Number()}
 SOURCE: Spec = {
@@ -230,7 +233,7 @@ FUSE_RECIPE = PolicyKind(
     flat=True,
     prepare=_merge_source_defaults,
     read_as=_seed_spellings,
-    default_base="hybrid_v1",
+    default_base=DEFAULT_BASE,
     spec={
         "target_granularity": Granularity(),
         "discover_sources": Flag(),
@@ -499,3 +502,50 @@ def _boosted_weight(p: dict[str, Any], declared: dict[str, Any], name: str) -> f
         declared[name]["weight"]
         * math.prod(max(1.0, rule["boost"].get(name, 1.0)) for rule in p["query_analyzer"]["rules"])
     )
+
+
+def listed_components(
+    recipe: Policy | None = None, kind: str | None = None
+) -> list[dict[str, Any]]:
+    """Every registered component (of `kind`), as `duckscore policy components` lists it: the
+    built-ins, the entry points' and `recipe`'s plugins; a built-in's parameters are the recipe
+    keys it reads, their rules and hybrid_v1's values."""
+    found = registry(() if recipe is None else recipe.parameters.get("plugins") or ())
+    defaults = load_policy(FUSE_RECIPE, DEFAULT_BASE).parameters
+    listed = []
+    for component in found.components.values():
+        if kind is not None and component.kind != kind:
+            continue
+        record = component.as_record()
+        if component.builtin:
+            record["parameters"] = [
+                _recipe_key(key, defaults).as_record() for key in component.recipe_keys
+            ]
+        listed.append(record)
+    return listed
+
+
+def _recipe_key(dotted: str, defaults: dict[str, Any]) -> Parameter:
+    """A recipe key as a parameter: its rule's type and bounds, hybrid_v1's value (None: a key
+    left out, off)."""
+    rule: Any = FUSE_RECIPE.spec
+    value: Any = defaults
+    for part in dotted.split("."):
+        rule = rule[part]
+        value = value.get(part) if isinstance(value, dict) else None
+        if isinstance(rule, Omissible):
+            rule = rule.rule
+    if isinstance(rule, Number):
+        kind = "integer" if rule.integer else "number"
+        bounds = {
+            "min": rule.lo,
+            "max": rule.hi,
+            "min_open": rule.lo_open,
+            "max_open": rule.hi_open,
+        }
+        return Parameter(dotted, kind, **bounds, default=value)
+    if isinstance(rule, Choice):
+        return Parameter(dotted, "choice", choices=rule.options, default=value)
+    if isinstance(rule, Flag):
+        return Parameter(dotted, "boolean", default=value)
+    return Parameter(dotted, "recipe key", default=value)
