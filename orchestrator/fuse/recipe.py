@@ -537,13 +537,7 @@ def _recipe_key(dotted: str, defaults: dict[str, Any]) -> Parameter:
             rule = rule.rule
     if isinstance(rule, Number):
         kind = "integer" if rule.integer else "number"
-        bounds = {
-            "min": rule.lo,
-            "max": rule.hi,
-            "min_open": rule.lo_open,
-            "max_open": rule.hi_open,
-        }
-        return Parameter(dotted, kind, **bounds, default=value)
+        return Parameter(dotted, kind, rule.lo, rule.hi, rule.lo_open, rule.hi_open, default=value)
     if isinstance(rule, Choice):
         return Parameter(dotted, "choice", choices=rule.options, default=value)
     if isinstance(rule, Flag):
