@@ -84,6 +84,8 @@ def lit(value: Any) -> str:
     """
     if isinstance(value, ColumnParameter):
         return ident(value.name)
+    if isinstance(value, jinja2.Undefined):
+        value._fail_with_undefined_error()  # what is undefined, as Jinja says it
     if isinstance(value, SqlExpression):
         return value.sql
     if value is None:

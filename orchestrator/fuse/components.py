@@ -20,7 +20,7 @@ import hashlib
 import importlib.metadata
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -245,7 +245,7 @@ def builtins() -> Registry:
     path = sql_dir() / "fuse" / "components" / "builtins.yaml"
     declared = load_yaml(path.read_text(encoding="utf-8"))
     components = (_declared(entry, str(path), BUILTIN, builtin=True) for entry in declared)
-    return Registry({(c.kind, c.name): c for c in components})
+    return Registry({(c.kind, c.name): replace(c, location=BUILTIN) for c in components})
 
 
 def entry_point_components() -> list[Component]:
@@ -399,7 +399,7 @@ def _parameter(name: Any, schema: Any, location: str) -> Parameter:
     if "default" not in schema:
         return parameter
     default = parameter.check(f"{where}.default", schema["default"])
-    return Parameter(**{**parameter.__dict__, "default": default})
+    return replace(parameter, default=default)
 
 
 def _sha256(text: str) -> str:
@@ -596,11 +596,12 @@ def check_call(call: Call, key: str) -> None:
     template, schema, inputs = _PROBES[component.kind]
     try:
         sql = call(*inputs)
-        rendered = RenderedSQL(component.name, template.format(sql=sql), label=component.location)
-        check_sql(rendered, schema)
-    except jinja2.TemplateError as exc:
+    except (jinja2.TemplateError, DuckscoreError) as exc:
         message = " ".join(str(exc).split())
         raise PolicyError(f"{key}: {component.location}: {message}") from None
+    rendered = RenderedSQL(component.name, template.format(sql=sql), label=component.location)
+    try:
+        check_sql(rendered, schema)
     except DuckscoreError as exc:
         raise PolicyError(f"{key}: {exc}") from None
 
