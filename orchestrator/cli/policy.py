@@ -99,7 +99,8 @@ def policy_components(kind: str | None, recipe: str | None, as_json: bool) -> No
     """The registered normalisers, aligners, fusion methods and query rules: each one's kind,
     name, origin (built-in, a plugin file, an entry point), description and parameters."""
     from ..core.policy import canonical_json, load_policy
-    from ..fuse.recipe import FUSE_RECIPE, listed_components
+    from ..fuse.component_list import listed_components
+    from ..fuse.recipe import FUSE_RECIPE
 
     loaded = None if recipe is None else load_policy(FUSE_RECIPE, recipe)
     listed = listed_components(loaded, kind)

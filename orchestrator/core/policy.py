@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from typing import Any
 import yaml
 
 from .errors import PolicyError
+from .precision import FITTED_DIGITS, at_written_precision
 from .resources import policies_dir
 from .rules import Bounds, Choice, Flag, ListOf, MapOf, Number, Omissible, Rule, Spec, Text, Words
 from .trees import (
@@ -38,6 +38,7 @@ from .trees import (
 
 # the rules are part of this module's interface: a capability declares its spec with them
 __all__ = [
+    "FITTED_DIGITS",
     "AmbiguousNumber",
     "Bounds",
     "Choice",
@@ -232,27 +233,6 @@ class Policy:
 
 def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-# A fitted number is written, hashed into its version and scored at this many significant
-# digits: a fit's last bits are the BLAS's and the CPU's (OpenBLAS picks its kernels per
-# processor), and a version named after them would differ from machine to machine.
-FITTED_DIGITS = 10
-
-
-def at_written_precision(value: Any) -> Any:
-    """`value` with every float rounded to FITTED_DIGITS significant digits, lists and mappings
-    element by element; NaN, infinities, integers, booleans and text as they are. Idempotent,
-    and dump_yaml / load_yaml give the rounded floats back exactly."""
-    if isinstance(value, float) and math.isfinite(value):
-        return float(f"{value:.{FITTED_DIGITS}g}")
-    if isinstance(value, dict):
-        return {key: at_written_precision(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [at_written_precision(item) for item in value]
-    if isinstance(value, tuple):
-        return tuple(at_written_precision(item) for item in value)
-    return value
 
 
 def available_policies(kind: PolicyKind) -> list[str]:

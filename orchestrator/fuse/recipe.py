@@ -30,21 +30,16 @@ from ..core.policy import (
     Spec,
     Text,
     canonical_json,
-    load_policy,
-)
-from .components import (
-    Call,
-    Parameter,
-    ParameterValues,
-    PluginFiles,
-    Registry,
-    builtins,
-    calls,
-    check_call,
-    locate_plugins,
-    registry,
 )
 from .ltr import LTR_SPEC, check_ltr
+from .plugins import (
+    Components,
+    ParameterValues,
+    PluginFiles,
+    builtins,
+    locate_plugins,
+    recipe_components,
+)
 
 # the built-in names (sql/fuse/components/builtins.yaml; a recipe's plugins add names of their own)
 NORMALIZERS = tuple(builtins().names("normalizer"))
@@ -154,71 +149,6 @@ def _minmax_bounds(p: dict[str, Any]) -> None:
                 raise PolicyError(
                     f"{where}.{bound} needs normalize: minmax, not {entry['normalize']}"
                 )
-
-
-@dataclass(frozen=True)
-class Components:
-    """The components a recipe uses: the registry, each used plugin bound to its parameters (by
-    kind and name) and each query-analyzer rule's plugin (None: a `match` pattern)."""
-
-    registry: Registry
-    plugins: dict[str, dict[str, Call]]
-    query_rules: list[Call | None]
-
-    def records(self) -> list[dict[str, str]]:
-        """The used plugins, as the manifest records them."""
-        used = [call for named in self.plugins.values() for call in named.values()]
-        used += [call for call in self.query_rules if call is not None]
-        unique = {(c.component.kind, c.component.name): c.component for c in used}
-        return [
-            {"kind": c.kind, "name": c.name, "origin": c.origin, "sha256": c.sha256 or ""}
-            for c in unique.values()
-        ]
-
-
-def recipe_components(p: dict[str, Any]) -> Components:
-    """The registry of recipe parameters `p` and the plugins they use, checked: every name
-    registered, every parameter within its schema, every used plugin's SQL through the checks
-    of the templates. Errors name the recipe key."""
-    found = registry(p.get("plugins") or ())
-    used = [("normalizer", "source_defaults.normalize", p["source_defaults"]["normalize"])]
-    used += [
-        ("normalizer", f"sources.{n}.normalize", s["normalize"]) for n, s in p["sources"].items()
-    ]
-    used += [("aligner", "aligner.method", p["aligner"]["method"])]
-    used += [("fusion", "fusion.method", p["fusion"]["method"])]
-    for kind, key, name in used:
-        found.get(kind, name, key)
-    for name, given in (p.get("component_params") or {}).items():
-        component = found.plugin(name, "component_params")
-        if component.kind == "query_rule":
-            raise PolicyError(
-                f"component_params.{name}: a query rule takes its values from the rule's "
-                "params (query_analyzer.rules[i].params)"
-            )
-        component.resolved(given, f"component_params.{name}")
-    bound = calls(found, p, [(kind, name) for kind, _, name in used])
-    for kind, key, name in used:
-        if name in bound[kind]:
-            check_call(bound[kind][name], key)
-    rules = [_query_rule(found, rule, i) for i, rule in enumerate(p["query_analyzer"]["rules"])]
-    return Components(found, bound, rules)
-
-
-def _query_rule(found: Registry, rule: dict[str, Any], index: int) -> Call | None:
-    key = f"query_analyzer.rules[{index}]"
-    if ("match" in rule) == ("rule" in rule):
-        raise PolicyError(f"{key}: give `match` (an RE2 pattern) or `rule` (a query rule), one")
-    if "rule" not in rule:
-        if "params" in rule:
-            raise PolicyError(f"{key}.params: a `match` rule takes no params")
-        return None
-    component = found.get("query_rule", rule["rule"], f"{key}.rule")
-    if component.builtin:
-        raise PolicyError(f"{key}.rule: {rule['rule']} is built in: write `match: PATTERN`")
-    call = Call(component, component.resolved(rule.get("params") or {}, f"{key}.params"))
-    check_call(call, f"{key}.rule")
-    return call
 
 
 def _components_registered(p: dict[str, Any]) -> None:
@@ -502,44 +432,3 @@ def _boosted_weight(p: dict[str, Any], declared: dict[str, Any], name: str) -> f
         declared[name]["weight"]
         * math.prod(max(1.0, rule["boost"].get(name, 1.0)) for rule in p["query_analyzer"]["rules"])
     )
-
-
-def listed_components(
-    recipe: Policy | None = None, kind: str | None = None
-) -> list[dict[str, Any]]:
-    """Every registered component (of `kind`), as `duckscore policy components` lists it: the
-    built-ins, the entry points' and `recipe`'s plugins; a built-in's parameters are the recipe
-    keys it reads, their rules and hybrid_v1's values."""
-    found = registry(() if recipe is None else recipe.parameters.get("plugins") or ())
-    defaults = load_policy(FUSE_RECIPE, DEFAULT_BASE).parameters
-    listed = []
-    for component in found.components.values():
-        if kind is not None and component.kind != kind:
-            continue
-        record = component.as_record()
-        if component.builtin:
-            record["parameters"] = [
-                _recipe_key(key, defaults).as_record() for key in component.recipe_keys
-            ]
-        listed.append(record)
-    return listed
-
-
-def _recipe_key(dotted: str, defaults: dict[str, Any]) -> Parameter:
-    """A recipe key as a parameter: its rule's type and bounds, hybrid_v1's value (None: a key
-    left out, off)."""
-    rule: Any = FUSE_RECIPE.spec
-    value: Any = defaults
-    for part in dotted.split("."):
-        rule = rule[part]
-        value = value.get(part) if isinstance(value, dict) else None
-        if isinstance(rule, Omissible):
-            rule = rule.rule
-    if isinstance(rule, Number):
-        kind = "integer" if rule.integer else "number"
-        return Parameter(dotted, kind, rule.lo, rule.hi, rule.lo_open, rule.hi_open, default=value)
-    if isinstance(rule, Choice):
-        return Parameter(dotted, "choice", choices=rule.options, default=value)
-    if isinstance(rule, Flag):
-        return Parameter(dotted, "boolean", default=value)
-    return Parameter(dotted, "recipe key", default=value)

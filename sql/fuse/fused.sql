@@ -53,8 +53,9 @@ ltr_scored the model's score as fused_score (sql/fuse/_ltr.sql).
 CASE WHEN count({{ value }}){% if condition %} FILTER (WHERE {{ condition }}){% endif %} > 0 THEN
 {%- for name in sources %} coalesce(any_value({{ value }}) FILTER (WHERE source = {{ name | lit }}{{ also }}), {{ 0.0 | lit }}){{ ' +' if not loop.last }}{% endfor %} END
 {%- endmacro %}
-{#- Whether a query-analyzer rule holds for a log row: its RE2 `match`, or its plugin's
-    condition (query_rules, by the rule's position) over the query text. -#}
+{#- Whether a query-analyzer rule holds for a log row, in a recipe with a query-rule plugin:
+    its plugin's condition over the query text (query_rules, by the rule's position), or its RE2
+    `match`. (A recipe of `match` rules alone keeps the line below that reads them directly.) -#}
 {% macro rule_matches(rule, index) -%}
 {% set text = "coalesce(l.query_text, '')" %}
 {% if query_rules[index] is not none %}{{ query_rules[index](text) }}{% else %}regexp_matches({{ text }}, {{ rule.match | lit }}){% endif %}
@@ -106,8 +107,10 @@ log_rows AS (
         l.total_chunks,
         l.snippet,
         l.query_text,
-{% if r.query_analyzer.enabled and r.query_analyzer.rules %}
+{% if r.query_analyzer.enabled and query_rules | reject('none') | list %}
         s.weight{% for rule in r.query_analyzer.rules %}{% set matches = rule_matches(rule, loop.index0) %}{% for name, boost in rule.boost.items() %} * CASE WHEN l.source = {{ name | lit }} AND {{ matches }} THEN {{ boost | float | lit }} ELSE {{ 1.0 | lit }} END{% endfor %}{% endfor %} AS weight,
+{% elif r.query_analyzer.enabled and r.query_analyzer.rules %}
+        s.weight{% for rule in r.query_analyzer.rules %}{% for name, boost in rule.boost.items() %} * CASE WHEN l.source = {{ name | lit }} AND regexp_matches(coalesce(l.query_text, ''), {{ rule.match | lit }}) THEN {{ boost | float | lit }} ELSE {{ 1.0 | lit }} END{% endfor %}{% endfor %} AS weight,
 {% else %}
         s.weight,
 {% endif %}

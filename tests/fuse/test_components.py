@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from duckscore.cli import cli
 from duckscore.core.errors import DuckscoreError, PolicyError
 from duckscore.core.policy import load_policy
-from duckscore.fuse import components
+from duckscore.fuse import components, plugins
 from duckscore.fuse.pipeline import fuse
 from duckscore.fuse.recipe import FUSE_RECIPE, NORMALIZERS, plan, recipe_record
 
@@ -144,7 +144,7 @@ def test_a_plugin_of_every_kind_fuses_as_computed_by_hand(tmp_path: Path) -> Non
         ("query_rule", "min_words"),
     ]
     assert used[("normalizer", "affine")]["origin"] == "plugins/affine.sql"
-    assert used[("normalizer", "affine")]["sha256"] == components._sha256(AFFINE)
+    assert used[("normalizer", "affine")]["sha256"] == components.sha256_of(AFFINE)
 
 
 def test_a_plugins_parameters_reach_its_sql(tmp_path: Path) -> None:
@@ -168,7 +168,7 @@ def test_the_recipe_records_each_plugin_file_as_given_with_its_sha256(tmp_path: 
     recorded = loaded.parameters["plugins"]
     assert [e["path"] for e in recorded] == [f"plugins/{name}" for name in sorted(ALL_KINDS)]
     assert [e["sha256"] for e in recorded] == [
-        components._sha256(ALL_KINDS[name]) for name in sorted(ALL_KINDS)
+        components.sha256_of(ALL_KINDS[name]) for name in sorted(ALL_KINDS)
     ]
 
 
@@ -191,7 +191,7 @@ def test_set_recipe_plugins_reads_from_the_working_directory(
         "hybrid_v1",
         ["plugins=[mine/tanh_scaled.sql]", "source_defaults.normalize=tanh_scaled"],
     )
-    digest = components._sha256((tmp_path / "mine" / "tanh_scaled.sql").read_text())
+    digest = components.sha256_of((tmp_path / "mine" / "tanh_scaled.sql").read_text())
     assert loaded.parameters["plugins"] == [{"path": "mine/tanh_scaled.sql", "sha256": digest}]
     # the overrides are the version's suffix: another text, another version
     assert loaded.overrides["plugins"] == loaded.parameters["plugins"]
@@ -221,9 +221,9 @@ def fake_entry_points(monkeypatch: pytest.MonkeyPatch, target: Any, value: str) 
     point = SimpleNamespace(name="mine", value=value, load=lambda: target)
 
     def entry_points(group: str) -> list[Any]:
-        return [point] if group == components.ENTRY_POINT_GROUP else []
+        return [point] if group == plugins.ENTRY_POINT_GROUP else []
 
-    monkeypatch.setattr(components.importlib.metadata, "entry_points", entry_points)
+    monkeypatch.setattr(plugins.importlib.metadata, "entry_points", entry_points)
 
 
 @pytest.mark.parametrize("as_callable", [False, True])
@@ -238,7 +238,7 @@ def test_an_entry_points_components_are_registered(
     fused = plan(loaded, ["a", "b"], has_rank=True)
     [record] = fused.components.records()
     assert record["origin"] == "entry point mine (pkg:where): l2_of_hits.sql"
-    assert record["sha256"] == components._sha256(L2_OF_HITS)
+    assert record["sha256"] == components.sha256_of(L2_OF_HITS)
     assert "sqrt(sum(score * score))" in fused.context["components"]["aligner"]["l2_of_hits"](
         "score"
     )
@@ -438,7 +438,7 @@ def test_a_bad_plugin_or_value_is_one_line_naming_it(
 
 
 def test_every_builtin_is_registered_with_a_description() -> None:
-    registered = components.builtins().components.values()
+    registered = plugins.builtins().components.values()
     assert {c.kind for c in registered} == set(components.KINDS)
     assert all(c.builtin and c.description for c in registered)
     assert [c.name for c in registered if c.kind == "aligner"] == [
