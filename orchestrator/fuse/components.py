@@ -41,7 +41,9 @@ INPUTS = {
 }
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HEADER = re.compile(r"\s*\{#-?(.*?)-?#\}", re.DOTALL)
-_HEADER_KEYS = {"kind", "name", "description", "parameters", "default_missing", "weighted"}
+_HEADER_KEYS = {"kind", "name", "description", "parameters", "default_missing", "weighted", "needs"}
+# what a normaliser may declare it reads beyond the list's own columns (fused.sql then counts it)
+NEEDS = ("n_candidates",)
 _PARAMETER_KEYS = {
     "type",
     "min",
@@ -106,6 +108,12 @@ class Component:
     recipe_keys: tuple[str, ...] = ()  # a built-in's parameters: the recipe keys it reads
     default_missing: str = ""  # a fusion method's: zero or skip
     weighted: bool = False  # a fusion method that reads the source weights
+    needs: tuple[str, ...] = ()  # a normaliser's columns beyond the list's: NEEDS
+
+    @property
+    def needs_candidates(self) -> bool:
+        return "n_candidates" in self.needs
+
     text: str | None = None  # None for a built-in
     location: str = BUILTIN
 
@@ -160,6 +168,8 @@ class Component:
             record["recipe_keys"] = list(self.recipe_keys)
         if self.kind == "fusion":
             record |= {"default_missing": self.default_missing, "weighted": self.weighted}
+        if self.needs:
+            record["needs"] = list(self.needs)
         return record | ({"sha256": self.sha256} if self.sha256 else {})
 
 
@@ -243,6 +253,8 @@ def declared_component(
     fusion_only = [key for key in ("default_missing", "weighted") if key in header]
     if kind != "fusion" and fusion_only:
         raise PolicyError(f"{location}: {fusion_only[0]} is declared by a fusion method only")
+    if kind != "normalizer" and "needs" in header:
+        raise PolicyError(f"{location}: needs is declared by a normaliser only")
     if kind == "fusion" and "default_missing" not in header:
         raise PolicyError(f"{location}: a fusion method declares default_missing (zero or skip)")
     return Component(
@@ -260,9 +272,18 @@ def declared_component(
             else ""
         ),
         weighted=Flag().check(f"{location}: weighted", header.get("weighted", False)),
+        needs=_needs(header.get("needs", []), location),
         text=text,
         location=location,
     )
+
+
+def _needs(declared: Any, location: str) -> tuple[str, ...]:
+    if not isinstance(declared, list) or any(item not in NEEDS for item in declared):
+        raise PolicyError(
+            f"{location}: needs: expected a list of {', '.join(NEEDS)}, got {declared!r}"
+        )
+    return tuple(declared)
 
 
 def _parameters(declared: Any, location: str) -> tuple[Parameter, ...]:

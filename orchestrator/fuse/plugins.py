@@ -271,6 +271,8 @@ def check_call(call: Call, key: str) -> None:
     plugin's file and the recipe key that uses it."""
     component = call.component
     template, schema, inputs = _PROBES[component.kind]
+    if component.needs_candidates:
+        schema = {"list_stats": _STATS | {"n_candidates": "BIGINT"}}
     try:
         sql = call(*inputs)
     except (jinja2.TemplateError, DuckscoreError) as exc:

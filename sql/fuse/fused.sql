@@ -211,6 +211,7 @@ lists AS (
     FROM entries
 ),
 {% set needs_candidates = needs_grid or borda_sources %}
+{% set needs_candidates = needs_candidates or components.normalizer.values() | selectattr('component.needs_candidates') | list %}
 {% if needs_candidates %}
 candidates AS (
     SELECT query_id, target_id, count(*) AS n_lists FROM lists GROUP BY query_id, target_id

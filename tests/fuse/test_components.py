@@ -444,3 +444,38 @@ def test_every_builtin_is_registered_with_a_description() -> None:
     assert [c.name for c in registered if c.kind == "aligner"] == [
         "max", "sum", "mean", "sum_top_n", "max_decay"
     ]  # fmt: skip
+
+
+CANDIDATE_RANK = """\
+{#-
+kind: normalizer
+name: candidate_rank
+description: "1 - (r - 1) / |C|, C the query's candidates over all lists"
+needs: [n_candidates]
+-#}
+{% macro candidate_rank(params) -%}
+{{ 1.0 | lit }} - (list_rank - 1) / NULLIF(n_candidates, 0)
+{%- endmacro %}
+"""
+
+
+def test_a_normaliser_that_needs_the_candidates_reads_them(tmp_path: Path) -> None:
+    recipe = plugin_recipe(
+        tmp_path,
+        {"candidate_rank.sql": CANDIDATE_RANK},
+        "plugins: [plugins]\nsource_defaults: {top_k: null, normalize: candidate_rank, "
+        "weight: 1.0, distance: false}\nfusion: {method: combsum, k: 60, rank_base: 1, "
+        "missing: default}\n",
+    )
+    fuse(hand_log(tmp_path), tmp_path / "out", recipe=str(recipe))
+    rows = duckdb.execute(
+        f"SELECT query_id, item_id, fused_score FROM '{tmp_path / 'out' / 'fused.parquet'}'"
+    ).fetchall()
+    # by hand: q1's candidates p1, p2, p3; a ranks p1 (3 + 0.5·1) above p2 (2), b p2 above p3
+    expected = {
+        ("q1", "p1"): 1.0,
+        ("q1", "p2"): 2 / 3 + 1.0,
+        ("q1", "p3"): 2 / 3,
+        ("q2", "p4"): 2.0,
+    }
+    assert {(q, i): s for q, i, s in rows} == pytest.approx(expected, abs=1e-12)
