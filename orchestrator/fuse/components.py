@@ -218,7 +218,6 @@ def parse_component(text: str, location: str, origin: str) -> Component:
         problem = " ".join(str(getattr(exc, "problem", exc)).split())
         raise PolicyError(f"{location}: the header is not valid YAML ({problem})") from None
     component = declared_component(header, location, origin, builtin=False, text=text)
-    _compiled(text, component.name, location)
     macro = component.macro()
     expected = ("params", *INPUTS[component.kind])
     if len(macro.arguments) != len(expected):

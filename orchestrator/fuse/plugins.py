@@ -72,9 +72,13 @@ class Registry:
         return [k for c in self.components.values() if c.name == name for k in c.recipe_keys]
 
     def with_plugins(self, plugins: Iterable[Component]) -> Registry:
-        """This registry and `plugins`; a plugin named like a registered component is refused."""
+        """This registry and `plugins`; a plugin named like a registered component is refused
+        (the same file named twice, or from a recipe and a package, is the one component)."""
         components = dict(self.components)
         for plugin in plugins:
+            known = components.get((plugin.kind, plugin.name))
+            if known is not None and known.text == plugin.text:
+                continue
             for other in components.values():
                 if other.name == plugin.name:
                     raise PolicyError(
@@ -154,15 +158,19 @@ def locate_plugins(parameters: dict[str, Any], folder: Path) -> dict[str, Any]:
     return parameters | {"plugins": located}
 
 
+def _is_recorded(entry: Any) -> bool:
+    """A plugin entry as a loaded recipe records it: {path, sha256}."""
+    return (
+        isinstance(entry, dict)
+        and set(entry) == {"path", "sha256"}
+        and all(isinstance(entry[key], str) for key in entry)
+    )
+
+
 def _plugin_entry(entry: Any, key: str) -> tuple[str, str | None]:
     if isinstance(entry, str) and entry:
         return entry, None
-    if (
-        isinstance(entry, dict)
-        and set(entry) == {"path", "sha256"}
-        and isinstance(entry["path"], str)
-        and isinstance(entry["sha256"], str)
-    ):
+    if _is_recorded(entry):
         return entry["path"], entry["sha256"]
     raise PolicyError(f"{key}: expected a path of a component file or folder, got {entry!r}")
 
@@ -183,12 +191,7 @@ class PluginFiles:
 
     def check(self, key: str, value: Any) -> Any:
         if not isinstance(value, list) or not all(
-            isinstance(e, dict)
-            and set(e) == {"path", "sha256"}
-            and isinstance(e["path"], str)
-            and isinstance(e["sha256"], str)
-            and _SHA256.fullmatch(e["sha256"])
-            for e in value
+            _is_recorded(e) and _SHA256.fullmatch(e["sha256"]) for e in value
         ):
             raise PolicyError(f"{key}: expected a list of component files or folders")
         return [dict(e) for e in value]
@@ -285,22 +288,6 @@ def check_call(call: Call, key: str) -> None:
         raise PolicyError(f"{key}: {exc}") from None
 
 
-def calls(
-    registry_: Registry,
-    p: Mapping[str, Any],
-    used: Iterable[tuple[str, str]],
-) -> dict[str, dict[str, Call]]:
-    """The used plugins (kind, name) of recipe parameters `p`, with their component_params."""
-    given = p.get("component_params") or {}
-    bound: dict[str, dict[str, Call]] = {kind: {} for kind in KINDS}
-    for kind, name in used:
-        component = registry_.components[(kind, name)]
-        if not component.builtin:
-            params = component.resolved(given.get(name, {}), f"component_params.{name}")
-            bound[kind][name] = Call(component, params)
-    return bound
-
-
 @dataclass(frozen=True)
 class Components:
     """The components a recipe uses: the registry, each used plugin bound to its parameters (by
@@ -334,17 +321,21 @@ def recipe_components(p: dict[str, Any]) -> Components:
     used += [("fusion", "fusion.method", p["fusion"]["method"])]
     for kind, key, name in used:
         found.get(kind, name, key)
-    for name, given in (p.get("component_params") or {}).items():
+    for name, values in (p.get("component_params") or {}).items():
         component = found.plugin(name, "component_params")
         if component.kind == "query_rule":
             raise PolicyError(
                 f"component_params.{name}: a query rule takes its values from the rule's "
                 "params (query_analyzer.rules[i].params)"
             )
-        component.resolved(given, f"component_params.{name}")
-    bound = calls(found, p, [(kind, name) for kind, _, name in used])
+        component.resolved(values, f"component_params.{name}")
+    given = p.get("component_params") or {}
+    bound: dict[str, dict[str, Call]] = {kind: {} for kind in KINDS}
     for kind, key, name in used:
-        if name in bound[kind]:
+        component = found.components[(kind, name)]
+        if not component.builtin:
+            params = component.resolved(given.get(name, {}), f"component_params.{name}")
+            bound[kind][name] = Call(component, params)
             check_call(bound[kind][name], key)
     rules = [_query_rule(found, rule, i) for i, rule in enumerate(p["query_analyzer"]["rules"])]
     return Components(found, bound, rules)

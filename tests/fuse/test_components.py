@@ -479,3 +479,14 @@ def test_a_normaliser_that_needs_the_candidates_reads_them(tmp_path: Path) -> No
         ("q2", "p4"): 2.0,
     }
     assert {(q, i): s for q, i, s in rows} == pytest.approx(expected, abs=1e-12)
+
+
+def test_a_plugin_named_twice_is_one_component(tmp_path: Path) -> None:
+    recipe = plugin_recipe(
+        tmp_path,
+        {"affine.sql": AFFINE},
+        RECIPE_AFFINE.replace("[plugins]", "[plugins, plugins/affine.sql]"),
+    )
+    loaded = load_policy(FUSE_RECIPE, str(recipe))
+    assert [e["path"] for e in loaded.parameters["plugins"]] == ["plugins/affine.sql"] * 2
+    assert plan(loaded, ["a"], has_rank=True).components.records()[0]["name"] == "affine"
