@@ -222,8 +222,8 @@ def parse_component(text: str, location: str, origin: str) -> Component:
     expected = ("params", *INPUTS[component.kind])
     if len(macro.arguments) != len(expected):
         raise PolicyError(
-            f"{location}: macro {component.name}({', '.join(macro.arguments)}) must take "
-            f"({', '.join(expected)}), as a {component.kind} does"
+            f"{location}: macro {component.name}({', '.join(macro.arguments)}): "
+            f"{component.kind} macros take ({', '.join(expected)})"
         )
     return component
 

@@ -294,7 +294,14 @@ def header(kind: str, name: str, extra: str = "") -> str:
     return f"{{#-\nkind: {kind}\nname: {name}\ndescription: a test\n{extra}-#}}\n"
 
 
-NORMALIZER_BODY = "{% macro odd(params) -%}raw_score{%- endmacro %}\n"
+def odd(kind: str, body: str, extra: str = "", name: str = "odd", args: str = "") -> dict[str, str]:
+    """A plugin file odd.sql of `kind` whose macro, odd(params, <its kind's inputs>) unless
+    `args`, returns `body`."""
+    arguments = args or ", ".join(("params", *components.INPUTS[kind]))
+    macro = f"{{% macro odd({arguments}) -%}}{body}{{%- endmacro %}}\n"
+    return {"odd.sql": header(kind, name, extra) + macro}
+
+
 # (files, overrides, the one-line error): every refusal names where it is
 REFUSALS = {
     "unknown component": (
@@ -339,68 +346,66 @@ REFUSALS = {
         [], r"normalizer minmax \(.*plugins/minmax.sql\) has the name of normalizer minmax \(built-in\)",
     ),
     "two plugins of one name": (
-        {"a.sql": header("normalizer", "odd") + NORMALIZER_BODY,
-         "b.sql": header("aligner", "odd") + "{% macro odd(params, value) %}max({{ value }}){% endmacro %}"},
+        {"a.sql": odd("normalizer", "raw_score")["odd.sql"], "b.sql": odd("aligner", "max(score)")["odd.sql"]},
         [], r"aligner odd \(.*plugins/b.sql\) has the name of normalizer odd \(.*plugins/a.sql\): rename one$",
     ),
     "no header": (
-        {"odd.sql": NORMALIZER_BODY}, [], r"plugins/odd.sql: a component file starts with a .* header",
+        {"odd.sql": "{% macro odd(params) %}raw_score{% endmacro %}"}, [],
+        r"plugins/odd.sql: a component file starts with a .* header",
     ),
     "header without a kind": (
-        {"odd.sql": "{#- {name: odd, description: x} -#}\n" + NORMALIZER_BODY}, [],
+        {"odd.sql": "{#- {name: odd, description: x} -#}\n{% macro odd(params) %}s{% endmacro %}"}, [],
         r"plugins/odd.sql: the header needs `kind`$",
     ),
     "unknown kind": (
-        {"odd.sql": header("scorer", "odd") + NORMALIZER_BODY}, [],
+        {"odd.sql": header("scorer", "odd") + "{% macro odd(params) %}s{% endmacro %}"}, [],
         r"plugins/odd.sql: kind: 'scorer' is not one of normalizer, aligner, fusion, query_rule$",
     ),
     "name is not the macro's": (
-        {"odd.sql": header("normalizer", "even") + NORMALIZER_BODY}, [],
+        odd("normalizer", "raw_score", name="even"), [],
         r"plugins/odd.sql: must define one macro, even \(private helpers start with _\), not odd$",
     ),
     "unknown parameter type": (
-        {"odd.sql": header("normalizer", "odd", "parameters: {x: {type: float}}\n") + NORMALIZER_BODY},
+        odd("normalizer", "raw_score", "parameters: {x: {type: float}}\n"),
         [], r"plugins/odd.sql: parameters.x.type: 'float' is not one of number, integer, boolean, choice$",
     ),
     "default out of bounds": (
-        {"odd.sql": header("normalizer", "odd", "parameters: {x: {type: number, max: 1, default: 2}}\n")
-         + NORMALIZER_BODY},
+        odd("normalizer", "raw_score", "parameters: {x: {type: number, max: 1, default: 2}}\n"),
         [], r"plugins/odd.sql: parameters.x.default: 2 is outside \[-inf, 1\]$",
     ),
     "a choice's default not a choice": (
-        {"odd.sql": header("normalizer", "odd", "parameters: {m: {type: choice, choices: [a, b], default: c}}\n")
-         + NORMALIZER_BODY},
+        odd("normalizer", "raw_score", "parameters: {m: {type: choice, choices: [a, b], default: c}}\n"),
         [], r"plugins/odd.sql: parameters.m.default: 'c' is not one of a, b$",
     ),
     "a fusion without its missing policy": (
-        {"odd.sql": header("fusion", "odd") + "{% macro odd(params, source_sum) %}max(contribution){% endmacro %}"},
+        odd("fusion", "max(contribution)"),
         [], r"plugins/odd.sql: a fusion method declares default_missing \(zero or skip\)$",
     ),
     "a macro taking other arguments": (
-        {"odd.sql": header("aligner", "odd") + "{% macro odd(params) %}max(score){% endmacro %}"},
-        [], r"plugins/odd.sql: macro odd\(params\) must take \(params, value\), as a aligner does$",
+        odd("aligner", "max(score)", args="params"),
+        [], r"plugins/odd.sql: macro odd\(params\): aligner macros take \(params, value\)$",
     ),
     "a Jinja syntax error": (
-        {"odd.sql": header("normalizer", "odd") + "{% macro odd(params) %}{{ raw_score {% endmacro %}"},
+        odd("normalizer", "{{ raw_score "),
         [], r"plugins/odd.sql:6: ",
     ),
     "plugin SQL failing the lint": (
-        {"odd.sql": header("normalizer", "odd") + "{% macro odd(params) %}log(raw_score){% endmacro %}"},
+        odd("normalizer", "log(raw_score)"),
         ["source_defaults.normalize=odd"],
         r"source_defaults.normalize: .*plugins/odd.sql: bare log\(x\) is base 10 in DuckDB",
     ),
     "plugin SQL reading an unknown column": (
-        {"odd.sql": header("normalizer", "odd") + "{% macro odd(params) %}n_candidates{% endmacro %}"},
+        odd("normalizer", "n_candidates"),
         ["source_defaults.normalize=odd"],
         r"source_defaults.normalize: .*plugins/odd.sql: .*n_candidates.*\(inputs: list_stats\(",
     ),
     "plugin SQL with a bare decimal": (
-        {"odd.sql": header("normalizer", "odd") + "{% macro odd(params) %}raw_score * 0.5{% endmacro %}"},
+        odd("normalizer", "raw_score * 0.5"),
         ["source_defaults.normalize=odd"],
         r"plugins/odd.sql: decimal literal 0.5 is DECIMAL in DuckDB; render values with `\| lit`",
     ),
     "plugin Jinja reading an undeclared parameter": (
-        {"odd.sql": header("normalizer", "odd") + "{% macro odd(params) %}{{ params.scale | lit }}{% endmacro %}"},
+        odd("normalizer", "{{ params.scale | lit }}"),
         ["source_defaults.normalize=odd"],
         r"source_defaults.normalize: .*plugins/odd.sql: 'dict object' has no attribute 'scale'$",
     ),
