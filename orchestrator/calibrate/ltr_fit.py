@@ -8,7 +8,7 @@
   not depend on where an iterative solver stops; numpy only.
 - `trees`: LightGBM's lambdarank, deterministic (one thread, `deterministic`, fixed seed).
 
-Every fitted number is rounded to the written precision (core/policy.py: at_written_precision)
+Every fitted number is rounded to the written precision (core/precision.py: at_written_precision)
 before anything reads it: the trees' thresholds and leaf values are rounded in LightGBM's own
 model text and read back into a Booster, so the Booster returned (`Fitted.predict`) is exactly
 the model the recipe holds, and the SQL must equal its predictions.

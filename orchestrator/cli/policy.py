@@ -1,8 +1,9 @@
-"""`duckscore policy list|show`: the packaged policies and recipes, validated."""
+"""`duckscore policy list|show|components`: the packaged policies and recipes, validated, and
+the registered fusion components."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -80,3 +81,57 @@ def _other_capability(name: str, capability: str) -> str | None:
         if other != capability and name in available_policies(_kind(other)):
             return f"{name} is {KINDS[other]}: duckscore policy show {name} --capability {other}"
     return None
+
+
+@policy.command("components")
+@click.option(
+    "--kind",
+    type=click.Choice(("normalizer", "aligner", "fusion", "query_rule")),
+    help="Only this kind of component.",
+)
+@click.option(
+    "--recipe",
+    metavar="NAME|PATH",
+    help="Also the plugins this fusion recipe names (its `plugins`).",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON list instead of text.")
+def policy_components(kind: str | None, recipe: str | None, as_json: bool) -> None:
+    """The registered normalisers, aligners, fusion methods and query rules: each one's kind,
+    name, origin (built-in, a plugin file, an entry point), description and parameters."""
+    from ..core.policy import canonical_json, load_policy
+    from ..fuse.component_list import listed_components
+    from ..fuse.recipe import FUSE_RECIPE
+
+    loaded = None if recipe is None else load_policy(FUSE_RECIPE, recipe)
+    listed = listed_components(loaded, kind)
+    if as_json:
+        click.echo(canonical_json(listed))
+        return
+    for component in listed:
+        click.echo(
+            f"{component['kind']} {component['name']} ({component['origin']}): "
+            f"{component['description']}"
+        )
+        for parameter in component["parameters"]:
+            click.echo(f"    {_parameter_line(parameter)}")
+
+
+def _parameter_line(parameter: dict[str, Any]) -> str:
+    """`scale: number in (0, inf), default 1.0 (what it is)`."""
+    kind = parameter["type"]
+    if kind in ("number", "integer"):
+        low, high = parameter["min"], parameter["max"]
+        left = "(" if low is None or parameter["min_open"] else "["
+        right = ")" if high is None or parameter["max_open"] else "]"
+        shown = f"{'-inf' if low is None else f'{low:g}'}, {'inf' if high is None else f'{high:g}'}"
+        kind = f"{kind} in {left}{shown}{right}"
+    elif kind == "choice":
+        kind = f"one of {', '.join(parameter['choices'])}"
+    if parameter["required"]:
+        default = "required"
+    elif parameter["default"] is None:
+        default = "left out by default"
+    else:
+        default = f"default {parameter['default']!r}"
+    about = f" ({parameter['description']})" if parameter.get("description") else ""
+    return f"{parameter['name']}: {kind}, {default}{about}"

@@ -63,7 +63,7 @@ def check_sql(rendered: RenderedSQL, schema: Mapping[str, Mapping[str, str]]) ->
     if cache.read("checked", stored) is True:
         _QUALIFIED.add(key)
         return
-    tree = _parsed(rendered.template, rendered.text)
+    tree = _parsed(rendered.where, rendered.text)
     try:
         qualify(
             tree.copy(),
@@ -73,16 +73,14 @@ def check_sql(rendered: RenderedSQL, schema: Mapping[str, Mapping[str, str]]) ->
             quote_identifiers=False,
         )
     except OptimizeError as exc:
-        raise TemplateError(
-            f"sql/{rendered.template}: {exc} (inputs: {_describe(schema)})"
-        ) from None
+        raise TemplateError(f"{rendered.where}: {exc} (inputs: {_describe(schema)})") from None
     _QUALIFIED.add(key)
     cache.write("checked", stored, True)
 
 
 def tables_read(rendered: RenderedSQL) -> list[str]:
     """The tables and views `rendered` reads (its FROM and JOIN names that are not its own CTEs)."""
-    return list(_tables_read(rendered.template, rendered.text))
+    return list(_tables_read(rendered.where, rendered.text))
 
 
 @lru_cache(maxsize=1)
@@ -92,18 +90,18 @@ def _checker() -> str:
 
 
 @lru_cache(maxsize=128)
-def _tables_read(template: str, text: str) -> tuple[str, ...]:
+def _tables_read(where: str, text: str) -> tuple[str, ...]:
     stored = cache.digest(_checker(), text)
     found = cache.read("tables", stored)
     if isinstance(found, list):
         return tuple(found)
-    names = _tables_named(template, text)
+    names = _tables_named(where, text)
     cache.write("tables", stored, list(names))
     return names
 
 
-def _tables_named(template: str, text: str) -> tuple[str, ...]:
-    tree = _parsed(template, text)
+def _tables_named(where: str, text: str) -> tuple[str, ...]:
+    tree = _parsed(where, text)
     ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     names = {
         table.name
@@ -114,9 +112,9 @@ def _tables_named(template: str, text: str) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=128)
-def _parsed(template: str, text: str) -> exp.Expr:
-    """The one SELECT of `text`, parsed and linted (callers copy it before changing it)."""
-    where = f"sql/{template}"
+def _parsed(where: str, text: str) -> exp.Expr:
+    """The one SELECT of `text`, parsed and linted (callers copy it before changing it); errors
+    name `where` (sql/<template>)."""
     try:
         statements = [s for s in sqlglot.parse(text, read="duckdb") if s is not None]
     except ParseError as exc:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from typing import Any
 import yaml
 
 from .errors import PolicyError
+from .precision import FITTED_DIGITS, at_written_precision
 from .resources import policies_dir
 from .rules import Bounds, Choice, Flag, ListOf, MapOf, Number, Omissible, Rule, Spec, Text, Words
 from .trees import (
@@ -38,6 +38,7 @@ from .trees import (
 
 # the rules are part of this module's interface: a capability declares its spec with them
 __all__ = [
+    "FITTED_DIGITS",
     "AmbiguousNumber",
     "Bounds",
     "Choice",
@@ -192,6 +193,9 @@ class PolicyKind:
     read_as: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     # the base of a file that names none and leaves out keys or its version (recipes: hybrid_v1)
     default_base: str | None = None
+    # a file's (or the overrides') parameters with the files they name read, relative to the
+    # folder given (the file's; the working directory's for overrides): a recipe's plugins
+    locate_files: Callable[[dict[str, Any], Path], dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -231,27 +235,6 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-# A fitted number is written, hashed into its version and scored at this many significant
-# digits: a fit's last bits are the BLAS's and the CPU's (OpenBLAS picks its kernels per
-# processor), and a version named after them would differ from machine to machine.
-FITTED_DIGITS = 10
-
-
-def at_written_precision(value: Any) -> Any:
-    """`value` with every float rounded to FITTED_DIGITS significant digits, lists and mappings
-    element by element; NaN, infinities, integers, booleans and text as they are. Idempotent,
-    and dump_yaml / load_yaml give the rounded floats back exactly."""
-    if isinstance(value, float) and math.isfinite(value):
-        return float(f"{value:.{FITTED_DIGITS}g}")
-    if isinstance(value, dict):
-        return {key: at_written_precision(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [at_written_precision(item) for item in value]
-    if isinstance(value, tuple):
-        return tuple(at_written_precision(item) for item in value)
-    return value
-
-
 def available_policies(kind: PolicyKind) -> list[str]:
     folder = policies_dir(kind.capability, kind.folder)
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
@@ -269,6 +252,11 @@ def load_policy(kind: PolicyKind, name_or_path: str, overrides: list[str] | None
     parsed_overrides = parse_overrides(
         overrides or [], strip_prefix=not kind.flat, option=kind.override_option
     )
+    locate = kind.locate_files
+    if locate is not None:
+        parsed_overrides = _prepared(
+            lambda given: locate(given, Path.cwd()), kind.override_option, parsed_overrides
+        )
     for dotted, value in parsed_overrides.items():
         apply_override(label, parameters, kind.spec, kind.override_option, dotted, value, prefix)
     if kind.prepare is not None:
@@ -383,6 +371,9 @@ def _read_layer(kind: PolicyKind, path: Path) -> _Layer:
     parameters = lists_to_maps(label, parameters, kind.spec)
     if kind.read_as is not None:
         parameters = _prepared(kind.read_as, label, parameters)
+    if kind.locate_files is not None:
+        locate = kind.locate_files
+        parameters = _prepared(lambda given: locate(given, path.parent), label, parameters)
     if named is None and (version is None or not complete(parameters, kind.spec)):
         named = kind.default_base
     return _Layer(

@@ -84,6 +84,8 @@ def lit(value: Any) -> str:
     """
     if isinstance(value, ColumnParameter):
         return ident(value.name)
+    if isinstance(value, jinja2.Undefined):
+        value._fail_with_undefined_error()  # what is undefined, as Jinja says it
     if isinstance(value, SqlExpression):
         return value.sql
     if value is None:
@@ -139,6 +141,11 @@ def _fail(message: str) -> None:
 class RenderedSQL:
     template: str
     text: str
+    label: str | None = None  # what messages name: sql/<template>, or a plugin's file
+
+    @property
+    def where(self) -> str:
+        return self.label or f"sql/{self.template}"
 
     @property
     def sha256(self) -> str:

@@ -32,67 +32,31 @@ from ..core.policy import (
     canonical_json,
 )
 from .ltr import LTR_SPEC, check_ltr
+from .plugins import (
+    Components,
+    ParameterValues,
+    PluginFiles,
+    builtins,
+    locate_plugins,
+    recipe_components,
+)
 
-NORMALIZERS = (
-    "none",
-    "rank",
-    "minmax",
-    "max",
-    "sum",
-    "zscore",
-    "l2",
-    "softmax",
-    "sigmoid",
-    "quantile",
-    "dbsf",
-    "bounds",
-    "borda",
-)
-FUSIONS = (
-    "rrf",
-    "isr",
-    "weighted_sum",
-    "combsum",
-    "combmnz",
-    "combanz",
-    "combmax",
-    "combmin",
-    "combmed",
-    "arithmetic_mean",
-    "geometric_mean",
-    "harmonic_mean",
-    "ltr",  # a learned model (seed 003 §6.4): the recipe's ltr block, fuse/ltr.py
-)
-DEFAULT_MISSING = {
-    "rrf": "zero",
-    "isr": "zero",
-    "weighted_sum": "zero",
-    "combsum": "zero",
-    "arithmetic_mean": "zero",
-    "combmnz": "skip",
-    "combanz": "skip",
-    "combmax": "skip",
-    "combmin": "skip",
-    "combmed": "skip",
-    "geometric_mean": "skip",
-    "harmonic_mean": "skip",
-    "ltr": "zero",  # its features say which sources returned the item (present@<source>)
-}
+# the built-in names (sql/fuse/components/builtins.yaml; a recipe's plugins add names of their own)
+NORMALIZERS = tuple(builtins().names("normalizer"))
+FUSIONS = tuple(builtins().names("fusion"))
+# the built-in methods whose score is a sum over the lists: a missing list adds 0 without a grid
 SUM_TYPE = ("rrf", "isr", "weighted_sum", "combsum")
-# the methods that read the source weights (the comb* family reads the normalised scores only)
-WEIGHTED = (
-    "rrf", "isr", "weighted_sum", "arithmetic_mean", "geometric_mean", "harmonic_mean",
-)  # fmt: skip
 MAX_WEIGHT = (
     1e9  # a hit's weight, boosts included: parent features sum RRF terms as DECIMAL(38, 24)
 )
 UNIT = Number(0.0, 1.0)
 GRANULARITIES = ("doc", "block")
+DEFAULT_BASE = "hybrid_v1"  # what a recipe file that leaves keys out reads over
 # a fixed end of minmax's range (OpenSearch min_max lower_bounds / upper_bounds, per sub-query)
 BOUND: Spec = {"mode": Choice(("apply", "clip", "ignore")), "score": Number()}
 SOURCE: Spec = {
     "top_k": Number(1.0, integer=True, nullable=True),
-    "normalize": Choice(NORMALIZERS),
+    "normalize": Text(),  # a registered normaliser (_components_registered)
     "weight": Number(0.0, MAX_WEIGHT),
     "distance": Flag(),
     "type": Omissible(Text()),
@@ -187,6 +151,10 @@ def _minmax_bounds(p: dict[str, Any]) -> None:
                 )
 
 
+def _components_registered(p: dict[str, Any]) -> None:
+    recipe_components(p)
+
+
 FUSE_RECIPE = PolicyKind(
     capability="fuse",
     version_key="recipe_id",
@@ -195,7 +163,7 @@ FUSE_RECIPE = PolicyKind(
     flat=True,
     prepare=_merge_source_defaults,
     read_as=_seed_spellings,
-    default_base="hybrid_v1",
+    default_base=DEFAULT_BASE,
     spec={
         "target_granularity": Granularity(),
         "discover_sources": Flag(),
@@ -222,13 +190,13 @@ FUSE_RECIPE = PolicyKind(
             "borda_points": Omissible(Flag()),
         },
         "aligner": {
-            "method": Choice(("max", "sum", "mean", "sum_top_n", "max_decay")),
+            "method": Text(),  # a registered aligner
             "top_n": Number(1.0, integer=True, nullable=True),
             "decay": Number(0.0, 1.0),
             "order": Choice(("before_fusion", "after_fusion")),
         },
         "fusion": {
-            "method": Choice(FUSIONS),
+            "method": Text(),  # a registered fusion method
             "k": Number(0.0, lo_open=True),
             "rank_base": Number(0.0, 1.0, integer=True),
             "missing": Choice(("default", "zero", "skip", "list_min")),
@@ -245,13 +213,31 @@ FUSE_RECIPE = PolicyKind(
         },
         "query_analyzer": {
             "enabled": Flag(),
-            "rules": ListOf({"match": Text(), "boost": MapOf(Number(0.0))}),
+            # a rule matches an RE2 pattern (`match`), or is a registered query rule with params
+            "rules": ListOf(
+                {
+                    "match": Omissible(Text()),
+                    "rule": Omissible(Text()),
+                    "params": Omissible(ParameterValues()),
+                    "boost": MapOf(Number(0.0)),
+                }
+            ),
         },
         "ltr": Omissible(LTR_SPEC),  # fusion.method ltr's model (duckscore learn)
         # left out: no re-ranker (issue 48 §5); the stage reranked_items runs only with it
         "rerank": Omissible(RERANK),
+        # issue 48 §3: component files beyond the built-ins (components.py), and their values
+        "plugins": Omissible(PluginFiles()),
+        "component_params": Omissible(MapOf(ParameterValues(), name_pattern=r"[A-Za-z_]\w*")),
     },
-    cross_checks=(_bounds_declared, _minmax_bounds, check_ltr, _rerank_weighted),
+    cross_checks=(
+        _components_registered,
+        _bounds_declared,
+        _minmax_bounds,
+        check_ltr,
+        _rerank_weighted,
+    ),
+    locate_files=locate_plugins,
 )
 
 
@@ -265,6 +251,7 @@ class FusePlan:
     has_rank: bool
     missing: str
     needs_grid: bool
+    components: Components
     log_view: str = "retrieval_log"
     has_snippet: bool = True  # False: the log has no snippet column (best_snippet is NULL)
 
@@ -294,6 +281,8 @@ class FusePlan:
             "needs_grid": self.needs_grid,
             "with_features": False,
             "inputs": {"retrieval_log": self.log_view, "entries": None},
+            "components": self.components.plugins,
+            "query_rules": self.components.query_rules,
         }
 
     @property
@@ -335,7 +324,7 @@ def plan(
         for name in rule["boost"]:
             if name not in declared:
                 raise PolicyError(f"{recipe.source}: query_analyzer boosts unknown source {name!r}")
-        problem = re2_problem(rule["match"])
+        problem = re2_problem(rule["match"]) if "match" in rule else None
         if problem is not None:
             # DuckDB would fail on it mid-run, naming only the template
             raise PolicyError(
@@ -349,15 +338,17 @@ def plan(
                 f"{recipe.source}: sources.{name}.weight times its query_analyzer boosts "
                 f"can reach {boosted:g}, above {MAX_WEIGHT:g}"
             )
+    components = recipe_components(p)
     method = p["fusion"]["method"]
-    if method in WEIGHTED and all(declared[name]["weight"] == 0 for name in sources):
+    fusion = components.registry.get("fusion", method, "fusion.method")
+    if fusion.weighted and all(declared[name]["weight"] == 0 for name in sources):
         raise PolicyError(
             f"{recipe.source}: every source's weight is 0, so {method} gives no item a score "
             "that ranks it: give at least one source a positive weight"
         )
     resolved = recipe.parameters | {"sources": declared}
     missing = (
-        p["fusion"]["missing"] if p["fusion"]["missing"] != "default" else DEFAULT_MISSING[method]
+        p["fusion"]["missing"] if p["fusion"]["missing"] != "default" else fusion.default_missing
     )
     uses_borda = any(declared[s]["normalize"] == "borda" for s in sources)
     needs_grid = (
@@ -372,6 +363,7 @@ def plan(
         has_rank,
         missing,
         needs_grid,
+        components,
         log_view,
         has_snippet,
     )

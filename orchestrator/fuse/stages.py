@@ -295,9 +295,11 @@ def _spans(
 def manifest_fields(
     fuse_plan: FusePlan, explain: bool = True, features: bool = True
 ) -> dict[str, Any]:
-    """§6.5: recipe_id, sources (top_k, weight, normaliser), fusion, target granularity; and
+    """§6.5: recipe_id, sources (top_k, weight, normaliser), fusion, target granularity, the
+    plugins used; and
     whether fused.parquet holds the explanations and parent_features.parquet was written."""
     p = fuse_plan.recipe.parameters
+    plugins = fuse_plan.components.records()
     return {
         "recipe_id": fuse_plan.recipe.version,
         "sources": {name: p["sources"][name] for name in fuse_plan.sources},
@@ -307,6 +309,8 @@ def manifest_fields(
         "target_granularity": p["target_granularity"],
         "query_analyzer": p["query_analyzer"],
         **({"rerank": p["rerank"]} if "rerank" in p else {}),
+        # the plugins it used (issue 48 §3): kind, name, origin and the sha256 of their text
+        **({"components": plugins} if plugins else {}),
         "explanations": explain,
         "parent_features": features,
     }

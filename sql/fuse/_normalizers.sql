@@ -1,7 +1,8 @@
 {#-
 One SQL expression per seed-003 normaliser (§6.3, docs/fusion-semantics.md step 3), over a row
 of the `stats` stage: raw_score, list_rank (1-based), list_n and the list's statistics.
-`source` is the source's recipe entry (minmax's lower_bound and upper_bound). The engines' own
+`source` is the source's recipe entry (minmax's lower_bound and upper_bound). A plugin's
+(`components`, from the recipe's plugins) is its macro with its parameters bound. The engines' own
 rules (normalizer_params.nonpositive_value, minmax_degenerate_below, zscore_at_mean,
 l2_degenerate_raw, borda_points) render nothing when left out.
 -#}
@@ -82,6 +83,9 @@ CASE WHEN list_n = 1 OR s_sd_dbsf IS NULL OR s_sd_dbsf = 0 THEN {{ np.dbsf_degen
 CAST(n_candidates - list_rank + 1 AS DOUBLE)
 {%- elif name == 'borda' -%}
 {{ 1.0 | lit }} - (list_rank - 1) / NULLIF(n_candidates, 0)
+{%- elif name in components.normalizer -%}
+{#- a plugin (orchestrator/fuse/components.py), with its component_params -#}
+{{ components.normalizer[name]() }}
 {%- else -%}
 {{ fail('unknown normaliser ' ~ name) }}
 {%- endif %}

@@ -2,7 +2,9 @@
 Seed 003: multi-source fusion of a retrieval log (docs/fusion-semantics.md is the contract).
 Context: recipe (validated), sources (names used, sorted), has_rank, has_snippet, missing (effective policy:
 zero | skip | list_min), needs_grid, inputs.retrieval_log, final (the CTE to select;
-fused_items comes sorted by query_id, rank), explain (false: fused_items has NULL contributions
+fused_items comes sorted by query_id, rank), components (the recipe's plugins by kind and
+name, each its macro with its parameters bound: orchestrator/fuse/components.py), query_rules
+(each query-analyzer rule's plugin, none for a `match` pattern), explain (false: fused_items has NULL contributions
 and best_provenance, of the same types; the best hit's item and snippet are not computed, and
 DuckDB prunes the other aggregates only they read).
 With a document target aligned before fusion, `entries` is one row per (query, source, parent):
@@ -41,6 +43,7 @@ ltr_scored the model's score as fused_score (sql/fuse/_ltr.sql).
 {%- elif al.method in ['sum', 'sum_top_n'] -%}list_sum({{ top }})
 {%- elif al.method == 'mean' -%}list_sum({{ top }}) / NULLIF(count(*), 0)
 {%- elif al.method == 'max_decay' -%}list_sum(list_transform({{ top }}, lambda value, position: value * pow({{ al.decay | lit }}, position - 1)))
+{%- else -%}{{ components.aligner[al.method](value) }}
 {%- endif %}
 {%- endmacro %}
 {#- Σ of `value` over the sources in name order, from one pivoted value per source (a group has
@@ -49,6 +52,13 @@ ltr_scored the model's score as fused_score (sql/fuse/_ltr.sql).
 {% set also = ' AND ' ~ condition if condition else '' %}
 CASE WHEN count({{ value }}){% if condition %} FILTER (WHERE {{ condition }}){% endif %} > 0 THEN
 {%- for name in sources %} coalesce(any_value({{ value }}) FILTER (WHERE source = {{ name | lit }}{{ also }}), {{ 0.0 | lit }}){{ ' +' if not loop.last }}{% endfor %} END
+{%- endmacro %}
+{#- Whether a query-analyzer rule holds for a log row, in a recipe with a query-rule plugin:
+    its plugin's condition over the query text (query_rules, by the rule's position), or its RE2
+    `match`. (A recipe of `match` rules alone keeps the line below that reads them directly.) -#}
+{% macro rule_matches(rule, index) -%}
+{% set text = "coalesce(l.query_text, '')" %}
+{% if query_rules[index] is not none %}{{ query_rules[index](text) }}{% else %}regexp_matches({{ text }}, {{ rule.match | lit }}){% endif %}
 {%- endmacro %}
 {#- borda makes every candidate present in its lists for the score methods only: rrf and isr read
     ranks, which a missing item has none of, so their n_d and contributions count real hits. -#}
@@ -97,7 +107,9 @@ log_rows AS (
         l.total_chunks,
         l.snippet,
         l.query_text,
-{% if r.query_analyzer.enabled and r.query_analyzer.rules %}
+{% if r.query_analyzer.enabled and query_rules | reject('none') | list %}
+        s.weight{% for rule in r.query_analyzer.rules %}{% set matches = rule_matches(rule, loop.index0) %}{% for name, boost in rule.boost.items() %} * CASE WHEN l.source = {{ name | lit }} AND {{ matches }} THEN {{ boost | float | lit }} ELSE {{ 1.0 | lit }} END{% endfor %}{% endfor %} AS weight,
+{% elif r.query_analyzer.enabled and r.query_analyzer.rules %}
         s.weight{% for rule in r.query_analyzer.rules %}{% for name, boost in rule.boost.items() %} * CASE WHEN l.source = {{ name | lit }} AND regexp_matches(coalesce(l.query_text, ''), {{ rule.match | lit }}) THEN {{ boost | float | lit }} ELSE {{ 1.0 | lit }} END{% endfor %}{% endfor %} AS weight,
 {% else %}
         s.weight,
@@ -199,6 +211,7 @@ lists AS (
     FROM entries
 ),
 {% set needs_candidates = needs_grid or borda_sources %}
+{% set needs_candidates = needs_candidates or components.normalizer.values() | selectattr('component.needs_candidates') | list %}
 {% if needs_candidates %}
 candidates AS (
     SELECT query_id, target_id, count(*) AS n_lists FROM lists GROUP BY query_id, target_id
@@ -353,6 +366,8 @@ source_pivot AS (
         min({{ c }}) AS fused_score,
 {% elif f.method == 'combmed' %}
         quantile_cont({{ c }}, {{ 0.5 | lit }}) AS fused_score,
+{% elif f.method in components.fusion %}
+        {{ components.fusion[f.method](source_sum) }} AS fused_score,
 {% elif f.method == 'arithmetic_mean' %}
         {{ source_sum(c) }} / NULLIF({{ source_sum('weight', 'counted') }}, 0) AS fused_score,
 {% elif f.method == 'geometric_mean' %}

@@ -360,3 +360,33 @@ def test_a_learned_recipe_builds_in_dbt_and_equals_duckscore_run(tmp_path: Path)
     assert done.exit_code == 0, done.output
     found = compare_with_run(project / "scifact.duckdb", run)
     assert found["duckscore_fused"]["rows"] == 40282
+
+
+PLUGIN_RECIPE = ROOT / "examples" / "plugins" / "tanh_dismax.yaml"
+
+
+def test_a_package_of_a_recipe_with_plugins_builds_and_equals_duckscore_run(
+    tmp_path: Path,
+) -> None:
+    """The example project with its package made from the plugin recipe (docs/fuse.md,
+    "Components and plugins"): dbt builds it, and every model equals `duckscore run` with it."""
+    project = tmp_path / "examples" / "dbt_scifact"
+    shutil.copytree(
+        EXAMPLE,
+        project,
+        ignore=shutil.ignore_patterns("target", "logs", "dbt_packages", "*.duckdb", "*.wal"),
+    )
+    (tmp_path / "fixtures").symlink_to(ROOT / "fixtures", target_is_directory=True)
+    shutil.rmtree(project / "duckscore_dbt")
+    log = str(SCIFACT / "retrieval_log.parquet")
+    chosen = ["--recipe", str(PLUGIN_RECIPE), "--allow-recipe-mismatch"]
+    for args in (
+        ["dbt", "package", "--log", log, *chosen, "--out", str(project / "duckscore_dbt")],
+        ["run", "--log", log, *chosen, "--out", str(tmp_path / "run")],
+    ):
+        done = CliRunner().invoke(cli, ["-q", *args])
+        assert done.exit_code == 0, done.output
+    dbt(project, "deps")
+    dbt(project, "build")
+    found = compare_with_run(project / "scifact.duckdb", tmp_path / "run")
+    assert found["duckscore_fused"]["rows"] == 40282

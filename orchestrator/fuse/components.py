@@ -1,0 +1,365 @@
+"""Fusion components (issue 48 §3; seed 003 §2.1, "plug-in first"): normalisers, aligners,
+fusion methods and query-analyzer rules, each a name, a one-line description and a declared
+parameter schema; and the component file a plugin is.
+
+A component file is SQL/Jinja holding one macro named like the component, after a Jinja comment
+whose YAML declares it (docs/fuse.md, "Writing a component"):
+
+    {#- kind: normalizer, name, description, parameters: {p: {type, min, max, default, …}} -#}
+    {% macro name(params) %}…{% endmacro %}
+
+The built-ins are declared the same way in sql/fuse/components/builtins.yaml (their SQL is the
+branch of their name in sql/fuse/_normalizers.sql and sql/fuse/fused.sql). Where components
+come from, and how a recipe's are checked: fuse/plugins.py."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+from ..core.errors import PolicyError
+from ..core.policy import Choice, Flag, Number, load_yaml
+from ..core.render import environment
+
+KINDS = ("normalizer", "aligner", "fusion", "query_rule")
+BUILTIN = "built-in"
+PARAMETER_TYPES = ("number", "integer", "boolean", "choice")
+MISSING_POLICIES = ("zero", "skip")
+# what each kind's macro takes, after `params`: the SQL it reads (docs/fuse.md)
+INPUTS = {
+    "normalizer": (),
+    "aligner": ("value",),
+    "fusion": ("source_sum",),
+    "query_rule": ("query_text",),
+}
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HEADER = re.compile(r"\s*\{#-?(.*?)-?#\}", re.DOTALL)
+_HEADER_KEYS = {"kind", "name", "description", "parameters", "default_missing", "weighted", "needs"}
+# what a normaliser may declare it reads beyond the list's own columns (fused.sql then counts it)
+NEEDS = ("n_candidates",)
+_PARAMETER_KEYS = {
+    "type",
+    "min",
+    "max",
+    "min_open",
+    "max_open",
+    "choices",
+    "default",
+    "description",
+}
+_REQUIRED = object()  # a parameter without a default
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One declared parameter of a component: its type, bounds or choices, and default."""
+
+    name: str
+    type: str
+    min: float | None = None
+    max: float | None = None
+    min_open: bool = False
+    max_open: bool = False
+    choices: tuple[str, ...] = ()
+    default: Any = _REQUIRED
+    description: str = ""
+
+    @property
+    def required(self) -> bool:
+        return self.default is _REQUIRED
+
+    def check(self, key: str, value: Any) -> Any:
+        if self.type == "boolean":
+            return Flag().check(key, value)
+        if self.type == "choice":
+            return Choice(self.choices).check(key, value)
+        integer = self.type == "integer"
+        return Number(self.min, self.max, self.min_open, self.max_open, integer).check(key, value)
+
+    def as_record(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"name": self.name, "type": self.type}
+        if self.type in ("number", "integer"):
+            record |= {"min": self.min, "max": self.max}
+            record |= {"min_open": self.min_open, "max_open": self.max_open}
+        if self.choices:
+            record["choices"] = list(self.choices)
+        record["required"] = self.required
+        record["default"] = None if self.required else self.default
+        return record | ({"description": self.description} if self.description else {})
+
+
+@dataclass(frozen=True)
+class Component:
+    """A registered component. `origin`: built-in, the plugin path as the recipe gives it, or the
+    entry point; `location`: where its text was read (for messages only)."""
+
+    kind: str
+    name: str
+    description: str
+    origin: str
+    parameters: tuple[Parameter, ...] = ()
+    recipe_keys: tuple[str, ...] = ()  # a built-in's parameters: the recipe keys it reads
+    default_missing: str = ""  # a fusion method's: zero or skip
+    weighted: bool = False  # a fusion method that reads the source weights
+    needs: tuple[str, ...] = ()  # a normaliser's columns beyond the list's: NEEDS
+
+    @property
+    def needs_candidates(self) -> bool:
+        return "n_candidates" in self.needs
+
+    text: str | None = None  # None for a built-in
+    location: str = BUILTIN
+
+    @property
+    def builtin(self) -> bool:
+        return self.text is None
+
+    @property
+    def sha256(self) -> str | None:
+        return None if self.text is None else sha256_of(self.text)
+
+    def macro(self) -> Any:
+        """The component's Jinja macro (a built-in has none: its SQL is a template's branch)."""
+        if self.text is None:
+            raise PolicyError(f"{self.kind} {self.name} is built in: it has no macro of its own")
+        return _compiled(self.text, self.name, self.location)
+
+    def resolved(self, given: Mapping[str, Any], key: str) -> dict[str, Any]:
+        """`given` (the recipe's values, at `key`) checked against the schema, defaults added."""
+        declared = {p.name: p for p in self.parameters}
+        for name in given:
+            if name not in declared:
+                known = ", ".join(declared) or "none"
+                raise PolicyError(
+                    f"{key}.{name}: {self.kind} {self.name} has no parameter {name!r} "
+                    f"(parameters: {known})"
+                )
+        values: dict[str, Any] = {}
+        for parameter in self.parameters:
+            if parameter.name in given:
+                values[parameter.name] = parameter.check(
+                    f"{key}.{parameter.name}", given[parameter.name]
+                )
+            elif parameter.required:
+                raise PolicyError(
+                    f"{key}.{parameter.name} is required by {self.kind} {self.name} "
+                    f"({self.location}), which gives it no default"
+                )
+            else:
+                values[parameter.name] = parameter.default
+        return values
+
+    def as_record(self) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "kind": self.kind,
+            "name": self.name,
+            "origin": self.origin,
+            "description": self.description,
+            "parameters": [p.as_record() for p in self.parameters],
+        }
+        if self.recipe_keys:
+            record["recipe_keys"] = list(self.recipe_keys)
+        if self.kind == "fusion":
+            record |= {"default_missing": self.default_missing, "weighted": self.weighted}
+        if self.needs:
+            record["needs"] = list(self.needs)
+        return record | ({"sha256": self.sha256} if self.sha256 else {})
+
+
+@dataclass(frozen=True)
+class Call:
+    """A plugin's macro with its parameters bound, as fused.sql calls it: `call(*inputs)`."""
+
+    component: Component
+    params: dict[str, Any]
+
+    def __call__(self, *inputs: Any) -> str:
+        return str(self.component.macro()(self.params, *inputs))
+
+
+def component_files(path: Path, where: str) -> list[Path]:
+    """`path`'s component files: the file itself, or a folder's *.sql files by name."""
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        files = sorted(path.glob("*.sql"))
+        if not files:
+            raise PolicyError(f"{where}: folder {path} holds no *.sql component file")
+        return files
+    raise PolicyError(f"{where}: no component file or folder {path}")
+
+
+def read_component(path: Path, origin: str) -> Component:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PolicyError(f"{path}: cannot read ({exc})") from None
+    return parse_component(text, str(path), origin)
+
+
+def parse_component(text: str, location: str, origin: str) -> Component:
+    """A component from its file's text: the header declared, the macro there and well-formed."""
+    found = _HEADER.match(text)
+    if found is None:
+        raise PolicyError(
+            f"{location}: a component file starts with a {{#- … -#}} header of YAML "
+            "(kind, name, description, parameters)"
+        )
+    try:
+        header = load_yaml(found.group(1))
+    except yaml.YAMLError as exc:
+        problem = " ".join(str(getattr(exc, "problem", exc)).split())
+        raise PolicyError(f"{location}: the header is not valid YAML ({problem})") from None
+    component = declared_component(header, location, origin, builtin=False, text=text)
+    macro = component.macro()
+    expected = ("params", *INPUTS[component.kind])
+    if len(macro.arguments) != len(expected):
+        raise PolicyError(
+            f"{location}: macro {component.name}({', '.join(macro.arguments)}): "
+            f"{component.kind} macros take ({', '.join(expected)})"
+        )
+    return component
+
+
+def declared_component(
+    header: Any, location: str, origin: str, *, builtin: bool, text: str | None = None
+) -> Component:
+    if not isinstance(header, dict):
+        raise PolicyError(f"{location}: the header must be a YAML mapping")
+    allowed = _HEADER_KEYS | ({"recipe_keys"} if builtin else set())
+    for key in header:
+        if key not in allowed:
+            raise PolicyError(
+                f"{location}: unknown header key {key!r} ({', '.join(sorted(allowed))})"
+            )
+    for key in ("kind", "name", "description"):
+        if key not in header:
+            raise PolicyError(f"{location}: the header needs `{key}`")
+    kind = Choice(KINDS).check(f"{location}: kind", header["kind"])
+    name = header["name"]
+    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
+        raise PolicyError(f"{location}: name: {name!r} is not an identifier")
+    description = header["description"]
+    if not isinstance(description, str) or not description.strip() or "\n" in description.strip():
+        raise PolicyError(f"{location}: description must be one line of text")
+    fusion_only = [key for key in ("default_missing", "weighted") if key in header]
+    if kind != "fusion" and fusion_only:
+        raise PolicyError(f"{location}: {fusion_only[0]} is declared by a fusion method only")
+    if kind != "normalizer" and "needs" in header:
+        raise PolicyError(f"{location}: needs is declared by a normaliser only")
+    if kind == "fusion" and "default_missing" not in header:
+        raise PolicyError(f"{location}: a fusion method declares default_missing (zero or skip)")
+    return Component(
+        kind=kind,
+        name=name,
+        description=description.strip(),
+        origin=origin,
+        parameters=_parameters(header.get("parameters") or {}, location),
+        recipe_keys=tuple(header.get("recipe_keys") or ()),
+        default_missing=(
+            Choice(MISSING_POLICIES).check(
+                f"{location}: default_missing", header["default_missing"]
+            )
+            if kind == "fusion"
+            else ""
+        ),
+        weighted=Flag().check(f"{location}: weighted", header.get("weighted", False)),
+        needs=_needs(header.get("needs", []), location),
+        text=text,
+        location=location,
+    )
+
+
+def _needs(declared: Any, location: str) -> tuple[str, ...]:
+    if not isinstance(declared, list) or any(item not in NEEDS for item in declared):
+        raise PolicyError(
+            f"{location}: needs: expected a list of {', '.join(NEEDS)}, got {declared!r}"
+        )
+    return tuple(declared)
+
+
+def _parameters(declared: Any, location: str) -> tuple[Parameter, ...]:
+    if not isinstance(declared, dict):
+        raise PolicyError(f"{location}: parameters must map each name to its schema")
+    return tuple(_parameter(name, schema, location) for name, schema in declared.items())
+
+
+def _parameter(name: Any, schema: Any, location: str) -> Parameter:
+    where = f"{location}: parameters.{name}"
+    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
+        raise PolicyError(f"{where}: the name is not an identifier")
+    if not isinstance(schema, dict):
+        raise PolicyError(f"{where}: give its schema as a mapping ({{type: number, …}})")
+    for key in schema:
+        if key not in _PARAMETER_KEYS:
+            raise PolicyError(
+                f"{where}: unknown key {key!r} ({', '.join(sorted(_PARAMETER_KEYS))})"
+            )
+    kind = Choice(PARAMETER_TYPES).check(f"{where}.type", schema.get("type"))
+    numeric = kind in ("number", "integer")
+    for key in ("min", "max", "min_open", "max_open"):
+        if key in schema and not numeric:
+            raise PolicyError(f"{where}.{key}: only a number or an integer has bounds")
+    if ("choices" in schema) != (kind == "choice"):
+        raise PolicyError(f"{where}: a choice, and only a choice, lists its choices")
+    choices = schema.get("choices", [])
+    if kind == "choice" and (
+        not isinstance(choices, list) or not choices or not all(isinstance(c, str) for c in choices)
+    ):
+        raise PolicyError(f"{where}.choices: expected a non-empty list of strings")
+    parameter = Parameter(
+        name=name,
+        type=kind,
+        min=Number(nullable=True).check(f"{where}.min", schema.get("min")),
+        max=Number(nullable=True).check(f"{where}.max", schema.get("max")),
+        min_open=Flag().check(f"{where}.min_open", schema.get("min_open", False)),
+        max_open=Flag().check(f"{where}.max_open", schema.get("max_open", False)),
+        choices=tuple(choices),
+        description=str(schema.get("description", "")),
+    )
+    if "default" not in schema:
+        return parameter
+    default = parameter.check(f"{where}.default", schema["default"])
+    return replace(parameter, default=default)
+
+
+def sha256_of(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+_compiled_modules: dict[str, Any] = {}  # by the sha256 of their text
+
+
+def _compiled(text: str, name: str, location: str) -> Any:
+    """The macro `name` of a component's text, compiled once per text, in the environment of
+    every template (StrictUndefined, `lit`, `ident`)."""
+    digest = sha256_of(text)
+    if digest not in _compiled_modules:
+        _compiled_modules[digest] = _module(text, location)
+    module = _compiled_modules[digest]
+    macros = sorted(n for n in dir(module) if isinstance(getattr(module, n), jinja2.runtime.Macro))
+    if macros != [name]:
+        raise PolicyError(
+            f"{location}: must define one macro, {name} (private helpers start with _), "
+            f"not {', '.join(macros) or 'none'}"
+        )
+    return getattr(module, name)
+
+
+def _module(text: str, location: str) -> Any:
+    try:
+        module = environment().from_string(text).module
+    except jinja2.TemplateSyntaxError as exc:
+        raise PolicyError(f"{location}:{exc.lineno}: {exc.message}") from None
+    except jinja2.TemplateError as exc:
+        raise PolicyError(f"{location}: {exc}") from None
+    if str(module).strip():
+        raise PolicyError(f"{location}: renders text outside its macro")
+    return module
