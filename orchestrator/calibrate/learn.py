@@ -41,6 +41,7 @@ from ..core.progress import SILENT, Progress
 from ..core.session import Session
 from ..fuse.log import open_log
 from ..fuse.ltr import DEFAULT_FEATURES, MAX_LEAVES, MAX_TREES, feature_names
+from ..fuse.plugins import plugins_relative_to
 from ..fuse.recipe import FUSE_RECIPE, FusePlan, plan
 from ..metrics.catalog import parse_metrics
 from ..metrics.tables import open_qrels
@@ -187,6 +188,7 @@ def learn(
     # the report first: a failure of the recipe leaves no recipe naming a report not there
     with atomic_output_file(report_path, "--out (its report)", inputs, "json") as staging:
         staging.write_text(report_text, encoding="utf-8")
+    document = plugins_relative_to(document, Path(out))
     with atomic_output_file(out, "--out", inputs, "yaml") as staging:
         staging.write_text(dump_yaml(document, flow=None), encoding="utf-8")
     return LearnResult(Path(out), report_path, document, report, outcome)

@@ -32,6 +32,7 @@ from ..core.render import render
 from ..core.session import Session
 from ..core.version import __version__
 from ..fuse.log import open_log
+from ..fuse.plugins import plugins_relative_to
 from ..fuse.recipe import FUSE_RECIPE, FusePlan, plan, refuse_rerank
 from ..fuse.stages import FUSED_ITEMS, RANKED_LOG, fuse_graph
 from ..metrics.catalog import Metric, parse_metrics
@@ -149,6 +150,7 @@ def tune(
     document = recipe_document(
         result, chosen, version, {"log": opened.given, "qrels": judged.given}
     )
+    document = plugins_relative_to(document, Path(out))
     with atomic_output_file(out, "--out", inputs, "yaml") as staging:
         staging.write_text(dump_yaml(document), encoding="utf-8")
     if report_dir is not None:

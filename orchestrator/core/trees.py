@@ -128,6 +128,15 @@ def apply_override(
         rules = rules[part]
         if isinstance(rules, Omissible):
             rules = rules.rule
+        if getattr(rules, "keyed_values", False) and depth == len(parts) - 2:
+            # a mapping checked as a whole (a component's parameters): one of its keys set
+            values = node.setdefault(part, {})
+            if not isinstance(values, dict):
+                raise PolicyError(
+                    f"{label}: {root}{'.'.join(parts[: depth + 1])} must be a mapping"
+                )
+            values[parts[-1]] = value
+            return
         if depth == len(parts) - 1:
             if isinstance(rules, Mapping):
                 if not isinstance(value, dict):

@@ -8,6 +8,7 @@ used plugin's SQL through the templates' checks (`recipe_components`)."""
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -158,6 +159,23 @@ def locate_plugins(parameters: dict[str, Any], folder: Path) -> dict[str, Any]:
     return parameters | {"plugins": located}
 
 
+def plugins_relative_to(parameters: dict[str, Any], written: Path) -> dict[str, Any]:
+    """A recipe's recorded `plugins` for a copy of it written to the file `written` (tune, learn):
+    each path made relative to that file's folder, so the copy finds the files its original
+    found (an absolute path stays absolute)."""
+    if "plugins" not in parameters:
+        return parameters
+    rebased = []
+    for entry in parameters["plugins"]:
+        if PurePosixPath(entry["path"]).is_absolute():
+            rebased.append(dict(entry))
+            continue
+        location = Path(_stored(entry).location).resolve()
+        relative = os.path.relpath(location, Path(written).resolve().parent)
+        rebased.append({"path": Path(relative).as_posix(), "sha256": entry["sha256"]})
+    return parameters | {"plugins": rebased}
+
+
 def _is_recorded(entry: Any) -> bool:
     """A plugin entry as a loaded recipe records it: {path, sha256}."""
     return (
@@ -199,7 +217,10 @@ class PluginFiles:
 
 @dataclass(frozen=True)
 class ParameterValues:
-    """A component's parameter values (checked against its schema once the registry is known)."""
+    """A component's parameter values (checked against its schema once the registry is known);
+    --set-recipe and --grid may set one: component_params.<component>.<parameter>."""
+
+    keyed_values = True
 
     def check(self, key: str, value: Any) -> Any:
         if not isinstance(value, dict):

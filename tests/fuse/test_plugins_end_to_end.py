@@ -16,6 +16,7 @@ import duckdb
 import jinja2
 import pytest
 import sqlglot
+import yaml
 from click.testing import CliRunner
 
 from duckscore.cli import cli
@@ -151,3 +152,32 @@ def test_spark_runs_the_plugins_as_duckdb_does(tmp_path: Path) -> None:
         run(LOG, tmp_path / "duck", job)
         run_on_spark(LOG, tmp_path / "spark", job, shards=3)
     assert_same_outputs(tmp_path / "duck", tmp_path / "spark")
+
+
+@pytest.mark.parametrize("verb", ["tune", "learn"])
+def test_a_recipe_tune_or_learn_writes_elsewhere_finds_its_plugins(
+    tmp_path: Path, verb: str
+) -> None:
+    """tune and learn write a recipe whose plugin files stay where the recipe they started from
+    found them: its `plugins` are recorded relative to the written file's folder, so it loads
+    (and fuses) from there, and from a copy of that folder moved together with the plugins."""
+    written = tmp_path / "elsewhere" / "deeper" / f"{verb}.yaml"
+    written.parent.mkdir(parents=True)
+    options = {
+        "tune": ["--grid", "component_params.dismax.tie_breaker=0.1,0.3"],
+        "learn": ["--model", "linear", "--folds", "2"],
+    }[verb]
+    done = CliRunner().invoke(
+        cli,
+        ["-q", verb, "--log", str(LOG), "--qrels", str(SCIFACT / "qrels.parquet"),
+         "--recipe", str(RECIPE), *options, "--out", str(written)],
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    recorded = yaml.safe_load(written.read_text(encoding="utf-8"))["plugins"]
+    assert [(written.parent / e["path"]).resolve() for e in recorded] == [
+        RECIPE.parent / "components" / name for name in ("dismax.sql", "tanh_scaled.sql")
+    ]
+    assert not any(Path(e["path"]).is_absolute() for e in recorded)
+    fuse(LOG, tmp_path / "fused", str(written))
+    rows = duckdb.sql(f"SELECT count(*) FROM '{tmp_path / 'fused' / 'fused.parquet'}'").fetchall()
+    assert rows == [(40282,)]
