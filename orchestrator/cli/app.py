@@ -10,7 +10,7 @@ import click
 
 from ..core.errors import DuckscoreError
 from ..core.interrupts import catch_sigterm, interrupt_message
-from ..core.progress import Progress
+from .reporting import reporting
 
 
 class DuckscoreGroup(click.Group):
@@ -99,7 +99,7 @@ def cli(ctx: click.Context, progress: bool | None, quiet: bool) -> None:
     """
     if progress is None:
         progress = sys.stderr.isatty()
-    ctx.obj = Progress(enabled=progress and not quiet, warnings=not quiet)
+    ctx.with_resource(reporting(progress=progress and not quiet, warnings=not quiet))
 
 
 # the group's own options, also taken where users type them: after the command
