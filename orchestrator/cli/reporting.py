@@ -36,10 +36,8 @@ def reporting(progress: bool, warnings: bool) -> Iterator[None]:
     logger = logging.getLogger(PACKAGE_LOGGER)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(ProgressFormatter())
-    level = logging.INFO if progress else logging.WARNING
-    handler.setLevel(level)
     before = logger.level
-    logger.setLevel(level)
+    logger.setLevel(logging.INFO if progress else logging.WARNING)
     logger.addHandler(handler)
     try:
         yield
