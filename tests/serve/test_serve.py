@@ -114,6 +114,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     started.stop()
 
 
+def test_the_server_keeps_a_log_of_its_own(server: Server) -> None:
+    """The server's records go to its log (`LEVEL: message`, serve/server.py), which the
+    command line's handler of progress lines and warnings (cli/reporting.py) leaves alone."""
+    said = server.stderr.read_text(encoding="utf-8")
+    assert f"INFO: listening on http://127.0.0.1:{server.port} (SIGTERM" in said, said
+    assert "duckscore [" not in said and "duckscore: warning:" not in said
+
+
 def post(url: str, payload: Any, **kwargs: Any) -> httpx.Response:
     return httpx.post(f"{url}/v1/score", json=payload, timeout=60, **kwargs)
 
