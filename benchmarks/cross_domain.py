@@ -30,7 +30,6 @@ import pandas as pd
 from duckscore.calibrate.recalibrate import recalibrate
 from duckscore.calibrate.settings import CalibrationError
 from duckscore.common.defaults import DEFAULT_POLICY
-from duckscore.core.progress import SILENT
 from duckscore.core.resources import fixtures_dir
 from duckscore.metrics.labels import make_labels
 from duckscore.run.job import Job
@@ -70,7 +69,7 @@ def auroc(score: np.ndarray, positive: np.ndarray) -> float:
 
 
 def decisions(policy: str, collection: str, out: Path) -> pd.DataFrame:
-    run(fixture(collection, "retrieval_log.parquet"), out, Job(policy=policy), progress=SILENT)
+    run(fixture(collection, "retrieval_log.parquet"), out, Job(policy=policy))
     return pd.read_parquet(out / "queries.parquet")
 
 

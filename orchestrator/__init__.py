@@ -6,6 +6,7 @@ imported on first use so that the command line starts fast; ds.DuckscoreError, t
 error a user can fix (core/errors.py, which imports nothing).
 """
 
+import logging
 import sys
 import types
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 from .core.errors import DuckscoreError
 
 __version__ = "0.1.0"
+# steps and warnings are logging (core/reporting.py): silent unless the caller configures it
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 __all__ = ["DuckscoreError", "answers", "connect", "eval", "fuse", "run", "score", "scorer"]
 API = ("answers", "connect", "eval", "fuse", "run", "score", "scorer")
 

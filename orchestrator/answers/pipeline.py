@@ -14,12 +14,14 @@ from ..core.connection import EngineSettings
 from ..core.inputs import Table
 from ..core.outputs import check_output_dir
 from ..core.policy import Policy, load_policy
-from ..core.progress import SILENT, Progress
+from ..core.reporting import module_logger
 from ..core.session import Relations, Session, folder_of
 from ..core.validate import check_references
 from .policy import ANSWER_POLICY
 from .stages import render_answers, render_contract
 from .tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
+
+logger = module_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,6 @@ def score_answers(
     events: Table | None = None,
     overrides: list[str] | None = None,
     settings: EngineSettings | None = None,
-    progress: Progress = SILENT,
     connection: duckdb.DuckDBPyConnection | None = None,
 ) -> AnswersResult:
     """Score logged answers into `out_dir`: answers.parquet, contract.jsonl, manifest.json and the
@@ -50,16 +51,16 @@ def score_answers(
         "--out",
         {"--answers": answers, "--citations": citations, "--chunks": chunks, "--events": events},
     )
-    with Session(settings, progress, connection=connection) as session:
-        progress.step(f"checking inputs (policy {loaded.version})")
+    with Session(settings, connection=connection) as session:
+        logger.info(f"checking inputs (policy {loaded.version})")
         open_answer_inputs(session, loaded, answers, citations, chunks, events)
-        progress.step(f"scoring {session.inputs['answers'].rows:,} answers")
+        logger.info(f"scoring {session.inputs['answers'].rows:,} answers")
         with_events = events is not None
         answers_sql = render_answers(loaded, with_events, ordered=False)
         session.create("scored_answers", answers_sql)
         contract_sql = render_contract(loaded, with_events, standalone=False)
         session.check(contract_sql)
-        progress.step("writing outputs")
+        logger.info("writing outputs")
         with session.publish(out_dir) as out:
             out.copy(
                 "answers.parquet", "SELECT * FROM scored_answers ORDER BY answer_id", answers_sql

@@ -17,8 +17,8 @@ from ..core.connection import EngineSettings
 from ..core.errors import InputError, WhitelistError
 from ..core.outputs import check_output_dir
 from ..core.policy import Policy, load_policy
-from ..core.progress import SILENT, Progress
 from ..core.render import ident, render
+from ..core.reporting import module_logger
 from ..core.session import Session
 from ..core.tables import OpenedInput
 from .gates import gates_report
@@ -35,6 +35,8 @@ from .policy import (
 from .rules import Rule, check_rules_match_criteria, load_rules, rule_record
 from .tables import check_synonym_conflicts, check_synonyms, open_bid_inputs
 from .whitelist import Compiled, parse_condition
+
+logger = module_logger(__name__)
 
 # output file -> (stage, sort keys)
 STAGE_OUTPUTS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -86,7 +88,6 @@ def score_bids(
     rules: str | Path | None = None,
     overrides: list[str] | None = None,
     settings: EngineSettings | None = None,
-    progress: Progress = SILENT,
 ) -> BidsResult:
     """Evaluate the bids of `input_dir` into `out_dir` (nothing is written unless all succeeds)."""
     loaded = load_policy(BID_POLICY, policy, overrides)
@@ -96,8 +97,8 @@ def score_bids(
     rules_path = Path(rules) if rules is not None else input_dir / "rules.yaml"
     rule_list = load_rules(rules_path) if rules is not None or rules_path.is_file() else []
     check_output_dir(out_dir, "--out", {"--input": input_dir, "--rules": rules})
-    with Session(settings, progress) as session:
-        progress.step(f"checking inputs in {input_dir} (policy {loaded.version})")
+    with Session(settings) as session:
+        logger.info(f"checking inputs in {input_dir} (policy {loaded.version})")
         opened = open_bid_inputs(session, input_dir)
         check_rules_match_criteria(session, rule_list, rules_path)
         branches = sql_branches(session, opened["queries"])
@@ -120,7 +121,7 @@ def score_bids(
                 "bids/bids.sql", final="synonym_conflicts", order_by=by_term, **context
             )
             check_synonym_conflicts(session, opened, conflicts, params)
-        progress.step(f"scoring {opened['evaluations'].rows:,} supplier evaluations")
+        logger.info(f"scoring {opened['evaluations'].rows:,} supplier evaluations")
         stage_sql = {
             stage: render("bids/bids.sql", final=stage, order_by=keys, **context)
             for stage, keys in [*STAGE_OUTPUTS.values(), *((m, ()) for m in MATERIALISED)]
@@ -133,7 +134,7 @@ def score_bids(
         gates_sql = render("bids/gates.sql", **context)
         session.check(contract_sql)
         session.check(gates_sql)
-        progress.step("writing outputs")
+        logger.info("writing outputs")
         with session.publish(out_dir) as out:
             for name, (stage, keys) in STAGE_OUTPUTS.items():
                 sql = stage_sql[stage]

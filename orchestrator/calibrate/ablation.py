@@ -13,11 +13,13 @@ from typing import Any
 import pandas as pd
 
 from ..core.policy import Policy
-from ..core.progress import Progress
 from ..core.render import ColumnParameter, RenderedSQL, render
+from ..core.reporting import module_logger
 from ..core.session import Session
 from ..score.policy import WEIGHTS
 from .settings import CalibrationError, CalibrationSettings, Fit
+
+logger = module_logger(__name__)
 
 GRID = tuple(i / 10 for i in range(11))
 MIN_GAIN = 0.002  # AUROC gains below this are noise (about 19 of SciFact's 9,558 good-bad pairs)
@@ -247,13 +249,13 @@ class Calibrator:
         return row
 
     def ablate(
-        self, fits: dict[str, Fit], bounds: dict[str, dict[str, list[float]]], progress: Progress
+        self, fits: dict[str, Fit], bounds: dict[str, dict[str, list[float]]]
     ) -> list[dict[str, Any]]:
         """§9.3, coordinate by coordinate; returns the step table (in-sample and held-out AUC)."""
         table = [self._step_record(fits, bounds, "base", None)]
         for round_no in range(1, self.settings.passes + 1):
             for name in self.tuned:
-                progress.step(f"ablation pass {round_no}: {name}")
+                logger.info(f"ablation pass {round_no}: {name}")
                 rows, options = [], {}
                 for fit in fits.values():
                     changes = candidate_values(fit.parameters, name, self.tuned)

@@ -37,7 +37,7 @@ from ..core.policy import (
     load_policy,
     policy_from_parameters,
 )
-from ..core.progress import SILENT, Progress
+from ..core.reporting import module_logger
 from ..core.session import Session
 from ..fuse.log import open_log
 from ..fuse.ltr import DEFAULT_FEATURES, MAX_LEAVES, MAX_TREES, feature_names
@@ -50,6 +50,8 @@ from .ltr_fit import Fitted, ModelSettings, fit, lightgbm_module
 from .tune import check_counts, create_fused_view, evaluate_grid, grid_recipe, paired_p_value
 from .tune_grid import TuneError, assign_folds, grid_points, parse_grid
 from .tune_grid import select as select_grid_point
+
+logger = module_logger(__name__)
 
 MAX_GRADE = 30  # lambdarank's default label_gain has 31 grades
 
@@ -84,7 +86,6 @@ def learn(
     version: str | None = None,
     permutations: int = 10_000,
     settings: EngineSettings | None = None,
-    progress: Progress = SILENT,
 ) -> LearnResult:
     """Fit `model` on `qrels` over the features of `recipe` fused from `log`; write the learned
     recipe to `out` and its report beside it. `grid` (tune's `--grid`) adds the recipe tuned
@@ -108,8 +109,8 @@ def learn(
     axes = parse_grid(grid) if grid else []
     points = grid_points(axes) if axes else []
     grid_recipes = [grid_recipe(recipe, fixed, point) for point in points]
-    with Session(settings, progress) as session:
-        progress.step(f"checking inputs (base recipe {base.version})")
+    with Session(settings) as session:
+        logger.info(f"checking inputs (base recipe {base.version})")
         opened, base_plan = open_log(session, log, base)
         if len(base_plan.sources) < 2:
             raise InputError(
@@ -136,14 +137,14 @@ def learn(
         if folds > len(queries):
             raise TuneError(f"--folds {folds}: more folds than the {len(queries)} judged queries")
         assignment = assign_folds(queries, folds, model.seed)
-        progress.step(f"fitting {model.kind} on {len(names)} features, {folds} folds + all")
+        logger.info(f"fitting {model.kind} on {len(names)} features, {folds} folds + all")
         fold_of = table["query_id"].map(assignment).to_numpy()
         fitted = [
             _fit_rows(table, names, fold_of != fold, model) for fold in range(folds)
         ]  # fmt: skip
         final = _fit_rows(table, names, np.ones(len(table), dtype=bool), model)
         recipes = [training_with(training, f) for f in [*fitted, final]]
-        progress.step(f"evaluating {len(recipes) + 1 + len(grid_recipes)} recipes in one query")
+        logger.info(f"evaluating {len(recipes) + 1 + len(grid_recipes)} recipes in one query")
         per_query = evaluate_grid(session, base_plan, [base, *recipes, *grid_recipes], parsed[0])
         values = [
             dict(zip(group["query_id"], group["value"]))

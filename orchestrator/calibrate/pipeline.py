@@ -30,8 +30,8 @@ from ..core.connection import EngineSettings
 from ..core.errors import DuckscoreError
 from ..core.inputs import Table
 from ..core.policy import Policy, at_written_precision, load_policy, policy_from_parameters
-from ..core.progress import SILENT, Progress
 from ..core.render import lit
+from ..core.reporting import module_logger
 from ..core.session import Session
 from ..fuse.log import open_log
 from ..fuse.recipe import FUSE_RECIPE, recipe_record, recipe_record_from_manifest
@@ -55,6 +55,8 @@ from .recalibration import QUANTILE_LEVELS, QUANTILES_KEY
 from .report import build_report, write_report
 from .settings import CLASSES, DEFAULT_SETTINGS, CalibrationError, CalibrationSettings, Fit
 from .tables import keep_labels_in, open_labels
+
+logger = module_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,6 @@ def calibrate(
     settings: CalibrationSettings = DEFAULT_SETTINGS,
     report_dir: str | Path | None = None,
     engine: EngineSettings | None = None,
-    progress: Progress = SILENT,
 ) -> CalibrationResult:
     """Calibrate `base` on labelled queries and write the new policy YAML to `out`."""
     settings.check()
@@ -94,8 +95,8 @@ def calibrate(
         )
     base_policy = load_policy(SCORE_POLICY, base)
     loaded_recipe = None if log is None else load_policy(FUSE_RECIPE, recipe, recipe_overrides)
-    with Session(engine, progress) as session:
-        progress.step(f"checking inputs (base policy {base_policy.version})")
+    with Session(engine) as session:
+        logger.info(f"checking inputs (base policy {base_policy.version})")
         inputs = open_inputs(
             session, labels, features, log, loaded_recipe, qrels, base_policy, settings
         )
@@ -108,13 +109,13 @@ def calibrate(
         names = ["all"] + [f"fold{k}" for k in range(settings.folds)]
         fits = {n: Fit(n, {k: base_policy.parameters[k] for k in calibrator.tuned}) for n in names}
         bounds = calibrator.reference_bounds(names) if calibrator.reference else {}
-        progress.step(
+        logger.info(
             f"ablation of {', '.join(calibrator.tuned)} on {len(label_frame)} labelled queries, "
             f"{settings.folds}-fold"
         )
-        ablation = calibrator.ablate(fits, bounds, progress)
+        ablation = calibrator.ablate(fits, bounds)
 
-        progress.step("thresholds (§9.2)")
+        logger.info("thresholds (§9.2)")
         calibrator.score_candidates(
             [calibrator.row(f, "train", 0, {}, bounds) for f in fits.values()]
         )
@@ -132,7 +133,7 @@ def calibrate(
                 f"overlap too much for §9.2's quantile thresholds (try --thresholds precision)"
             )
 
-        progress.step("validation on held-out queries")
+        logger.info("validation on held-out queries")
         policies = {
             n: policy_from_parameters(
                 SCORE_POLICY,
@@ -146,7 +147,7 @@ def calibrate(
         probability: dict[str, Any] | None = None
         training: pd.DataFrame | None = None
         if settings.probability != "none":
-            progress.step("probability of a good answer (issue 24)")
+            logger.info("probability of a good answer (issue 24)")
             policies, probability, training = with_probability(
                 session, policies, label_frame, settings
             )
@@ -197,7 +198,7 @@ def calibrate(
         score_distribution(decisions[decisions["fit"] == "all"], parameters),
     )
     if report_dir is not None:
-        progress.step(f"writing the report to {report_dir}")
+        logger.info(f"writing the report to {report_dir}")
         write_report(Path(report_dir), report, decisions, title=f"duckscore calibration: {version}")
     return CalibrationResult(Path(out), document, fits, decisions, ablation, training)
 
@@ -240,9 +241,7 @@ def open_inputs(
     if missing:
         check_label_counts(counts, settings, where, labelled, option)
     if plan is not None:
-        session.progress.step(
-            f"parent features of {opened.rows:,} hits (recipe {plan.recipe.version})"
-        )
+        logger.info(f"parent features of {opened.rows:,} hits (recipe {plan.recipe.version})")
         session.materialise(fuse_graph(plan).subgraph([FEATURES]))
     check_evidence_columns(session, base_policy, f"{option} ({opened.given})")
     if qrels is not None:

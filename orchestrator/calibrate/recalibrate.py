@@ -32,8 +32,8 @@ from ..core.errors import DuckscoreError
 from ..core.inputs import Table
 from ..core.outputs import check_output_file
 from ..core.policy import Policy, at_written_precision, load_policy, policy_from_parameters
-from ..core.progress import SILENT, Progress
 from ..core.render import RenderedSQL, render
+from ..core.reporting import module_logger
 from ..core.session import Session
 from ..core.version import __version__
 from ..fuse.log import open_log
@@ -58,6 +58,8 @@ from .recalibration import (
 from .recalibration_summary import collapsed_band, decision_mix, medians
 from .settings import CalibrationError
 from .tables import keep_labels_in, open_labels
+
+logger = module_logger(__name__)
 
 DISTRIBUTION_KEYS = ("base_rate", "below_T_low", "below_T_high", "hitl")
 ADAPT_METHODS = ("quantile", "prior")
@@ -87,7 +89,6 @@ def recalibrate(
     version: str | None = None,
     allow_recipe_mismatch: bool = False,
     engine: EngineSettings | None = None,
-    progress: Progress = SILENT,
 ) -> RecalibrationResult:
     """Adapt the calibrated `policy` to the domain of `log` and write the new policy to `out`."""
     if folds < 2:
@@ -101,10 +102,10 @@ def recalibrate(
     old = load_policy(SCORE_POLICY, policy)
     block, recorded = _calibration_of(old, adapt)
     loaded_recipe = recipe_for_policy(old, recipe, recipe_overrides, allow_recipe_mismatch)
-    with Session(engine, progress) as session:
+    with Session(engine) as session:
         opened, plan = open_log(session, log, loaded_recipe)
         where = f"--log ({opened.given})"
-        progress.step(
+        logger.info(
             f"scoring {opened.rows:,} hits with {old.version} (recipe {loaded_recipe.version})"
         )
         session.materialise(fuse_graph(plan).subgraph([FEATURES]))
@@ -146,7 +147,7 @@ def recalibrate(
         report["decisions"] = decision_mix(session, new_policy, new_decisions, labelled)
         collapsed = collapsed_band(new_policy, new_decisions, report)
         if collapsed is not None:
-            progress.warn(collapsed)
+            logger.warning(collapsed)
         report["p_good_mean"] = float(new_decisions["p_good"].mean())
         if labelled is None:
             report["base_rate"] = report["p_good_mean"]

@@ -7,8 +7,11 @@ import pandas as pd
 
 from ..core.errors import InputError
 from ..core.inputs import Table
+from ..core.reporting import module_logger
 from ..core.session import Session
 from ..core.tables import Column, OpenedInput, TableContract
+
+logger = module_logger(__name__)
 
 LABELS = TableContract(
     name="labels",
@@ -55,7 +58,7 @@ def keep_labels_in(
             f"e.g. {_examples(session, table)}"
         )
     if missing:
-        session.progress.warn(
+        logger.warning(
             f"--labels: {missing} of {labelled} labelled query ids do not occur in "
             f"{input_option}; {doing} on the other {labelled - missing}"
         )

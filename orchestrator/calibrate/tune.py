@@ -27,8 +27,8 @@ from ..core.errors import PolicyError
 from ..core.inputs import Table
 from ..core.outputs import atomic_output_dir, atomic_output_file, check_output_file
 from ..core.policy import Policy, dump_yaml, load_policy
-from ..core.progress import SILENT, Progress
 from ..core.render import render
+from ..core.reporting import module_logger
 from ..core.session import Session
 from ..core.version import __version__
 from ..fuse.log import open_log
@@ -49,6 +49,8 @@ from .tune_grid import (
     parse_grid,
 )
 from .tune_grid import select as select_grid_point
+
+logger = module_logger(__name__)
 
 GRID_KIND = replace(FUSE_RECIPE, override_option="--grid")  # errors name --grid
 KEY_WIDTH = 6  # grid point keys g000001: … (the base recipe is g000000:)
@@ -90,7 +92,6 @@ def tune(
     report_dir: str | Path | None = None,
     permutations: int = 10_000,
     settings: EngineSettings | None = None,
-    progress: Progress = SILENT,
 ) -> TuneResult:
     """Choose the grid point of `recipe` (with `recipe_overrides`, fixed) with the best
     `metric` on `qrels`; write it to `out`."""
@@ -108,12 +109,12 @@ def tune(
     base = load_policy(FUSE_RECIPE, recipe, fixed)
     refuse_rerank(base, "tune")
     recipes = [base] + [grid_recipe(recipe, fixed, point) for point in points]
-    with Session(settings, progress) as session:
-        progress.step(f"checking inputs (base recipe {base.version})")
+    with Session(settings) as session:
+        logger.info(f"checking inputs (base recipe {base.version})")
         opened, base_plan = open_log(session, log, base)
         judged, _ = open_qrels(session, qrels)
         session.execute("CREATE OR REPLACE TEMP TABLE tune_qrels AS SELECT * FROM eval_qrels")
-        progress.step(f"{len(points)} grid points of {opened.rows:,} hits, {parsed[0].key}")
+        logger.info(f"{len(points)} grid points of {opened.rows:,} hits, {parsed[0].key}")
         per_query = evaluate_grid(session, base_plan, recipes, parsed[0])
         if per_query.empty:
             raise TuneError(f"--qrels ({judged.given}): no judged query to tune on")
@@ -127,7 +128,7 @@ def tune(
         assignment = assign_folds(queries, folds, seed)
         selection = select_grid_point(values[1:], assignment)
         base_mean = math.fsum(values[0].values()) / len(queries)
-        progress.step(f"paired randomization test over {len(queries):,} queries")
+        logger.info(f"paired randomization test over {len(queries):,} queries")
         p_value = paired_p_value(
             session, parsed[0], selection.held_out, values[0], permutations, seed
         )
@@ -203,7 +204,7 @@ def evaluate_grid(
             final=final,
         )
         session.create(name, rendered, view=True)
-    session.progress.step(f"evaluating {len(recipes)} recipes in one query")
+    logger.info(f"evaluating {len(recipes)} recipes in one query")
     session.create("tune_per_query", render_per_query([metric], "rank"))
     return session.frame(
         f"SELECT CAST(substr(query_id, 2, {KEY_WIDTH}) AS INTEGER) AS grid_point, "

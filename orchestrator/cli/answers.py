@@ -7,13 +7,15 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ..core.reporting import module_logger
 from .app import cli
 from .options import engine_options, out_dir_option, policy_options
 from .summary import written
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
-    from ..core.progress import Progress
+
+logger = module_logger(__name__)
 
 
 @cli.command()
@@ -43,9 +45,7 @@ if TYPE_CHECKING:
 @out_dir_option()
 @policy_options("answer_v1", "levels.high_at_least=80")
 @engine_options
-@click.pass_obj
 def answers(
-    progress: Progress,
     answers: str,
     citations: str,
     chunks: str,
@@ -70,7 +70,7 @@ def answers(
     from ..answers.pipeline import score_answers
 
     result = score_answers(
-        answers, citations, chunks, out_dir, policy, events, list(overrides), settings, progress
+        answers, citations, chunks, out_dir, policy, events, list(overrides), settings
     )
-    progress.step(f"done: {result.answers:,} answers -> {out_dir}")
+    logger.info(f"done: {result.answers:,} answers -> {out_dir}")
     written(f"scored {result.answers:,} answers", out_dir, result.manifest)

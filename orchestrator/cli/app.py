@@ -10,7 +10,7 @@ import click
 
 from ..core.errors import DuckscoreError
 from ..core.interrupts import catch_sigterm, interrupt_message
-from ..core.progress import Progress
+from .reporting import reporting
 
 
 class DuckscoreGroup(click.Group):
@@ -99,7 +99,12 @@ def cli(ctx: click.Context, progress: bool | None, quiet: bool) -> None:
     """
     if progress is None:
         progress = sys.stderr.isatty()
-    ctx.obj = Progress(enabled=progress and not quiet, warnings=not quiet)
+    if ctx.invoked_subcommand not in OWN_LOG:
+        ctx.with_resource(reporting(progress=progress and not quiet, warnings=not quiet))
+
+
+# commands whose records go to a log of their own: a server's (serve/server.py, on the root logger)
+OWN_LOG = frozenset({"serve"})
 
 
 # the group's own options, also taken where users type them: after the command

@@ -8,13 +8,15 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ..core.reporting import module_logger
 from .app import DuckscoreGroup, cli
 from .options import engine_options, out_dir_option, policy_options
 from .summary import written
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
-    from ..core.progress import Progress
+
+logger = module_logger(__name__)
 
 HEADLINE_OUTPUTS = (  # named first in the line a run prints
     "contract.jsonl",
@@ -49,9 +51,7 @@ HEADLINE_OUTPUTS = (  # named first in the line a run prints
 )
 @policy_options("bid_v1", "hitl.min_confidence=0.7")
 @engine_options
-@click.pass_obj
 def bids(
-    progress: Progress,
     input_dir: Path,
     out_dir: Path,
     rules: Path | None,
@@ -77,8 +77,8 @@ def bids(
     from ..bids.gates import describe_failures
     from ..bids.pipeline import score_bids
 
-    result = score_bids(input_dir, out_dir, policy, rules, list(overrides), settings, progress)
-    progress.step(f"done: {result.evaluations:,} supplier evaluations -> {out_dir}")
+    result = score_bids(input_dir, out_dir, policy, rules, list(overrides), settings)
+    logger.info(f"done: {result.evaluations:,} supplier evaluations -> {out_dir}")
     written(
         f"scored {result.evaluations:,} supplier evaluations",
         out_dir,

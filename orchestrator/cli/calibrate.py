@@ -8,12 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..core.reporting import module_logger
 from .app import cli
 from .options import F, OutputPath, engine_options, out_file_option, recipe_options
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
-    from ..core.progress import Progress
+
+logger = module_logger(__name__)
 
 
 def _p_good_threshold(name: str, default: float, meaning: str) -> Callable[[F], F]:
@@ -127,9 +129,7 @@ def _p_good_threshold(name: str, default: float, meaning: str) -> Callable[[F], 
     help="Seed of the fold assignment and the bootstrap.",
 )
 @engine_options
-@click.pass_obj
 def calibrate(
-    progress: Progress,
     features: str | None,
     log: str | None,
     recipe: str,
@@ -197,7 +197,6 @@ def calibrate(
         settings=chosen,
         report_dir=report_dir,
         engine=settings,
-        progress=progress,
     )
     validation = result.document["metadata"]["validation"]
     for name, check in validation["targets"].items():
@@ -211,7 +210,7 @@ def calibrate(
         click.echo(f"{name:28s} {value:>7s}  (target {check['target']:g}: {state}{pooled})")
     if "probability" in validation:
         _echo_probability(validation["probability"])
-    progress.step(f"done: policy {result.document['score_policy_version']} -> {out_path}")
+    logger.info(f"done: policy {result.document['score_policy_version']} -> {out_path}")
 
 
 def _policy_file(name_or_path: str) -> bool:

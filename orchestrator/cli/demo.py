@@ -12,7 +12,6 @@ from .options import engine_options, out_dir_option
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
-    from ..core.progress import Progress
 
 
 @cli.group(cls=DuckscoreGroup, invoke_without_command=True)
@@ -30,16 +29,15 @@ def demo(ctx: click.Context, out_dir: Path, settings: EngineSettings) -> None:
         return
     from ..demo.scifact import run_demo
 
-    click.echo(run_demo(out_dir, settings, ctx.obj))
+    click.echo(run_demo(out_dir, settings))
 
 
 @demo.command("bids")
 @out_dir_option(default="duckscore-bids-demo")
 @engine_options
-@click.pass_obj
-def demo_bids(progress: Progress, out_dir: Path, settings: EngineSettings) -> None:
+def demo_bids(out_dir: Path, settings: EngineSettings) -> None:
     """Score the bundled tender (fixtures/bids/tender: two tenants, several suppliers) with
     policy bid_v1 and its rules.yaml, and print one line per supplier."""
     from ..demo.tender import run_tender_demo
 
-    click.echo(run_tender_demo(out_dir, settings, progress))
+    click.echo(run_tender_demo(out_dir, settings))

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..core.reporting import module_logger
 from .app import cli
 from .options import (
     engine_options,
@@ -20,7 +21,8 @@ from .summary import written
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
-    from ..core.progress import Progress
+
+logger = module_logger(__name__)
 
 
 @cli.command()
@@ -37,9 +39,7 @@ if TYPE_CHECKING:
     "fused.parquet only: fusion alone, the like-for-like of ranx.",
 )
 @engine_options
-@click.pass_obj
 def fuse(
-    progress: Progress,
     log: Any,
     out_dir: Path,
     recipe: str,
@@ -66,10 +66,10 @@ def fuse(
     from ..fuse.pipeline import fuse as run_fuse
 
     result = run_fuse(
-        log, out_dir, recipe, list(recipe_overrides), settings, progress, explain,
+        log, out_dir, recipe, list(recipe_overrides), settings, explain,
         features=features, rerank_scores=rerank_scores,
     )  # fmt: skip
-    progress.step(f"done: {result.fused_rows:,} fused items -> {out_dir}")
+    logger.info(f"done: {result.fused_rows:,} fused items -> {out_dir}")
     hits, sources = result.manifest["inputs"]["log"]["rows"], len(result.manifest["sources"])
     written(
         f"fused {result.fused_rows:,} items from {hits:,} hits of {sources} sources",

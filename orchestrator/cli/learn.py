@@ -7,12 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..core.reporting import module_logger
 from .app import cli
 from .options import engine_options, judged_recipe_options, out_file_option
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
-    from ..core.progress import Progress
+
+logger = module_logger(__name__)
 
 
 @cli.command()
@@ -66,9 +68,7 @@ if TYPE_CHECKING:
     "--version", metavar="NAME", help="recipe_id of the new recipe (default: <base>_ltr_<hash>)."
 )
 @engine_options
-@click.pass_obj
 def learn(
-    progress: Progress,
     log: Any,
     qrels_path: str,
     recipe: str,
@@ -121,7 +121,6 @@ def learn(
         folds=folds,
         version=version,
         settings=settings,
-        progress=progress,
     )
     click.echo(format_summary(result.outcome, result.document["recipe_id"]))
-    progress.step(f"done: {result.document['recipe_id']} -> {out_path}, {result.report_path}")
+    logger.info(f"done: {result.document['recipe_id']} -> {out_path}, {result.report_path}")

@@ -9,13 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..core.reporting import module_logger
 from ..metrics.catalog import DEFAULT_LABEL_K, DEFAULT_METRICS, MAX_K, TESTS
 from .app import cli
 from .options import OutputPath, engine_options, out_file_option, run_and_qrels_options
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
-    from ..core.progress import Progress
+
+logger = module_logger(__name__)
 
 
 @cli.command(name="eval")
@@ -124,12 +126,11 @@ def eval_command(
     the table prints `< 0.0001`, the JSON p_value 0 and p_value_below 1/(permutations + 1).
     JSON never holds NaN or Infinity (null instead).
     """
-    progress: Progress = ctx.obj
     if baseline_path is not None:
         if per_query_path is not None:
             raise click.UsageError("--per-query is not supported with --baseline")
         _compare(baseline_path, run_path, qrels_path, metrics, as_json,
-                 (test, alpha, permutations, seed), settings, progress)  # fmt: skip
+                 (test, alpha, permutations, seed), settings)  # fmt: skip
         return
     chosen = [f"--{p.name}" for p in ctx.command.params
               if p.name in ("test", "alpha", "permutations", "seed")
@@ -145,7 +146,7 @@ def eval_command(
 
     if per_query_path is not None:
         _check_output(per_query_path, "--per-query", run_path, qrels_path)
-    result = run_evaluation(run_path, qrels_path, metrics, settings, progress)
+    result = run_evaluation(run_path, qrels_path, metrics, settings)
     refuse_no_shared_query(result)
     if per_query_path is not None:
         write_per_query(result.per_query, per_query_path, result.inputs)
@@ -153,7 +154,7 @@ def eval_command(
         click.echo(json_line(result.means))
     else:
         click.echo(format_table(result))
-    progress.step(f"done: {result.queries:,} queries evaluated")
+    logger.info(f"done: {result.queries:,} queries evaluated")
 
 
 def json_line(value: Any) -> str:
@@ -180,13 +181,12 @@ def _compare(
     as_json: bool,
     test_options: tuple[str, float, int, int],
     settings: EngineSettings,
-    progress: Progress,
 ) -> None:
     from ..metrics.significance import compare_runs, format_comparison
 
     test, alpha, permutations, seed = test_options
     result = compare_runs(run_path, baseline_path, qrels_path, metrics, test, alpha,
-                          permutations, seed, settings, progress)  # fmt: skip
+                          permutations, seed, settings)  # fmt: skip
     if as_json:
         click.echo(json_line({m.metric: {"run": m.run, "baseline": m.baseline,
                                          "difference": m.difference, "p_value": m.p_value,
@@ -215,9 +215,7 @@ def _compare(
     help="Cutoff: a query with no relevant document in the top k is bad.",
 )
 @engine_options
-@click.pass_obj
 def labels_command(
-    progress: Progress,
     run_path: str,
     qrels_path: str,
     out_path: Path,
@@ -251,10 +249,10 @@ def labels_command(
     from ..metrics.labels import format_summary, run_labels, write_labels
 
     _check_output(out_path, "--out", run_path, qrels_path)
-    result = run_labels(run_path, qrels_path, k, settings, progress)
+    result = run_labels(run_path, qrels_path, k, settings)
     write_labels(result.labels, out_path, result.inputs)
     click.echo(format_summary(result))
-    progress.step(f"done: {result.queries:,} queries labelled -> {out_path}")
+    logger.info(f"done: {result.queries:,} queries labelled -> {out_path}")
 
 
 def _check_output(path: Path, option: str, run_path: str, qrels_path: str) -> None:

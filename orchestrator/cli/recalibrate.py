@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..core.reporting import module_logger
 from .app import cli
 from .options import (
     allow_recipe_mismatch_option,
@@ -18,7 +19,8 @@ from .options import (
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
-    from ..core.progress import Progress
+
+logger = module_logger(__name__)
 
 
 @cli.command()
@@ -64,9 +66,7 @@ if TYPE_CHECKING:
     "--seed", default=0, show_default=True, type=click.IntRange(0, 2**32 - 1), help="Fold seed."
 )
 @engine_options
-@click.pass_obj
 def recalibrate(
-    progress: Progress,
     policy: str,
     log: Any,
     recipe: str | None,
@@ -102,11 +102,10 @@ def recalibrate(
         version=version,
         allow_recipe_mismatch=allow_recipe_mismatch,
         engine=settings,
-        progress=progress,
     )
     for line in summary_lines(result.report, result.document["score_policy_version"]):
         click.echo(line)
-    progress.step(f"done: policy {result.document['score_policy_version']} -> {out_path}")
+    logger.info(f"done: policy {result.document['score_policy_version']} -> {out_path}")
 
 
 LABELS_TO_CHECK = 30  # the labels that check a label-free recalibration (30-50 are enough)

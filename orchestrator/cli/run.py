@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..common.defaults import DEFAULT_POLICY
+from ..core.reporting import module_logger
 from .app import cli
 from .options import (
     allow_recipe_mismatch_option,
@@ -26,7 +27,8 @@ from .summary import decided, partitions_written, written
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
-    from ..core.progress import Progress
+
+logger = module_logger(__name__)
 
 
 @cli.command()
@@ -87,9 +89,7 @@ if TYPE_CHECKING:
 @explain_option
 @policy_options(DEFAULT_POLICY, "risk_flags.single_spike.max_score_norm_at_least=0.9")
 @engine_options
-@click.pass_obj
 def run(
-    progress: Progress,
     log: Any,
     out_dir: Path,
     queries: str | None,
@@ -142,7 +142,7 @@ def run(
         given, log_format = given_and_format(log)
         partitioned = run_partitioned(
             given, out_dir, partition_by, job, incremental=incremental, force=force,
-            progress=progress, log_format=log_format, compute=compute,
+            log_format=log_format, compute=compute,
         )  # fmt: skip
         partitions_written(partitioned)
         if partitioned.decisions is not None:
@@ -151,20 +151,16 @@ def run(
     if engine == "spark":
         from ..engines.spark import run_on_spark
 
-        spark_result = run_on_spark(
-            log, out_dir, job, shards=shards, master=spark_master, progress=progress
-        )
-        progress.step(
+        spark_result = run_on_spark(log, out_dir, job, shards=shards, master=spark_master)
+        logger.info(
             f"done on Spark: {spark_result.rows['queries']:,} queries, "
             f"{spark_result.rows['parents']:,} parents -> {out_dir}"
         )
         return
     from ..run.pipeline import run as run_pipeline
 
-    result = run_pipeline(
-        log, out_dir, job, queries=queries, progress=progress, rerank_scores=rerank_scores
-    )
-    progress.step(f"done: {result.queries:,} queries, {result.parents:,} parents -> {out_dir}")
+    result = run_pipeline(log, out_dir, job, queries=queries, rerank_scores=rerank_scores)
+    logger.info(f"done: {result.queries:,} queries, {result.parents:,} parents -> {out_dir}")
     written(
         f"fused and scored {result.parents:,} parents of {result.queries:,} queries",
         out_dir,

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..common.defaults import DEFAULT_POLICY
+from ..core.reporting import module_logger
 from .app import cli
 from .options import (
     allow_recipe_mismatch_option,
@@ -21,7 +22,8 @@ from .summary import decided, written
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
-    from ..core.progress import Progress
+
+logger = module_logger(__name__)
 
 
 @cli.command()
@@ -37,9 +39,7 @@ if TYPE_CHECKING:
 @policy_options(DEFAULT_POLICY, "risk_flags.single_spike.max_score_norm_at_least=0.9")
 @allow_recipe_mismatch_option
 @engine_options
-@click.pass_obj
 def score(
-    progress: Progress,
     features: str,
     out_dir: Path,
     queries: str | None,
@@ -68,10 +68,8 @@ def score(
 
     loaded = load_policy(SCORE_POLICY, policy, list(overrides))
     check_features_recipe(loaded, features, allow_recipe_mismatch)
-    result = run_score(
-        features, out_dir, policy, list(overrides), queries, top_n, settings, progress
-    )
-    progress.step(f"done: {result.queries:,} queries, {result.parents:,} parents -> {out_dir}")
+    result = run_score(features, out_dir, policy, list(overrides), queries, top_n, settings)
+    logger.info(f"done: {result.queries:,} queries, {result.parents:,} parents -> {out_dir}")
     written(
         f"scored {result.parents:,} parents of {result.queries:,} queries", out_dir, result.manifest
     )

@@ -7,12 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..core.reporting import module_logger
 from .app import cli
 from .options import OutputPath, engine_options, judged_recipe_options, out_file_option
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
-    from ..core.progress import Progress
+
+logger = module_logger(__name__)
 
 
 @cli.command()
@@ -46,9 +48,7 @@ if TYPE_CHECKING:
     help="Also write grid.csv (metric per grid point and fold) and folds.csv to this folder.",
 )
 @engine_options
-@click.pass_obj
 def tune(
-    progress: Progress,
     log: Any,
     qrels_path: str,
     recipe: str,
@@ -85,7 +85,6 @@ def tune(
         version=version,
         report_dir=report_dir,
         settings=settings,
-        progress=progress,
     )
     click.echo(format_summary(result))
-    progress.step(f"done: {result.document['recipe_id']} -> {out_path}")
+    logger.info(f"done: {result.document['recipe_id']} -> {out_path}")

@@ -43,12 +43,14 @@ from .graph import Graph
 from .inputs import Table, input_paths, open_input, schema_of
 from .manifest import build_manifest
 from .outputs import atomic_output_dir, write_json
-from .progress import SILENT, Progress
 from .render import RenderedSQL, ident, lit
+from .reporting import module_logger
 from .tables import OpenedInput, TableContract
 
 if TYPE_CHECKING:
     import pandas as pd
+
+logger = module_logger(__name__)
 
 Params = Mapping[str, Any] | Sequence[Any] | None  # named ($name) or positional (?) values
 
@@ -59,12 +61,10 @@ class Session:
     def __init__(
         self,
         settings: EngineSettings | None = None,
-        progress: Progress = SILENT,
         *,
         connection: duckdb.DuckDBPyConnection | None = None,
     ) -> None:
         self.settings = settings or EngineSettings()
-        self.progress = progress
         self._owns_connection = connection is None
         self._spill = spill_folder(self.settings) if connection is None else None
         self.con = connect(self.settings, self._spill) if connection is None else connection
@@ -168,7 +168,7 @@ class Session:
         pending = {stage.name: len(graph.readers(stage.name)) for stage in graph}
         for declared in graph:
             if out is not None and declared.step and declared.publications:
-                self.progress.step(declared.step)
+                logger.info(declared.step)
             inputs = declared.bound(names)
             stage = declared if declared.before is None else declared.before(self, inputs)
             if stage.keep == "stream" and (out is None or not stage.publications):

@@ -16,10 +16,12 @@ from ..calibrate.probability_report import ece_consistency
 from ..calibrate.report import evaluate_decisions
 from ..calibrate.settings import CalibrationSettings
 from ..core.connection import EngineSettings
-from ..core.progress import Progress
+from ..core.reporting import module_logger, silenced
 from ..core.session import Session
 from ..metrics.labels import make_labels
 from ..score.pipeline import score
+
+logger = module_logger(__name__)
 
 SPLIT_SEED = 0
 # the calibration the demo runs: two folds and one ablation pass keep it to seconds
@@ -30,31 +32,29 @@ SEED_DIR = "seed"  # the seed's reference policy, overall_v1, on the same featur
 SEED_POLICY = "overall_v1"
 
 
-def calibration_screen(
-    out_dir: Path, qrels: Path, settings: EngineSettings | None, progress: Progress
-) -> list[str]:
+def calibration_screen(out_dir: Path, qrels: Path, settings: EngineSettings | None) -> list[str]:
     """Calibrate on one half of the demo's labelled queries, score every query with the new
     policy into `out_dir`/calibrated/ and with the seed's overall_v1 into `out_dir`/seed/, and
     compare the two on the other half."""
-    labels = make_labels(out_dir / "fused.parquet", qrels, settings=settings)[["query_id", "label"]]
+    with silenced():  # the demo's own steps say what it does, not those of the work inside
+        labelled = make_labels(out_dir / "fused.parquet", qrels, settings=settings)
+    labels = labelled[["query_id", "label"]]
     half = labels["query_id"].map(assign_folds(labels, 2, SPLIT_SEED))
     learn, judge = labels[half == 0], labels[half == 1]
-    progress.step(f"calibrating overall_v2 on {len(learn)} labelled queries")
+    logger.info(f"calibrating overall_v2 on {len(learn)} labelled queries")
+    features = out_dir / "parent_features.parquet"
     result = calibrate(
         learn,
         out_dir / POLICY_FILE,
-        features=out_dir / "parent_features.parquet",
+        features=features,
         settings=DEMO_CALIBRATION,
         engine=settings,
-        progress=progress,
     )
-    calibrated = score(
-        out_dir / "parent_features.parquet",
-        out_dir / SCORES_DIR,
-        str(result.policy_path),
-        settings=settings,
-    )
-    score(out_dir / "parent_features.parquet", out_dir / SEED_DIR, SEED_POLICY, settings=settings)
+    with silenced():
+        calibrated = score(
+            features, out_dir / SCORES_DIR, str(result.policy_path), settings=settings
+        )
+        score(features, out_dir / SEED_DIR, SEED_POLICY, settings=settings)
     seed_policy = _judged(out_dir / SEED_DIR / "queries.parquet", judge)
     new_policy = _judged(out_dir / SCORES_DIR / "queries.parquet", judge)
     with Session(settings) as session:

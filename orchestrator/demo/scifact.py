@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core.connection import EngineSettings
-from ..core.progress import Progress
 from ..core.render import lit, render
+from ..core.reporting import silenced
 from ..core.resources import fixtures_dir
 from ..core.session import Session
 from ..metrics.retrieval import evaluate
@@ -21,19 +21,19 @@ def scifact_path(name: str) -> Path:
     return fixtures_dir() / "scifact" / name
 
 
-def run_demo(out_dir: Path, settings: EngineSettings | None, progress: Progress) -> str:
+def run_demo(out_dir: Path, settings: EngineSettings | None) -> str:
     out_dir = Path(out_dir)
     result = run(
         scifact_path("retrieval_log.parquet"),
         out_dir,
         Job(settings=settings),
         queries=scifact_path("queries.parquet"),
-        progress=progress,
     )
     rows = summarise(out_dir / "queries.parquet", settings)
-    means, _ = evaluate(
-        out_dir / "fused.parquet", scifact_path("qrels.parquet"), "ndcg@10,recall@100", settings
-    )
+    with silenced():  # the demo's summary says what the evaluation found
+        means, _ = evaluate(
+            out_dir / "fused.parquet", scifact_path("qrels.parquet"), "ndcg@10,recall@100", settings
+        )
     lines = [
         f"SciFact demo: {result.queries} queries, recipe {result.recipe.version}, "
         f"policy {result.policy.version}",
@@ -47,7 +47,7 @@ def run_demo(out_dir: Path, settings: EngineSettings | None, progress: Progress)
     lines += [
         f"({result.policy.version} was calibrated on these queries' labels: in-sample)",
         "",
-        *calibration_screen(out_dir, scifact_path("qrels.parquet"), settings, progress),
+        *calibration_screen(out_dir, scifact_path("qrels.parquet"), settings),
         "",
         f"outputs in {out_dir}/: fused.parquet, parent_features.parquet, parents.parquet, "
         "queries.parquet, contract.jsonl, manifest.json, sql/,",

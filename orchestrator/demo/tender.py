@@ -7,15 +7,14 @@ from pathlib import Path
 
 from ..bids.pipeline import score_bids
 from ..core.connection import EngineSettings
-from ..core.progress import Progress
 from ..core.render import lit
 from ..core.resources import fixtures_dir
 from ..core.session import Session
 
 
-def run_tender_demo(out_dir: Path, settings: EngineSettings | None, progress: Progress) -> str:
+def run_tender_demo(out_dir: Path, settings: EngineSettings | None) -> str:
     tender = fixtures_dir() / "bids" / "tender"
-    result = score_bids(tender, out_dir, settings=settings, progress=progress)
+    result = score_bids(tender, out_dir, settings=settings)
     with Session(settings) as session:
         rows = session.con.execute(
             f"SELECT evaluation_id, supplier_id, total_score, confidence, risk_level, recommendation_status, "

@@ -27,11 +27,13 @@ import pyarrow.parquet as pq
 from ..common.extras import needs_extra
 from ..core.errors import DuckscoreError
 from ..core.outputs import atomic_output_dir, write_json
-from ..core.progress import SILENT, Progress
+from ..core.reporting import module_logger
 from ..fuse.recipe import refuse_rerank
 from ..run.graph import RUN_OUTPUTS
 from ..run.job import DEFAULT_JOB, Job
 from ..run.pipeline import run
+
+logger = module_logger(__name__)
 
 # the Parquet outputs of the run graph's stages (contract.jsonl travels as its lines)
 TABLES = tuple(Path(name).stem for name in RUN_OUTPUTS if name.endswith(".parquet"))
@@ -146,7 +148,6 @@ def run_on_spark(
     *,
     shards: int = 8,
     master: str | None = None,
-    progress: Progress = SILENT,
 ) -> SparkRunResult:
     """`duckscore run` with Spark sharding the log by query_id. Outputs: Parquet datasets
     fused.parquet/, parent_features.parquet/, parents.parquet/, queries.parquet/ (folders of
@@ -157,7 +158,7 @@ def run_on_spark(
     if shards < 1:
         raise DuckscoreError(f"--shards must be at least 1, got {shards}")
     spark = spark_session(master)
-    progress.step(
+    logger.info(
         f"reading {log} on Spark ({spark.sparkContext.master}), {shards} shards by query_id"
     )
     with spark_failures("reading the log"):

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.outputs import write_json
-from ..core.progress import Progress
+from ..core.reporting import module_logger
 from ..run.incremental import Compute, Computed, PartitionJob
 from ..run.partitions import Partition
 from .spark import (
@@ -28,6 +28,8 @@ from .spark import (
     write_table,
 )
 
+logger = module_logger(__name__)
+
 TAG = "duckscore_partition"
 
 
@@ -35,12 +37,12 @@ def compute_on_spark(shards: int, master: str | None) -> Compute:
     """A Compute running the partitions as one Spark job with `shards` query_id shards."""
 
     def compute(
-        job: PartitionJob, partitions: Sequence[Partition], scratch: Path, progress: Progress
+        job: PartitionJob, partitions: Sequence[Partition], scratch: Path
     ) -> Iterator[Computed]:
         if not partitions:
             return
         spark = spark_session(master)
-        progress.step(
+        logger.info(
             f"{len(partitions)} partitions on Spark ({spark.sparkContext.master}), "
             f"{shards} shards by query_id"
         )

@@ -13,12 +13,14 @@ from ..core.connection import EngineSettings
 from ..core.inputs import Table
 from ..core.outputs import check_output_dir
 from ..core.policy import Policy, load_policy
-from ..core.progress import SILENT, Progress
+from ..core.reporting import module_logger
 from ..core.session import Relations, Session, folder_of
 from .log import open_log, open_rerank_scores
 from .recipe import FUSE_RECIPE
 from .stages import fuse_graph, keeps_source_parents, manifest_fields
 from .traces import TraceLog
+
+logger = module_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,6 @@ def fuse(
     recipe: str = DEFAULT_RECIPE,
     overrides: list[str] | None = None,
     settings: EngineSettings | None = None,
-    progress: Progress = SILENT,
     explain: bool = True,
     connection: duckdb.DuckDBPyConnection | None = None,
     features: bool = True,
@@ -49,11 +50,11 @@ def fuse(
     re-ranker's scores (query_id, item_id, rerank_score) a recipe's rerank block reads."""
     loaded = load_policy(FUSE_RECIPE, recipe, overrides)
     check_output_dir(out_dir, "--out", {"--log": log, "--rerank-scores": rerank_scores})
-    with Session(settings, progress, connection=connection) as session:
-        progress.step(f"checking the log (recipe {loaded.version})")
+    with Session(settings, connection=connection) as session:
+        logger.info(f"checking the log (recipe {loaded.version})")
         opened, fuse_plan = open_log(session, log, loaded)
         open_rerank_scores(session, rerank_scores, fuse_plan)
-        progress.step(f"{opened.rows:,} hits from {len(fuse_plan.sources)} sources")
+        logger.info(f"{opened.rows:,} hits from {len(fuse_plan.sources)} sources")
         graph = fuse_graph(
             fuse_plan,
             explain=explain,

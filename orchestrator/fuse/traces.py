@@ -32,11 +32,14 @@ from ..core.connection import first_line
 from ..core.errors import InputError, OptionError, QueryError
 from ..core.inputs import Derived, FileSet, Table, create_numbered_view, fingerprint, resolve_files
 from ..core.render import RenderedSQL, ident, lit, render
+from ..core.reporting import module_logger
 from ..core.session import Session
 from ..core.tables import Column, InputFile, TableContract
 from ..core.validate import FILE_COLUMN, MAX_COUNT, MAX_COUNT_SHOWN, ROW_COLUMN, raw_view
 from . import LOG_FORMATS
 from .contract import RETRIEVAL_LOG
+
+logger = module_logger(__name__)
 
 DOCUMENTS = "attributes.retrieval.documents"
 QUERY = "attributes.input.value"
@@ -305,14 +308,14 @@ def _hits(
         ordered = sorted(derived, key=lambda counted: list(_RULES).index(counted[0]))
         counts = ", ".join(f"{_RULES[rule]} ({int(n):,})" for rule, n in ordered)
         total = sum(int(n) for _, n in derived)
-        session.progress.warn(
+        logger.warning(
             f"{where}: {_count(total, 'document')} without an id {'is' if total == 1 else 'are'} "
             f"given one by the first rule that applies: {counts}; --doc-id KEY names a "
             "metadata key instead (docs/traces.md#documents-without-an-id)"
         )
     if unscored:
         one = unscored == 1
-        session.progress.warn(
+        logger.warning(
             f"{where}: {_count(unscored, 'document')} in "
             f"{_count(unscored_lists, 'list')} {'has' if one else 'have'} no {_SCORE[template]} "
             f"beside documents with one: {'it is' if one else 'each is'} given the score -rank "
@@ -321,7 +324,7 @@ def _hits(
         )
     if ensembles:
         it, is_, its = ("it", "is", "its") if ensembles == 1 else ("them", "are", "their")
-        session.progress.warn(
+        logger.warning(
             f"{where}: {_count(ensembles, 'retrieval span')} with retrieval spans below {it} "
             f"(nested retrievers) {is_} left out: {its} documents are {its} children's, "
             "already fused, and the children are fused instead (docs/traces.md#nested-retrievers)"

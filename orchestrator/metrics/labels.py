@@ -30,12 +30,14 @@ from ..core.connection import EngineSettings
 from ..core.errors import DuckscoreError
 from ..core.inputs import Table
 from ..core.outputs import write_frame
-from ..core.progress import SILENT, Progress
 from ..core.render import ColumnParameter, RenderedSQL, render
+from ..core.reporting import module_logger
 from ..core.session import Session
 from ..core.tables import OpenedInput
 from .catalog import DEFAULT_LABEL_K, MAX_K
 from .tables import UNJUDGED_RUN_QUERIES, open_judged_run
+
+logger = module_logger(__name__)
 
 LABELS = ("good", "ambiguous", "bad")
 COLUMNS = ("query_id", "label", "top1_doc_id", "first_relevant_rank", "n_relevant")
@@ -101,13 +103,12 @@ def run_labels(
     qrels: Table,
     k: int = DEFAULT_LABEL_K,
     settings: EngineSettings | None = None,
-    progress: Progress = SILENT,
 ) -> LabelsResult:
     """`make_labels` with everything the CLI reports: counts, columns used, rendered SQL."""
     k = check_k(k)
-    with Session(settings, progress) as session:
+    with Session(settings) as session:
         judged = open_judged_run(session, run, qrels)
-        progress.step(
+        logger.info(
             f"labelling {judged.run.rows:,} run rows against {judged.qrels.rows:,} judgments"
         )
         rendered = render_labels(k, judged.order_by)

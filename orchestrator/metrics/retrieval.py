@@ -26,8 +26,8 @@ from ..core.connection import EngineSettings
 from ..core.errors import InputError
 from ..core.inputs import Table
 from ..core.outputs import write_frame
-from ..core.progress import SILENT, Progress
 from ..core.render import RenderedSQL, render
+from ..core.reporting import module_logger
 from ..core.session import Session
 from ..core.tables import OpenedInput
 from .catalog import DEFAULT_METRICS, Metric, parse_metrics
@@ -35,6 +35,8 @@ from .tables import UNJUDGED_RUN_QUERIES, open_judged_run
 
 if TYPE_CHECKING:
     import pandas as pd
+
+logger = module_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,6 @@ def evaluate(
     qrels: Table,
     metrics: str | Sequence[str] = DEFAULT_METRICS,
     settings: EngineSettings | None = None,
-    progress: Progress = SILENT,
 ) -> tuple[dict[str, float], pd.DataFrame]:
     """Evaluate `run` against `qrels` (each a path, glob, folder or DataFrame).
 
@@ -129,7 +130,7 @@ def evaluate(
     evaluated query: query_id, n_relevant, n_retrieved and one column per metric.
     Raises a DuckscoreError subclass naming the problem for bad metrics or inputs.
     """
-    result = run_evaluation(run, qrels, metrics, settings, progress)
+    result = run_evaluation(run, qrels, metrics, settings)
     return result.means, result.per_query
 
 
@@ -138,15 +139,14 @@ def run_evaluation(
     qrels: Table,
     metrics: str | Sequence[str] = DEFAULT_METRICS,
     settings: EngineSettings | None = None,
-    progress: Progress = SILENT,
     connection: duckdb.DuckDBPyConnection | None = None,
     run_label: str = "--run",
 ) -> EvalResult:
     """`evaluate` with everything the CLI reports: query counts, columns used, rendered SQL."""
     parsed = parse_metrics(metrics)
-    with Session(settings, progress, connection=connection) as session:
+    with Session(settings, connection=connection) as session:
         judged = open_judged_run(session, run, qrels, run_label)
-        progress.step(
+        logger.info(
             f"evaluating {judged.run.rows:,} run rows against {judged.qrels.rows:,} judgments"
         )
         per_query_sql = render_per_query(parsed, judged.order_by)

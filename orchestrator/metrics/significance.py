@@ -17,11 +17,13 @@ from dataclasses import dataclass
 from ..core.connection import EngineSettings
 from ..core.errors import InputError
 from ..core.inputs import Table
-from ..core.progress import SILENT, Progress
 from ..core.render import ident, lit, render
+from ..core.reporting import module_logger
 from ..core.session import Session
 from .catalog import DEFAULT_METRICS, TESTS
 from .retrieval import EvalResult, no_coverage, run_evaluation
+
+logger = module_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,6 @@ def compare_runs(
     permutations: int = 10_000,
     seed: int = 42,
     settings: EngineSettings | None = None,
-    progress: Progress = SILENT,
 ) -> Comparison:
     """The run against the baseline on every metric (see the module doc)."""
     if test not in TESTS:
@@ -67,13 +68,13 @@ def compare_runs(
         raise InputError(f"--alpha {alpha}: between 0 and 1")
     if permutations < 1:
         raise InputError(f"--permutations {permutations}: at least 1")
-    evaluated = run_evaluation(run, qrels, metrics, settings, progress)
-    against = run_evaluation(baseline, qrels, metrics, settings, progress, run_label="--baseline")
+    evaluated = run_evaluation(run, qrels, metrics, settings)
+    against = run_evaluation(baseline, qrels, metrics, settings, run_label="--baseline")
     for result in (evaluated, against):
         refuse_no_coverage(result)
     if evaluated.queries < 2:
         raise InputError(f"--qrels: {evaluated.queries} evaluated queries; a test needs 2 or more")
-    with Session(settings, progress) as session:
+    with Session(settings) as session:
         for name, result in (("run_per_query", evaluated), ("baseline_per_query", against)):
             session.register(name, result.per_query)
             session.execute(f"CREATE TEMP TABLE {name}_long AS {_long(result, name)}")
@@ -82,7 +83,7 @@ def compare_runs(
             "b.value AS baseline_value FROM run_per_query_long AS r "
             "JOIN baseline_per_query_long AS b USING (metric, query_id)"
         )
-        progress.step(f"{test} test over {evaluated.queries:,} queries")
+        logger.info(f"{test} test over {evaluated.queries:,} queries")
         rendered = render(
             "metrics/significance.sql",
             inputs={"paired": "paired"},

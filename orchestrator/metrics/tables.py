@@ -14,8 +14,11 @@ from dataclasses import dataclass
 from ..core.errors import InputError
 from ..core.inputs import Table, open_input
 from ..core.render import ident
+from ..core.reporting import module_logger
 from ..core.session import Session
 from ..core.tables import Column, OpenedInput, TableContract
+
+logger = module_logger(__name__)
 
 RUN_DOC_COLUMNS = ("doc_id", "parent_id", "item_id")
 QRELS_DOC_COLUMNS = ("doc_id", "parent_id")
@@ -91,7 +94,7 @@ def open_judged_run(
     session: Session, run: Table, qrels: Table, run_label: str = "--run"
 ) -> JudgedRun:
     """The views eval_run and eval_qrels, each checked against its contract."""
-    session.progress.step("checking inputs")
+    logger.info("checking inputs")
     run_input, order_by, run_doc = open_run(session, run, run_label)
     qrels_input, qrels_doc = open_qrels(session, qrels)
     return JudgedRun(run_input, qrels_input, order_by, run_doc, qrels_doc)

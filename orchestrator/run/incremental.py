@@ -30,8 +30,8 @@ from ..core.errors import InputError, OptionError, OutputError
 from ..core.inputs import Table
 from ..core.outputs import OutputTarget, check_output_dir, output_target
 from ..core.policy import Policy
-from ..core.progress import SILENT, Progress
 from ..core.render import lit
+from ..core.reporting import module_logger, silenced
 from ..core.session import Session
 from ..fuse.log import open_log
 from ..fuse.recipe import refuse_rerank
@@ -58,6 +58,8 @@ from .partitions import (
 )
 from .pipeline import run
 from .publish import Publisher
+
+logger = module_logger(__name__)
 
 RETRIEVAL_LOG = "retrieval_log"
 QUERIES = "queries"  # the output folder of the partitions' queries files (publish.py's _place)
@@ -112,18 +114,19 @@ class Computed(NamedTuple):
 
 
 # computes the partitions into folders under the scratch folder, yielding each when it is done
-Compute = Callable[[PartitionJob, Sequence[Partition], Path, Progress], Iterator[Computed]]
+Compute = Callable[[PartitionJob, Sequence[Partition], Path], Iterator[Computed]]
 
 
 def compute_on_duckdb(
-    job: PartitionJob, partitions: Sequence[Partition], scratch: Path, progress: Progress
+    job: PartitionJob, partitions: Sequence[Partition], scratch: Path
 ) -> Iterator[Computed]:
     """One `run` per partition, in turn: each is staged (and published) before the next
     starts."""
     for number, partition in enumerate(partitions, 1):
-        progress.step(f"{partition.name} ({number}/{len(partitions)}): fusing and scoring")
+        logger.info(f"{partition.name} ({number}/{len(partitions)}): fusing and scoring")
         folder = scratch / partition.name
-        result = run(job.log_of(partition), folder, job.job)
+        with silenced():  # the partition's line above, the decisions of all of them after
+            result = run(job.log_of(partition), folder, job.job)
         rows = {Path(name).stem: r["rows"] for name, r in result.manifest["outputs"].items()}
         yield Computed(partition, folder, rows, result.decisions)
 
@@ -148,7 +151,6 @@ def run_partitioned(
     *,
     incremental: bool = False,
     force: bool = False,
-    progress: Progress = SILENT,
     log_format: str = RETRIEVAL_LOG,
     compute: Compute = compute_on_duckdb,
 ) -> PartitionedResult:
@@ -165,9 +167,9 @@ def run_partitioned(
     try:
         with output_target(out_dir, inputs=[p.folder for p in partitions]) as target:
             ledger = _ledger_of(target, key)
-            unlisted = _unlisted(target, ledger, progress)
-            plan = _plan(target, ledger, partitions, decided, incremental, force, progress)
-            progress.step(
+            unlisted = _unlisted(target, ledger)
+            plan = _plan(target, ledger, partitions, decided, incremental, force)
+            logger.info(
                 f"{len(partitions)} partitions by {key}: {len(plan.stale)} to compute, "
                 f"{len(plan.kept)} kept"
             )
@@ -177,7 +179,7 @@ def run_partitioned(
             done: list[Computed] = []
             try:
                 publisher.clear(f"{key}={value}" for value in unlisted)
-                for computed in compute(each, plan.stale, publisher.scratch, progress):
+                for computed in compute(each, plan.stale, publisher.scratch):
                     partition, folder, rows = computed.partition, computed.folder, computed.rows
                     entry = publisher.stage(
                         partition, folder, rows, plan.records[partition.value], versions
@@ -192,7 +194,7 @@ def run_partitioned(
                 publisher.publish()
             finally:
                 publisher.close()
-            decisions = _decided(target.destination, done, each, loaded_policy, progress)
+            decisions = _decided(target.destination, done, each, loaded_policy)
     except BaseException as exc:
         finished = publisher.finished if publisher else 0
         if finished:  # what an interrupt message says the output keeps
@@ -209,7 +211,6 @@ def _decided(
     computed: Sequence[Computed],
     job: PartitionJob,
     policy: Policy,
-    progress: Progress,
 ) -> DecisionCounts | None:
     """How the policy decided the queries of the partitions this run computed, read back from
     their published queries files, with the warnings a run prints about them; None when none
@@ -226,7 +227,7 @@ def _decided(
         return None
     with Session(job.job.settings) as session:
         session.execute(f"CREATE TEMP VIEW decided AS FROM read_parquet({lit(files)})")
-        return counted_and_warned(session, policy, progress, "decided")
+        return counted_and_warned(session, policy, "decided")
 
 
 def _count(number: int, noun: str) -> str:
@@ -246,7 +247,7 @@ def _ledger_of(target: OutputTarget, key: str) -> Ledger:
     return ledger or Ledger(key, {})
 
 
-def _unlisted(target: OutputTarget, ledger: Ledger, progress: Progress) -> list[str]:
+def _unlisted(target: OutputTarget, ledger: Ledger) -> list[str]:
     """The partitions the output holds and its ledger does not list: removed by the first
     revision (a deleted ledger: all of them, the log's computed again)."""
     key = ledger.partition_by
@@ -255,14 +256,14 @@ def _unlisted(target: OutputTarget, ledger: Ledger, progress: Progress) -> list[
     ]
     unlisted = [value for value in held if value not in ledger.entries]
     if unlisted and not (target.destination / LEDGER).exists():
-        progress.warn(
+        logger.warning(
             f"{target.shown}: {LEDGER} is missing: every partition of the log is computed again "
             f"and the {_count(len(unlisted), 'partition')} the output holds "
             f"{'is' if len(unlisted) == 1 else 'are'} replaced"
         )
     elif unlisted:
         names = ", ".join(f"{key}={value}" for value in unlisted[:3])
-        progress.warn(
+        logger.warning(
             f"{target.shown}: holds {_count(len(unlisted), 'partition')} its {LEDGER} does not "
             f"list ({names}{', …' * (len(unlisted) > 3)}): removed"
         )
@@ -276,7 +277,6 @@ def _plan(
     decided: dict[str, Any],
     incremental: bool,
     force: bool,
-    progress: Progress,
 ) -> Plan:
     """Which partitions to compute, keep and remove (see the module doc); refused when an
     incremental run would change the settings of the output without `force`."""
@@ -286,7 +286,7 @@ def _plan(
     other = [entry for entry in ledger.entries.values() if entry.settings != digest]
     gone = [e.partition for e in other if e.partition not in present] if incremental else []
     if other:
-        _other_settings(target, ledger, other, gone, decided, incremental and not force, progress)
+        _other_settings(target, ledger, other, gone, decided, incremental and not force)
     stale = []
     for partition in partitions:
         entry = ledger.entries.get(partition.value)
@@ -306,7 +306,7 @@ def _plan(
             None if value in present else damage_of(target.destination, key, ledger.entries[value])
         )
         if damage:
-            progress.warn(
+            logger.warning(
                 f"{key}={value}: {damage}, and the log has no such partition to compute it "
                 "again: kept as it is"
             )
@@ -320,7 +320,6 @@ def _other_settings(
     gone: list[str],
     decided: dict[str, Any],
     refused: bool,
-    progress: Progress,
 ) -> None:
     """Partitions computed with other settings than the run's: refused (one line), or said."""
     said = "; ".join(dict.fromkeys(d for entry in other for d in differences(entry, decided)))
@@ -343,7 +342,7 @@ def _other_settings(
         if gone
         else ""
     )
-    progress.warn(
+    logger.warning(
         f"{subject} computed with other settings ({said}): computed again under these, the "
         f"output moves to them at once, when all are done{no_log}"
     )
@@ -364,7 +363,8 @@ def _check_queries(
     with Session(job.job.settings) as session:
         session.execute("CREATE TEMP TABLE query_partitions (query_id VARCHAR, part VARCHAR)")
         for partition in stale:
-            open_log(session, job.log_of(partition), recipe)
+            with silenced():  # checked only, and as quietly as compute_on_duckdb runs it
+                open_log(session, job.log_of(partition), recipe)
             session.execute(
                 f"INSERT INTO query_partitions SELECT DISTINCT query_id, {lit(partition.name)} "
                 "FROM retrieval_log"

@@ -11,7 +11,7 @@ import duckdb
 from ..core.inputs import Table
 from ..core.outputs import check_output_dir
 from ..core.policy import Policy
-from ..core.progress import SILENT, Progress
+from ..core.reporting import module_logger
 from ..core.session import Relations, Session, folder_of
 from ..fuse.log import open_log, open_rerank_scores
 from ..fuse.stages import keeps_source_parents, manifest_fields
@@ -20,6 +20,8 @@ from ..score.stages import DecisionCounts, decided
 from ..score.tables import QUERY_IDS
 from .graph import run_graph
 from .job import DEFAULT_JOB, Job
+
+logger = module_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,6 @@ def run(
     job: Job = DEFAULT_JOB,
     *,
     queries: Table | None = None,
-    progress: Progress = SILENT,
     connection: duckdb.DuckDBPyConnection | None = None,
     rerank_scores: Table | None = None,
 ) -> RunResult:
@@ -51,8 +52,8 @@ def run(
     check_output_dir(
         out_dir, "--out", {"--log": log, "--queries": queries, "--rerank-scores": rerank_scores}
     )
-    with Session(job.settings, progress, connection=connection) as session:
-        progress.step(
+    with Session(job.settings, connection=connection) as session:
+        logger.info(
             f"checking the log (recipe {loaded_recipe.version}, policy {loaded_policy.version})"
         )
         # a log of trace spans: every trace with a retrieval span decides, even with no hit
@@ -62,7 +63,7 @@ def run(
             queries = trace_queries(session, log)
         if queries is not None:
             session.open("queries", QUERY_IDS, queries, "--queries")
-        progress.step(f"{opened.rows:,} hits from {len(fuse_plan.sources)} sources")
+        logger.info(f"{opened.rows:,} hits from {len(fuse_plan.sources)} sources")
         graph = run_graph(
             fuse_plan,
             loaded_policy,
@@ -75,7 +76,7 @@ def run(
         )
         with session.publish(out_dir) as out:
             session.materialise(graph, out)
-            decisions = decided(session, loaded_policy, progress)
+            decisions = decided(session, loaded_policy)
             manifest = out.manifest(
                 "run",
                 fuse_plan.recipe.as_record(),

@@ -14,11 +14,13 @@ from ..core.errors import DuckscoreError
 from ..core.inputs import Table
 from ..core.outputs import check_output_dir
 from ..core.policy import Policy, load_policy
-from ..core.progress import SILENT, Progress
+from ..core.reporting import module_logger
 from ..core.session import Relations, Session, folder_of
 from .policy import SCORE_POLICY
 from .stages import DecisionCounts, decided, score_graph
 from .tables import PARENT_FEATURES, QUERY_IDS
+
+logger = module_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,6 @@ def score(
     queries: Table | None = None,
     top_n: int = 5,
     settings: EngineSettings | None = None,
-    progress: Progress = SILENT,
     connection: duckdb.DuckDBPyConnection | None = None,
 ) -> ScoreResult:
     """Score parent features into `out_dir`: parents.parquet, queries.parquet, contract.jsonl,
@@ -48,18 +49,18 @@ def score(
         raise DuckscoreError(f"--top-n must be at least 1, got {top_n}")
     loaded = load_policy(SCORE_POLICY, policy, overrides)
     check_output_dir(out_dir, "--out", {"--features": features, "--queries": queries})
-    with Session(settings, progress, connection=connection) as session:
-        progress.step(f"checking inputs (policy {loaded.version})")
+    with Session(settings, connection=connection) as session:
+        logger.info(f"checking inputs (policy {loaded.version})")
         opened = session.open("features", PARENT_FEATURES, features, "--features")
         if queries is not None:
             session.open("queries", QUERY_IDS, queries, "--queries")
-        progress.step(f"{opened.rows:,} candidate parents")
+        logger.info(f"{opened.rows:,} candidate parents")
         graph = score_graph(
             loaded, top_n, with_query_ids=queries is not None, where=f"--features ({opened.given})"
         )
         with session.publish(out_dir) as out:
             session.materialise(graph, out)
-            decisions = decided(session, loaded, progress)
+            decisions = decided(session, loaded)
             manifest = out.manifest(
                 "score", loaded.as_record(), {"top_n": top_n, **session.settings.record()}
             )

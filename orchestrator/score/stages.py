@@ -10,12 +10,14 @@ from dataclasses import dataclass
 from ..core.errors import InputError, PolicyError
 from ..core.graph import Graph, Publication, Render, Stage
 from ..core.policy import Policy
-from ..core.progress import Progress
 from ..core.render import ColumnParameter, RenderedSQL, ident, render
+from ..core.reporting import module_logger
 from ..core.session import Session
 from .policy import BETA_CLIP, evidence_columns
 from .scale import scale_warning
 from .tables import PARENT_FEATURES, QUERY_IDS
+
+logger = module_logger(__name__)
 
 # the relations the score stages make, and what they read
 SCORED_PARENTS = "scored_parents"
@@ -253,9 +255,7 @@ WARN_FROM = 10  # queries: fewer say little about a policy's thresholds
 HITL_WARN_SHARE = 0.5
 
 
-def decided(
-    session: Session, policy: Policy, progress: Progress, table: str = SCORE_CONTRACT
-) -> DecisionCounts:
+def decided(session: Session, policy: Policy, table: str = SCORE_CONTRACT) -> DecisionCounts:
     """The decisions of `table` counted, and what looks wrong in them warned about."""
     counts = decision_counts(session, policy, table)
     off_scale = (
@@ -264,7 +264,7 @@ def decided(
         else None
     )
     for warning in counts.warnings(policy, off_scale):
-        progress.warn(warning)
+        logger.warning(warning)
     return counts
 
 

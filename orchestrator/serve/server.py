@@ -63,7 +63,14 @@ class ScorerSettings:
 def app_from_environment() -> Any:
     """uvicorn's factory for N workers: the app of the settings in DUCKSCORE_SERVE_SETTINGS."""
     settings = ScorerSettings.from_record(os.environ[SETTINGS_VARIABLE])
+    _server_log()
     return app_of(settings)
+
+
+def _server_log() -> None:
+    """The server's log on stderr, `LEVEL: message`, in the server and in each worker (where,
+    unconfigured, the package's NullHandler would keep an internal error's line unsaid)."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
 
 
 def app_of(settings: ScorerSettings) -> Any:
@@ -106,7 +113,7 @@ def serve(settings: ScorerSettings, host: str, port: int, workers: int = 1) -> N
     import uvicorn
 
     sock = listen(host, port)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
+    _server_log()
     common: dict[str, Any] = {"host": host, "port": port, "access_log": False, "lifespan": "on"}
     if workers > 1:
         os.environ[SETTINGS_VARIABLE] = settings.record()

@@ -21,7 +21,6 @@ import pytest
 
 from duckscore.core import interrupts, swap
 from duckscore.core.errors import OptionError
-from duckscore.core.progress import Progress
 from duckscore.run import incremental
 from duckscore.run.incremental import Computed, PartitionJob, compute_on_duckdb, run_partitioned
 from duckscore.run.job import Job
@@ -46,7 +45,7 @@ FILE_SYSTEM_CALLS = ("link", "rename", "replace", "mkdir", "rmdir", "unlink")
 
 
 def written_like_run(
-    job: PartitionJob, partitions: Sequence[Partition], scratch: Path, progress: Progress
+    job: PartitionJob, partitions: Sequence[Partition], scratch: Path
 ) -> Iterator[Computed]:
     """A Compute writing the files `run` writes (a few bytes each), without DuckDB."""
     for partition in partitions:
@@ -299,9 +298,9 @@ def interrupted_after(count: int) -> incremental.Compute:
     """compute_on_duckdb, stopped by Ctrl-C when `count` partitions are computed."""
 
     def compute(
-        job: PartitionJob, partitions: Sequence[Partition], scratch: Path, progress: Progress
+        job: PartitionJob, partitions: Sequence[Partition], scratch: Path
     ) -> Iterator[Computed]:
-        for number, computed in enumerate(compute_on_duckdb(job, partitions, scratch, progress)):
+        for number, computed in enumerate(compute_on_duckdb(job, partitions, scratch)):
             if number == count:
                 raise KeyboardInterrupt
             yield computed

@@ -114,6 +114,31 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     started.stop()
 
 
+def test_the_server_keeps_a_log_of_its_own(server: Server) -> None:
+    """The server's records go to its log (`LEVEL: message`, serve/server.py), which the
+    command line's handler of progress lines and warnings (cli/reporting.py) leaves alone."""
+    said = server.stderr.read_text(encoding="utf-8")
+    assert f"INFO: listening on http://127.0.0.1:{server.port} (SIGTERM" in said, said
+    assert "duckscore [" not in said and "duckscore: warning:" not in said
+
+
+def test_a_workers_errors_reach_its_log(tmp_path: Path) -> None:
+    """`--workers N`: the app of each worker (uvicorn's factory, in a process of its own) logs
+    as the server does."""
+    code = (
+        "import logging, os\n"
+        "from duckscore.run.job import Job\n"
+        "from duckscore.serve import server\n"
+        "os.environ[server.SETTINGS_VARIABLE] = server.ScorerSettings(Job()).record()\n"
+        "server.app_from_environment()\n"
+        "logging.getLogger('duckscore.serve').error('internal error on POST /v1/score: boom')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert (done.returncode, done.stderr) == (0, "ERROR: internal error on POST /v1/score: boom\n")
+
+
 def post(url: str, payload: Any, **kwargs: Any) -> httpx.Response:
     return httpx.post(f"{url}/v1/score", json=payload, timeout=60, **kwargs)
 
