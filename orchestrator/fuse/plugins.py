@@ -128,6 +128,8 @@ def entry_point_components() -> list[Component]:
 
 # plugin texts by sha256, as locate_plugins read them: a recipe's recorded {path, sha256}
 _STORE: dict[str, Component] = {}
+# where each text was read (one text may be read from several copies)
+_LOCATIONS: dict[str, set[Path]] = {}
 
 
 def locate_plugins(parameters: dict[str, Any], folder: Path) -> dict[str, Any]:
@@ -155,6 +157,7 @@ def locate_plugins(parameters: dict[str, Any], folder: Path) -> dict[str, Any]:
                     f"{expected[:12]}… recorded: the file changed since"
                 )
             _STORE.setdefault(digest, component)
+            _LOCATIONS.setdefault(digest, set()).add(file.resolve())
             located.append({"path": recorded, "sha256": digest})
     return parameters | {"plugins": located}
 
@@ -170,10 +173,19 @@ def plugins_relative_to(parameters: dict[str, Any], written: Path) -> dict[str, 
         if PurePosixPath(entry["path"]).is_absolute():
             rebased.append(dict(entry))
             continue
-        location = Path(_stored(entry).location).resolve()
-        relative = os.path.relpath(location, Path(written).resolve().parent)
+        relative = os.path.relpath(_read_from(entry), Path(written).resolve().parent)
         rebased.append({"path": Path(relative).as_posix(), "sha256": entry["sha256"]})
     return parameters | {"plugins": rebased}
+
+
+def _read_from(entry: Mapping[str, str]) -> Path:
+    """The file a recorded entry was read from: of the copies of its text read in this process,
+    the first whose path ends with the entry's (its `..` and `.` parts aside)."""
+    _stored(entry)  # refused if this process never read it
+    tail = [part for part in PurePosixPath(entry["path"]).parts if part not in ("..", ".")]
+    copies = sorted(_LOCATIONS[entry["sha256"]])
+    matching = [c for c in copies if list(c.parts[-len(tail) :]) == tail]
+    return (matching or copies)[0]
 
 
 def _is_recorded(entry: Any) -> bool:
