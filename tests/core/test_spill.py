@@ -30,6 +30,7 @@ def test_a_run_s_spill_folder_is_made_at_its_start_and_keeps_the_base(
         Session().close()  # another run, ended
         assert mine.is_dir()
         going.con.execute("SET memory_limit = '20MB'")
+        going.con.execute("SET threads = 1")  # a sort's per-thread buffers alone passed 20 MB
         going.con.execute("SET preserve_insertion_order = false")
         spilled = going.con.execute(
             "SELECT count(*) FROM (SELECT i, i::VARCHAR AS t FROM range(2000000) r(i) ORDER BY t)"
