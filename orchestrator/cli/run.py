@@ -13,7 +13,6 @@ from .options import (
     allow_recipe_mismatch_option,
     engine_options,
     explain_option,
-    given_and_format,
     log_option,
     out_dir_option,
     policy_options,
@@ -27,6 +26,7 @@ from .summary import decided, partitions_written, written
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
     from ..core.progress import Progress
+    from ..run.dispatch import Outcome
 
 
 @cli.command()
@@ -111,63 +111,44 @@ def run(
     settings: EngineSettings,
 ) -> None:
     """Fuse a retrieval log, then score its parents: every output of `fuse` and `score`."""
-    for needs_partitions, flag in ((incremental, "--incremental"), (force, "--force")):
-        if needs_partitions and partition_by is None:
-            raise click.UsageError(f"{flag} needs --partition-by")
-    if engine == "spark":
-        for refused, flag in ((queries is not None, "--queries"), (not explain, "--no-explain"),
-                              (rerank_scores is not None, "--rerank-scores"),
-                              (not isinstance(log, str), "--log-format"),
-                              (unsorted, "--unsorted")):  # fmt: skip
-            if refused:
-                raise click.UsageError(f"{flag} is not supported with --engine spark yet")
+    from ..run.dispatch import Engine, Unsupported, run_log
     from ..run.job import Job
 
     job = Job(
         recipe, policy, recipe_overrides, overrides, top_n, explain, allow_recipe_mismatch,
         settings, sorted_outputs=not unsorted,
     )  # fmt: skip
-    if partition_by is not None:
-        for refused, flag in ((queries is not None, "--queries"), (unsorted, "--unsorted"),
-                              (rerank_scores is not None, "--rerank-scores")):  # fmt: skip
-            if refused:
-                raise click.UsageError(f"{flag} is not supported with --partition-by")
-        from ..run.incremental import Compute, compute_on_duckdb, run_partitioned
-
-        compute: Compute = compute_on_duckdb
-        if engine == "spark":
-            from ..engines.spark_partitions import compute_on_spark
-
-            compute = compute_on_spark(shards, spark_master)
-        given, log_format = given_and_format(log)
-        partitioned = run_partitioned(
-            given, out_dir, partition_by, job, incremental=incremental, force=force,
-            progress=progress, log_format=log_format, compute=compute,
-        )  # fmt: skip
-        partitions_written(partitioned)
-        if partitioned.decisions is not None:
-            decided(partitioned.decisions)
-        return
-    if engine == "spark":
-        from ..engines.spark import run_on_spark
-
-        spark_result = run_on_spark(
-            log, out_dir, job, shards=shards, master=spark_master, progress=progress
+    how = Engine(engine, spark_master, shards, partition_by, incremental, force)
+    try:
+        outcome = run_log(
+            log, out_dir, job, how, queries=queries, rerank_scores=rerank_scores, progress=progress
         )
+    except Unsupported as exc:
+        raise click.UsageError(str(exc)) from None
+    _said(outcome, out_dir, progress)
+
+
+def _said(outcome: Outcome, out_dir: Path, progress: Progress) -> None:
+    """What the run did, on stderr: the partitions, Spark's rows, or the outputs and decisions."""
+    from ..run.incremental import PartitionedResult
+    from ..run.pipeline import RunResult
+
+    if isinstance(outcome, PartitionedResult):
+        partitions_written(outcome)
+        if outcome.decisions is not None:
+            decided(outcome.decisions)
+    elif isinstance(outcome, RunResult):
         progress.step(
-            f"done on Spark: {spark_result.rows['queries']:,} queries, "
-            f"{spark_result.rows['parents']:,} parents -> {out_dir}"
+            f"done: {outcome.queries:,} queries, {outcome.parents:,} parents -> {out_dir}"
         )
-        return
-    from ..run.pipeline import run as run_pipeline
-
-    result = run_pipeline(
-        log, out_dir, job, queries=queries, progress=progress, rerank_scores=rerank_scores
-    )
-    progress.step(f"done: {result.queries:,} queries, {result.parents:,} parents -> {out_dir}")
-    written(
-        f"fused and scored {result.parents:,} parents of {result.queries:,} queries",
-        out_dir,
-        result.manifest,
-    )
-    decided(result.decisions)
+        written(
+            f"fused and scored {outcome.parents:,} parents of {outcome.queries:,} queries",
+            out_dir,
+            outcome.manifest,
+        )
+        decided(outcome.decisions)
+    else:
+        progress.step(
+            f"done on Spark: {outcome.rows['queries']:,} queries, "
+            f"{outcome.rows['parents']:,} parents -> {out_dir}"
+        )

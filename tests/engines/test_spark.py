@@ -16,9 +16,9 @@ from click.testing import CliRunner
 
 from duckscore.cli import cli
 from duckscore.core.resources import fixtures_dir
-from duckscore.engines.spark import run_on_spark
 from duckscore.run.job import Job
 from duckscore.run.pipeline import run
+from duckscore.run.spark import run_on_spark
 
 from ..helpers import need, need_module
 
