@@ -33,9 +33,9 @@ from ..fuse.traces import TraceLog
 from ..metrics.catalog import DEFAULT_METRICS
 from ..metrics.retrieval import refuse_no_shared_query, run_evaluation
 from ..pack.install import pack_script
-from ..run.dispatch import Engine, run_log
+from ..run.dispatch import run_log
 from ..run.incremental import PartitionedResult
-from ..run.job import Job
+from ..run.job import Engine, Job
 from ..run.partitions import LEDGER
 from ..run.pipeline import RunResult
 from ..score.pipeline import score as score_features
@@ -232,11 +232,15 @@ def run(
     --rerank-scores, the keywords from `unsorted` on are run's options of those names.
     `engine="spark"` and `partition_by` write to `out` (a path log only); the relations read
     the datasets written there, the partitions' key as a column."""
-    how = Engine(engine, spark_master, shards, partition_by, incremental, force)
+    how = Engine(
+        engine=engine, spark_master=spark_master, shards=shards, partition_by=partition_by,
+        incremental=incremental, force=force,
+    )  # fmt: skip
     outputs = _Outputs(connection(con), out, "run")
     job = Job(
-        recipe, policy, tuple(set_recipe), tuple(set), top_n, explain, allow_recipe_mismatch,
-        sorted_outputs=not unsorted,
+        recipe=recipe, policy=policy, recipe_overrides=tuple(set_recipe),
+        policy_overrides=tuple(set), top_n=top_n, explain=explain,
+        allow_recipe_mismatch=allow_recipe_mismatch, sorted_outputs=not unsorted,
     )  # fmt: skip
     done = run_log(
         _as_format(log, log_format), outputs.destination, job, how, queries=queries,

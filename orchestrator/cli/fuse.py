@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .app import cli
+from .declared import explain_option
 from .options import (
     engine_options,
-    explain_option,
     log_option,
     out_dir_option,
     recipe_options,

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .app import cli
+from .declared import allow_recipe_mismatch_option
 from .options import (
-    allow_recipe_mismatch_option,
     engine_options,
     log_option,
     out_file_option,

@@ -9,13 +9,12 @@ import click
 
 from ..common.defaults import DEFAULT_POLICY
 from .app import cli
+from .declared import allow_recipe_mismatch_option, top_n_option
 from .options import (
-    allow_recipe_mismatch_option,
     engine_options,
     out_dir_option,
     policy_options,
     queries_option,
-    top_n_option,
 )
 from .summary import decided, written
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,7 +13,7 @@ from ..core.inputs import Table
 from ..core.progress import SILENT, Progress
 from ..core.session import Relations
 from ..fuse.traces import TraceLog
-from .job import DEFAULT_JOB, Job
+from .job import DEFAULT_JOB, Engine, Job
 from .pipeline import RunResult, run
 
 if TYPE_CHECKING:
@@ -23,32 +22,9 @@ if TYPE_CHECKING:
 
     Outcome = RunResult | PartitionedResult | SparkRunResult  # what `run_log` returns, by engine
 
-ENGINES = ("duckdb", "spark")
-
 
 class Unsupported(OptionError):
     """Options that do not go together (the command line prints it as a usage error)."""
-
-
-@dataclass(frozen=True)
-class Engine:
-    """Where a run computes — DuckDB here, or Spark executors (`shards` query_id shards on
-    `spark_master`) — and whether the log is hive-partitioned by `partition_by`, each partition
-    scored on its own (`incremental`: only the changed ones; `force`: even when the ledger's
-    settings differ)."""
-
-    engine: str = "duckdb"
-    spark_master: str | None = None
-    shards: int = 8
-    partition_by: str | None = None
-    incremental: bool = False
-    force: bool = False
-
-    def __post_init__(self) -> None:
-        if self.engine not in ENGINES:
-            raise OptionError(f"--engine {self.engine!r}: one of {', '.join(ENGINES)}")
-        if self.shards < 1:
-            raise OptionError(f"--shards must be at least 1, got {self.shards}")
 
 
 DUCKDB = Engine()
@@ -67,7 +43,7 @@ def run_log(
 ) -> Outcome:
     """`log` fused and scored into `out_dir` by `engine`: `run/pipeline.py`'s run, the
     partitioned run (`run/incremental.py`, its partitions on DuckDB or in one Spark job) or
-    `engines/spark.py`'s. A combination of options the engine does not support is refused
+    `run/spark.py`'s. A combination of options the engine does not support is refused
     (`Unsupported`, one line) before anything is read."""
     _refuse_unsupported(log, job, engine, queries, rerank_scores)
     if engine.partition_by is not None:

@@ -145,7 +145,7 @@ def test_hits_without_scores_are_their_batch_lines_cold_and_warm(
     ranked = hits.drop_columns(["score"])
     ranked = ranked.filter(pc.is_in(ranked["query_id"], pa.array(["1", "3", "5", "13"])))
     job = Job(
-        "hybrid_v1", "overall_v1", ("source_defaults.distance=true",), top_n=3,
+        recipe="hybrid_v1", policy="overall_v1", recipe_overrides=("source_defaults.distance=true",), top_n=3,
         allow_recipe_mismatch=True, settings=EngineSettings(threads=1),
     )  # fmt: skip
     duckdb.from_arrow(ranked).write_parquet(str(tmp_path / "log.parquet"))

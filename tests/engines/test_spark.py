@@ -74,8 +74,10 @@ def assert_same_outputs(duck: Path, spark_out: Path) -> None:
 def test_scifact_equals_the_duckdb_engine(
     spark, tmp_path: Path, recipe: str | None, policy: str
 ) -> None:
-    run(SCIFACT_LOG, tmp_path / "duck", Job(recipe, policy))
-    result = run_on_spark(SCIFACT_LOG, tmp_path / "spark", Job(recipe, policy), shards=3)
+    run(SCIFACT_LOG, tmp_path / "duck", Job(recipe=recipe, policy=policy))
+    result = run_on_spark(
+        SCIFACT_LOG, tmp_path / "spark", Job(recipe=recipe, policy=policy), shards=3
+    )
     assert result.rows["queries"] == 300 and result.rows["parents"] == 40_282
     assert_same_outputs(tmp_path / "duck", tmp_path / "spark")
 
@@ -97,8 +99,8 @@ def test_edge_logs_equal_the_duckdb_engine(spark, tmp_path: Path) -> None:
     pd.DataFrame(
         rows, columns=["query_id", "source", "item_id", "parent_id", "score", "rank"]
     ).to_parquet(log)
-    run(log, tmp_path / "duck", Job("canonical_rrf"))
-    run_on_spark(log, tmp_path / "spark", Job("canonical_rrf"), shards=7)
+    run(log, tmp_path / "duck", Job(recipe="canonical_rrf"))
+    run_on_spark(log, tmp_path / "spark", Job(recipe="canonical_rrf"), shards=7)
     assert_same_outputs(tmp_path / "duck", tmp_path / "spark")
 
 
