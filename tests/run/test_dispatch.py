@@ -52,25 +52,28 @@ def test_ds_run_by_partition_writes_the_commands_outputs(tmp_path: Path) -> None
     assert sorted(days) == [("2024-01-01", PER_DAY), ("2024-01-02", PER_DAY)]
 
 
+# a refused option: its flags on the command line, its keywords of ds.run
+OPTIONS = {
+    "--queries": (("--queries", str(LOG)), {"queries": str(LOG)}),
+    "--no-explain": (("--no-explain",), {"explain": False}),
+    "--rerank-scores": (("--rerank-scores", str(LOG)), {"rerank_scores": str(LOG)}),
+    "--log-format": (("--log-format", "openinference"), {"log_format": "openinference"}),
+    "--unsorted": (("--unsorted",), {"unsorted": True}),
+}
+# where they are refused: the engine's flags and keywords, and the options it refuses
+ENGINES = {
+    "--engine spark yet": (SPARK, {"engine": "spark"}, tuple(OPTIONS)),
+    "--partition-by": (PARTITIONED, {"partition_by": "dt"}, ("--queries", "--unsorted",
+                                                             "--rerank-scores")),
+}  # fmt: skip
 REFUSALS = [
     (("--incremental",), {"incremental": True}, "--incremental needs --partition-by"),
     (("--force",), {"force": True}, "--force needs --partition-by"),
-    ((*SPARK, "--queries", str(LOG)), {"engine": "spark", "queries": str(LOG)},
-     "--queries is not supported with --engine spark yet"),
-    ((*SPARK, "--no-explain"), {"engine": "spark", "explain": False},
-     "--no-explain is not supported with --engine spark yet"),
-    ((*SPARK, "--rerank-scores", str(LOG)), {"engine": "spark", "rerank_scores": str(LOG)},
-     "--rerank-scores is not supported with --engine spark yet"),
-    ((*SPARK, "--log-format", "openinference"), {"engine": "spark", "log_format": "openinference"},
-     "--log-format is not supported with --engine spark yet"),
-    ((*SPARK, "--unsorted"), {"engine": "spark", "unsorted": True},
-     "--unsorted is not supported with --engine spark yet"),
-    ((*PARTITIONED, "--queries", str(LOG)), {"partition_by": "dt", "queries": str(LOG)},
-     "--queries is not supported with --partition-by"),
-    ((*PARTITIONED, "--unsorted"), {"partition_by": "dt", "unsorted": True},
-     "--unsorted is not supported with --partition-by"),
-    ((*PARTITIONED, "--rerank-scores", str(LOG)), {"partition_by": "dt", "rerank_scores": str(LOG)},
-     "--rerank-scores is not supported with --partition-by"),
+] + [
+    ((*flags, *OPTIONS[option][0]), keywords | OPTIONS[option][1],
+     f"{option} is not supported with {engine}")
+    for engine, (flags, keywords, refused) in ENGINES.items()
+    for option in refused
 ]  # fmt: skip
 
 
