@@ -98,8 +98,8 @@ def main() -> None:
             str(args.log),
             Path(scratch) / "out",
             Job(
-                args.recipe,
-                args.policy,
+                recipe=args.recipe,
+                policy=args.policy,
                 recipe_overrides=tuple(args.set_recipe),
                 explain=args.explain,
                 allow_recipe_mismatch=bool(args.set_recipe),

@@ -14,10 +14,11 @@ written: the results are temp tables of the connection (`con`, else one this mod
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
@@ -32,10 +33,16 @@ from ..fuse.traces import TraceLog
 from ..metrics.catalog import DEFAULT_METRICS
 from ..metrics.retrieval import refuse_no_shared_query, run_evaluation
 from ..pack.install import pack_script
-from ..run.job import Job
-from ..run.pipeline import run as run_log
+from ..run.dispatch import run_log
+from ..run.incremental import PartitionedResult
+from ..run.job import Engine, Job
+from ..run.partitions import LEDGER
+from ..run.pipeline import RunResult
 from ..score.pipeline import score as score_features
 from ..score.policy import SCORE_POLICY
+
+if TYPE_CHECKING:
+    from ..run.spark import SparkRunResult
 
 _results = itertools.count(1)
 _shared: list[duckdb.DuckDBPyConnection] = []
@@ -212,16 +219,35 @@ def run(
     con: duckdb.DuckDBPyConnection | None = None,
     allow_recipe_mismatch: bool = False,
     rerank_scores: Table | None = None,
+    unsorted: bool = False,
+    engine: str = "duckdb",
+    spark_master: str | None = None,
+    shards: int = 8,
+    partition_by: str | None = None,
+    incremental: bool = False,
+    force: bool = False,
 ) -> Ran:
     """Fuse a retrieval log and score its parents, as `duckscore run` does (`recipe` None: the
     recipe the policy was calibrated on, else the default); `rerank_scores` is
-    --rerank-scores."""
+    --rerank-scores, the keywords from `unsorted` on are run's options of those names.
+    `engine="spark"` and `partition_by` write to `out` (a path log only); the relations read
+    the datasets written there, the partitions' key as a column."""
+    how = Engine(
+        engine=engine, spark_master=spark_master, shards=shards, partition_by=partition_by,
+        incremental=incremental, force=force,
+    )  # fmt: skip
     outputs = _Outputs(connection(con), out, "run")
-    job = Job(recipe, policy, tuple(set_recipe), tuple(set), top_n, explain, allow_recipe_mismatch)
+    job = Job(
+        recipe=recipe, policy=policy, recipe_overrides=tuple(set_recipe),
+        policy_overrides=tuple(set), top_n=top_n, explain=explain,
+        allow_recipe_mismatch=allow_recipe_mismatch, sorted_outputs=not unsorted,
+    )  # fmt: skip
     done = run_log(
-        _as_format(log, log_format), outputs.destination, job, queries=queries,
+        _as_format(log, log_format), outputs.destination, job, how, queries=queries,
         connection=outputs.con, rerank_scores=rerank_scores,
     )  # fmt: skip
+    if not isinstance(done, RunResult):
+        return _ran_from_datasets(outputs, job, done)
     return Ran(
         outputs.relation("fused.parquet"),
         outputs.relation("parent_features.parquet"),
@@ -232,6 +258,35 @@ def run(
         done.policy,
         done.manifest,
     )
+
+
+def _ran_from_datasets(
+    outputs: _Outputs, job: Job, done: PartitionedResult | SparkRunResult
+) -> Ran:
+    """The outputs of a partitioned or Spark run, read where they were written: hive partitions
+    (`fused/dt=…/part.parquet`) or Spark's folders of parts (`fused.parquet/part-….parquet`);
+    the manifest is Spark's, or the partitioned output's ledger."""
+    folder = done.out_dir
+    partitioned = isinstance(done, PartitionedResult)
+
+    def table(name: str) -> duckdb.DuckDBPyRelation:
+        where = f"{name}/*/*.parquet" if partitioned else f"{name}.parquet/*.parquet"
+        return outputs.con.read_parquet(str(folder / where), hive_partitioning=partitioned)
+
+    contract = outputs.con.read_json(
+        str(folder / ("contract/*/part*" if partitioned else "contract.jsonl/part-*")),
+        hive_partitioning=partitioned,
+    )
+    recipe, policy = job.resolved().load()
+    manifest = (
+        json.loads((folder / LEDGER).read_text(encoding="utf-8"))
+        if isinstance(done, PartitionedResult)
+        else done.manifest
+    )
+    return Ran(
+        table("fused"), table("parent_features"), table("parents"), table("queries"), contract,
+        recipe, policy, manifest,
+    )  # fmt: skip
 
 
 def eval(

@@ -2,10 +2,11 @@
 
 DuckDB spends most of a small request parsing its 40 KB statement and checking the hits in seven
 small queries. A lane keeps both in place, per thread and per shape of hits (the column names
-and types DuckDB reads from them): a cursor of its own, a temp table the hits are copied into,
-the log's views over that table, one probe query (would `open_log` refuse these rows? which
-sources do they name?) and the contract statement of each set of sources, all as views — parsed
-and checked once. A call replaces the table's rows, asks the probe, and reads the contract view.
+and types DuckDB reads from them): a cursor of its own, a temp table the hits are copied into
+(from the caller's object, registered under a name of ours), the log's views over that table,
+one probe query (would `open_log` refuse these rows? which sources do they name?) and the
+contract statement of each set of sources, all as views — parsed and checked once. A call
+replaces the table's rows, asks the probe, and reads the contract view.
 
 A lane never says why hits are refused: when the probe finds a fault, the caller scores the hits
 the checked way, whose error names the row and the column.
@@ -16,11 +17,13 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from ..core.inputs import Table
 from ..core.policy import Policy
@@ -29,6 +32,7 @@ from ..core.session import Session
 from ..fuse.log import log_probe, open_log
 from ..fuse.recipe import FusePlan, plan
 
+HITS_INPUT = "__live_input"  # the caller's hits, registered on a cursor for one statement
 HITS_TABLE = "__live_hits"
 PROBE_VIEW = "__live_probe"
 SHAPES_PER_THREAD = 8
@@ -93,7 +97,8 @@ class Lanes:
             return
         cursor = self._con.cursor()
         try:
-            cursor.execute(f"CREATE TEMP TABLE {HITS_TABLE} AS SELECT * FROM hits")
+            with _registered(cursor, hits):
+                cursor.execute(f"CREATE TEMP TABLE {HITS_TABLE} AS SELECT * FROM {HITS_INPUT}")
             session = Session(connection=cursor)
             opened, fuse_plan = open_log(
                 session, cursor.table(HITS_TABLE), self._recipe, label="hits"
@@ -157,18 +162,19 @@ def _read_contract(lane: _Lane, hits: Table) -> list[dict[str, Any]] | tuple[str
     committed): the contract lines of `hits`; None when the probe finds a fault; the hits'
     sources, a tuple, when the lane has no view for them yet."""
     cursor = lane.cursor
-    cursor.execute("BEGIN TRANSACTION")
-    try:
-        cursor.execute(f"INSERT INTO {HITS_TABLE} SELECT * FROM hits")
-        broken, sources = cursor.execute(f"SELECT * FROM {PROBE_VIEW}").fetchall()[0]
-        if broken:
-            return None
-        view = lane.views.get(tuple(sources))
-        if view is None:
-            return tuple(sources)
-        return read_json_lines(cursor, f"SELECT * FROM {view}")
-    finally:
-        cursor.execute("ROLLBACK")
+    with _registered(cursor, hits):
+        cursor.execute("BEGIN TRANSACTION")
+        try:
+            cursor.execute(f"INSERT INTO {HITS_TABLE} SELECT * FROM {HITS_INPUT}")
+            broken, sources = cursor.execute(f"SELECT * FROM {PROBE_VIEW}").fetchall()[0]
+            if broken:
+                return None
+            view = lane.views.get(tuple(sources))
+            if view is None:
+                return tuple(sources)
+            return read_json_lines(cursor, f"SELECT * FROM {view}")
+        finally:
+            cursor.execute("ROLLBACK")
 
 
 def json_lines_sql(query: str, key: str) -> str:
@@ -183,10 +189,25 @@ def read_json_lines(con: duckdb.DuckDBPyConnection, query: str) -> list[dict[str
 
 
 def _shape(describe: duckdb.DuckDBPyConnection, hits: Table) -> Shape | None:
-    """The names and DuckDB types of the columns DuckDB reads from `hits`; None for what it
-    cannot scan here (the checked path says what)."""
+    """The names and types of the columns of `hits`: an Arrow table's own (the scorer's usual
+    input: no round trip), else those DuckDB reads; None for what it cannot scan here (the
+    checked path says what)."""
+    if isinstance(hits, pa.Table):
+        return tuple((field.name, f"arrow {field.type}") for field in hits.schema)
     try:
-        described = describe.execute("DESCRIBE SELECT * FROM hits").fetchall()
+        with _registered(describe, hits):
+            described = describe.execute(f"DESCRIBE SELECT * FROM {HITS_INPUT}").fetchall()
     except duckdb.Error:
         return None
     return tuple((str(row[0]), str(row[1])) for row in described)
+
+
+@contextmanager
+def _registered(cursor: duckdb.DuckDBPyConnection, hits: Table) -> Iterator[None]:
+    """`hits` readable as HITS_INPUT on `cursor` within the block (a view over the object, not
+    a copy); duckdb.Error for an object DuckDB cannot scan."""
+    cursor.register(HITS_INPUT, hits)
+    try:
+        yield
+    finally:
+        cursor.unregister(HITS_INPUT)

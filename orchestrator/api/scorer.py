@@ -302,7 +302,8 @@ def scorer(
     called per query on its top_n fused items' snippets when the fused items are asked
     (`score(..., tables=True)`; the decisions read the hits, not the fused order)."""
     job = Job(
-        recipe, policy, tuple(set_recipe), tuple(set), top_n,
-        allow_recipe_mismatch=allow_recipe_mismatch, settings=EngineSettings(threads=threads),
+        recipe=recipe, policy=policy, recipe_overrides=tuple(set_recipe),
+        policy_overrides=tuple(set), top_n=top_n, allow_recipe_mismatch=allow_recipe_mismatch,
+        settings=EngineSettings(threads=threads),
     )  # fmt: skip
     return Scorer(job, answer_policy, reranker)

@@ -8,12 +8,8 @@ import click
 
 from ..common.defaults import DEFAULT_POLICY
 from .app import DuckscoreGroup, cli
-from .options import (
-    allow_recipe_mismatch_option,
-    out_dir_option,
-    policy_options,
-    recipe_options,
-)
+from .declared import allow_recipe_mismatch_option
+from .options import out_dir_option, policy_options, recipe_options
 from .summary import done
 
 

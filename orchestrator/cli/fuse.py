@@ -9,9 +9,9 @@ import click
 
 from ..core.reporting import module_logger
 from .app import cli
+from .declared import explain_option
 from .options import (
     engine_options,
-    explain_option,
     log_option,
     out_dir_option,
     recipe_options,

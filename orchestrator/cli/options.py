@@ -1,7 +1,9 @@
 """One option factory per concept, so an option is spelled and explained the same on every command.
 
-Nothing here imports a capability or DuckDB: building the command line stays fast. Values a
-capability owns (stage names) are read through LazyChoice only when a command needs them.
+Nothing here imports a capability's machinery or DuckDB: building the command line stays fast.
+The options of a setting declared with its field (core/setting.py: a run's `Job`) are made in
+declared.py. Values a capability owns (stage names) are read through LazyChoice only when a
+command needs them.
 """
 
 from __future__ import annotations
@@ -10,15 +12,25 @@ import datetime as dt
 import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from ..common.defaults import DEFAULT_POLICY, DEFAULT_RECIPE
 from ..engines import DIALECTS
 from ..fuse import LOG_FORMATS
+from ..run.job import (
+    POLICY_HELP,
+    RECIPE_HELP,
+    RECIPE_OVERRIDE_HELP,
+    SCORED_RECIPE_OVERRIDE_HELP,
+    policy_override_help,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+if TYPE_CHECKING:
+    pass
 
 
 class LazyChoice(click.Choice[str]):
@@ -80,35 +92,17 @@ def policy_options(default: str, example: str) -> Callable[[F], F]:
             "overrides",
             multiple=True,
             metavar="KEY=VALUE",
-            help=f"Override a policy parameter (dotted for nested keys, e.g. {example}). Repeatable.",
+            help=policy_override_help(example),
         )(command)
         return click.option(
             "--policy",
             default=default,
             show_default=True,
             metavar="NAME|PATH",
-            help="A packaged policy name or a policy YAML file.",
+            help=POLICY_HELP,
         )(command)
 
     return decorate
-
-
-# The examples work as printed (tests/cli/test_help_examples.py runs each on its command); a
-# command that scores with a policy calibrated on a recipe (it has --allow-recipe-mismatch)
-# refuses a changed one without the flag, and its help says so.
-RECIPE_HELP = (
-    "A packaged fusion recipe (canonical_rrf, hybrid_v1, or an engine's preset such as "
-    "qdrant_rrf: duckscore policy list fuse) or a recipe YAML file."
-)
-RECIPE_OVERRIDE_HELP = (
-    "Override a recipe key (dotted, e.g. fusion.k=20, or sources.<source>.weight=0.7 for one "
-    "of the sources fused). Repeatable."
-)
-SCORED_RECIPE_OVERRIDE_HELP = (
-    "Override a recipe key (dotted, e.g. fusion.k=20, or sources.<source>.weight=0.7 for one "
-    "of the sources fused), with --allow-recipe-mismatch when --policy was calibrated on the "
-    "recipe unchanged (the default policy was). Repeatable."
-)
 
 
 def _refuses_mismatch(command: Callable[..., Any]) -> bool:
@@ -149,14 +143,6 @@ def recipe_options(default: str | None = DEFAULT_RECIPE) -> Callable[[F], F]:
         )(command)
 
     return decorate
-
-
-allow_recipe_mismatch_option = click.option(
-    "--allow-recipe-mismatch",
-    is_flag=True,
-    help="Score features of another recipe than the one the policy was calibrated on "
-    "(its thresholds and p_good then do not hold as calibrated).",
-)
 
 
 def sources_option(what: str) -> Callable[[F], F]:
@@ -361,27 +347,6 @@ def rerank_scores_option(command: F) -> F:
         metavar="PATH",
         help="A re-ranker's scores (query_id, item_id, rerank_score), read by the recipe's "
         "rerank block: its top_n fused items re-scored (docs/fuse.md, Re-ranking).",
-    )(command)
-
-
-def explain_option(command: F) -> F:
-    return click.option(
-        "--explain/--no-explain",
-        default=True,
-        show_default=True,
-        help="Per-source contributions and the best provenance of every fused item in "
-        "fused.parquet. --no-explain leaves both NULL: the same scores and ranks, for about "
-        "a fifth less CPU in a whole run (1M-10M rows, docs/performance.md).",
-    )(command)
-
-
-def top_n_option(command: F) -> F:
-    return click.option(
-        "--top-n",
-        default=5,
-        show_default=True,
-        type=click.IntRange(min=1),
-        help="Parents per query in contract.jsonl.",
     )(command)
 
 

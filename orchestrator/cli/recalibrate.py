@@ -9,8 +9,8 @@ import click
 
 from ..core.reporting import module_logger
 from .app import cli
+from .declared import allow_recipe_mismatch_option
 from .options import (
-    allow_recipe_mismatch_option,
     engine_options,
     log_option,
     out_file_option,

@@ -10,13 +10,12 @@ import click
 from ..common.defaults import DEFAULT_POLICY
 from ..core.reporting import module_logger
 from .app import cli
+from .declared import allow_recipe_mismatch_option, top_n_option
 from .options import (
-    allow_recipe_mismatch_option,
     engine_options,
     out_dir_option,
     policy_options,
     queries_option,
-    top_n_option,
 )
 from .summary import decided, written
 

@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
 import click
 
-from ..common.defaults import DEFAULT_POLICY
 from ..common.extras import needs_extra
 from ..core.errors import DuckscoreError
 from .app import cli
-from .options import allow_recipe_mismatch_option, policy_options, recipe_options, top_n_option
+from .declared import job_options
+
+if TYPE_CHECKING:
+    from ..run.job import Job
 
 EXTRA = needs_extra("duckscore serve", "serve")
 
 
 @cli.command()
-@recipe_options(None)
-@policy_options(DEFAULT_POLICY, "T_high=0.9")
-@allow_recipe_mismatch_option
-@top_n_option
+@job_options("explain", "settings", "sorted_outputs")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
     "--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="TCP port."
@@ -43,12 +45,7 @@ EXTRA = needs_extra("duckscore serve", "serve")
     help="Requests scored at once, each on a thread of its own  [default: the CPU count].",
 )
 def serve(
-    recipe: str | None,
-    recipe_overrides: tuple[str, ...],
-    policy: str,
-    overrides: tuple[str, ...],
-    allow_recipe_mismatch: bool,
-    top_n: int,
+    job: Job,
     host: str,
     port: int,
     workers: int,
@@ -68,13 +65,9 @@ def serve(
     except ImportError:
         raise DuckscoreError(EXTRA) from None
     from ..core.connection import EngineSettings
-    from ..run.job import Job
     from ..serve.server import ScorerSettings
     from ..serve.server import serve as run_server
 
-    job = Job(
-        recipe, policy, recipe_overrides, overrides, top_n,
-        allow_recipe_mismatch=allow_recipe_mismatch, settings=EngineSettings(threads=1),
-    )  # fmt: skip
-    settings = ScorerSettings(job, max_body_bytes, scoring_threads)
+    one_thread = replace(job, settings=EngineSettings(threads=1))
+    settings = ScorerSettings(one_thread, max_body_bytes, scoring_threads)
     run_server(settings, host, port, workers)

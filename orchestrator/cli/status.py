@@ -4,24 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..common.defaults import DEFAULT_POLICY
 from .app import cli
-from .options import (
-    explain_option,
-    given_and_format,
-    log_options,
-    policy_options,
-    recipe_options,
-    top_n_option,
-)
+from .declared import job_options
+from .options import given_and_format, log_options
 
 if TYPE_CHECKING:
+    from ..run.job import Job
     from ..run.status import PartitionState
 
 COLUMNS = ("partition", "queries", "parents", "recipe", "policy", "computed_at", "state")
@@ -37,10 +31,7 @@ COLUMNS = ("partition", "queries", "parents", "recipe", "policy", "computed_at",
     help="The output folder of `run --partition-by`.",
 )
 @log_options(required=False, purpose="Check the partitions against this log: ")
-@recipe_options(None)
-@policy_options(DEFAULT_POLICY, "risk_flags.single_spike.max_score_norm_at_least=0.9")
-@top_n_option
-@explain_option
+@job_options("allow_recipe_mismatch", "settings", "sorted_outputs")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per partition, on stdout.")
 @click.option(
     "--check",
@@ -50,12 +41,7 @@ COLUMNS = ("partition", "queries", "parents", "recipe", "policy", "computed_at",
 def status(
     out_dir: Path,
     log: Any,
-    recipe: str | None,
-    recipe_overrides: tuple[str, ...],
-    policy: str,
-    overrides: tuple[str, ...],
-    top_n: int,
-    explain: bool,
+    job: Job,
     as_json: bool,
     check: bool,
 ) -> None:
@@ -64,18 +50,15 @@ def status(
     options), whether each is fresh, stale (files or settings changed, or damaged), new, or
     has no log."""
     from ..run.incremental import PartitionJob
-    from ..run.job import Job
     from ..run.status import partition_states
 
     if check and log is None:
         raise click.UsageError("--check needs --log")
-    given, job = None, None
-    if log is not None:
+    given, each = None, None
+    if log is not None:  # the ledger's recipe is the run's: what differs is told, not refused
         given, log_format = given_and_format(log)
-        job = PartitionJob.resolved(
-            Job(recipe, policy, recipe_overrides, overrides, top_n, explain, True), log_format
-        )
-    states = partition_states(out_dir, given, job)
+        each = PartitionJob.resolved(replace(job, allow_recipe_mismatch=True), log_format)
+    states = partition_states(out_dir, given, each)
     if as_json:
         for state in states:
             entry = asdict(state.entry) if state.entry else None

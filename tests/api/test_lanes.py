@@ -145,7 +145,7 @@ def test_hits_without_scores_are_their_batch_lines_cold_and_warm(
     ranked = hits.drop_columns(["score"])
     ranked = ranked.filter(pc.is_in(ranked["query_id"], pa.array(["1", "3", "5", "13"])))
     job = Job(
-        "hybrid_v1", "overall_v1", ("source_defaults.distance=true",), top_n=3,
+        recipe="hybrid_v1", policy="overall_v1", recipe_overrides=("source_defaults.distance=true",), top_n=3,
         allow_recipe_mismatch=True, settings=EngineSettings(threads=1),
     )  # fmt: skip
     duckdb.from_arrow(ranked).write_parquet(str(tmp_path / "log.parquet"))
@@ -157,4 +157,23 @@ def test_hits_without_scores_are_their_batch_lines_cold_and_warm(
     with Counted(job) as scorer, Scorer(job) as cold:
         assert {q: scorer.score(query(ranked, q)).contract for q in batch} == batch
         assert scorer.score(dense).contract == cold.score(dense).contract
+    assert scorer.checked == 1
+
+
+@pytest.mark.parametrize("kind", ["arrow", "pandas"])
+def test_the_hits_are_read_by_a_name_of_ours_not_by_a_replacement_scan(
+    hits: pa.Table, kind: str
+) -> None:
+    """A lane registers the caller's hits under its own name: with DuckDB's scans of Python
+    variables turned off, requests after the first still take the warm path, and give the
+    checked path's lines (an Arrow table's shape is its schema; a frame's, DuckDB's reading)."""
+    given = [query(hits, q) for q in ("1", "3", "5")]
+    if kind == "pandas":
+        given = [table.to_pandas() for table in given]
+    with counted() as cold:
+        expected = [cold.score(one, tables=True).contract for one in given]
+    with counted() as scorer:
+        scorer._con.execute("SET GLOBAL python_enable_replacements = false")
+        live = [scorer.score(one).contract for one in given]
+    assert live == expected
     assert scorer.checked == 1

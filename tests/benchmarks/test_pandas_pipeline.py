@@ -18,7 +18,7 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def both(log: Path, tmp_path: Path) -> tuple[Path, Path]:
-    duckscore_run(log, tmp_path / "duckscore", Job("hybrid_v1", "overall_v1"))
+    duckscore_run(log, tmp_path / "duckscore", Job(recipe="hybrid_v1", policy="overall_v1"))
     run_pandas(log, tmp_path / "pandas")
     return tmp_path / "duckscore", tmp_path / "pandas"
 

@@ -31,7 +31,7 @@ def rows_written(folder: Path) -> dict[str, int]:
 
 
 def both(log: Path, tmp_path: Path) -> tuple[Path, Path]:
-    duckscore_run(log, tmp_path / "duckscore", Job("hybrid_v1", "overall_v1"))
+    duckscore_run(log, tmp_path / "duckscore", Job(recipe="hybrid_v1", policy="overall_v1"))
     assert run_polars(log, tmp_path / "polars") == rows_written(tmp_path / "duckscore")
     return tmp_path / "duckscore", tmp_path / "polars"
 
@@ -105,7 +105,7 @@ def test_the_command_line_checks_against_a_duckscore_run(
     log = tmp_path / "log.parquet"
     edge_case_log().to_parquet(log, index=False)
     duckscore_dir = tmp_path / "duckscore"
-    duckscore_run(log, duckscore_dir, Job("hybrid_v1", "overall_v1"))
+    duckscore_run(log, duckscore_dir, Job(recipe="hybrid_v1", policy="overall_v1"))
     assert main([str(log), str(tmp_path / "polars"), "--check", str(duckscore_dir)]) == 0
     assert capsys.readouterr().out.endswith(f"same as {duckscore_dir}\n")
     # a duckscore run of another log: the check fails

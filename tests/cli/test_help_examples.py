@@ -209,7 +209,7 @@ def test_the_examples_are_found_and_the_skipped_ones_are_checked_elsewhere() -> 
         assert (name, "--set-recipe", "fusion.k=20", True) in found
     for name in ("fuse", "tune", "sql fuse", "macros install", "status"):
         assert (name, "--set-recipe", "fusion.k=20", False) in found
-    assert ("serve", "--set", "T_high=0.9", False) in found
+    assert ("serve", "--set", "risk_flags.single_spike.max_score_norm_at_least=0.9", False) in found
     assert names <= set(BASE) | set(SKIPPED)
     by_command = dict(commands())
 

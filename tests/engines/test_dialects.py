@@ -88,7 +88,7 @@ def tables(tmp_path_factory: pytest.TempPathFactory) -> Iterator[duckdb.DuckDBPy
     open_input(con, RETRIEVAL_LOG, edge_log)
     con.execute("CREATE TABLE edge_log AS FROM retrieval_log")
     for name, log in (("scifact", SCIFACT_LOG), ("edge", edge_log)):
-        run(log, folder / name, Job("hybrid_v1", "overall_v1"))  # the features only
+        run(log, folder / name, Job(recipe="hybrid_v1", policy="overall_v1"))  # the features only
         open_input(con, PARENT_FEATURES, folder / name / "parent_features.parquet")
         con.execute(f"CREATE TABLE {name}_features AS FROM parent_features")
     for contract in (ANSWERS, CITATIONS, CHUNKS, EVENTS):

@@ -18,9 +18,9 @@ from click.testing import CliRunner
 from duckscore.cli import cli
 from duckscore.common.defaults import DEFAULT_POLICY
 from duckscore.core.resources import fixtures_dir
-from duckscore.engines.spark import run_on_spark
 from duckscore.run.job import Job
 from duckscore.run.pipeline import run
+from duckscore.run.spark import run_on_spark
 
 from ..helpers import ROOT, need, need_module
 
@@ -76,8 +76,10 @@ def assert_same_outputs(duck: Path, spark_out: Path) -> None:
 def test_scifact_equals_the_duckdb_engine(
     spark, tmp_path: Path, recipe: str | None, policy: str
 ) -> None:
-    run(SCIFACT_LOG, tmp_path / "duck", Job(recipe, policy))
-    result = run_on_spark(SCIFACT_LOG, tmp_path / "spark", Job(recipe, policy), shards=3)
+    run(SCIFACT_LOG, tmp_path / "duck", Job(recipe=recipe, policy=policy))
+    result = run_on_spark(
+        SCIFACT_LOG, tmp_path / "spark", Job(recipe=recipe, policy=policy), shards=3
+    )
     assert result.rows["queries"] == 300 and result.rows["parents"] == 40_282
     assert_same_outputs(tmp_path / "duck", tmp_path / "spark")
 
@@ -118,7 +120,7 @@ def test_every_packaged_recipe_and_policy_equals_the_duckdb_engine(
 def test_shards_whose_columns_differ_in_nullability_decode_to_one_schema() -> None:
     """The bundle's payloads decoded for Spark's writer: a shard whose column DuckDB wrote NOT
     NULL and a shard with NULLs in it (lists and structs too) cast to one all-nullable schema."""
-    from duckscore.engines.spark import _bundle, _Decode, _ipc, _nullable
+    from duckscore.run.spark import _bundle, _Decode, _ipc, _nullable
 
     strict = pa.schema(
         [pa.field("x", pa.float64(), nullable=False),
@@ -155,8 +157,8 @@ def test_edge_logs_equal_the_duckdb_engine(spark, tmp_path: Path) -> None:
     pd.DataFrame(
         rows, columns=["query_id", "source", "item_id", "parent_id", "score", "rank"]
     ).to_parquet(log)
-    run(log, tmp_path / "duck", Job("canonical_rrf"))
-    run_on_spark(log, tmp_path / "spark", Job("canonical_rrf"), shards=7)
+    run(log, tmp_path / "duck", Job(recipe="canonical_rrf"))
+    run_on_spark(log, tmp_path / "spark", Job(recipe="canonical_rrf"), shards=7)
     assert_same_outputs(tmp_path / "duck", tmp_path / "spark")
 
 

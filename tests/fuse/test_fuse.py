@@ -450,7 +450,7 @@ def test_printed_fuse_sql_matches_the_runner(canonical: pd.DataFrame) -> None:
 
 
 def test_run_outputs_score_the_fused_parents(tmp_path: Path) -> None:
-    result = run(LOG, tmp_path / "r", Job("canonical_rrf"))
+    result = run(LOG, tmp_path / "r", Job(recipe="canonical_rrf"))
     assert result.queries == 300
     features = pd.read_parquet(tmp_path / "r" / "parent_features.parquet")
     parents = pd.read_parquet(tmp_path / "r" / "parents.parquet")

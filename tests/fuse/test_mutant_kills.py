@@ -312,7 +312,7 @@ def test_rrf_sum_is_the_sum_over_the_parents_hits(rrf_sum: str, tmp_path: Path) 
     (sql/fuse/parent_features.sql), both ways of summing (sql/fuse/_rrf_part.sql); the fast
     tests checked the fixed64 sum nowhere (tests/run/test_opt_in_speedups.py is slow)."""
     job = Job(
-        "hybrid_v1",
+        recipe="hybrid_v1",
         recipe_overrides=(f"parent_features.rrf_sum={rrf_sum}",),
         allow_recipe_mismatch=True,
     )
@@ -342,7 +342,7 @@ def test_rrf_sum_rounds_as_documented_where_the_ways_differ(rrf_sum: str, tmp_pa
         }
     )
     job = Job(
-        "hybrid_v1",
+        recipe="hybrid_v1",
         recipe_overrides=(f"parent_features.rrf_sum={rrf_sum}", "source_defaults.weight=1e-12"),
         allow_recipe_mismatch=True,
     )

@@ -142,7 +142,7 @@ def test_the_spark_sql_calls_the_plugins() -> None:
 def test_spark_runs_the_plugins_as_duckdb_does(tmp_path: Path) -> None:
     need(shutil.which("java") is not None, "a JVM")
     need_module("pyspark")
-    from duckscore.engines.spark import run_on_spark
+    from duckscore.run.spark import run_on_spark
 
     from ..conftest import spark_session
     from ..engines.test_spark import assert_same_outputs

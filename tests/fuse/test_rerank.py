@@ -331,8 +331,12 @@ def test_cli_fuse_and_run_read_rerank_scores(tmp_path: Path, plain: pd.DataFrame
 
 
 def test_run_with_a_reranker_decides_as_without(tmp_path: Path) -> None:
-    job = Job(RECIPE, "overall_v3")
-    reranked_job = Job(RECIPE, "overall_v3", tuple(rerank_sets("replace", None, 3)))
+    job = Job(recipe=RECIPE, policy="overall_v3")
+    reranked_job = Job(
+        recipe=RECIPE,
+        policy="overall_v3",
+        recipe_overrides=tuple(rerank_sets("replace", None, 3)),
+    )
     plain_run = run(hits(), tmp_path / "plain", job)
     reranked_run = run(hits(), tmp_path / "reranked", reranked_job, rerank_scores=scores_table())
     for name in ("parents.parquet", "queries.parquet"):
