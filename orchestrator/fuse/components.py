@@ -216,8 +216,12 @@ class Call:
     def of_source(self, source: Mapping[str, Any]) -> Call:
         """This normaliser for the source whose recipe entry is `source`: a built-in's params
         and the keys of it the built-in reads (`sources.<name>.lower_bound`)."""
-        keys = [key[len(_SOURCES) :] for key in self.component.recipe_keys if key.startswith(_SOURCES)]
-        return replace(self, params=self.params | {key: source[key] for key in keys if key in source})
+        keys = [
+            key[len(_SOURCES) :] for key in self.component.recipe_keys if key.startswith(_SOURCES)
+        ]
+        return replace(
+            self, params=self.params | {key: source[key] for key in keys if key in source}
+        )
 
     def contribution(self) -> str:
         """A fusion method's contribution of a list (per_source's), a score or rank term."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
@@ -25,6 +25,7 @@ from ..core.render import RenderedSQL
 from ..core.resources import sql_dir
 from .components import (
     BUILTIN,
+    CONTRIBUTION,
     KINDS,
     Call,
     Component,
@@ -303,6 +304,17 @@ _PROBES: dict[str, tuple[str, dict[str, dict[str, str]], tuple[Any, ...]]] = {
 }
 
 
+# a fusion method's list contribution, rendered alone: what per_source computes it from
+_CONTRIBUTION_PROBE = "SELECT {sql} AS contribution FROM grid"
+_GRID = {
+    "weight": "DOUBLE",
+    "raw_score": "DOUBLE",
+    "list_rank": "BIGINT",
+    "norm_score": "DOUBLE",
+    "rank_for_fusion": "BIGINT",
+}
+
+
 def check_call(call: Call, key: str) -> None:
     """Render `call`'s plugin alone, as fused.sql would, and put it through the checks of every
     template (parse, lint, qualify against the columns its kind may read): an error names the
@@ -311,8 +323,20 @@ def check_call(call: Call, key: str) -> None:
     template, schema, inputs = _PROBES[component.kind]
     if component.needs_candidates:
         schema = {"list_stats": _STATS | {"n_candidates": "BIGINT"}}
+    _check_probe(component, lambda: call(*inputs), template, schema, key)
+    if component.kind == "fusion" and CONTRIBUTION in component.macro().arguments:
+        _check_probe(component, call.contribution, _CONTRIBUTION_PROBE, {"grid": _GRID}, key)
+
+
+def _check_probe(
+    component: Component,
+    rendered_sql: Callable[[], str],
+    template: str,
+    schema: dict[str, dict[str, str]],
+    key: str,
+) -> None:
     try:
-        sql = call(*inputs)
+        sql = rendered_sql()
     except (jinja2.TemplateError, DuckscoreError) as exc:
         message = " ".join(str(exc).split())
         raise PolicyError(f"{key}: {component.location}: {message}") from None

@@ -2,8 +2,9 @@
 Seed 003: multi-source fusion of a retrieval log (docs/fusion-semantics.md is the contract).
 Context: recipe (validated), sources (names used, sorted), has_rank, has_snippet, missing (effective policy:
 zero | skip | list_min), needs_grid, inputs.retrieval_log, final (the CTE to select;
-fused_items comes sorted by query_id, rank), components (the recipe's plugins by kind and
-name, each its macro with its parameters bound: orchestrator/fuse/components.py), query_rules
+fused_items comes sorted by query_id, rank), components (the recipe's normalisers, aligners
+and fusion method by kind and name, built-in or plugin, each its macro with its params bound:
+orchestrator/fuse/components.py; the built-ins' files are sql/fuse/components/), query_rules
 (each query-analyzer rule's plugin, none for a `match` pattern), explain (false: fused_items has NULL contributions
 and best_provenance, of the same types; the best hit's item and snippet are not computed, and
 DuckDB prunes the other aggregates only they read).
