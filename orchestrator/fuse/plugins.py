@@ -1,6 +1,7 @@
 """Where fusion's components come from (issue 48 §3): the built-ins (the component files of
-sql/fuse/components/<kind>/, and builtins.yaml's two without SQL of their own), the entry points of the group `duckscore.components`, and a
-recipe's `plugins` (files or folders, relative to the recipe). A plugin's text is kept by its
+sql/fuse/components/<kind>/, and builtins.yaml's two without SQL of their own), the entry
+points of the group `duckscore.components`, and a recipe's `plugins` (files or folders,
+relative to the recipe). A plugin's text is kept by its
 sha256 when the recipe is read (`locate_plugins`): what a recipe records is what renders. And
 the check of a recipe's components: every name registered, every value within its schema, every
 used plugin's SQL through the templates' checks (`recipe_components`)."""
