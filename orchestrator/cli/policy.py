@@ -97,7 +97,8 @@ def _other_capability(name: str, capability: str) -> str | None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON list instead of text.")
 def policy_components(kind: str | None, recipe: str | None, as_json: bool) -> None:
     """The registered normalisers, aligners, fusion methods and query rules: each one's kind,
-    name, origin (built-in, a plugin file, an entry point), description and parameters."""
+    name, origin (built-in, with its file; a plugin file; an entry point), description and
+    parameters."""
     from ..core.policy import canonical_json, load_policy
     from ..fuse.component_list import listed_components
     from ..fuse.recipe import FUSE_RECIPE
@@ -108,10 +109,10 @@ def policy_components(kind: str | None, recipe: str | None, as_json: bool) -> No
         click.echo(canonical_json(listed))
         return
     for component in listed:
-        click.echo(
-            f"{component['kind']} {component['name']} ({component['origin']}): "
-            f"{component['description']}"
+        where = ", ".join(
+            [component["origin"], *([component["file"]] if "file" in component else [])]
         )
+        click.echo(f"{component['kind']} {component['name']} ({where}): {component['description']}")
         for parameter in component["parameters"]:
             click.echo(f"    {_parameter_line(parameter)}")
 

@@ -1,11 +1,12 @@
 """What `duckscore policy components` lists: every registered component, a built-in's
-parameters being the recipe keys it reads."""
+parameters being the recipe keys it reads, and its file (sql/fuse/components/<kind>/)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..core.policy import Choice, Flag, Number, Omissible, Policy, load_policy
+from ..core.rules import MapOf
 from .components import Parameter
 from .plugins import registry
 from .recipe import DEFAULT_BASE, FUSE_RECIPE
@@ -38,7 +39,7 @@ def _recipe_key(dotted: str, defaults: dict[str, Any]) -> Parameter:
     rule: Any = FUSE_RECIPE.spec
     value: Any = defaults
     for part in dotted.split("."):
-        rule = rule[part]
+        rule = rule.entry if isinstance(rule, MapOf) else rule[part]  # sources.<name>.…
         value = value.get(part) if isinstance(value, dict) else None
         if isinstance(rule, Omissible):
             rule = rule.rule

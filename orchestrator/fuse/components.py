@@ -8,9 +8,11 @@ whose YAML declares it (docs/fuse.md, "Writing a component"):
     {#- kind: normalizer, name, description, parameters: {p: {type, min, max, default, …}} -#}
     {% macro name(params) %}…{% endmacro %}
 
-The built-ins are declared the same way in sql/fuse/components/builtins.yaml (their SQL is the
-branch of their name in sql/fuse/_normalizers.sql and sql/fuse/fused.sql). Where components
-come from, and how a recipe's are checked: fuse/plugins.py."""
+The built-ins are component files too, sql/fuse/components/<kind>/<name>.sql, whose header
+gives `recipe_keys` (the recipe keys they read, bound as their params) in place of `parameters`;
+fusion.method ltr and the query rule `match`, which have no SQL expression of their own, are
+declared in sql/fuse/components/builtins.yaml. Where components come from, and how a recipe's
+are checked: fuse/plugins.py."""
 
 from __future__ import annotations
 
@@ -32,7 +34,10 @@ KINDS = ("normalizer", "aligner", "fusion", "query_rule")
 BUILTIN = "built-in"
 PARAMETER_TYPES = ("number", "integer", "boolean", "choice")
 MISSING_POLICIES = ("zero", "skip")
-# what each kind's macro takes, after `params`: the SQL it reads (docs/fuse.md)
+# what each kind's macro takes, after `params`: the SQL it reads (docs/fuse.md); a fusion
+# method's may also take `contribution=false`: called true, a list's contribution (norm_score
+# when it takes none)
+CONTRIBUTION = "contribution"
 INPUTS = {
     "normalizer": (),
     "aligner": ("value",),
@@ -41,7 +46,18 @@ INPUTS = {
 }
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HEADER = re.compile(r"\s*\{#-?(.*?)-?#\}", re.DOTALL)
-_HEADER_KEYS = {"kind", "name", "description", "parameters", "default_missing", "weighted", "needs"}
+_HEADER_KEYS = {
+    "kind",
+    "name",
+    "description",
+    "parameters",
+    "default_missing",
+    "weighted",
+    "ranks",
+    "needs",
+}
+# a component named like a Jinja constant names its macro with a trailing underscore (none_)
+_CONSTANTS = ("none", "true", "false", "None", "True", "False")
 # what a normaliser may declare it reads beyond the list's own columns (fused.sql then counts it)
 NEEDS = ("n_candidates",)
 _PARAMETER_KEYS = {
@@ -108,28 +124,37 @@ class Component:
     recipe_keys: tuple[str, ...] = ()  # a built-in's parameters: the recipe keys it reads
     default_missing: str = ""  # a fusion method's: zero or skip
     weighted: bool = False  # a fusion method that reads the source weights
+    ranks: bool = False  # a fusion method over the lists' ranks: counts ranked hits only
     needs: tuple[str, ...] = ()  # a normaliser's columns beyond the list's: NEEDS
 
     @property
     def needs_candidates(self) -> bool:
         return "n_candidates" in self.needs
 
-    text: str | None = None  # None for a built-in
+    text: str | None = None  # None: a built-in without SQL of its own (builtins.yaml)
     location: str = BUILTIN
 
     @property
     def builtin(self) -> bool:
-        return self.text is None
+        return self.origin == BUILTIN
+
+    @property
+    def where(self) -> str:
+        return BUILTIN if self.builtin else self.location
+
+    @property
+    def macro_name(self) -> str:
+        return f"{self.name}_" if self.name in _CONSTANTS else self.name
 
     @property
     def sha256(self) -> str | None:
         return None if self.text is None else sha256_of(self.text)
 
     def macro(self) -> Any:
-        """The component's Jinja macro (a built-in has none: its SQL is a template's branch)."""
+        """The component's Jinja macro."""
         if self.text is None:
             raise PolicyError(f"{self.kind} {self.name} is built in: it has no macro of its own")
-        return _compiled(self.text, self.name, self.location)
+        return _compiled(self.text, self.macro_name, self.location)
 
     def resolved(self, given: Mapping[str, Any], key: str) -> dict[str, Any]:
         """`given` (the recipe's values, at `key`) checked against the schema, defaults added."""
@@ -168,20 +193,58 @@ class Component:
             record["recipe_keys"] = list(self.recipe_keys)
         if self.kind == "fusion":
             record |= {"default_missing": self.default_missing, "weighted": self.weighted}
+            record |= {"ranks": self.ranks} if self.ranks else {}
         if self.needs:
             record["needs"] = list(self.needs)
-        return record | ({"sha256": self.sha256} if self.sha256 else {})
+        if self.builtin:
+            return record | ({"file": self.location} if self.text is not None else {})
+        return record | {"sha256": self.sha256}
 
 
 @dataclass(frozen=True)
 class Call:
-    """A plugin's macro with its parameters bound, as fused.sql calls it: `call(*inputs)`."""
+    """A component's macro with its params bound, as fused.sql calls it: `call(*inputs)`. A
+    plugin's params are its parameters' values; a built-in's, the recipe keys it reads, each by
+    its last part (`normalizer_params.eps`: `eps`)."""
 
     component: Component
     params: dict[str, Any]
 
     def __call__(self, *inputs: Any) -> str:
         return str(self.component.macro()(self.params, *inputs))
+
+    def of_source(self, source: Mapping[str, Any]) -> Call:
+        """This normaliser for the source whose recipe entry is `source`: a built-in's params
+        and the keys of it the built-in reads (`sources.<name>.lower_bound`)."""
+        keys = [
+            key[len(_SOURCES) :] for key in self.component.recipe_keys if key.startswith(_SOURCES)
+        ]
+        return replace(
+            self, params=self.params | {key: source[key] for key in keys if key in source}
+        )
+
+    def contribution(self) -> str:
+        """A fusion method's contribution of a list (per_source's), a score or rank term."""
+        if self.component.text is None or CONTRIBUTION not in self.component.macro().arguments:
+            return "norm_score"
+        return str(self.component.macro()(self.params, **{CONTRIBUTION: True}))
+
+
+_SOURCES = "sources.<name>."
+
+
+def builtin_call(component: Component, recipe: Mapping[str, Any]) -> Call:
+    """A built-in bound to the values of recipe parameters `recipe` at its recipe keys (those
+    left out left out; a source's own keys are bound by Call.of_source)."""
+    params: dict[str, Any] = {}
+    for key in component.recipe_keys:
+        *parents, last = key.split(".")
+        section: Any = recipe
+        for part in parents:
+            section = section.get(part, {}) if isinstance(section, Mapping) else {}
+        if not key.startswith(_SOURCES) and last in section:
+            params[last] = section[last]
+    return Call(component, params)
 
 
 def component_files(path: Path, where: str) -> list[Path]:
@@ -196,12 +259,12 @@ def component_files(path: Path, where: str) -> list[Path]:
     raise PolicyError(f"{where}: no component file or folder {path}")
 
 
-def read_component(path: Path, origin: str) -> Component:
+def read_component(path: Path, origin: str, location: str | None = None) -> Component:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise PolicyError(f"{path}: cannot read ({exc})") from None
-    return parse_component(text, str(path), origin)
+    return parse_component(text, location or str(path), origin)
 
 
 def parse_component(text: str, location: str, origin: str) -> Component:
@@ -217,13 +280,17 @@ def parse_component(text: str, location: str, origin: str) -> Component:
     except yaml.YAMLError as exc:
         problem = " ".join(str(getattr(exc, "problem", exc)).split())
         raise PolicyError(f"{location}: the header is not valid YAML ({problem})") from None
-    component = declared_component(header, location, origin, builtin=False, text=text)
+    builtin = origin == BUILTIN
+    component = declared_component(header, location, origin, builtin=builtin, text=text)
     macro = component.macro()
     expected = ("params", *INPUTS[component.kind])
-    if len(macro.arguments) != len(expected):
+    optional = (CONTRIBUTION,) if component.kind == "fusion" else ()
+    given, extra = macro.arguments[: len(expected)], macro.arguments[len(expected) :]
+    if len(given) != len(expected) or extra not in ((), optional):
+        allowed = ", ".join((*expected, *(f"[{name}=false]" for name in optional)))
         raise PolicyError(
-            f"{location}: macro {component.name}({', '.join(macro.arguments)}): "
-            f"{component.kind} macros take ({', '.join(expected)})"
+            f"{location}: macro {component.macro_name}({', '.join(macro.arguments)}): "
+            f"{component.kind} macros take ({allowed})"
         )
     return component
 
@@ -249,7 +316,7 @@ def declared_component(
     description = header["description"]
     if not isinstance(description, str) or not description.strip() or "\n" in description.strip():
         raise PolicyError(f"{location}: description must be one line of text")
-    fusion_only = [key for key in ("default_missing", "weighted") if key in header]
+    fusion_only = [key for key in ("default_missing", "weighted", "ranks") if key in header]
     if kind != "fusion" and fusion_only:
         raise PolicyError(f"{location}: {fusion_only[0]} is declared by a fusion method only")
     if kind != "normalizer" and "needs" in header:
@@ -271,6 +338,7 @@ def declared_component(
             else ""
         ),
         weighted=Flag().check(f"{location}: weighted", header.get("weighted", False)),
+        ranks=Flag().check(f"{location}: ranks", header.get("ranks", False)),
         needs=_needs(header.get("needs", []), location),
         text=text,
         location=location,

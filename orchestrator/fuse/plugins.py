@@ -1,6 +1,7 @@
-"""Where fusion's components come from (issue 48 §3): the built-ins
-(sql/fuse/components/builtins.yaml), the entry points of the group `duckscore.components`, and a
-recipe's `plugins` (files or folders, relative to the recipe). A plugin's text is kept by its
+"""Where fusion's components come from (issue 48 §3): the built-ins (the component files of
+sql/fuse/components/<kind>/, and builtins.yaml's two without SQL of their own), the entry
+points of the group `duckscore.components`, and a recipe's `plugins` (files or folders,
+relative to the recipe). A plugin's text is kept by its
 sha256 when the recipe is read (`locate_plugins`): what a recipe records is what renders. And
 the check of a recipe's components: every name registered, every value within its schema, every
 used plugin's SQL through the templates' checks (`recipe_components`)."""
@@ -10,7 +11,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
@@ -25,9 +26,11 @@ from ..core.render import RenderedSQL
 from ..core.resources import sql_dir
 from .components import (
     BUILTIN,
+    CONTRIBUTION,
     KINDS,
     Call,
     Component,
+    builtin_call,
     component_files,
     declared_component,
     read_component,
@@ -84,7 +87,7 @@ class Registry:
                 if other.name == plugin.name:
                     raise PolicyError(
                         f"{plugin.kind} {plugin.name} ({plugin.location}) has the name of "
-                        f"{other.kind} {other.name} ({other.location}): rename one"
+                        f"{other.kind} {other.name} ({other.where}): rename one"
                     )
             components[(plugin.kind, plugin.name)] = plugin
         return Registry(components)
@@ -102,10 +105,23 @@ def registry(plugins: Iterable[Mapping[str, str]] = ()) -> Registry:
 
 @lru_cache(maxsize=1)
 def builtins() -> Registry:
-    path = sql_dir() / "fuse" / "components" / "builtins.yaml"
-    declared = load_yaml(path.read_text(encoding="utf-8"))
-    components = (declared_component(entry, str(path), BUILTIN, builtin=True) for entry in declared)
-    return Registry({(c.kind, c.name): replace(c, location=BUILTIN) for c in components})
+    """The component files of sql/fuse/components/<kind>/<name>.sql, by kind and name, then
+    builtins.yaml's (no SQL of their own)."""
+    folder = sql_dir() / "fuse" / "components"
+    found = [_builtin_file(path) for kind in KINDS for path in sorted(folder.glob(f"{kind}/*.sql"))]
+    listed = folder / "builtins.yaml"
+    for entry in load_yaml(listed.read_text(encoding="utf-8")):
+        declared = declared_component(entry, str(listed), BUILTIN, builtin=True)
+        found.append(replace(declared, location=BUILTIN))
+    return Registry({(c.kind, c.name): c for c in found})
+
+
+def _builtin_file(path: Path) -> Component:
+    location = path.relative_to(sql_dir().parent).as_posix()
+    component = read_component(path, BUILTIN, location)
+    if (component.kind, component.name) != (path.parent.name, path.stem):
+        raise PolicyError(f"{location}: declares {component.kind} {component.name}")
+    return component
 
 
 def entry_point_components() -> list[Component]:
@@ -301,6 +317,17 @@ _PROBES: dict[str, tuple[str, dict[str, dict[str, str]], tuple[Any, ...]]] = {
 }
 
 
+# a fusion method's list contribution, rendered alone: what per_source computes it from
+_CONTRIBUTION_PROBE = "SELECT {sql} AS contribution FROM grid"
+_GRID = {
+    "weight": "DOUBLE",
+    "raw_score": "DOUBLE",
+    "list_rank": "BIGINT",
+    "norm_score": "DOUBLE",
+    "rank_for_fusion": "BIGINT",
+}
+
+
 def check_call(call: Call, key: str) -> None:
     """Render `call`'s plugin alone, as fused.sql would, and put it through the checks of every
     template (parse, lint, qualify against the columns its kind may read): an error names the
@@ -309,8 +336,20 @@ def check_call(call: Call, key: str) -> None:
     template, schema, inputs = _PROBES[component.kind]
     if component.needs_candidates:
         schema = {"list_stats": _STATS | {"n_candidates": "BIGINT"}}
+    _check_probe(component, lambda: call(*inputs), template, schema, key)
+    if component.kind == "fusion" and CONTRIBUTION in component.macro().arguments:
+        _check_probe(component, call.contribution, _CONTRIBUTION_PROBE, {"grid": _GRID}, key)
+
+
+def _check_probe(
+    component: Component,
+    rendered_sql: Callable[[], str],
+    template: str,
+    schema: dict[str, dict[str, str]],
+    key: str,
+) -> None:
     try:
-        sql = call(*inputs)
+        sql = rendered_sql()
     except (jinja2.TemplateError, DuckscoreError) as exc:
         message = " ".join(str(exc).split())
         raise PolicyError(f"{key}: {component.location}: {message}") from None
@@ -340,18 +379,33 @@ class Components:
             for c in unique.values()
         ]
 
+    def calls(self, p: dict[str, Any]) -> dict[str, dict[str, Call]]:
+        """What fused.sql calls, by kind and name: the bound plugins, and the built-ins recipe
+        parameters `p` use, each bound to its recipe keys' values in `p`."""
+        bound = {kind: dict(named) for kind, named in self.plugins.items()}
+        for kind, _, name in _used(p):
+            component = self.registry.components[(kind, name)]
+            if component.builtin:
+                bound[kind][name] = builtin_call(component, p)
+        return bound
+
+
+def _used(p: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The (kind, recipe key, name) of each normaliser, aligner and fusion method `p` names."""
+    used = [("normalizer", "source_defaults.normalize", p["source_defaults"]["normalize"])]
+    used += [
+        ("normalizer", f"sources.{n}.normalize", s["normalize"]) for n, s in p["sources"].items()
+    ]
+    used += [("aligner", "aligner.method", p["aligner"]["method"])]
+    return used + [("fusion", "fusion.method", p["fusion"]["method"])]
+
 
 def recipe_components(p: dict[str, Any]) -> Components:
     """The registry of recipe parameters `p` and the plugins they use, checked: every name
     registered, every parameter within its schema, every used plugin's SQL through the checks
     of the templates. Errors name the recipe key."""
     found = registry(p.get("plugins") or ())
-    used = [("normalizer", "source_defaults.normalize", p["source_defaults"]["normalize"])]
-    used += [
-        ("normalizer", f"sources.{n}.normalize", s["normalize"]) for n, s in p["sources"].items()
-    ]
-    used += [("aligner", "aligner.method", p["aligner"]["method"])]
-    used += [("fusion", "fusion.method", p["fusion"]["method"])]
+    used = _used(p)
     for kind, key, name in used:
         found.get(kind, name, key)
     for name, values in (p.get("component_params") or {}).items():

@@ -41,7 +41,7 @@ from .plugins import (
     recipe_components,
 )
 
-# the built-in names (sql/fuse/components/builtins.yaml; a recipe's plugins add names of their own)
+# the built-in names (sql/fuse/components/; a recipe's plugins add names of their own)
 NORMALIZERS = tuple(builtins().names("normalizer"))
 FUSIONS = tuple(builtins().names("fusion"))
 # the built-in methods whose score is a sum over the lists: a missing list adds 0 without a grid
@@ -281,7 +281,7 @@ class FusePlan:
             "needs_grid": self.needs_grid,
             "with_features": False,
             "inputs": {"retrieval_log": self.log_view, "entries": None},
-            "components": self.components.plugins,
+            "components": self.components.calls(p),
             "query_rules": self.components.query_rules,
         }
 

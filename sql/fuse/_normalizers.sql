@@ -1,10 +1,8 @@
 {#-
-One SQL expression per seed-003 normaliser (§6.3, docs/fusion-semantics.md step 3), over a row
-of the `stats` stage: raw_score, list_rank (1-based), list_n and the list's statistics.
-`source` is the source's recipe entry (minmax's lower_bound and upper_bound). A plugin's
-(`components`, from the recipe's plugins) is its macro with its parameters bound. The engines' own
-rules (normalizer_params.nonpositive_value, minmax_degenerate_below, zscore_at_mean,
-l2_degenerate_raw, borda_points) render nothing when left out.
+What the built-in normalisers (sql/fuse/components/normalizer/, each one SQL expression over a
+row of fused.sql's `list_stats` stage) share: the engines' own rules
+(normalizer_params.nonpositive_value, minmax_degenerate_below, and a source's lower_bound and
+upper_bound), which render nothing when left out. `np` is the normaliser's params.
 -#}
 {#- a formula's value; with nonpositive_value, a value <= 0 becomes it (OpenSearch MIN_SCORE) -#}
 {% macro floored(value, np) -%}
@@ -43,50 +41,4 @@ CASE WHEN {{ degenerate_spread('s_max - s_min', np) }} THEN {{ np.degenerate_val
 {% endif %}
      WHEN {{ hi }} - {{ lo }} = 0 THEN {{ np.degenerate_value | lit }}
      ELSE {{ floored('(raw_score - ' ~ lo ~ ') / greatest(' ~ hi ~ ' - ' ~ lo ~ ', ' ~ (np.eps | lit) ~ ')', np) }} END
-{%- endmacro %}
-{% macro normalizer(name, np, source) -%}
-{% set deg = np.degenerate_value | lit %}
-{% if name == 'none' -%}
-raw_score
-{%- elif name == 'rank' -%}
-{{ 1.0 | lit }} - (list_rank - 1) / NULLIF(list_n, 0)
-{%- elif name == 'minmax' and (source.get('lower_bound') or source.get('upper_bound')) -%}
-{{ bounded_minmax(np, source.get('lower_bound'), source.get('upper_bound')) }}
-{%- elif name == 'minmax' -%}
-CASE WHEN {{ degenerate_spread('s_max - s_min', np) }} THEN {{ deg }} ELSE {{ floored('(raw_score - s_min) / greatest(s_max - s_min, ' ~ (np.eps | lit) ~ ')', np) }} END
-{%- elif name == 'max' -%}
-raw_score / greatest(s_max, {{ np.eps | lit }})
-{%- elif name == 'sum' -%}
-CASE WHEN s_max - s_min = 0 THEN {{ deg }} ELSE (raw_score - s_min) / greatest(s_sum - list_n * s_min, {{ np.eps | lit }}) END
-{%- elif name == 'zscore' -%}
-{#- OpenSearch z_score compares its float scores with the mean; so a one-item or constant list
-    is at its mean, and gets its largest raw score -#}
-CASE {% if np.get('zscore_at_mean') == 'raw_max' %}WHEN CAST(raw_score AS FLOAT) = CAST(s_mean AS FLOAT) THEN s_max {% endif %}WHEN s_sd_z IS NULL OR s_sd_z = 0 THEN {{ deg }} ELSE {{ floored('(raw_score - s_mean) / greatest(s_sd_z, ' ~ (np.eps | lit) ~ ')', np) }} END
-{%- elif name == 'l2' -%}
-CASE WHEN s_l2 < {{ np.eps | lit }} THEN {{ 'raw_score' if np.get('l2_degenerate_raw') else deg }} ELSE raw_score / NULLIF(s_l2, 0) END
-{%- elif name == 'softmax' -%}
-exp((raw_score - s_max) / {{ np.softmax_temperature | lit }}) / NULLIF(s_softmax_sum, 0)
-{%- elif name == 'sigmoid' -%}
-{{ 1.0 | lit }} / ({{ 1.0 | lit }} + exp(-(raw_score - {{ np.sigmoid_center | lit }}) / {{ np.sigmoid_scale | lit }}))
-{%- elif name == 'quantile' -%}
-{#- held within the list's [min, max]: DuckDB interpolates two equal values an ulp away -#}
-{{ quantile_norm('raw_score', 'greatest(s_min, least(s_max, s_q_lo))', 'greatest(s_min, least(s_max, s_q_hi))', np.eps, np.degenerate_value) }}
-{%- elif name == 'dbsf' -%}
-CASE WHEN list_n = 1 OR s_sd_dbsf IS NULL OR s_sd_dbsf = 0 THEN {{ np.dbsf_degenerate_value | lit }}
-     ELSE (raw_score - (s_mean - {{ 3.0 | lit }} * s_sd_dbsf)) / NULLIF({{ 6.0 | lit }} * s_sd_dbsf, 0) END
-{%- elif name == 'bounds' -%}
-{% set lo, hi = np.bounds[0], np.bounds[1] %}
-{% set scaled = '(raw_score - ' ~ (lo | lit) ~ ') / ' ~ ((hi - lo) | lit) %}
-{{ clamp(scaled) if np.bounds_clip else scaled }}
-{%- elif name == 'borda' and np.get('borda_points') -%}
-{#- ranx bordafuse's points: |C| - p -#}
-CAST(n_candidates - list_rank + 1 AS DOUBLE)
-{%- elif name == 'borda' -%}
-{{ 1.0 | lit }} - (list_rank - 1) / NULLIF(n_candidates, 0)
-{%- elif name in components.normalizer -%}
-{#- a plugin (orchestrator/fuse/components.py), with its component_params -#}
-{{ components.normalizer[name]() }}
-{%- else -%}
-{{ fail('unknown normaliser ' ~ name) }}
-{%- endif %}
 {%- endmacro %}

@@ -2,8 +2,9 @@
 Seed 003: multi-source fusion of a retrieval log (docs/fusion-semantics.md is the contract).
 Context: recipe (validated), sources (names used, sorted), has_rank, has_snippet, missing (effective policy:
 zero | skip | list_min), needs_grid, inputs.retrieval_log, final (the CTE to select;
-fused_items comes sorted by query_id, rank), components (the recipe's plugins by kind and
-name, each its macro with its parameters bound: orchestrator/fuse/components.py), query_rules
+fused_items comes sorted by query_id, rank), components (the recipe's normalisers, aligners
+and fusion method by kind and name, built-in or plugin, each its macro with its params bound:
+orchestrator/fuse/components.py; the built-ins' files are sql/fuse/components/), query_rules
 (each query-analyzer rule's plugin, none for a `match` pattern), explain (false: fused_items has NULL contributions
 and best_provenance, of the same types; the best hit's item and snippet are not computed, and
 DuckDB prunes the other aggregates only they read).
@@ -18,7 +19,6 @@ fusion.method ltr (a learned model, the recipe's ltr block: orchestrator/fuse/lt
 the model's features of each (query, item), model_inputs what the model reads of them, and
 ltr_scored the model's score as fused_score (sql/fuse/_ltr.sql).
 -#}
-{% from 'fuse/_normalizers.sql' import normalizer with context %}
 {% from 'fuse/_rrf_part.sql' import rrf_part %}
 {% from 'fuse/_ltr.sql' import ltr_feature, ltr_input, ltr_score %}
 {% set r = recipe %}
@@ -34,17 +34,10 @@ ltr_scored the model's score as fused_score (sql/fuse/_ltr.sql).
 {% set parts = name.split('@') %}
 {% set _ = ltr_columns.append({'kind': parts[0], 'index': sources.index(parts[1]) + 1 if parts | length > 1 else none}) %}
 {% endfor %}
-{#- Aligned score of a group's values: max, or a sum over the values sorted descending (a fixed
-    order, so the float sum is the same on every run and thread count). -#}
+{#- Aligned score of a group's values: the aligner's macro (sql/fuse/components/aligner/, or
+    a plugin's). -#}
 {% macro aligned_score(value) -%}
-{% set sorted = 'list_reverse_sort(list(' ~ value ~ '), ' ~ ('NULLS LAST' | lit) ~ ')' %}
-{% set top = sorted ~ '[1:' ~ (al.top_n | int | lit) ~ ']' if al.top_n and al.method in ['sum_top_n', 'max_decay'] else sorted %}
-{% if al.method == 'max' -%}max({{ value }})
-{%- elif al.method in ['sum', 'sum_top_n'] -%}list_sum({{ top }})
-{%- elif al.method == 'mean' -%}list_sum({{ top }}) / NULLIF(count(*), 0)
-{%- elif al.method == 'max_decay' -%}list_sum(list_transform({{ top }}, lambda value, position: value * pow({{ al.decay | lit }}, position - 1)))
-{%- else -%}{{ components.aligner[al.method](value) }}
-{%- endif %}
+{{ components.aligner[al.method](value) }}
 {%- endmacro %}
 {#- Σ of `value` over the sources in name order, from one pivoted value per source (a group has
     at most one row per source): an ordered sum without the cost of an ordered aggregate. -#}
@@ -60,9 +53,11 @@ CASE WHEN count({{ value }}){% if condition %} FILTER (WHERE {{ condition }}){% 
 {% set text = "coalesce(l.query_text, '')" %}
 {% if query_rules[index] is not none %}{{ query_rules[index](text) }}{% else %}regexp_matches({{ text }}, {{ rule.match | lit }}){% endif %}
 {%- endmacro %}
-{#- borda makes every candidate present in its lists for the score methods only: rrf and isr read
-    ranks, which a missing item has none of, so their n_d and contributions count real hits. -#}
-{% set rank_based = f.method in ['rrf', 'isr'] %}
+{#- borda makes every candidate present in its lists for the score methods only: a method over
+    ranks (its header's `ranks`: rrf, isr) reads ranks, which a missing item has none of, so its
+    n_d and contributions count real hits. -#}
+{% set fusion = components.fusion[f.method] %}
+{% set rank_based = fusion.component.ranks %}
 {% set count_empty = f.get('count_empty_sources') and missing == 'zero' and needs_grid %}
 {% set cut = f.get('top_n') is not none or f.get('min_score') is not none %}
 {% set borda_sources = [] %}
@@ -71,16 +66,6 @@ CASE WHEN count({{ value }}){% if condition %} FILTER (WHERE {{ condition }}){% 
 {% for name in sources if r.sources[name].normalize == 'quantile' %}{% set _ = quantile_sources.append(name) %}{% endfor %}
 {% macro is_borda(source) -%}
 {% if borda_sources %}{{ source }} IN ({% for name in borda_sources %}{{ name | lit }}{{ ', ' if not loop.last }}{% endfor %}){% else %}FALSE{% endif %}
-{%- endmacro %}
-{% macro rank_contribution(rank_expr) -%}
-{% if f.method == 'rrf' and f.get('rrf_weight') == 'divides_rank' -%}
-{#- Qdrant's weighted RRF (reciprocal_rank_fusion.rs): a weight divides the rank; 0 adds nothing -#}
-CASE WHEN weight > 0 THEN {{ 1.0 | lit }} / (({{ rank_expr }}) / NULLIF(weight, 0) + {{ (f.k - 1 + f.rank_base) | float | lit }}) ELSE {{ 0.0 | lit }} END
-{%- elif f.method == 'rrf' -%}
-weight / (({{ rank_expr }}) + {{ (f.k - 1 + f.rank_base) | float | lit }})
-{%- else -%}
-weight / NULLIF(({{ rank_expr }}) * ({{ rank_expr }}), 0)
-{%- endif %}
 {%- endmacro %}
 WITH
 source_settings AS (
@@ -252,7 +237,7 @@ normalized AS (
         *,
         CASE source
 {% for name in sources %}
-            WHEN {{ name | lit }} THEN {{ normalizer(r.sources[name].normalize, np, r.sources[name]) }}
+            WHEN {{ name | lit }} THEN {{ components.normalizer[r.sources[name].normalize].of_source(r.sources[name])() }}
 {% endfor %}
         END AS norm_score
     FROM list_stats
@@ -328,16 +313,8 @@ per_source AS (
 {% if ltr %}
         n_hits,
 {% endif %}
-{% if rank_based %}
-        CASE WHEN rank_counted THEN {{ rank_contribution('rank_for_fusion') }} END AS contribution,
-        rank_counted AS counted
-{% elif f.method == 'weighted_sum' or f.method == 'arithmetic_mean' %}
-        CASE WHEN counted THEN weight * norm_score END AS contribution,
-        counted
-{% else %}
-        CASE WHEN counted THEN norm_score END AS contribution,
-        counted
-{% endif %}
+        CASE WHEN {{ 'rank_counted' if rank_based else 'counted' }} THEN {{ fusion.contribution() }} END AS contribution,
+        {{ 'rank_counted AS counted' if rank_based else 'counted' }}
     FROM
 {% if needs_grid %}
         grid
@@ -349,33 +326,12 @@ source_pivot AS (
     SELECT
         query_id,
         target_id,
-{% set c = 'contribution' %}
 {% set pivoted = ['best_item_id', 'best_item_score', 'best_snippet', 'raw_score', 'norm_score', 'list_rank', 'weight', 'contribution'] %}
 {% if ltr %}
 {% set _ = pivoted.append('n_hits') %}
 {% endif %}
-{% if f.method in ['rrf', 'weighted_sum', 'combsum'] %}
-        {{ source_sum(c) }} AS fused_score,
-{% elif f.method in ['isr', 'combmnz'] %}
-        {{ source_sum(c) }} * count(*) FILTER (WHERE present) AS fused_score,
-{% elif f.method == 'combanz' %}
-        {{ source_sum(c) }} / NULLIF(count(*) FILTER (WHERE present), 0) AS fused_score,
-{% elif f.method == 'combmax' %}
-        max({{ c }}) AS fused_score,
-{% elif f.method == 'combmin' %}
-        min({{ c }}) AS fused_score,
-{% elif f.method == 'combmed' %}
-        quantile_cont({{ c }}, {{ 0.5 | lit }}) AS fused_score,
-{% elif f.method in components.fusion %}
-        {{ components.fusion[f.method](source_sum) }} AS fused_score,
-{% elif f.method == 'arithmetic_mean' %}
-        {{ source_sum(c) }} / NULLIF({{ source_sum('weight', 'counted') }}, 0) AS fused_score,
-{% elif f.method == 'geometric_mean' %}
-        exp({{ source_sum('weight * ln(contribution)', 'contribution > 0') }}
-            / NULLIF({{ source_sum('weight', 'contribution > 0') }}, 0)) AS fused_score,
-{% elif f.method == 'harmonic_mean' %}
-        {{ source_sum('weight', 'contribution > 0') }}
-            / NULLIF({{ source_sum('weight / NULLIF(contribution, 0)', 'contribution > 0') }}, 0) AS fused_score,
+{% if not ltr %}
+        {{ fusion(source_sum) }} AS fused_score,
 {% endif %}
         count(*) FILTER (WHERE present) AS n_sources,
 {% for name in sources %}

@@ -306,10 +306,10 @@ def odd(kind: str, body: str, extra: str = "", name: str = "odd", args: str = ""
 REFUSALS = {
     "unknown component": (
         {}, ["source_defaults.normalize=nope"],
-        r"source_defaults.normalize: 'nope' is not one of none, rank, .*, borda$",
+        r"source_defaults.normalize: 'nope' is not one of borda, bounds, .*, zscore$",
     ),
     "unknown plugin fusion": (
-        {}, ["fusion.method=dismaxx"], r"fusion.method: 'dismaxx' is not one of rrf, .*, ltr$",
+        {}, ["fusion.method=dismaxx"], r"fusion.method: 'dismaxx' is not one of arithmetic_mean, .*, ltr$",
     ),
     "parameter out of bounds": (
         {"affine.sql": AFFINE},
@@ -385,6 +385,24 @@ REFUSALS = {
         odd("aligner", "max(score)", args="params"),
         [], r"plugins/odd.sql: macro odd\(params\): aligner macros take \(params, value\)$",
     ),
+    "a fusion macro's third argument not contribution": (
+        odd("fusion", "max(contribution)", "default_missing: skip\n", args="params, source_sum, extra=false"),
+        [], r"plugins/odd.sql: macro odd\(params, source_sum, extra\): fusion macros take "
+        r"\(params, source_sum, \[contribution=false\]\)$",
+    ),
+    "ranks on a normaliser": (
+        odd("normalizer", "raw_score", "ranks: true\n"),
+        [], r"plugins/odd.sql: ranks is declared by a fusion method only$",
+    ),
+    "recipe_keys on a plugin": (
+        odd("normalizer", "raw_score", "recipe_keys: [normalizer_params.eps]\n"),
+        [], r"plugins/odd.sql: unknown header key 'recipe_keys' ",
+    ),
+    "a contribution reading an unknown column": (
+        odd("fusion", "{% if contribution %}present{% else %}max(contribution){% endif %}",
+            "default_missing: skip\n", args="params, source_sum, contribution=false"),
+        ["fusion.method=odd"], r"fusion.method: .*plugins/odd.sql: .*present.*\(inputs: grid\(",
+    ),
     "a Jinja syntax error": (
         odd("normalizer", "{{ raw_score "),
         [], r"plugins/odd.sql:6: ",
@@ -447,8 +465,98 @@ def test_every_builtin_is_registered_with_a_description() -> None:
     assert {c.kind for c in registered} == set(components.KINDS)
     assert all(c.builtin and c.description for c in registered)
     assert [c.name for c in registered if c.kind == "aligner"] == [
-        "max", "sum", "mean", "sum_top_n", "max_decay"
+        "max", "max_decay", "mean", "sum", "sum_top_n"
     ]  # fmt: skip
+
+
+def test_every_builtin_but_two_is_a_component_file_listed_with_its_path() -> None:
+    """Each built-in normaliser, aligner and fusion method is the file
+    sql/fuse/components/<kind>/<name>.sql, its macro called as a plugin's is; ltr and match,
+    which have no SQL expression of their own, are builtins.yaml's."""
+    listed = json.loads(invoke("policy", "components", "--json").stdout)
+    files = {(c["kind"], c["name"]): c.get("file") for c in listed if c["origin"] == "built-in"}
+    assert [key for key, file in files.items() if file is None] == [
+        ("fusion", "ltr"),
+        ("query_rule", "match"),
+    ]
+    for (kind, name), file in files.items():
+        if file is not None:
+            assert file == f"sql/fuse/components/{kind}/{name}.sql"
+            assert (ROOT / file).is_file()
+    shown = invoke("policy", "components", "--kind", "aligner").stdout
+    assert "aligner max (built-in, sql/fuse/components/aligner/max.sql): " in shown
+
+
+def test_a_builtin_reads_its_recipe_keys_and_a_source_its_own_bounds() -> None:
+    """minmax's params are its recipe keys' values, a source's lower_bound among them for that
+    source alone; a key left out of the recipe is left out of params."""
+    recipe = load_policy(
+        FUSE_RECIPE,
+        "hybrid_v1",
+        [
+            "discover_sources=false",
+            "sources={a: {normalize: minmax, lower_bound: {mode: clip, score: 0.25}}, "
+            "b: {normalize: minmax}}",
+            "normalizer_params.eps=0.001",
+        ],
+    )
+    minmax = plan(recipe, ["a", "b"], True).context["components"]["normalizer"]["minmax"]
+    assert minmax.params == {"eps": 0.001, "degenerate_value": 0.0}
+    assert minmax.of_source(recipe.parameters["sources"]["a"]).params == {
+        "eps": 0.001,
+        "degenerate_value": 0.0,
+        "lower_bound": {"mode": "clip", "score": 0.25},
+    }
+    assert minmax.of_source(recipe.parameters["sources"]["b"]).params == minmax.params
+
+
+INVERSE_RANK = """\
+{#-
+kind: fusion
+name: inverse_rank
+description: "sum of scale / r over the lists holding the item"
+default_missing: zero
+ranks: true
+parameters:
+  scale: {type: number, min: 0, min_open: true, default: 1.0}
+-#}
+{% macro inverse_rank(params, source_sum, contribution=false) -%}
+{% if contribution -%}
+{{ params.scale | lit }} / NULLIF(rank_for_fusion, 0)
+{%- else -%}
+{{ source_sum('contribution') }}
+{%- endif %}
+{%- endmacro %}
+"""
+
+
+def test_a_fusion_plugin_over_ranks_gives_its_own_contribution(tmp_path: Path) -> None:
+    """`ranks: true` and a macro taking `contribution`: each list's contribution is scale / r,
+    r the item's rank in the list (aligned by max, ranked by that score), a list without the
+    item none (missing: zero over ranks counts real hits), as rrf and isr do."""
+    recipe = plugin_recipe(
+        tmp_path,
+        {"inverse_rank.sql": INVERSE_RANK},
+        "plugins: [plugins]\n"
+        "source_defaults: {top_k: null, normalize: none, weight: 1.0, distance: false}\n"
+        "aligner: {method: max, top_n: null, decay: 0.5, order: before_fusion}\n"
+        "fusion: {method: inverse_rank, k: 60, rank_base: 1, missing: default}\n"
+        "component_params: {inverse_rank: {scale: 2.0}}\n",
+    )
+    fuse(hand_log(tmp_path), tmp_path / "out", recipe=str(recipe))
+    rows = duckdb.execute(
+        "SELECT query_id, item_id, fused_score, "
+        "list_transform(contributions, lambda c: c.contribution) "
+        f"FROM '{tmp_path / 'out' / 'fused.parquet'}'"
+    ).fetchall()
+    # by hand: q1's a ranks p1 (max 3.0) then p2 (2.0), b ranks p2 (0.5) then p3 (0.25); q2's
+    # lists hold p4 alone
+    assert {(q, i): (s, c) for q, i, s, c in rows} == {
+        ("q1", "p1"): (2.0, [2.0]),
+        ("q1", "p2"): (2.0 / 2 + 2.0, [1.0, 2.0]),
+        ("q1", "p3"): (2.0 / 2, [1.0]),
+        ("q2", "p4"): (4.0, [2.0, 2.0]),
+    }
 
 
 CANDIDATE_RANK = """\

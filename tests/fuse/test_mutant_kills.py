@@ -3,13 +3,13 @@
 - The query analyzer's boost (`THEN {{ boost }}` made `THEN 1.0` in fused.sql): checked on every
   fused row of the 19 SciFact queries whose text says "cancer", against a pandas RRF written from
   fixtures/scifact/README.md, and on a small log computed by hand.
-- `bounds_clip: false` (ignored in _normalizers.sql): the `bounds` normaliser is
+- `bounds_clip: false` (ignored in components/normalizer/bounds.sql): the `bounds` normaliser is
   (s − lo)/(hi − lo), clipped to [0, 1] only when bounds_clip (docs/fusion-semantics.md step 3).
 - The fixed64 rrf_sum (`/ scale` made `* scale` in _rrf_part.sql): only slow tests read it.
 - The precision of the two exact sums (DECIMAL(38, 24) made (38, 25), and the decimal sum used
   for fixed64 too): at everyday weights they differ in the last bit of a few parents only; a
   weight of 1e-12 makes 10^-24 coarse, so each way's documented rounding shows.
-- The `sum` normaliser's eps (made 1.0 in _normalizers.sql).
+- The `sum` normaliser's eps (made 1.0 in components/normalizer/sum.sql).
 - The ranking's rounding (`round(fused_score, 12)` made 13 in fused.sql): no fused scores of the
   other tests differed in the 13th decimal only.
 - The list statistics' order (`list_rank ASC` made DESC in stats' and softmax's windows): a

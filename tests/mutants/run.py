@@ -2,7 +2,7 @@
 
     .venv/bin/python -m tests.mutants.run                       # every mutant (hours)
     .venv/bin/python -m tests.mutants.run --sample 4 --seed 0   # 4 per capability
-    .venv/bin/python -m tests.mutants.run --template fuse/_normalizers.sql --jobs 2
+    .venv/bin/python -m tests.mutants.run --template fuse/components/normalizer/minmax.sql --jobs 2
     .venv/bin/python -m tests.mutants.run --list --capability score
     .venv/bin/python -m tests.mutants.run --capability fuse --out DIR --resume  # go on in DIR
 
@@ -84,7 +84,7 @@ def catalogue(capabilities: list[str], templates: list[str]) -> list[Mutant]:
     chosen = templates or [
         str(path.relative_to(SQL))
         for capability in capabilities
-        for path in sorted((SQL / capability).glob("*.sql"))
+        for path in sorted((SQL / capability).rglob("*.sql"))
     ]
     return [m for t in chosen for m in mutants(t, (SQL / t).read_text(encoding="utf-8"))]
 

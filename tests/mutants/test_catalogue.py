@@ -93,8 +93,8 @@ def test_the_two_survivors_of_issue_37_are_in_the_catalogue() -> None:
     ids = {m.id: m for m in catalogue(["fuse"], [])}
     boost = ids["fuse/fused.sql:param:30660b90"]
     assert (boost.original, boost.replacement) == ("{{ boost | float | lit }}", "{{ 1.0 | lit }}")
-    clip = ids["fuse/_normalizers.sql:cond:db484b5b"]
-    assert (clip.original, clip.replacement) == ("np.bounds_clip", "true")
+    clip = ids["fuse/components/normalizer/bounds.sql:cond:3f23ee95"]
+    assert (clip.original, clip.replacement) == ("params.bounds_clip", "true")
 
 
 def test_every_template_has_tests_and_every_equivalent_mutant_exists() -> None:
