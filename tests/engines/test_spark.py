@@ -109,7 +109,7 @@ def test_every_packaged_recipe_and_policy_equals_the_duckdb_engine(
         if policy != DEFAULT_POLICY
     ]
     for recipe, policy in pairs:
-        job = Job(recipe, policy, allow_recipe_mismatch=True)
+        job = Job(recipe=recipe, policy=policy, allow_recipe_mismatch=True)
         folder = tmp_path / f"{recipe}-{policy}"
         run(log, folder / "duck", job)
         run_on_spark(log, folder / "spark", job, shards=8)

@@ -78,7 +78,7 @@ def test_fuse_gives_the_oracles_scores_on_scifact(fused: Path) -> None:
 
 
 def test_run_fuses_as_fuse_does_and_records_the_plugins(fused: Path, tmp_path: Path) -> None:
-    job = Job(str(RECIPE), "overall_v3", allow_recipe_mismatch=True)
+    job = Job(recipe=str(RECIPE), policy="overall_v3", allow_recipe_mismatch=True)
     result = run(LOG, tmp_path / "run", job)
     assert fused_rows(f"'{tmp_path / 'run' / 'fused.parquet'}'") == fused_rows(f"'{fused}'")
     recorded = result.manifest["policy"]["parameters"]["plugins"]
@@ -147,7 +147,7 @@ def test_spark_runs_the_plugins_as_duckdb_does(tmp_path: Path) -> None:
     from ..conftest import spark_session
     from ..engines.test_spark import assert_same_outputs
 
-    job = Job(str(RECIPE), "overall_v3", allow_recipe_mismatch=True)
+    job = Job(recipe=str(RECIPE), policy="overall_v3", allow_recipe_mismatch=True)
     with spark_session():
         run(LOG, tmp_path / "duck", job)
         run_on_spark(LOG, tmp_path / "spark", job, shards=3)
