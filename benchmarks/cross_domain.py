@@ -32,8 +32,8 @@ from duckscore.calibrate.settings import CalibrationError
 from duckscore.common.defaults import DEFAULT_POLICY
 from duckscore.core.resources import fixtures_dir
 from duckscore.metrics.labels import make_labels
-from duckscore.run.job import Job
-from duckscore.run.pipeline import run
+from duckscore.runner.job import Job
+from duckscore.runner.pipeline import run
 
 COLLECTIONS = ("scifact", "cisi")
 TARGET = "cisi"

@@ -70,8 +70,8 @@ def main() -> None:
     with timed("import duckscore"):
         from duckscore.core import session as session_module
         from duckscore.core.connection import EngineSettings
-        from duckscore.run.job import Job
-        from duckscore.run.pipeline import run
+        from duckscore.runner.job import Job
+        from duckscore.runner.pipeline import run
 
     wrap(
         session_module.Session,

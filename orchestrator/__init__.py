@@ -7,8 +7,6 @@ error a user can fix (core/errors.py, which imports nothing).
 """
 
 import logging
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 from .core.errors import DuckscoreError
@@ -24,20 +22,15 @@ if TYPE_CHECKING:  # what an IDE and a type checker see: the functions, not the 
     from .api.scorer import scorer
 
 
-class _Package(types.ModuleType):
-    """`ds.fuse` is the function even after the subpackage duckscore.fuse (which its import
-    binds here as an attribute) is loaded; imports find subpackages through sys.modules."""
+def __getattr__(name: str) -> Any:
+    """The API's functions, imported on first use (PEP 562): no subpackage bears their names
+    (fusion/, scoring/, runner/, answering/), so nothing an import binds here hides them."""
+    if name == "scorer":
+        from .api.scorer import scorer
 
-    def __getattribute__(self, name: str) -> Any:
-        if name == "scorer":
-            from .api import scorer
+        return scorer
+    if name in API:
+        from .api import functions
 
-            return scorer.scorer
-        if name in API:
-            from .api import functions
-
-            return getattr(functions, name)
-        return super().__getattribute__(name)
-
-
-sys.modules[__name__].__class__ = _Package
+        return getattr(functions, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,27 +22,27 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from ..answers.pipeline import score_answers
+from ..answering.pipeline import score_answers
 from ..common.defaults import DEFAULT_POLICY, DEFAULT_RECIPE
 from ..core.inputs import Table
 from ..core.policy import Policy, load_policy
 from ..core.session import Relations
-from ..fuse.pipeline import fuse as fuse_log
-from ..fuse.policy_recipe import check_features_recipe
-from ..fuse.traces import TraceLog
+from ..fusion.pipeline import fuse as fuse_log
+from ..fusion.policy_recipe import check_features_recipe
+from ..fusion.traces import TraceLog
 from ..metrics.catalog import DEFAULT_METRICS
 from ..metrics.retrieval import refuse_no_shared_query, run_evaluation
 from ..pack.install import pack_script
-from ..run.dispatch import run_log
-from ..run.incremental import PartitionedResult
-from ..run.job import Engine, Job
-from ..run.partitions import LEDGER
-from ..run.pipeline import RunResult
-from ..score.pipeline import score as score_features
-from ..score.policy import SCORE_POLICY
+from ..runner.dispatch import run_log
+from ..runner.incremental import PartitionedResult
+from ..runner.job import Engine, Job
+from ..runner.partitions import LEDGER
+from ..runner.pipeline import RunResult
+from ..scoring.pipeline import score as score_features
+from ..scoring.policy import SCORE_POLICY
 
 if TYPE_CHECKING:
-    from ..run.spark import SparkRunResult
+    from ..runner.spark import SparkRunResult
 
 _results = itertools.count(1)
 _shared: list[duckdb.DuckDBPyConnection] = []

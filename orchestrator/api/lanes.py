@@ -29,8 +29,8 @@ from ..core.inputs import Table
 from ..core.policy import Policy
 from ..core.render import ident
 from ..core.session import Session
-from ..fuse.log import log_probe, open_log
-from ..fuse.recipe import FusePlan, plan
+from ..fusion.log import log_probe, open_log
+from ..fusion.recipe import FusePlan, plan
 
 HITS_INPUT = "__live_input"  # the caller's hits, registered on a cursor for one statement
 HITS_TABLE = "__live_hits"

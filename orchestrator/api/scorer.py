@@ -19,9 +19,9 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from ..answers.pipeline import open_answer_inputs
-from ..answers.policy import ANSWER_POLICY
-from ..answers.stages import render_answers, render_contract
+from ..answering.pipeline import open_answer_inputs
+from ..answering.policy import ANSWER_POLICY
+from ..answering.stages import render_answers, render_contract
 from ..common.defaults import DEFAULT_POLICY
 from ..core.connection import EngineSettings, connect
 from ..core.errors import InputError, PolicyError
@@ -31,13 +31,13 @@ from ..core.policy import Policy, load_policy
 from ..core.render import RenderedSQL, ident
 from ..core.session import Session
 from ..core.validate import raw_view
-from ..fuse.contract import RERANK_SCORES, RETRIEVAL_LOG
-from ..fuse.log import open_log
-from ..fuse.recipe import FusePlan
-from ..fuse.stages import FUSED_ITEMS, LOG, RERANKED_ITEMS, fuse_graph
-from ..run.graph import run_graph
-from ..run.job import Job
-from ..score.stages import SCORE_CONTRACT, SCORED_PARENTS
+from ..fusion.contract import RERANK_SCORES, RETRIEVAL_LOG
+from ..fusion.log import open_log
+from ..fusion.recipe import FusePlan
+from ..fusion.stages import FUSED_ITEMS, LOG, RERANKED_ITEMS, fuse_graph
+from ..runner.graph import run_graph
+from ..runner.job import Job
+from ..scoring.stages import SCORE_CONTRACT, SCORED_PARENTS
 from .lanes import Lanes, json_lines_sql, read_json_lines
 
 Hits = Table | Sequence[dict[str, Any]] | pa.RecordBatch | pa.RecordBatchReader

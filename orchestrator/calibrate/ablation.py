@@ -16,7 +16,7 @@ from ..core.policy import Policy
 from ..core.render import ColumnParameter, RenderedSQL, render
 from ..core.reporting import module_logger
 from ..core.session import Session
-from ..score.policy import WEIGHTS
+from ..scoring.policy import WEIGHTS
 from .settings import CalibrationError, CalibrationSettings, Fit
 
 logger = module_logger(__name__)

@@ -39,10 +39,10 @@ from ..core.policy import (
 )
 from ..core.reporting import module_logger
 from ..core.session import Session
-from ..fuse.log import open_log
-from ..fuse.ltr import DEFAULT_FEATURES, MAX_LEAVES, MAX_TREES, feature_names
-from ..fuse.plugins import plugins_relative_to
-from ..fuse.recipe import FUSE_RECIPE, FusePlan, plan
+from ..fusion.log import open_log
+from ..fusion.ltr import DEFAULT_FEATURES, MAX_LEAVES, MAX_TREES, feature_names
+from ..fusion.plugins import plugins_relative_to
+from ..fusion.recipe import FUSE_RECIPE, FusePlan, plan
 from ..metrics.catalog import parse_metrics
 from ..metrics.tables import open_qrels
 from .learn_report import LearnOutcome, recipe_document, report_document

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..core.policy import Policy, at_written_precision, canonical_json
 from ..core.version import __version__
-from ..fuse.ltr import FEATURES, parse_feature
+from ..fusion.ltr import FEATURES, parse_feature
 from ..metrics.significance import p_value_text
 from .ltr_fit import Fitted, ModelSettings
 from .tune_grid import Selection

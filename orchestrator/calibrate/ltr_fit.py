@@ -26,7 +26,7 @@ import numpy as np
 from ..common.extras import needs_extra
 from ..core.errors import DuckscoreError
 from ..core.policy import at_written_precision
-from ..fuse.ltr import TREE_ARRAYS
+from ..fusion.ltr import TREE_ARRAYS
 
 MAX_PAIRS = 50_000_000  # the linear model's pairs of one fit (16 bytes of indices each)
 PAIR_CHUNK = 200_000  # pairs per block of the Hessian's sum (bounds its memory)

@@ -33,12 +33,12 @@ from ..core.policy import Policy, at_written_precision, load_policy, policy_from
 from ..core.render import lit
 from ..core.reporting import module_logger
 from ..core.session import Session
-from ..fuse.log import open_log
-from ..fuse.recipe import FUSE_RECIPE, recipe_record, recipe_record_from_manifest
-from ..fuse.stages import fuse_graph
+from ..fusion.log import open_log
+from ..fusion.recipe import FUSE_RECIPE, recipe_record, recipe_record_from_manifest
+from ..fusion.stages import fuse_graph
 from ..metrics.tables import QRELS
-from ..score.policy import SCORE_POLICY
-from ..score.stages import (
+from ..scoring.policy import SCORE_POLICY
+from ..scoring.stages import (
     FEATURES,
     QUERY_LIST,
     SCORE_CONTRACT,
@@ -46,7 +46,7 @@ from ..score.stages import (
     query_columns,
     score_graph,
 )
-from ..score.tables import PARENT_FEATURES
+from ..scoring.tables import PARENT_FEATURES
 from .ablation import Calibrator
 from .folds import assign_folds, build_membership, check_label_counts, label_set_sha256
 from .policy_file import write_policy

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.policy import at_written_precision
-from ..score.policy import BETA_CLIP, BETA_FEATURES
+from ..scoring.policy import BETA_CLIP, BETA_FEATURES
 from .settings import CalibrationError
 
 PLATT_BELOW = 1000  # labels; with more, isotonic (scikit-learn: it overfits small sets)

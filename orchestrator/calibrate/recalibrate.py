@@ -36,12 +36,12 @@ from ..core.render import RenderedSQL, render
 from ..core.reporting import module_logger
 from ..core.session import Session
 from ..core.version import __version__
-from ..fuse.log import open_log
-from ..fuse.policy_recipe import recipe_for_policy
-from ..fuse.recipe import recipe_record
-from ..fuse.stages import fuse_graph
-from ..score.policy import SCORE_POLICY
-from ..score.stages import FEATURES, SCORE_CONTRACT, query_columns, score_graph
+from ..fusion.log import open_log
+from ..fusion.policy_recipe import recipe_for_policy
+from ..fusion.recipe import recipe_record
+from ..fusion.stages import fuse_graph
+from ..scoring.policy import SCORE_POLICY
+from ..scoring.stages import FEATURES, SCORE_CONTRACT, query_columns, score_graph
 from .calibration_metrics import frame_metrics
 from .policy_file import write_policy_document
 from .probability import apply_map

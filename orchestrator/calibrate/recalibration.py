@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..score.scale import QUANTILE_LEVELS, QUANTILES_KEY, off_scale, share_below
+from ..scoring.scale import QUANTILE_LEVELS, QUANTILES_KEY, off_scale, share_below
 from .settings import CalibrationError
 
 __all__ = ["QUANTILES_KEY", "QUANTILE_LEVELS", "off_scale", "share_below"]  # read from here too

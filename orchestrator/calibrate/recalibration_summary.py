@@ -11,8 +11,8 @@ import pandas as pd
 
 from ..core.policy import Policy
 from ..core.session import Session
-from ..score.scale import QUANTILES_KEY, share_below
-from ..score.stages import decision_counts
+from ..scoring.scale import QUANTILES_KEY, share_below
+from ..scoring.stages import decision_counts
 
 
 def medians(recorded: dict[str, Any], new_quantiles: list[float]) -> dict[str, float] | None:

@@ -31,10 +31,10 @@ from ..core.render import render
 from ..core.reporting import module_logger
 from ..core.session import Session
 from ..core.version import __version__
-from ..fuse.log import open_log
-from ..fuse.plugins import plugins_relative_to
-from ..fuse.recipe import FUSE_RECIPE, FusePlan, plan, refuse_rerank
-from ..fuse.stages import FUSED_ITEMS, RANKED_LOG, fuse_graph
+from ..fusion.log import open_log
+from ..fusion.plugins import plugins_relative_to
+from ..fusion.recipe import FUSE_RECIPE, FusePlan, plan, refuse_rerank
+from ..fusion.stages import FUSED_ITEMS, RANKED_LOG, fuse_graph
 from ..metrics.catalog import Metric, parse_metrics
 from ..metrics.retrieval import render_per_query
 from ..metrics.significance import p_value_text

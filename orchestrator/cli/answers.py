@@ -67,7 +67,7 @@ def answers(
       manifest.json     policy version and parameters, SQL hashes, input fingerprints
       sql/              the rendered SQL that produced them
     """
-    from ..answers.pipeline import score_answers
+    from ..answering.pipeline import score_answers
 
     result = score_answers(
         answers, citations, chunks, out_dir, policy, events, list(overrides), settings

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 import click
 
 from ..core.setting import Setting, settings_of
-from ..run.job import RECIPE_OVERRIDE_HELP, Job
+from ..runner.job import RECIPE_OVERRIDE_HELP, Job
 from .options import F, engine_options
 
 if TYPE_CHECKING:

@@ -63,7 +63,7 @@ def fuse(
       manifest.json            recipe_id, sources, fusion, target granularity, SQL hashes, inputs
       sql/                     the rendered SQL
     """
-    from ..fuse.pipeline import fuse as run_fuse
+    from ..fusion.pipeline import fuse as run_fuse
 
     result = run_fuse(
         log, out_dir, recipe, list(recipe_overrides), settings, explain,

@@ -104,7 +104,7 @@ def learn(
     from ..calibrate.learn import learn as run_learn
     from ..calibrate.learn_report import format_summary
     from ..calibrate.ltr_fit import ModelSettings
-    from ..fuse.ltr import DEFAULT_FEATURES
+    from ..fusion.ltr import DEFAULT_FEATURES
 
     model = ModelSettings(kind, trees, leaves, learning_rate, min_data_in_leaf, l2, seed)
     kinds = DEFAULT_FEATURES if features is None else tuple(features.split(","))

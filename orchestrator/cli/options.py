@@ -18,8 +18,8 @@ import click
 
 from ..common.defaults import DEFAULT_POLICY, DEFAULT_RECIPE
 from ..engines import DIALECTS
-from ..fuse import LOG_FORMATS
-from ..run.job import (
+from ..fusion import LOG_FORMATS
+from ..runner.job import (
     POLICY_HELP,
     RECIPE_HELP,
     RECIPE_OVERRIDE_HELP,
@@ -263,7 +263,7 @@ def log_options(required: bool = True, purpose: str = "") -> Callable[[F], F]:
             **kwargs: Any,
         ) -> Any:
             if log is not None and log_format != "retrieval_log":
-                from ..fuse.traces import TraceLog
+                from ..fusion.traces import TraceLog
 
                 traced = TraceLog(log, log_format, doc_id, parent_id, allow_empty, query_key)
                 return command(*args, log=traced, **kwargs)

@@ -24,11 +24,11 @@ KINDS = {
 
 def _kind(capability: str) -> PolicyKind:
     if capability == "score":
-        from ..score.policy import SCORE_POLICY as kind
+        from ..scoring.policy import SCORE_POLICY as kind
     elif capability == "fuse":
-        from ..fuse.recipe import FUSE_RECIPE as kind
+        from ..fusion.recipe import FUSE_RECIPE as kind
     elif capability == "answers":
-        from ..answers.policy import ANSWER_POLICY as kind
+        from ..answering.policy import ANSWER_POLICY as kind
     elif capability == "bids":
         from ..bids.policy import BID_POLICY as kind
     else:
@@ -100,8 +100,8 @@ def policy_components(kind: str | None, recipe: str | None, as_json: bool) -> No
     name, origin (built-in, with its file; a plugin file; an entry point), description and
     parameters."""
     from ..core.policy import canonical_json, load_policy
-    from ..fuse.component_list import listed_components
-    from ..fuse.recipe import FUSE_RECIPE
+    from ..fusion.component_list import listed_components
+    from ..fusion.recipe import FUSE_RECIPE
 
     loaded = None if recipe is None else load_policy(FUSE_RECIPE, recipe)
     listed = listed_components(loaded, kind)

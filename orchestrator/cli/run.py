@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..core.reporting import module_logger
-from ..run.job import Engine
+from ..runner.job import Engine
 from .app import cli
 from .declared import dataclass_options, job_options
 from .options import (
@@ -20,8 +20,8 @@ from .options import (
 from .summary import decided, partitions_written, written
 
 if TYPE_CHECKING:
-    from ..run.dispatch import Outcome
-    from ..run.job import Job
+    from ..runner.dispatch import Outcome
+    from ..runner.job import Job
 
 logger = module_logger(__name__)
 
@@ -42,7 +42,7 @@ def run(
     how: Engine,
 ) -> None:
     """Fuse a retrieval log, then score its parents: every output of `fuse` and `score`."""
-    from ..run.dispatch import Unsupported, run_log
+    from ..runner.dispatch import Unsupported, run_log
 
     try:
         outcome = run_log(log, out_dir, job, how, queries=queries, rerank_scores=rerank_scores)
@@ -53,8 +53,8 @@ def run(
 
 def _said(outcome: Outcome, out_dir: Path) -> None:
     """What the run did, on stderr: the partitions, Spark's rows, or the outputs and decisions."""
-    from ..run.incremental import PartitionedResult
-    from ..run.pipeline import RunResult
+    from ..runner.incremental import PartitionedResult
+    from ..runner.pipeline import RunResult
 
     if isinstance(outcome, PartitionedResult):
         partitions_written(outcome)

@@ -61,9 +61,9 @@ def score(
       sql/              the rendered SQL that produced them
     """
     from ..core.policy import load_policy
-    from ..fuse.policy_recipe import check_features_recipe
-    from ..score.pipeline import score as run_score
-    from ..score.policy import SCORE_POLICY
+    from ..fusion.policy_recipe import check_features_recipe
+    from ..scoring.pipeline import score as run_score
+    from ..scoring.policy import SCORE_POLICY
 
     loaded = load_policy(SCORE_POLICY, policy, list(overrides))
     check_features_recipe(loaded, features, allow_recipe_mismatch)

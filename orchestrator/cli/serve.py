@@ -13,7 +13,7 @@ from .app import cli
 from .declared import job_options
 
 if TYPE_CHECKING:
-    from ..run.job import Job
+    from ..runner.job import Job
 
 EXTRA = needs_extra("duckscore serve", "serve")
 

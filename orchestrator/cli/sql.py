@@ -37,19 +37,19 @@ def _echo(rendered: RenderedSQL, dialect: str) -> None:
 
 
 def _score_stages() -> Sequence[str]:
-    from ..score.stages import STAGES
+    from ..scoring.stages import STAGES
 
     return STAGES
 
 
 def _fuse_stages() -> Sequence[str]:
-    from ..fuse.stages import LTR_STAGES, STAGES
+    from ..fusion.stages import LTR_STAGES, STAGES
 
     return (*STAGES, *LTR_STAGES)
 
 
 def _answer_stages() -> Sequence[str]:
-    from ..answers.stages import STAGES
+    from ..answering.stages import STAGES
 
     return STAGES
 
@@ -69,8 +69,8 @@ def sql_score(
     duckdb -c "CREATE VIEW parent_features AS FROM 'features.parquet'; $(cat score.sql)"
     """
     from ..core.policy import load_policy
-    from ..score.policy import SCORE_POLICY
-    from ..score.stages import render_stage
+    from ..scoring.policy import SCORE_POLICY
+    from ..scoring.stages import render_stage
 
     _echo(render_stage(load_policy(SCORE_POLICY, policy, list(overrides)), stage, top_n), dialect)
 
@@ -94,8 +94,8 @@ def sql_fuse(
     """The fusion SQL over a table or view named retrieval_log."""
     from ..core.errors import OptionError
     from ..core.policy import load_policy
-    from ..fuse.recipe import FUSE_RECIPE, plan
-    from ..fuse.stages import FUSED_ITEMS, LTR_STAGES, fuse_graph
+    from ..fusion.recipe import FUSE_RECIPE, plan
+    from ..fusion.stages import FUSED_ITEMS, LTR_STAGES, fuse_graph
 
     fuse_plan = plan(
         load_policy(FUSE_RECIPE, recipe, list(recipe_overrides)), sources, has_rank=not no_rank
@@ -123,8 +123,8 @@ def sql_answers(
     duckscore sql answers > answers.sql
     duckdb -c "CREATE VIEW answers AS FROM 'answers.parquet'; CREATE VIEW citations AS ...; $(cat answers.sql)"
     """
-    from ..answers.policy import ANSWER_POLICY
-    from ..answers.stages import render_stage
+    from ..answering.policy import ANSWER_POLICY
+    from ..answering.stages import render_stage
     from ..core.policy import load_policy
 
     _echo(

@@ -15,8 +15,8 @@ from .declared import job_options
 from .options import given_and_format, log_options
 
 if TYPE_CHECKING:
-    from ..run.job import Job
-    from ..run.status import PartitionState
+    from ..runner.job import Job
+    from ..runner.status import PartitionState
 
 COLUMNS = ("partition", "queries", "parents", "recipe", "policy", "computed_at", "state")
 
@@ -49,8 +49,8 @@ def status(
     whether their outputs are damaged; with --log (and the run's --recipe, --policy …
     options), whether each is fresh, stale (files or settings changed, or damaged), new, or
     has no log."""
-    from ..run.incremental import PartitionJob
-    from ..run.status import partition_states
+    from ..runner.incremental import PartitionJob
+    from ..runner.status import partition_states
 
     if check and log is None:
         raise click.UsageError("--check needs --log")

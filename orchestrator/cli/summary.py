@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from ..run.incremental import PartitionedResult
-    from ..score.stages import DecisionCounts
+    from ..runner.incremental import PartitionedResult
+    from ..scoring.stages import DecisionCounts
 
 MAX_NAMES = 7
 

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core.render import lit
-from ..fuse.recipe import FusePlan
-from ..score.stages import LEVELS
+from ..fusion.recipe import FusePlan
+from ..scoring.stages import LEVELS
 from .models import SOURCE, DbtModel, Versions, jinja_literal
 
 # the decisions' columns, on the contract and on its flat queries

@@ -22,9 +22,9 @@ from ..core.graph import Graph, Publication, Stage
 from ..core.policy import Policy
 from ..core.render import RenderedSQL, ident
 from ..core.version import __version__
-from ..fuse.stages import FEATURES_FILE, FUSED_FILE
+from ..fusion.stages import FEATURES_FILE, FUSED_FILE
 from ..pack.table import RelationInput, TableMacro
-from ..score.stages import CONTRACT_FILE, PARENTS_FILE, QUERIES_FILE
+from ..scoring.stages import CONTRACT_FILE, PARENTS_FILE, QUERIES_FILE
 
 SOURCE = "source(var('duckscore_source_name'), var('duckscore_source_table'))"
 BATCH = "duckscore_batch"  # the rows of the relation this build reads (a partition, or all)

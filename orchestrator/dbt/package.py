@@ -9,21 +9,21 @@ from typing import Any
 
 import yaml
 
-from ..answers.policy import ANSWER_POLICY
+from ..answering.policy import ANSWER_POLICY
 from ..core.errors import InputError, OptionError, OutputError
 from ..core.outputs import atomic_output_dir
 from ..core.policy import Policy, load_policy
 from ..core.render import column
 from ..core.session import Session
 from ..core.version import __version__
-from ..fuse.log import open_log
-from ..fuse.policy_recipe import recipe_for_policy
-from ..fuse.recipe import plan, refuse_rerank
+from ..fusion.log import open_log
+from ..fusion.policy_recipe import recipe_for_policy
+from ..fusion.recipe import plan, refuse_rerank
 from ..instincts.policy import INSTINCT_POLICY
 from ..pack.scalar import scalar_macros
 from ..pack.table import table_macros
-from ..run.graph import run_graph
-from ..score.policy import SCORE_POLICY
+from ..runner.graph import run_graph
+from ..scoring.policy import SCORE_POLICY
 from .data_tests import SINGULAR_TESTS, SOURCES_TEST, model_properties, sources_test
 from .macros import PARTITION_MACROS, scalar_macros_file
 from .models import DbtModel, Versions, dbt_models

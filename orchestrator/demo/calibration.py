@@ -19,7 +19,7 @@ from ..core.connection import EngineSettings
 from ..core.reporting import module_logger, silenced
 from ..core.session import Session
 from ..metrics.labels import make_labels
-from ..score.pipeline import score
+from ..scoring.pipeline import score
 
 logger = module_logger(__name__)
 

@@ -12,8 +12,8 @@ from ..core.resources import fixtures_dir
 from ..core.session import Session
 from ..metrics.retrieval import evaluate
 from ..metrics.tables import QRELS
-from ..run.job import Job
-from ..run.pipeline import run
+from ..runner.job import Job
+from ..runner.pipeline import run
 from .calibration import POLICY_FILE, SCORES_DIR, SEED_DIR, calibration_screen
 
 

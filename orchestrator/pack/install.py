@@ -8,16 +8,16 @@ from pathlib import Path
 
 import duckdb
 
-from ..answers.policy import ANSWER_POLICY
+from ..answering.policy import ANSWER_POLICY
 from ..common.defaults import DEFAULT_POLICY, DEFAULT_RECIPE
 from ..core.connection import first_line
 from ..core.errors import OptionError, OutputError
 from ..core.policy import load_policy
 from ..core.render import lit
 from ..core.version import __version__
-from ..fuse.recipe import FUSE_RECIPE, plan
+from ..fusion.recipe import FUSE_RECIPE, plan
 from ..instincts.policy import INSTINCT_POLICY
-from ..score.policy import SCORE_POLICY
+from ..scoring.policy import SCORE_POLICY
 from .scalar import scalar_macros
 from .table import table_macros
 

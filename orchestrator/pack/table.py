@@ -16,22 +16,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from ..answers.stages import render_answers
-from ..answers.tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
+from ..answering.stages import render_answers
+from ..answering.tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
 from ..core.graph import Chain
 from ..core.policy import Policy
 from ..core.render import column, ident, lit
 from ..core.tables import TableContract
-from ..fuse.contract import RETRIEVAL_LOG
-from ..fuse.recipe import FusePlan, plan, refuse_rerank
-from ..fuse.stages import FUSED_ITEMS, LOG
+from ..fusion.contract import RETRIEVAL_LOG
+from ..fusion.recipe import FusePlan, plan, refuse_rerank
+from ..fusion.stages import FUSED_ITEMS, LOG
 from ..metrics.catalog import DEFAULT_LABEL_K, METRICS
 from ..metrics.labels import render_labels
 from ..metrics.retrieval import render_metrics
 from ..metrics.tables import QRELS_DOC_COLUMNS, RUN_DOC_COLUMNS
-from ..run.graph import run_graph
-from ..score.stages import FEATURES, SCORE_CONTRACT, SCORED_PARENTS
-from ..score.tables import PARENT_FEATURES
+from ..runner.graph import run_graph
+from ..scoring.stages import FEATURES, SCORE_CONTRACT, SCORED_PARENTS
+from ..scoring.tables import PARENT_FEATURES
 from .scalar import macro_head
 
 

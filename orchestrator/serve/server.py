@@ -26,7 +26,7 @@ from typing import Any
 from ..api.scorer import Scorer
 from ..core.connection import EngineSettings
 from ..core.errors import OptionError
-from ..run.job import Job
+from ..runner.job import Job
 from .app import DEFAULT_MAX_BODY_BYTES, create_app
 
 SETTINGS_VARIABLE = "DUCKSCORE_SERVE_SETTINGS"

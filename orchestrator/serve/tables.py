@@ -39,12 +39,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..answers.tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
+from ..answering.tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
 from ..core.errors import InputError
 from ..core.policy import Policy
 from ..core.tables import Column, TableContract
 from ..core.validate import MAX_COUNT
-from ..fuse.contract import RETRIEVAL_LOG
+from ..fusion.contract import RETRIEVAL_LOG
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # an integer id is an Arrow int64
 _ARROW_TYPES = {

@@ -2,7 +2,7 @@
 Seed 001's stages, answer_rows … scored_answers, as named CTEs (a macro shared by answers.sql and
 contract.sql). Reads `inputs.answers`, `inputs.citations`, `inputs.chunks` and, when `with_events`,
 `inputs.events`. The lexicon and conclusion patterns are regular expressions built and escaped by
-the runner from the policy's word lists (orchestrator/answers/policy.py); here they are values, through `lit`.
+the runner from the policy's word lists (orchestrator/answering/policy.py); here they are values, through `lit`.
 -#}
 {% macro answer_stages() %}
 {% set p = policy %}

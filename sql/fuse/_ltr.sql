@@ -1,5 +1,5 @@
 {#-
-Learned fusion (fusion.method: ltr; orchestrator/fuse/ltr.py defines the recipe's ltr block).
+Learned fusion (fusion.method: ltr; orchestrator/fusion/ltr.py defines the recipe's ltr block).
 
 ltr_feature(feature, f): one feature of a row of fused.sql's source_pivot stage (one row per
 (query, item): present_<i>, raw_score_<i>, norm_score_<i>, list_rank_<i>, n_hits_<i> for the

@@ -4,7 +4,7 @@ Context: recipe (validated), sources (names used, sorted), has_rank, has_snippet
 zero | skip | list_min), needs_grid, inputs.retrieval_log, final (the CTE to select;
 fused_items comes sorted by query_id, rank), components (the recipe's normalisers, aligners
 and fusion method by kind and name, built-in or plugin, each its macro with its params bound:
-orchestrator/fuse/components.py; the built-ins' files are sql/fuse/components/), query_rules
+orchestrator/fusion/components.py; the built-ins' files are sql/fuse/components/), query_rules
 (each query-analyzer rule's plugin, none for a `match` pattern), explain (false: fused_items has NULL contributions
 and best_provenance, of the same types; the best hit's item and snippet are not computed, and
 DuckDB prunes the other aggregates only they read).
@@ -14,7 +14,7 @@ one aggregate, kept as a table, feeds both; `inputs.entries` names that table, r
 Stages: source_settings, log_rows, cut, [block_items, expanded], entries, lists, stats,
 list_stats, normalized, [candidates], [grid], per_source, source_pivot, [ltr_features, model_inputs,
 ltr_scored], fused, ranked, [parents_fused], fused_items.
-fusion.method ltr (a learned model, the recipe's ltr block: orchestrator/fuse/ltr.py) adds n_hits
+fusion.method ltr (a learned model, the recipe's ltr block: orchestrator/fusion/ltr.py) adds n_hits
 (the hits aligned into an entry) to entries, per_source and source_pivot; ltr_features computes
 the model's features of each (query, item), model_inputs what the model reads of them, and
 ltr_scored the model's score as fused_score (sql/fuse/_ltr.sql).

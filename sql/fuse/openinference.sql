@@ -113,7 +113,7 @@ Every optional attribute may be absent: the SQL reads only those the input has. 
 {%- endif %}
 {%- endmacro %}
 {% set bad_metadata = "metadata_text IS NOT NULL AND (metadata IS NULL OR json_type(metadata) NOT IN ('OBJECT', 'NULL'))" %}
-{#- the retrieval_log contract's rules for the score and these columns (log_rules: orchestrator/fuse/traces.py's LOG_RULES, read off the contract), so that a fault names the span #}
+{#- the retrieval_log contract's rules for the score and these columns (log_rules: orchestrator/fusion/traces.py's LOG_RULES, read off the contract), so that a fault names the span #}
 {% set bad_granularity = "granularity IS NOT NULL AND granularity NOT IN (" ~ (log_rules.granularities | map('lit') | join(', ')) ~ ")" %}
 {% set bad_chunks = "total_chunks_text IS NOT NULL AND NOT coalesce(total_chunks BETWEEN " ~ (log_rules.chunks_min | lit) ~ " AND " ~ (log_rules.chunks_max | lit) ~ " AND total_chunks = round(total_chunks), FALSE)" %}
 WITH{{ ' RECURSIVE' if parent_column }}

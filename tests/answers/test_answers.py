@@ -18,8 +18,8 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner, Result
 
-from duckscore.answers.pipeline import score_answers
-from duckscore.answers.policy import ANSWER_POLICY, conclusion_pattern, lexicon_pattern
+from duckscore.answering.pipeline import score_answers
+from duckscore.answering.policy import ANSWER_POLICY, conclusion_pattern, lexicon_pattern
 from duckscore.cli import cli
 from duckscore.core.connection import EngineSettings
 from duckscore.core.errors import PolicyError

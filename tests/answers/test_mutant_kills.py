@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 import sqlglot
 
-from duckscore.answers.pipeline import score_answers
+from duckscore.answering.pipeline import score_answers
 
 from ..helpers import FIXTURES
 

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from benchmarks.answers_pandas import compare, run_pandas
-from duckscore.answers.pipeline import score_answers
+from duckscore.answering.pipeline import score_answers
 
 from .answers_reference import (
     BOOL_COLUMNS,

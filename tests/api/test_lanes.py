@@ -18,8 +18,8 @@ import duckscore as ds
 from duckscore.api.scorer import Scorer
 from duckscore.core.connection import EngineSettings
 from duckscore.core.errors import DuckscoreError
-from duckscore.run.job import Job
-from duckscore.run.pipeline import run
+from duckscore.runner.job import Job
+from duckscore.runner.pipeline import run
 
 from ..helpers import SCIFACT
 

@@ -157,7 +157,7 @@ def test_a_bad_input_is_one_error_naming_it() -> None:
 
 def test_the_functions_stay_functions_after_the_subpackages_load() -> None:
     code = (
-        "import duckscore.fuse.pipeline, duckscore.run.pipeline\n"
+        "import duckscore.fusion.pipeline, duckscore.runner.pipeline\n"
         "import duckscore as ds\n"
         "print(all(callable(getattr(ds, n)) and type(getattr(ds, n)).__name__ == 'function'"
         " for n in ('fuse', 'score', 'run', 'eval', 'answers', 'connect')))"

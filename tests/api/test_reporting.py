@@ -60,7 +60,7 @@ def test_the_callers_logging_hears_the_steps_and_the_warnings(
     assert f"{hits:,} hits from {sources} sources" in steps, steps
     assert len(warnings) == 1 and " rates all 10 queries low: " in warnings[0], warnings
     assert {r.name.split(".")[0] for r in caplog.records} == {"duckscore"}
-    assert "duckscore.score.stages" in {
+    assert "duckscore.scoring.stages" in {
         r.name for r in caplog.records if r.levelno == logging.WARNING
     }
 

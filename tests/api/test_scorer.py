@@ -16,10 +16,10 @@ import pyarrow as pa
 import pytest
 
 import duckscore as ds
-from duckscore.answers.pipeline import score_answers
+from duckscore.answering.pipeline import score_answers
 from duckscore.core.errors import DuckscoreError
-from duckscore.run.job import Job
-from duckscore.run.pipeline import run
+from duckscore.runner.job import Job
+from duckscore.runner.pipeline import run
 
 from ..helpers import FIXTURES, SCIFACT
 

@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks.answers_pandas import compare, run_pandas
 from benchmarks.synthetic_answers import generate
-from duckscore.answers.pipeline import score_answers
+from duckscore.answering.pipeline import score_answers
 from duckscore.core.connection import EngineSettings
 
 INPUTS = ("answers", "citations", "chunks", "events")

@@ -11,8 +11,8 @@ import pytest
 
 from benchmarks.pandas_pipeline import compare, run_pandas
 from benchmarks.synthetic_log import generate
-from duckscore.run.job import Job
-from duckscore.run.pipeline import run as duckscore_run
+from duckscore.runner.job import Job
+from duckscore.runner.pipeline import run as duckscore_run
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 

@@ -12,8 +12,8 @@ import pytest
 from benchmarks.pandas_pipeline import TABLES, compare
 from benchmarks.polars_pipeline import main, run_polars
 from benchmarks.synthetic_log import generate
-from duckscore.run.job import Job
-from duckscore.run.pipeline import run as duckscore_run
+from duckscore.runner.job import Job
+from duckscore.runner.pipeline import run as duckscore_run
 from tests.benchmarks.test_pandas_pipeline import edge_case_log
 
 pytestmark = pytest.mark.slow

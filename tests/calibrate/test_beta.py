@@ -28,7 +28,7 @@ from duckscore.calibrate.probability import (
 )
 from duckscore.calibrate.settings import CalibrationSettings
 from duckscore.cli import cli
-from duckscore.score.pipeline import score
+from duckscore.scoring.pipeline import score
 
 from ..helpers import SCIFACT
 from .test_calibrate import scifact_labels  # noqa: F401  (a fixture)

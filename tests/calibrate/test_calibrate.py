@@ -30,9 +30,9 @@ from duckscore.cli import cli
 from duckscore.core.check import check_sql
 from duckscore.core.policy import load_policy
 from duckscore.core.render import render
-from duckscore.fuse.recipe import FUSE_RECIPE, plan, recipe_record, recipe_record_from_manifest
-from duckscore.score.pipeline import score
-from duckscore.score.policy import SCORE_POLICY
+from duckscore.fusion.recipe import FUSE_RECIPE, plan, recipe_record, recipe_record_from_manifest
+from duckscore.scoring.pipeline import score
+from duckscore.scoring.policy import SCORE_POLICY
 
 from ..helpers import SCIFACT
 

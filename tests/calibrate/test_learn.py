@@ -23,10 +23,10 @@ from duckscore.cli import cli
 from duckscore.core.policy import dump_yaml, load_policy
 from duckscore.core.render import render_expression
 from duckscore.core.session import Session
-from duckscore.fuse.log import open_log
-from duckscore.fuse.ltr import DEFAULT_FEATURES, feature_names
-from duckscore.fuse.pipeline import fuse
-from duckscore.fuse.recipe import FUSE_RECIPE
+from duckscore.fusion.log import open_log
+from duckscore.fusion.ltr import DEFAULT_FEATURES, feature_names
+from duckscore.fusion.pipeline import fuse
+from duckscore.fusion.recipe import FUSE_RECIPE
 from duckscore.metrics.tables import open_qrels
 
 from ..helpers import SCIFACT

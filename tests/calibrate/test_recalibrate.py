@@ -18,7 +18,7 @@ from duckscore.cli import cli
 from duckscore.common.defaults import DEFAULT_POLICY
 from duckscore.core.policy import load_policy
 from duckscore.core.resources import policies_dir
-from duckscore.score.policy import SCORE_POLICY
+from duckscore.scoring.policy import SCORE_POLICY
 
 from ..helpers import FIXTURES, SCIFACT
 

@@ -19,7 +19,7 @@ from click.testing import CliRunner, Result
 from duckscore.cli import cli
 from duckscore.common.defaults import DEFAULT_POLICY
 from duckscore.core.resources import policies_dir
-from duckscore.score.scale import OFF_SCALE, off_scale, share_below
+from duckscore.scoring.scale import OFF_SCALE, off_scale, share_below
 
 from ..helpers import FIXTURES, SCIFACT
 

@@ -23,7 +23,7 @@ from duckscore.calibrate.tune_grid import (
     select,
 )
 from duckscore.cli import cli
-from duckscore.fuse.pipeline import fuse
+from duckscore.fusion.pipeline import fuse
 from duckscore.metrics.retrieval import evaluate
 from duckscore.metrics.significance import compare_runs
 

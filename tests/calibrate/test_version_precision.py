@@ -31,7 +31,7 @@ from duckscore.core.policy import (
     load_policy,
     load_yaml,
 )
-from duckscore.score.policy import SCORE_POLICY
+from duckscore.scoring.policy import SCORE_POLICY
 
 from ..helpers import FIXTURES, SCIFACT
 

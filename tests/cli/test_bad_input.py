@@ -32,7 +32,7 @@ from duckscore.cli import cli
 from duckscore.core.connection import EngineSettings
 from duckscore.core.errors import DuckscoreError
 from duckscore.core.resources import policies_dir
-from duckscore.score.pipeline import score as run_score
+from duckscore.scoring.pipeline import score as run_score
 
 # The script pip installed beside the interpreter running the tests (the venv's bin/), never a
 # path into one checkout: a fresh clone has its own.

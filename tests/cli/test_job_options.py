@@ -16,7 +16,7 @@ from duckscore.cli.declared import dataclass_options, job_options
 from duckscore.core.connection import EngineSettings
 from duckscore.core.errors import OptionError
 from duckscore.core.setting import settings_of
-from duckscore.run.job import RECIPE_OVERRIDE_HELP, Engine, Job
+from duckscore.runner.job import RECIPE_OVERRIDE_HELP, Engine, Job
 
 
 def built(decorate: Any, args: list[str]) -> dict[str, Any]:

@@ -16,9 +16,9 @@ from duckscore.core.errors import InputError, TemplateError
 from duckscore.core.policy import load_policy
 from duckscore.core.render import RenderedSQL
 from duckscore.core.session import Session
-from duckscore.fuse import log as fuse_log
-from duckscore.fuse.log import open_log
-from duckscore.fuse.recipe import FUSE_RECIPE
+from duckscore.fusion import log as fuse_log
+from duckscore.fusion.log import open_log
+from duckscore.fusion.recipe import FUSE_RECIPE
 
 from ..helpers import SCIFACT
 

@@ -40,8 +40,8 @@ def test_misspelt_column_names_template_and_column() -> None:
 
 def test_packaged_templates_pass_their_own_lint() -> None:
     from duckscore.core.policy import load_policy
-    from duckscore.score.policy import SCORE_POLICY
-    from duckscore.score.stages import render_parents, render_queries
+    from duckscore.scoring.policy import SCORE_POLICY
+    from duckscore.scoring.stages import render_parents, render_queries
 
     policy = load_policy(SCORE_POLICY, "overall_v1")
     features = dict.fromkeys(("rrf_sum", "max_score", "coverage", "coverage_ratio"), "DOUBLE")

@@ -35,8 +35,8 @@ from duckscore.core.resources import policies_dir
 from duckscore.core.rules import Bounds, Leaf, Number, Text, Words
 from duckscore.core.tables import Column, OpenedInput, TableContract
 from duckscore.core.validate import check_columns, check_references, check_rows, check_values
-from duckscore.fuse.recipe import FUSE_RECIPE
-from duckscore.score.policy import SCORE_POLICY
+from duckscore.fusion.recipe import FUSE_RECIPE
+from duckscore.scoring.policy import SCORE_POLICY
 
 
 @pytest.mark.parametrize("value", [5, ["a"], "", None])

@@ -16,8 +16,8 @@ from duckscore.calibrate.tune_grid import TuneError, as_overrides, parse_axis
 from duckscore.cli import cli
 from duckscore.core.errors import PolicyError
 from duckscore.core.policy import dump_yaml, load_policy, load_yaml, parse_overrides
-from duckscore.fuse.recipe import FUSE_RECIPE
-from duckscore.score.policy import SCORE_POLICY
+from duckscore.fusion.recipe import FUSE_RECIPE
+from duckscore.scoring.policy import SCORE_POLICY
 
 from ..helpers import SCIFACT
 

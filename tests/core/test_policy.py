@@ -11,14 +11,14 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from duckscore.answers.policy import ANSWER_POLICY
+from duckscore.answering.policy import ANSWER_POLICY
 from duckscore.bids.policy import BID_POLICY
 from duckscore.cli import cli
 from duckscore.core.errors import PolicyError, TemplateError
 from duckscore.core.policy import canonical_json, load_policy
 from duckscore.core.render import ident, lit
 from duckscore.instincts.policy import INSTINCT_POLICY
-from duckscore.score.policy import SCORE_POLICY
+from duckscore.scoring.policy import SCORE_POLICY
 
 
 def v1(*overrides: str):

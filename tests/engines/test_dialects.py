@@ -17,9 +17,9 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from duckscore.answers.policy import ANSWER_POLICY
-from duckscore.answers.stages import render_answers, render_contract
-from duckscore.answers.tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
+from duckscore.answering.policy import ANSWER_POLICY
+from duckscore.answering.stages import render_answers, render_contract
+from duckscore.answering.tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
 from duckscore.cli import cli
 from duckscore.core.errors import TemplateError
 from duckscore.core.inputs import open_input
@@ -28,15 +28,15 @@ from duckscore.core.render import RenderedSQL, lit
 from duckscore.core.resources import fixtures_dir
 from duckscore.engines import DIALECTS
 from duckscore.engines.dialects import to_dialect
-from duckscore.fuse.contract import RETRIEVAL_LOG
-from duckscore.fuse.ltr import DEFAULT_FEATURES, feature_names
-from duckscore.fuse.recipe import FUSE_RECIPE, plan
-from duckscore.fuse.stages import render_fused
-from duckscore.run.job import Job
-from duckscore.run.pipeline import run
-from duckscore.score.policy import SCORE_POLICY
-from duckscore.score.stages import render_parents, render_queries
-from duckscore.score.tables import PARENT_FEATURES
+from duckscore.fusion.contract import RETRIEVAL_LOG
+from duckscore.fusion.ltr import DEFAULT_FEATURES, feature_names
+from duckscore.fusion.recipe import FUSE_RECIPE, plan
+from duckscore.fusion.stages import render_fused
+from duckscore.runner.job import Job
+from duckscore.runner.pipeline import run
+from duckscore.scoring.policy import SCORE_POLICY
+from duckscore.scoring.stages import render_parents, render_queries
+from duckscore.scoring.tables import PARENT_FEATURES
 
 from ..helpers import FIXTURES, need, need_module
 from .warehouses import (

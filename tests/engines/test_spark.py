@@ -18,9 +18,9 @@ from click.testing import CliRunner
 from duckscore.cli import cli
 from duckscore.common.defaults import DEFAULT_POLICY
 from duckscore.core.resources import fixtures_dir
-from duckscore.run.job import Job
-from duckscore.run.pipeline import run
-from duckscore.run.spark import run_on_spark
+from duckscore.runner.job import Job
+from duckscore.runner.pipeline import run
+from duckscore.runner.spark import run_on_spark
 
 from ..helpers import ROOT, need, need_module
 
@@ -120,7 +120,7 @@ def test_every_packaged_recipe_and_policy_equals_the_duckdb_engine(
 def test_shards_whose_columns_differ_in_nullability_decode_to_one_schema() -> None:
     """The bundle's payloads decoded for Spark's writer: a shard whose column DuckDB wrote NOT
     NULL and a shard with NULLs in it (lists and structs too) cast to one all-nullable schema."""
-    from duckscore.run.spark import _bundle, _Decode, _ipc, _nullable
+    from duckscore.runner.spark import _bundle, _Decode, _ipc, _nullable
 
     strict = pa.schema(
         [pa.field("x", pa.float64(), nullable=False),

@@ -18,9 +18,9 @@ from click.testing import CliRunner
 from duckscore.cli import cli
 from duckscore.core.errors import DuckscoreError, PolicyError
 from duckscore.core.policy import load_policy
-from duckscore.fuse import components, plugins
-from duckscore.fuse.pipeline import fuse
-from duckscore.fuse.recipe import FUSE_RECIPE, NORMALIZERS, plan, recipe_record
+from duckscore.fusion import components, plugins
+from duckscore.fusion.pipeline import fuse
+from duckscore.fusion.recipe import FUSE_RECIPE, NORMALIZERS, plan, recipe_record
 
 from ..helpers import ROOT
 

@@ -16,9 +16,9 @@ from click.testing import CliRunner, Result
 
 from duckscore.cli import cli
 from duckscore.core.policy import load_policy
-from duckscore.fuse.pipeline import fuse
-from duckscore.fuse.recipe import FUSE_RECIPE, plan
-from duckscore.fuse.stages import STAGES, render_fused
+from duckscore.fusion.pipeline import fuse
+from duckscore.fusion.recipe import FUSE_RECIPE, plan
+from duckscore.fusion.stages import STAGES, render_fused
 
 PRESETS = (
     "elasticsearch_linear",

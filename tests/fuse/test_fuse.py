@@ -14,12 +14,12 @@ from click.testing import CliRunner
 from duckscore.cli import cli
 from duckscore.core.connection import EngineSettings
 from duckscore.core.errors import DuckscoreError, InputError, PolicyError
-from duckscore.fuse.contract import MAX_SCORE
-from duckscore.fuse.pipeline import fuse
-from duckscore.fuse.recipe import FUSIONS, MAX_WEIGHT, NORMALIZERS
-from duckscore.fuse.stages import STAGES as FUSE_STAGES
-from duckscore.run.job import Job
-from duckscore.run.pipeline import run
+from duckscore.fusion.contract import MAX_SCORE
+from duckscore.fusion.pipeline import fuse
+from duckscore.fusion.recipe import FUSIONS, MAX_WEIGHT, NORMALIZERS
+from duckscore.fusion.stages import STAGES as FUSE_STAGES
+from duckscore.runner.job import Job
+from duckscore.runner.pipeline import run
 
 from ..helpers import SCIFACT
 

@@ -19,11 +19,11 @@ from duckscore.core.policy import dump_yaml, load_policy
 from duckscore.core.render import RenderedSQL
 from duckscore.core.session import Session
 from duckscore.engines.dialects import to_dialect
-from duckscore.fuse.log import open_log
-from duckscore.fuse.ltr import DEFAULT_FEATURES, FEATURES, feature_names
-from duckscore.fuse.pipeline import fuse
-from duckscore.fuse.recipe import FUSE_RECIPE, plan
-from duckscore.fuse.stages import render_fused
+from duckscore.fusion.log import open_log
+from duckscore.fusion.ltr import DEFAULT_FEATURES, FEATURES, feature_names
+from duckscore.fusion.pipeline import fuse
+from duckscore.fusion.recipe import FUSE_RECIPE, plan
+from duckscore.fusion.stages import render_fused
 
 from ..helpers import SCIFACT
 

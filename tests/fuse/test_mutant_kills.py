@@ -39,9 +39,9 @@ import pandas as pd
 import pytest
 
 from duckscore.core.connection import EngineSettings
-from duckscore.fuse.pipeline import fuse
-from duckscore.run.job import Job
-from duckscore.run.pipeline import run
+from duckscore.fusion.pipeline import fuse
+from duckscore.runner.job import Job
+from duckscore.runner.pipeline import run
 
 from ..helpers import SCIFACT
 

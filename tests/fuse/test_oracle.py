@@ -21,8 +21,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from duckscore.fuse.pipeline import fuse
-from duckscore.fuse.recipe import FUSIONS, NORMALIZERS
+from duckscore.fusion.pipeline import fuse
+from duckscore.fusion.recipe import FUSIONS, NORMALIZERS
 
 from .fusion_reference import fuse_reference, recipe_with
 from .peer_cases import CASES as PEERS

@@ -15,10 +15,10 @@ import pytest
 
 from duckscore.core.policy import load_policy
 from duckscore.core.session import Session
-from duckscore.fuse.log import open_log
-from duckscore.fuse.pipeline import fuse
-from duckscore.fuse.recipe import FUSE_RECIPE
-from duckscore.fuse.stages import (
+from duckscore.fusion.log import open_log
+from duckscore.fusion.pipeline import fuse
+from duckscore.fusion.recipe import FUSE_RECIPE
+from duckscore.fusion.stages import (
     FUSE_HITS,
     MASKED_BLOCK_TYPES,
     PARENT_FEATURES,

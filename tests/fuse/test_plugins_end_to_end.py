@@ -21,9 +21,9 @@ from click.testing import CliRunner
 
 from duckscore.cli import cli
 from duckscore.dbt.package import build_package
-from duckscore.fuse.pipeline import fuse
-from duckscore.run.job import Job
-from duckscore.run.pipeline import run
+from duckscore.fusion.pipeline import fuse
+from duckscore.runner.job import Job
+from duckscore.runner.pipeline import run
 
 from ..helpers import SCIFACT, need, need_module
 
@@ -142,7 +142,7 @@ def test_the_spark_sql_calls_the_plugins() -> None:
 def test_spark_runs_the_plugins_as_duckdb_does(tmp_path: Path) -> None:
     need(shutil.which("java") is not None, "a JVM")
     need_module("pyspark")
-    from duckscore.run.spark import run_on_spark
+    from duckscore.runner.spark import run_on_spark
 
     from ..conftest import spark_session
     from ..engines.test_spark import assert_same_outputs

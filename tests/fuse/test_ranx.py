@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import ranx
 
-from duckscore.fuse.pipeline import fuse
+from duckscore.fusion.pipeline import fuse
 
 # one worker compiles ranx (numba) for every ranx oracle: its cold cache costs over a minute
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ranx")]

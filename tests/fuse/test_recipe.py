@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from duckscore.cli import cli
 from duckscore.core.policy import load_policy
 from duckscore.core.resources import policies_dir
-from duckscore.fuse.recipe import FUSE_RECIPE
+from duckscore.fusion.recipe import FUSE_RECIPE
 
 from ..helpers import ROOT, SCIFACT
 

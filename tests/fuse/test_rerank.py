@@ -17,11 +17,11 @@ import duckscore as ds
 from duckscore.cli import cli
 from duckscore.core.errors import DuckscoreError, InputError, PolicyError
 from duckscore.core.policy import available_policies, load_policy
-from duckscore.fuse.pipeline import fuse
-from duckscore.fuse.recipe import FUSE_RECIPE, plan
-from duckscore.fuse.stages import FUSED_ITEMS, LOG, RERANKED_ITEMS, fuse_graph
-from duckscore.run.job import Job
-from duckscore.run.pipeline import run
+from duckscore.fusion.pipeline import fuse
+from duckscore.fusion.recipe import FUSE_RECIPE, plan
+from duckscore.fusion.stages import FUSED_ITEMS, LOG, RERANKED_ITEMS, fuse_graph
+from duckscore.runner.job import Job
+from duckscore.runner.pipeline import run
 
 RECIPE = "canonical_rrf"
 FUSED_COLUMNS = ["query_id", "item_id", "fused_score", "rank", "n_sources"]

@@ -560,7 +560,7 @@ def test_trace_queries_are_the_traces_with_a_retrieval_span(tmp_path: Path) -> N
     """What `run` needs to give a trace whose retrievals returned nothing its decisions: the
     reader's table of queries (every trace with a retrieval span)."""
     from duckscore.core.session import Session
-    from duckscore.fuse.traces import TraceLog, as_log, trace_queries
+    from duckscore.fusion.traces import TraceLog, as_log, trace_queries
 
     log = TraceLog(str(some_empty(tmp_path)), "openinference")
     with Session() as session:
@@ -864,7 +864,7 @@ def test_the_reader_takes_the_document_rules_from_the_log_contract(
     """openinference.sql applies the score's range, granularity's choices and total_chunks'
     bounds as traces.py's LOG_RULES gives them (read off the retrieval_log contract), not copies
     of its own: other rules, other faults."""
-    from duckscore.fuse import traces
+    from duckscore.fusion import traces
 
     monkeypatch.setattr(
         traces,

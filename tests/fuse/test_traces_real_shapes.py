@@ -54,7 +54,7 @@ def hits(spans: Path, log_format: str = "openinference", columns: str = "query_i
          **options: Any) -> list[Any]:  # fmt: skip
     """The log the reader makes of the spans (`options`: TraceLog's doc_id, parent_id …)."""
     from duckscore.core.session import Session
-    from duckscore.fuse.traces import TraceLog, as_log
+    from duckscore.fusion.traces import TraceLog, as_log
 
     with Session() as session:
         as_log(session, TraceLog(str(spans), log_format, **options))

@@ -16,10 +16,10 @@ from duckscore.core.policy import load_policy
 from duckscore.dbt.macros import dbt_macro
 from duckscore.dbt.models import jinja_literal
 from duckscore.dbt.package import build_package
-from duckscore.fuse.recipe import FUSE_RECIPE
+from duckscore.fusion.recipe import FUSE_RECIPE
 from duckscore.instincts.policy import INSTINCT_POLICY
 from duckscore.pack.scalar import scalar_macros
-from duckscore.score.policy import SCORE_POLICY
+from duckscore.scoring.policy import SCORE_POLICY
 
 from ..helpers import ROOT, SCIFACT
 

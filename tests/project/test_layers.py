@@ -24,32 +24,32 @@ BASE = {"core", "common"}
 DEPENDS_ON: dict[str, set[str]] = {
     "core": set(),
     "common": {"core"},
-    "fuse": BASE,
-    "score": BASE,
-    "answers": BASE,
+    "fusion": BASE,
+    "scoring": BASE,
+    "answering": BASE,
     "metrics": BASE,
     "bids": BASE,
     "instincts": BASE,
     "export": BASE,  # decisions for other tools, read from output folders
-    "run": BASE | {"fuse", "score"},
-    "calibrate": BASE | {"fuse", "score", "metrics"},
-    "demo": BASE | {"run", "score", "metrics", "calibrate", "bids"},
+    "runner": BASE | {"fusion", "scoring"},
+    "calibrate": BASE | {"fusion", "scoring", "metrics"},
+    "demo": BASE | {"runner", "scoring", "metrics", "calibrate", "bids"},
     "engines": BASE,  # the SQL transpiled (run --engine spark is run/spark.py)
     # the macro pack compiles the run graph (run/graph.py) to table macros
-    "pack": BASE | {"fuse", "score", "run", "instincts", "metrics", "answers"},
-    "api": BASE | {"fuse", "score", "run", "answers", "metrics", "pack"},
+    "pack": BASE | {"fusion", "scoring", "runner", "instincts", "metrics", "answering"},
+    "api": BASE | {"fusion", "scoring", "runner", "answering", "metrics", "pack"},
     "serve": BASE
-    | {"api", "answers", "run", "fuse"},  # duckscore serve: the live scorer over HTTP, its
+    | {"api", "answering", "runner", "fusion"},  # duckscore serve: the live scorer over HTTP, its
     # OpenAPI document read off the retrieval_log contract (fuse/contract.py)
     # duckscore dbt package: the macro pack and the score templates as a dbt package
-    "dbt": BASE | {"fuse", "score", "run", "instincts", "answers", "pack"},
+    "dbt": BASE | {"fusion", "scoring", "runner", "instincts", "answering", "pack"},
     "phoenix": BASE | {"export"},  # a running Phoenix: pull spans, post annotations
     "cli": BASE
     | {
-        "fuse",
-        "score",
-        "run",
-        "answers",
+        "fusion",
+        "scoring",
+        "runner",
+        "answering",
         "metrics",
         "calibrate",
         "bids",

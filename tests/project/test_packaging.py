@@ -94,7 +94,7 @@ def test_installed_wheel_scores_from_another_directory(wheel: Path, tmp_path: Pa
     elsewhere.mkdir()
     script = (
         "import duckscore, pandas as pd\n"
-        "from duckscore.score.pipeline import score\n"
+        "from duckscore.scoring.pipeline import score\n"
         f"assert duckscore.__file__.startswith({str(target)!r}), duckscore.__file__\n"
         "frame = pd.DataFrame({'query_id': ['q', 'q'], 'parent_id': ['a', 'b'],\n"
         "    'rrf_sum': [0.1, 0.2], 'max_score': [1.0, 2.0], 'coverage': [1, 2],\n"

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 import duckscore as ds
 from duckscore.api.functions import connection
 from duckscore.cli import cli
-from duckscore.run.dispatch import Unsupported
+from duckscore.runner.dispatch import Unsupported
 
 from ..api.test_python_api import same_rows
 from ..engines.test_spark import assert_same_outputs, spark  # noqa: F401 (a fixture)

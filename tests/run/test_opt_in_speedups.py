@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from duckscore.cli.app import cli
 from duckscore.core.policy import load_policy
-from duckscore.fuse.recipe import FUSE_RECIPE, plan
+from duckscore.fusion.recipe import FUSE_RECIPE, plan
 
 from ..helpers import FIXTURES
 

@@ -21,10 +21,10 @@ import pytest
 
 from duckscore.core import interrupts, swap
 from duckscore.core.errors import OptionError
-from duckscore.run import incremental
-from duckscore.run.incremental import Computed, PartitionJob, compute_on_duckdb, run_partitioned
-from duckscore.run.job import Job
-from duckscore.run.partitions import Partition
+from duckscore.runner import incremental
+from duckscore.runner.incremental import Computed, PartitionJob, compute_on_duckdb, run_partitioned
+from duckscore.runner.job import Job
+from duckscore.runner.partitions import Partition
 
 from .test_partitions import (
     DEFAULT_POLICY,

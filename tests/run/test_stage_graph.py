@@ -17,10 +17,10 @@ from duckscore.core.check import tables_read
 from duckscore.core.graph import Graph
 from duckscore.core.policy import load_policy
 from duckscore.core.render import ColumnParameter, RenderedSQL, column
-from duckscore.fuse.recipe import FUSE_RECIPE, plan
-from duckscore.fuse.stages import FUSE_HITS, RANKED_LOG, SOURCE_PARENTS
-from duckscore.run.graph import run_graph
-from duckscore.score.policy import SCORE_POLICY
+from duckscore.fusion.recipe import FUSE_RECIPE, plan
+from duckscore.fusion.stages import FUSE_HITS, RANKED_LOG, SOURCE_PARENTS
+from duckscore.runner.graph import run_graph
+from duckscore.scoring.policy import SCORE_POLICY
 
 from ..helpers import SCIFACT
 

@@ -32,8 +32,8 @@ import yaml
 from click.testing import CliRunner
 
 from duckscore.cli import cli
-from duckscore.fuse.pipeline import fuse
-from duckscore.score.pipeline import score
+from duckscore.fusion.pipeline import fuse
+from duckscore.scoring.pipeline import score
 
 from ..helpers import SCIFACT
 from .overall_reference import INPUT_KEYS

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from duckscore.fuse.pipeline import fuse
-from duckscore.score.pipeline import score
+from duckscore.fusion.pipeline import fuse
+from duckscore.scoring.pipeline import score
 
 from ..helpers import SCIFACT, same_value
 from .overall_reference import INPUT_KEYS, OVERALL_V1_PARAMS, score_reference, with_overrides

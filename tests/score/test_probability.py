@@ -20,9 +20,9 @@ from duckscore.cli import cli
 from duckscore.core.errors import PolicyError
 from duckscore.core.policy import load_policy, policy_from_parameters
 from duckscore.core.resources import contract_schema
-from duckscore.score.pipeline import score
-from duckscore.score.policy import SCORE_POLICY
-from duckscore.score.stages import render_queries
+from duckscore.scoring.pipeline import score
+from duckscore.scoring.policy import SCORE_POLICY
+from duckscore.scoring.stages import render_queries
 
 SCHEMA = json.loads(contract_schema("score").read_text())
 PLATT = {

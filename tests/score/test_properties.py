@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from duckscore.core.connection import EngineSettings
 from duckscore.core.render import render_expression
-from duckscore.score.pipeline import score
+from duckscore.scoring.pipeline import score
 
 from ..helpers import same_value
 from .overall_reference import OVERALL_V1_PARAMS, score_reference

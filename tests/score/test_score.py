@@ -15,9 +15,9 @@ from duckscore.cli import cli
 from duckscore.core.connection import EngineSettings
 from duckscore.core.resources import contract_schema
 from duckscore.core.session import Session
-from duckscore.fuse.pipeline import fuse
-from duckscore.score.pipeline import score
-from duckscore.score.stages import STAGES as SCORE_STAGES
+from duckscore.fusion.pipeline import fuse
+from duckscore.scoring.pipeline import score
+from duckscore.scoring.stages import STAGES as SCORE_STAGES
 
 from ..helpers import SCIFACT
 

@@ -28,11 +28,11 @@ from openapi_spec_validator import validate as validate_spec
 
 import duckscore as ds
 from duckscore import __version__
-from duckscore.answers.tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
+from duckscore.answering.tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
 from duckscore.api.scorer import Scorer
 from duckscore.core.validate import MAX_COUNT
-from duckscore.fuse.contract import MAX_SCORE, RETRIEVAL_LOG
-from duckscore.run.job import Job
+from duckscore.fusion.contract import MAX_SCORE, RETRIEVAL_LOG
+from duckscore.runner.job import Job
 from duckscore.serve.app import create_app
 from duckscore.serve.openapi import openapi_schema
 from duckscore.serve.tables import answer_tables, hits_table

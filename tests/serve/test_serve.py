@@ -27,8 +27,8 @@ import pyarrow.compute as pc
 import pytest
 
 import duckscore as ds
-from duckscore.answers.pipeline import score_answers
-from duckscore.run.pipeline import run
+from duckscore.answering.pipeline import score_answers
+from duckscore.runner.pipeline import run
 
 from ..helpers import FIXTURES, ROOT, SCIFACT
 
@@ -127,7 +127,7 @@ def test_a_workers_errors_reach_its_log(tmp_path: Path) -> None:
     as the server does."""
     code = (
         "import logging, os\n"
-        "from duckscore.run.job import Job\n"
+        "from duckscore.runner.job import Job\n"
         "from duckscore.serve import server\n"
         "os.environ[server.SETTINGS_VARIABLE] = server.ScorerSettings(Job()).record()\n"
         "server.app_from_environment()\n"

@@ -16,8 +16,8 @@ from typing import Any
 
 from ..core.outputs import write_json
 from ..core.reporting import module_logger
-from ..run.incremental import Compute, Computed, PartitionJob
-from ..run.partitions import Partition
+from ..runner.incremental import Compute, Computed, PartitionJob
+from ..runner.partitions import Partition
 from .spark import (
     TABLES,
     ShardJob,

@@ -13,11 +13,11 @@ from ..core.outputs import check_output_dir
 from ..core.policy import Policy
 from ..core.reporting import module_logger
 from ..core.session import Relations, Session, folder_of
-from ..fuse.log import open_log, open_rerank_scores
-from ..fuse.stages import keeps_source_parents, manifest_fields
-from ..fuse.traces import TraceLog, trace_queries
-from ..score.stages import DecisionCounts, decided
-from ..score.tables import QUERY_IDS
+from ..fusion.log import open_log, open_rerank_scores
+from ..fusion.stages import keeps_source_parents, manifest_fields
+from ..fusion.traces import TraceLog, trace_queries
+from ..scoring.stages import DecisionCounts, decided
+from ..scoring.tables import QUERY_IDS
 from .graph import run_graph
 from .job import DEFAULT_JOB, Job
 

@@ -1,7 +1,7 @@
 """`duckscore run --engine spark`: the same DuckDB SQL on Spark executors, one shard per task.
 
 Every fused ranking and every score is computed within one query_id, so the log is hash-shuffled
-by query_id and each shard runs the unchanged pipeline (orchestrator/run/pipeline.py) in DuckDB inside
+by query_id and each shard runs the unchanged pipeline (orchestrator/runner/pipeline.py) in DuckDB inside
 `mapInArrow`. Nothing is transpiled, so the rows are those of the DuckDB engine by construction.
 A shard's outputs travel as Arrow IPC payloads in a cached (table, payload) frame; each output is
 then decoded on the executors and written by Spark's own writer, so no row passes the driver.
@@ -28,10 +28,10 @@ from ..common.extras import needs_extra
 from ..core.errors import DuckscoreError
 from ..core.outputs import atomic_output_dir, write_json
 from ..core.reporting import module_logger
-from ..fuse.recipe import refuse_rerank
-from ..run.graph import RUN_OUTPUTS
-from ..run.job import DEFAULT_JOB, Job
-from ..run.pipeline import run
+from ..fusion.recipe import refuse_rerank
+from ..runner.graph import RUN_OUTPUTS
+from ..runner.job import DEFAULT_JOB, Job
+from ..runner.pipeline import run
 
 logger = module_logger(__name__)
 

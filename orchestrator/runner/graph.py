@@ -9,10 +9,10 @@ from ..core.errors import TemplateError
 from ..core.graph import Graph
 from ..core.policy import Policy
 from ..core.render import ColumnParameter
-from ..fuse.recipe import FusePlan
-from ..fuse.stages import FEATURES_FILE, FUSED_FILE, LOG, RERANK_INPUT, fuse_graph
-from ..fuse.traces import TRACE_SPANS
-from ..score.stages import CONTRACT_FILE, PARENTS_FILE, QUERIES_FILE, QUERY_LIST, score_graph
+from ..fusion.recipe import FusePlan
+from ..fusion.stages import FEATURES_FILE, FUSED_FILE, LOG, RERANK_INPUT, fuse_graph
+from ..fusion.traces import TRACE_SPANS
+from ..scoring.stages import CONTRACT_FILE, PARENTS_FILE, QUERIES_FILE, QUERY_LIST, score_graph
 
 # what `run` writes of its stages, in order (a trace export adds spans.parquet)
 RUN_OUTPUTS = (FUSED_FILE, FEATURES_FILE, PARENTS_FILE, QUERIES_FILE, CONTRACT_FILE)

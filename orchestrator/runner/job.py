@@ -96,8 +96,8 @@ class Job:
     def load(self) -> Loaded:
         """The recipe and the policy, loaded and checked: one line naming what is wrong."""
         from ..core.policy import load_policy
-        from ..fuse.policy_recipe import recipe_for_policy
-        from ..score.policy import SCORE_POLICY
+        from ..fusion.policy_recipe import recipe_for_policy
+        from ..scoring.policy import SCORE_POLICY
 
         policy = load_policy(SCORE_POLICY, self.policy, list(self.policy_overrides))
         recipe = recipe_for_policy(
@@ -108,7 +108,7 @@ class Job:
     def resolved(self) -> Job:
         """The job with its recipe named (checked against the policy once, here): for the
         paths that hand it on to partitions and Spark executors."""
-        from ..fuse.policy_recipe import recipe_name_for
+        from ..fusion.policy_recipe import recipe_name_for
 
         name = recipe_name_for(self.load().policy, self.recipe)
         return replace(self, recipe=name, allow_recipe_mismatch=True)

@@ -33,11 +33,11 @@ from ..core.policy import Policy
 from ..core.render import lit
 from ..core.reporting import module_logger, silenced
 from ..core.session import Session
-from ..fuse.log import open_log
-from ..fuse.recipe import refuse_rerank
-from ..fuse.traces import TraceLog
-from ..score.stages import DecisionCounts
-from ..score.stages import decided as counted_and_warned
+from ..fusion.log import open_log
+from ..fusion.recipe import refuse_rerank
+from ..fusion.traces import TraceLog
+from ..scoring.stages import DecisionCounts
+from ..scoring.stages import decided as counted_and_warned
 from .job import DEFAULT_JOB, Job
 from .partitions import (
     LEDGER,

@@ -11,7 +11,7 @@ import duckdb
 from ..core.errors import OptionError
 from ..core.inputs import Table
 from ..core.session import Relations
-from ..fuse.traces import TraceLog
+from ..fusion.traces import TraceLog
 from .job import DEFAULT_JOB, Engine, Job
 from .pipeline import RunResult, run
 
