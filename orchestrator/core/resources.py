@@ -36,5 +36,7 @@ def report_templates_dir() -> Path:
 
 
 def contract_schema(capability: str) -> Path:
-    """The JSON Schema of a capability's contract.jsonl lines (score, answers, bids)."""
-    return _PACKAGE / capability / "contract.schema.json"
+    """The JSON Schema of a capability's contract.jsonl lines (score, answers, bids), in the
+    capability's package (scoring/, answering/, bids/)."""
+    package = {"score": "scoring", "answers": "answering"}.get(capability, capability)
+    return _PACKAGE / package / "contract.schema.json"

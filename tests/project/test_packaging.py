@@ -56,8 +56,8 @@ def test_wheel_contains_the_sql_and_data(wheel: Path) -> None:
         "duckscore/sql/calibrate/domain_thresholds.sql",
         "duckscore/macros/clamp.sql",
         "duckscore/sql/bids/policies/bid_v1.yaml",
-        "duckscore/score/contract.schema.json",
-        "duckscore/answers/contract.schema.json",
+        "duckscore/scoring/contract.schema.json",
+        "duckscore/answering/contract.schema.json",
         "duckscore/bids/contract.schema.json",
         "duckscore/templates/report.html",  # the page the HTML reports extend
         "duckscore/fixtures/scifact/retrieval_log.parquet",

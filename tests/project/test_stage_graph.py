@@ -1,5 +1,5 @@
 """The chain fuse → parent features → score → contract is written in one place: the stages of
-fuse/stages.py and score/stages.py, joined by run/graph.py (docs/design.md, "The stage graph").
+fusion/stages.py and scoring/stages.py, joined by runner/graph.py (docs/design.md, "The stage graph").
 Read from the source: no other module renders a stage's template, and no other module names a
 stage's relation in SQL text — a consumer assembling the chain by hand (a CTE of fuse_hits, a
 table of scored parents) fails here."""
@@ -15,7 +15,7 @@ import pytest
 from .test_layers import PACKAGE, dotted, imports, modules
 
 # the modules that declare stages, and the functions that render their templates
-STAGE_MODULES = {"fuse.stages", "score.stages"}
+STAGE_MODULES = {"fusion.stages", "scoring.stages"}
 RENDERERS = {"render_fused", "render_parent_features", "render_parents", "render_queries"}
 TEMPLATES = {
     "fuse/ranked_log.sql",
@@ -83,12 +83,12 @@ def test_no_module_assembles_the_chain_by_hand(path: Path) -> None:
 
 def test_the_check_finds_a_chain_assembled_by_hand(tmp_path: Path) -> None:
     files = {
-        "fuse/__init__.py": "",
-        "fuse/stages.py": 'FUSE_HITS = "fuse_hits"\ndef render_fused(): ...\n',
+        "fusion/__init__.py": "",
+        "fusion/stages.py": 'FUSE_HITS = "fuse_hits"\ndef render_fused(): ...\n',
         "api/__init__.py": "",
         "api/scorer.py": (
             '"""Reads fuse_hits (a docstring may say so)."""\n'
-            "from ..fuse.stages import render_fused\n"
+            "from ..fusion.stages import render_fused\n"
             "def contract(hits, parents):\n"
             '    return f"WITH fuse_hits AS ({hits}), x AS (SELECT * FROM scored_parents)"\n'
             'TEMPLATE = "score/queries.sql"\n'
@@ -97,10 +97,10 @@ def test_the_check_finds_a_chain_assembled_by_hand(tmp_path: Path) -> None:
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text, encoding="utf-8")
-    assert hand_assembly(tmp_path / "fuse" / "stages.py", tmp_path) == []
+    assert hand_assembly(tmp_path / "fusion" / "stages.py", tmp_path) == []
     found = hand_assembly(tmp_path / "api" / "scorer.py", tmp_path)
     assert [problem.split(": ", 1)[1] for problem in found] == [
-        "imports ['render_fused'] of fuse.stages",
+        "imports ['render_fused'] of fusion.stages",
         "names the relation fuse_hits ('WITH fuse_hits AS (')",
         "names the relation scored_parents ('), x AS (SELECT * FROM scored_parents)')",
         "renders score/queries.sql",
