@@ -1,5 +1,5 @@
 """Options made from settings declared with their fields (core/setting.py): a run's `Job` and
-`Engine` (run/job.py, which loads nothing heavy), so that a flag, its help and its constraint
+`Engine` (runner/job.py, which loads nothing heavy), so that a flag, its help and its constraint
 are written once, and a command that builds a Job gets it built (`job_options`)."""
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def dataclass_options(
 
 
 def job_options(*leave_out: str) -> Callable[[F], F]:
-    """The options of a run's `Job` (run/job.py) but those left out, --threads … last
+    """The options of a run's `Job` (runner/job.py) but those left out, --threads … last
     (engine_options) unless `settings` is left out: the command gets `job`. Without
     --allow-recipe-mismatch, --set-recipe's help does not send the user to it."""
     mismatch = "allow_recipe_mismatch" not in leave_out

@@ -13,8 +13,8 @@ consumers:
 - `Graph.chain`: one statement, each stage a named CTE (the live scorer, the macro pack, dbt);
 - `Graph.render`: one stage on its own, reading its inputs by name (`duckscore sql`, tune).
 
-Core knows no capability: `fuse/stages.py` and `score/stages.py` export their stages, and
-`run/graph.py` joins them into the chain of `duckscore run`.
+Core knows no capability: `fusion/stages.py` and `scoring/stages.py` export their stages, and
+`runner/graph.py` joins them into the chain of `duckscore run`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The dbt models: the run graph (run/graph.py), one model per output of its stages, with a
+"""The dbt models: the run graph (runner/graph.py), one model per output of its stages, with a
 `ref()` for each edge between them.
 
 Fused items and parent features read the log: they are the macro pack's table macros of those
@@ -154,7 +154,7 @@ def over_model(
 def dbt_models(
     versions: Versions, graph: Graph, macros: Mapping[str, TableMacro]
 ) -> list[DbtModel]:
-    """One model per output of the run graph (run/graph.py), in the order they build, named
+    """One model per output of the run graph (runner/graph.py), in the order they build, named
     `duckscore_<output's name>`: the output of a stage that reads the log (itself or through
     stages that are no output) is the pack's table macro of that stage (`macros`, by stage) over
     the source; of a stage reading another's output, the stage's SQL over that output's model;

@@ -12,7 +12,7 @@ The built-ins are component files too, sql/fuse/components/<kind>/<name>.sql, wh
 gives `recipe_keys` (the recipe keys they read, bound as their params) in place of `parameters`;
 fusion.method ltr and the query rule `match`, which have no SQL expression of their own, are
 declared in sql/fuse/components/builtins.yaml. Where components come from, and how a recipe's
-are checked: fuse/plugins.py."""
+are checked: fusion/plugins.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The input of `duckscore fuse` and `duckscore run`: the retrieval log, one row per hit of one
 source for one query. `open_log` checks it and plans the recipe against its sources; the plan
-reads a rank-only log through the ranked-log stage of its graph (fuse/stages.py)."""
+reads a rank-only log through the ranked-log stage of its graph (fusion/stages.py)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def open_log(
     present = {c.name for c in RETRIEVAL_LOG.columns if c.name.lower() in raw}
     if "score" not in present and "rank" not in present:
         raise InputError(f"{label} ({opened.given}): needs a score or a rank column")
-    # a rank-only log is scored -rank by the ranked-log stage (fuse/stages.py: RANKED_LOG)
+    # a rank-only log is scored -rank by the ranked-log stage (fusion/stages.py: RANKED_LOG)
     view = LOG if "score" in present else RANKED_LOG
     if "rank" in present:
         files = files_key(opened.format, opened.files)

@@ -44,7 +44,7 @@ SOURCE_PARENTS = "fuse_source_parents"  # the (query, source, parent) aggregate 
 FUSED_ITEMS = "fused_items"
 RERANKED_ITEMS = "reranked_items"  # fused_items re-ranked (recipe key rerank; reranked.sql)
 RERANK_INPUT = RERANK_SCORES.name  # the typed view of --rerank-scores
-PARENT_FEATURES = "parent_features"  # what score reads (score/tables.py: PARENT_FEATURES)
+PARENT_FEATURES = "parent_features"  # what score reads (scoring/tables.py: PARENT_FEATURES)
 SPANS = "spans"  # a trace export's retrieval spans, one row each
 FUSED_FILE, FEATURES_FILE, SPANS_FILE = "fused.parquet", "parent_features.parquet", "spans.parquet"
 

@@ -12,7 +12,7 @@ cannot be read is refused in one line naming its file, span and attribute, and t
 either format are then checked by the retrieval_log contract like any other log. An export
 without a retrieval span is refused saying what it holds, and which format reads it. A retriever
 that ran more than once in a trace gives one list (each document at its best position:
-docs/traces.md). The view `trace_spans` feeds the stage that adds spans.parquet (fuse/stages.py:
+docs/traces.md). The view `trace_spans` feeds the stage that adds spans.parquet (fusion/stages.py:
 sql/fuse/spans.sql, the ids of every retrieval span and of its trace's root) to the outputs;
 `trace_queries` gives the traces as a table of queries, those whose retrievals returned nothing
 among them.
@@ -80,7 +80,7 @@ SPANS = TableContract(
     key=("context.span_id",),
 )
 RAW_SPANS = raw_view(SPANS)
-TRACE_SPANS = "trace_spans"  # every span of the export (read by fuse/stages.py: SPANS)
+TRACE_SPANS = "trace_spans"  # every span of the export (read by fusion/stages.py: SPANS)
 # the log's rules that the trace readers apply to a document (both to its score, openinference.sql
 # also to its metadata), so that a fault names the span (the log check would name a row of the
 # derived hits)

@@ -39,9 +39,9 @@ def run_log(
     rerank_scores: Table | None = None,
     connection: duckdb.DuckDBPyConnection | None = None,
 ) -> Outcome:
-    """`log` fused and scored into `out_dir` by `engine`: `run/pipeline.py`'s run, the
-    partitioned run (`run/incremental.py`, its partitions on DuckDB or in one Spark job) or
-    `run/spark.py`'s. A combination of options the engine does not support is refused
+    """`log` fused and scored into `out_dir` by `engine`: `runner/pipeline.py`'s run, the
+    partitioned run (`runner/incremental.py`, its partitions on DuckDB or in one Spark job) or
+    `runner/spark.py`'s. A combination of options the engine does not support is refused
     (`Unsupported`, one line) before anything is read."""
     _refuse_unsupported(log, job, engine, queries, rerank_scores)
     if engine.partition_by is not None:

@@ -27,8 +27,8 @@ def run_graph(
     with_query_ids: bool = False,
     **fusion: bool,
 ) -> Graph:
-    """Fusion (fuse/stages.py: fuse_graph, whose options `fusion` holds — explain, shared,
-    spans, portable) then scoring (score/stages.py: score_graph), every query of the input
+    """Fusion (fusion/stages.py: fuse_graph, whose options `fusion` holds — explain, shared,
+    spans, portable) then scoring (scoring/stages.py: score_graph), every query of the input
     `query_ids` decided when `with_query_ids`; outputs in the engine's order unless
     `sorted_outputs`."""
     fusion_stages = fuse_graph(fuse_plan, sorted_outputs=sorted_outputs, **fusion)

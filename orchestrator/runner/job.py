@@ -120,7 +120,7 @@ ENGINES = ("duckdb", "spark")
 @dataclass(frozen=True, kw_only=True)
 class Engine:
     """Where a run computes — DuckDB here, or Spark executors — and whether the log is
-    hive-partitioned, each partition scored on its own (run/dispatch.py decides by it)."""
+    hive-partitioned, each partition scored on its own (runner/dispatch.py decides by it)."""
 
     engine: str = setting(
         "duckdb",

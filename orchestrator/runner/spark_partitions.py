@@ -3,7 +3,7 @@
 The stale partitions' files are read together, each row tagged with its partition's number;
 the job shards them by query_id as `run --engine spark` does (a query is in one partition, so
 a shard's outputs carry their query's tag), and Spark writes each output partitioned by the
-tag. The partitions are then handed to the partitioned run (run/incremental.py) one at a time,
+tag. The partitions are then handed to the partitioned run (runner/incremental.py) one at a time,
 each to be published with its ledger line.
 """
 

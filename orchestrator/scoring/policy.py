@@ -60,7 +60,7 @@ LEVELS_BY = ("score", "probability")
 PLATT_FEATURES = ("best_overall_score", "top2_ratio")
 BETA_FEATURES = ("ln_score", "ln_one_minus_score")
 # beta's s′: the best score clipped to [BETA_CLIP, 1 − BETA_CLIP], where both logarithms are
-# finite; score/stages.py hands it to sql/score/queries.sql as `beta_clip`
+# finite; scoring/stages.py hands it to sql/score/queries.sql as `beta_clip`
 BETA_CLIP = 1e-6
 
 

@@ -22,7 +22,7 @@ ltr_score(model): the model's score of a row of model_inputs (columns model_1 �
   left when x <= threshold (a double), right when not. kZeroThreshold is the float 1e-35f,
   1.0000000180025095e-35. A split of the missing values from all others has the threshold inf,
   which LightGBM's dump_model() writes as 1e300: the same split for every value within ±1e300
-  (a log's scores are within ±1e100, fuse/contract.py).
+  (a log's scores are within ±1e100, fusion/contract.py).
 -#}
 {% macro ltr_feature(feature, f) -%}
 {% set i = feature.index %}
