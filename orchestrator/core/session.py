@@ -67,7 +67,12 @@ class Session:
         self.settings = settings or EngineSettings()
         self._owns_connection = connection is None
         self._spill = spill_folder(self.settings) if connection is None else None
-        self.con = connect(self.settings, self._spill) if connection is None else connection
+        try:
+            self.con = connect(self.settings, self._spill) if connection is None else connection
+        except BaseException:  # a failure or a signal after connect made the folder: no __exit__
+            if self._spill is not None:
+                remove_spill(self._spill)
+            raise
         self.inputs: dict[str, OpenedInput] = {}
         self.sql: dict[str, RenderedSQL] = {}
 
@@ -83,10 +88,12 @@ class Session:
         self.close()
 
     def close(self) -> None:
-        if self._owns_connection:
-            self.con.close()
-        if self._spill is not None:
-            remove_spill(self._spill)
+        try:
+            if self._owns_connection:
+                self.con.close()
+        finally:
+            if self._spill is not None:
+                remove_spill(self._spill)
 
     # -- read ---------------------------------------------------------------------------------
     def open(

@@ -57,3 +57,21 @@ def test_a_base_removed_while_it_is_read_is_no_error(
     assert folder.parent == base and folder.name.startswith(SPILL_PREFIX)
     with Session(EngineSettings(temp_dir=base)) as session:
         assert session._spill is not None and session._spill.is_dir()
+
+
+def test_a_session_stopped_while_it_connects_leaves_no_spill_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signal (KeyboardInterrupt) landing after connect made the run's spill folder but before
+    the session exists: no `with` block will close it, so the constructor removes the folder."""
+    monkeypatch.chdir(tmp_path)
+    import duckscore.core.session as session_module
+
+    def interrupted(settings: object, spill: Path) -> None:
+        spill.mkdir(parents=True)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(session_module, "connect", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        Session()
+    assert not (tmp_path / DEFAULT_SPILL_BASE).exists()
