@@ -86,7 +86,6 @@ def calibrate(
     engine: EngineSettings | None = None,
 ) -> CalibrationResult:
     """Calibrate `base` on labelled queries and write the new policy YAML to `out`."""
-    settings.check()
     if (features is None) == (log is None):
         raise DuckscoreError("give exactly one of --features or --log")
     if features is not None and recipe_overrides:

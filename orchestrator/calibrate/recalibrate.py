@@ -35,6 +35,7 @@ from ..core.policy import Policy, at_written_precision, load_policy, policy_from
 from ..core.render import RenderedSQL, render
 from ..core.reporting import module_logger
 from ..core.session import Session
+from ..core.setting import check_setting
 from ..core.version import __version__
 from ..fusion.log import open_log
 from ..fusion.policy_recipe import recipe_for_policy
@@ -56,7 +57,7 @@ from .recalibration import (
     refit_on_labels,
 )
 from .recalibration_summary import collapsed_band, decision_mix, medians
-from .settings import CalibrationError
+from .settings import CalibrationError, CalibrationSettings
 from .tables import keep_labels_in, open_labels
 
 logger = module_logger(__name__)
@@ -91,8 +92,8 @@ def recalibrate(
     engine: EngineSettings | None = None,
 ) -> RecalibrationResult:
     """Adapt the calibrated `policy` to the domain of `log` and write the new policy to `out`."""
-    if folds < 2:
-        raise DuckscoreError(f"--folds must be at least 2, got {folds}")
+    check_setting(CalibrationSettings, "folds", folds)
+    check_setting(CalibrationSettings, "seed", seed)
     if adapt not in ADAPT_METHODS:
         raise DuckscoreError(f"--adapt must be one of {', '.join(ADAPT_METHODS)}, got {adapt!r}")
     inputs = {"--log": log, "--labels": labels}

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..calibrate.settings import CalibrationSettings
 from ..core.reporting import module_logger
 from .app import cli
-from .options import F, OutputPath, engine_options, out_file_option, recipe_options
+from .declared import dataclass_options
+from .options import OutputPath, engine_options, out_file_option, recipe_options
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
@@ -18,14 +19,19 @@ if TYPE_CHECKING:
 logger = module_logger(__name__)
 
 
-def _p_good_threshold(name: str, default: float, meaning: str) -> Callable[[F], F]:
-    return click.option(
-        name,
-        default=default,
-        show_default=True,
-        type=click.FloatRange(0, 1),
-        help=f"p_good {meaning} (with --levels probability).",
-    )
+# the order --help lists them in: what is found, then how it is cross-validated
+OPTION_ORDER = (
+    "thresholds",
+    "target_precision",
+    "hitl_quantile",
+    "probability",
+    "levels",
+    "p_high",
+    "p_low",
+    "folds",
+    "passes",
+    "seed",
+)
 
 
 @cli.command()
@@ -67,67 +73,7 @@ def _p_good_threshold(name: str, default: float, meaning: str) -> Callable[[F], 
     type=OutputPath(file_okay=False, path_type=Path),
     help="Also write report.html, report.json and the plots to this folder.",
 )
-@click.option(
-    "--thresholds",
-    type=click.Choice(["quantile", "precision"]),
-    default="quantile",
-    show_default=True,
-    help="§9.2 quantiles (the seed), or T_high by --target-precision.",
-)
-@click.option(
-    "--target-precision",
-    default=0.85,
-    show_default=True,
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    help="precision method: the share of good queries wanted at and above T_high.",
-)
-@click.option(
-    "--hitl-quantile",
-    default=0.7,
-    show_default=True,
-    type=click.FloatRange(0.5, 0.7),
-    help="R_hitl = this quantile of the ambiguous top-2 ratios (seed: P50–P70).",
-)
-@click.option(
-    "--probability",
-    type=click.Choice(["auto", "platt", "beta", "isotonic", "none"]),
-    default="auto",
-    show_default=True,
-    help="Map the best score to p_good, P(label good): Platt scaling, beta calibration or "
-    "isotonic regression (auto: below 1,000 labels the Platt or beta map of lowest held-out "
-    "Brier score, from 1,000 isotonic); none writes no map.",
-)
-@click.option(
-    "--levels",
-    type=click.Choice(["score", "probability"]),
-    default="score",
-    show_default=True,
-    help="Confidence levels by the score thresholds T_low/T_high, or by p_good "
-    "(high: p_good >= --p-high; low: below --p-low).",
-)
-@_p_good_threshold("--p-high", 0.85, "at and above which a query is high")
-@_p_good_threshold("--p-low", 0.5, "below which a query is low")
-@click.option(
-    "--folds",
-    default=5,
-    show_default=True,
-    type=click.IntRange(min=2),
-    help="Cross-validation folds (by query, stratified by label).",
-)
-@click.option(
-    "--passes",
-    default=2,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Rounds of the coordinate-wise ablation.",
-)
-@click.option(
-    "--seed",
-    default=0,
-    show_default=True,
-    type=click.IntRange(0, 2**32 - 1),
-    help="Seed of the fold assignment and the bootstrap.",
-)
+@dataclass_options(CalibrationSettings, "calibration", order=OPTION_ORDER)
 @engine_options
 def calibrate(
     features: str | None,
@@ -140,16 +86,7 @@ def calibrate(
     out_path: Path,
     version: str | None,
     report_dir: Path | None,
-    thresholds: str,
-    target_precision: float,
-    hitl_quantile: float,
-    probability: str,
-    levels: str,
-    p_high: float,
-    p_low: float,
-    folds: int,
-    passes: int,
-    seed: int,
+    calibration: CalibrationSettings,
     settings: EngineSettings,
 ) -> None:
     """Calibrate a score policy on labelled queries (seed 000 §9): reference quantiles,
@@ -163,7 +100,6 @@ def calibrate(
     Prints the cross-validated figures against the issue-4 targets on stdout.
     """
     from ..calibrate.pipeline import calibrate as run_calibrate
-    from ..calibrate.settings import CalibrationSettings
     from ..core.outputs import check_output_file
 
     given = {"--features": features, "--log": log, "--labels": labels, "--qrels": qrels}
@@ -172,18 +108,6 @@ def calibrate(
         option: path for option, path in policies.items() if path and _policy_file(path)
     }
     check_output_file(out_path, "--out", inputs, "yaml")  # before any work
-    chosen = CalibrationSettings(
-        folds=folds,
-        seed=seed,
-        passes=passes,
-        thresholds=thresholds,
-        target_precision=target_precision,
-        hitl_quantile=hitl_quantile,
-        probability=probability,
-        levels=levels,
-        p_high=p_high,
-        p_low=p_low,
-    )
     result = run_calibrate(
         labels,
         out_path,
@@ -194,7 +118,7 @@ def calibrate(
         qrels=qrels,
         base=base,
         version=version,
-        settings=chosen,
+        settings=calibration,
         report_dir=report_dir,
         engine=settings,
     )

@@ -1,12 +1,13 @@
 """Options made from settings declared with their fields (core/setting.py): a run's `Job` and
-`Engine` (runner/job.py, which loads nothing heavy), so that a flag, its help and its constraint
-are written once, and a command that builds a Job gets it built (`job_options`)."""
+`Engine` (runner/job.py, which loads nothing heavy), a calibration's `CalibrationSettings`
+(calibrate/settings.py), so that a flag, its help and its constraint are written once, and a
+command that builds one gets it built (`job_options`, `dataclass_options`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import click
@@ -29,11 +30,19 @@ def setting_option(declared: Setting, name: str, default: Any) -> Callable[[F], 
         options["is_flag"] = True
     else:
         options |= {"default": default, "show_default": default is not None}
-    if declared.minimum is not None:
-        options["type"] = click.IntRange(min=declared.minimum)
+    if declared.minimum is not None or declared.maximum is not None:
+        options["type"] = _range(declared, default)
     if declared.choices is not None:
         options["type"] = click.Choice(declared.choices)
     return click.option(declared.flag, name, **options)
+
+
+def _range(declared: Setting, default: Any) -> click.FloatRange | click.IntRange:
+    """The click type of a bounded setting: a FloatRange for a float's, else an IntRange."""
+    bounds = (declared.minimum, declared.maximum, declared.min_open, declared.max_open)
+    if isinstance(default, float):
+        return click.FloatRange(*bounds)
+    return click.IntRange(*bounds)  # type: ignore[arg-type]  # an int setting's bounds are ints
 
 
 def dataclass_options(
@@ -41,15 +50,20 @@ def dataclass_options(
     param: str,
     leave_out: Collection[str] = (),
     helps: Mapping[str, str] | None = None,
+    order: Sequence[str] | None = None,
 ) -> Callable[[F], F]:
     """An option for each declared setting of the dataclass `cls` but those left out (in the
-    fields' order; `helps` replacing a declared help); the command gets `param`, the instance
-    built of them."""
+    fields' order, or as `order` names them all; `helps` replacing a declared help); the
+    command gets `param`, the instance built of them."""
     declared = {
         name: dataclasses.replace(setting, help=(helps or {}).get(name, setting.help))
         for name, setting in settings_of(cls).items()
         if name not in leave_out
     }
+    if order is not None:
+        if sorted(order) != sorted(declared):
+            raise TypeError(f"order {list(order)} does not name each option of {cls.__name__}")
+        declared = {name: declared[name] for name in order}
     defaults = {f.name: f.default for f in dataclasses.fields(cls)}
 
     def decorate(command: F) -> F:
@@ -90,14 +104,15 @@ def job_options(*leave_out: str) -> Callable[[F], F]:
     return decorate
 
 
-_JOB = settings_of(Job)
+def declared_option(cls: type, name: str, help: str | None = None) -> Callable[[F], F]:
+    """The option of one declared setting of the dataclass `cls` (its help replaced by `help`)
+    on a command that builds no `cls`: a Job's --top-n on `score`, a calibration's --folds on
+    `recalibrate`."""
+    declared = settings_of(cls)[name]
+    default = next(f.default for f in dataclasses.fields(cls) if f.name == name)
+    return setting_option(dataclasses.replace(declared, help=help or declared.help), name, default)
 
 
-def _job_option(name: str) -> Callable[[F], F]:
-    """A Job setting's option on a command that builds no Job (`score`, `fuse` …)."""
-    return setting_option(_JOB[name], name, getattr(Job(), name))
-
-
-allow_recipe_mismatch_option = _job_option("allow_recipe_mismatch")
-explain_option = _job_option("explain")
-top_n_option = _job_option("top_n")
+allow_recipe_mismatch_option = declared_option(Job, "allow_recipe_mismatch")
+explain_option = declared_option(Job, "explain")
+top_n_option = declared_option(Job, "top_n")

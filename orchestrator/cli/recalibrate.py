@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..calibrate.settings import CalibrationSettings
 from ..core.reporting import module_logger
 from .app import cli
-from .declared import allow_recipe_mismatch_option
+from .declared import allow_recipe_mismatch_option, declared_option
 from .options import (
     engine_options,
     log_option,
@@ -55,16 +56,12 @@ logger = module_logger(__name__)
     metavar="NAME",
     help="score_policy_version of the new policy (default: <policy>_recal_<parameters hash>).",
 )
-@click.option(
-    "--folds",
-    default=5,
-    show_default=True,
-    type=click.IntRange(min=2),
-    help="With --labels: cross-validation folds (at most the count of the rarer outcome).",
+@declared_option(
+    CalibrationSettings,
+    "folds",
+    "With --labels: cross-validation folds (at most the count of the rarer outcome).",
 )
-@click.option(
-    "--seed", default=0, show_default=True, type=click.IntRange(0, 2**32 - 1), help="Fold seed."
-)
+@declared_option(CalibrationSettings, "seed", "Fold seed.")
 @engine_options
 def recalibrate(
     policy: str,

@@ -47,7 +47,7 @@ class Loaded(NamedTuple):
 class Job:
     """`recipe` None: the recipe the policy was calibrated on, else the default recipe; a
     recipe that is not the policy's is refused unless `allow_recipe_mismatch`. Each field is
-    declared with its flag (core/setting.py): `cli/options.py: job_options` builds them."""
+    declared with its flag (core/setting.py): `cli/declared.py: job_options` builds them."""
 
     recipe: str | None = setting(
         None,
