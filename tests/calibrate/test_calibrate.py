@@ -343,7 +343,7 @@ def test_features_beside_a_fuse_manifest_record_its_recipe(tmp_path: Path) -> No
     ]
     assert recorded[0]["recipe"] == {
         "recipe_id": loaded.version,  # canonical_rrf+<8 hex of the override>
-        "parameters_sha256": loaded.parameters_sha256,
+        "parameters_sha256": loaded.policy.parameters_sha256,
         "source": loaded.source,
     }
     assert "recipe" not in recorded[1]
