@@ -29,6 +29,7 @@ from ..core.policy import Policy, load_policy
 from ..core.session import Relations
 from ..fusion.pipeline import fuse as fuse_log
 from ..fusion.policy_recipe import check_features_recipe
+from ..fusion.recipe_view import Recipe
 from ..fusion.traces import TraceLog
 from ..metrics.catalog import DEFAULT_METRICS
 from ..metrics.retrieval import refuse_no_shared_query, run_evaluation
@@ -95,7 +96,7 @@ class Fused:
 
     fused: duckdb.DuckDBPyRelation
     parent_features: duckdb.DuckDBPyRelation | None
-    recipe: Policy
+    recipe: Recipe
     manifest: dict[str, Any]
 
 
@@ -119,7 +120,7 @@ class Ran:
     parents: duckdb.DuckDBPyRelation
     queries: duckdb.DuckDBPyRelation
     contract: duckdb.DuckDBPyRelation
-    recipe: Policy
+    recipe: Recipe
     policy: Policy
     manifest: dict[str, Any]
 

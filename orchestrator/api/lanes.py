@@ -26,11 +26,11 @@ import duckdb
 import pyarrow as pa
 
 from ..core.inputs import Table
-from ..core.policy import Policy
 from ..core.render import ident
 from ..core.session import Session
 from ..fusion.log import log_probe, open_log
 from ..fusion.recipe import FusePlan, plan
+from ..fusion.recipe_view import Recipe
 
 HITS_INPUT = "__live_input"  # the caller's hits, registered on a cursor for one statement
 HITS_TABLE = "__live_hits"
@@ -64,7 +64,7 @@ class Lanes:
     def __init__(
         self,
         con: duckdb.DuckDBPyConnection,
-        recipe: Policy,
+        recipe: Recipe,
         contract_sql: ContractSQL,
     ) -> None:
         self._con = con

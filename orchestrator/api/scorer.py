@@ -34,6 +34,7 @@ from ..core.validate import raw_view
 from ..fusion.contract import RERANK_SCORES, RETRIEVAL_LOG
 from ..fusion.log import open_log
 from ..fusion.recipe import FusePlan
+from ..fusion.recipe_view import Rerank
 from ..fusion.stages import FUSED_ITEMS, LOG, RERANKED_ITEMS, fuse_graph
 from ..runner.graph import run_graph
 from ..runner.job import Job
@@ -74,10 +75,10 @@ class Scorer:
     ) -> None:
         self.job = job
         self.recipe, self.policy = job.load()
-        self.rerank: dict[str, Any] | None = self.recipe.parameters.get("rerank")
+        self.rerank: Rerank | None = self.recipe.rerank
         if self.rerank is not None and reranker is None:
             raise PolicyError(
-                f"recipe {self.recipe.version} re-ranks (rerank.top_n {self.rerank['top_n']}): "
+                f"recipe {self.recipe.version} re-ranks (rerank.top_n {self.rerank.top_n}): "
                 "give scorer(..., reranker=callable)"
             )
         if self.rerank is None and reranker is not None:
@@ -201,7 +202,7 @@ class Scorer:
         best first (the snippet of each item's best hit: best_provenance; '' when NULL),
         checked as --rerank-scores is: a score each, None for an item it does not score."""
         assert self.rerank is not None
-        top_n = int(self.rerank["top_n"])
+        top_n = self.rerank.top_n
         fused = fuse_graph(fuse_plan, features=False, portable=True).chain(FUSED_ITEMS).sql()
         rows = session.con.execute(
             f"SELECT f.query_id, list(f.item_id ORDER BY f.rank), "

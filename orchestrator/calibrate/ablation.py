@@ -8,6 +8,7 @@ read from columns. Also the reference bounds and the §9.2 thresholds of each fi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -25,7 +26,7 @@ GRID = tuple(i / 10 for i in range(11))
 MIN_GAIN = 0.002  # AUROC gains below this are noise (about 19 of SciFact's 9,558 good-bad pairs)
 
 
-def tuned_parameters(base: dict[str, Any]) -> list[str]:
+def tuned_parameters(base: Mapping[str, Any]) -> list[str]:
     """§9.3: α, β and the weights of the sub-scores the base policy uses."""
     return ["alpha", "beta"] + [w for w in WEIGHTS if base[w] > 0]
 
@@ -133,7 +134,7 @@ class Calibrator:
 
     def _policy_template(self) -> dict[str, Any]:
         """The base parameters with the tuned ones (and reference bounds) read from columns."""
-        p = dict(self.base.parameters)
+        p = self.base.parameters.thawed()
         for name in self.tuned:
             p[name] = ColumnParameter(name)
         if self.reference:

@@ -30,19 +30,14 @@ from ..core.connection import EngineSettings
 from ..core.errors import InputError
 from ..core.inputs import Table
 from ..core.outputs import atomic_output_file, check_output_file
-from ..core.policy import (
-    Policy,
-    at_written_precision,
-    dump_yaml,
-    load_policy,
-    policy_from_parameters,
-)
+from ..core.policy import at_written_precision, dump_yaml, policy_from_parameters
 from ..core.reporting import module_logger
 from ..core.session import Session
 from ..fusion.log import open_log
 from ..fusion.ltr import DEFAULT_FEATURES, MAX_LEAVES, MAX_TREES, feature_names
 from ..fusion.plugins import plugins_relative_to
-from ..fusion.recipe import FUSE_RECIPE, FusePlan, plan
+from ..fusion.recipe import FUSE_RECIPE, FusePlan, load_recipe, plan
+from ..fusion.recipe_view import Recipe
 from ..metrics.catalog import parse_metrics
 from ..metrics.tables import open_qrels
 from .learn_report import LearnOutcome, recipe_document, report_document
@@ -105,7 +100,7 @@ def learn(
     if model.kind == "trees":
         lightgbm_module()  # the install hint before any work
     fixed = list(recipe_overrides)
-    base = load_policy(FUSE_RECIPE, recipe, fixed)
+    base = load_recipe(recipe, fixed)
     axes = parse_grid(grid) if grid else []
     points = grid_points(axes) if axes else []
     grid_recipes = [grid_recipe(recipe, fixed, point) for point in points]
@@ -210,31 +205,34 @@ def _check_model(model: ModelSettings) -> None:
         raise TuneError(f"--l2 {model.l2}: a number >= 0")
 
 
-def training_recipe(base: Policy, base_plan: FusePlan, names: list[str]) -> Policy:
+def training_recipe(base: Recipe, base_plan: FusePlan, names: list[str]) -> Recipe:
     """The base recipe as learned fusion: its fused sources declared (a model reads those
     sources only: a log source it has not seen is ignored, not fused), `fusion.method: ltr`,
     the features, and a model of zeros (the features do not depend on the model)."""
-    p = base_plan.recipe.parameters
+    base_parameters = base.policy.parameters.thawed()
+    declared = base_plan.recipe.policy.parameters["sources"]
     parameters = {
-        **base.parameters,
+        **base_parameters,
         "discover_sources": False,
-        "sources": {name: p["sources"][name] for name in base_plan.sources},
-        "fusion": {**base.parameters["fusion"], "method": "ltr", "missing": "default"},
+        "sources": {name: declared[name].thawed() for name in base_plan.sources},
+        "fusion": {**base_parameters["fusion"], "method": "ltr", "missing": "default"},
         "ltr": {
             "features": names,
             "model": {"kind": "linear", "intercept": 0.0, "weights": [0.0] * len(names)},
         },
     }
-    return policy_from_parameters(FUSE_RECIPE, base.version, parameters, base.source)
+    return Recipe.of(policy_from_parameters(FUSE_RECIPE, base.version, parameters, base.source))
 
 
-def training_with(training: Policy, fitted: Fitted) -> Policy:
-    parameters = dict(training.parameters)
+def training_with(training: Recipe, fitted: Fitted) -> Recipe:
+    parameters = training.policy.parameters.thawed()
     parameters["ltr"] = {**parameters["ltr"], "model": fitted.model}
-    return policy_from_parameters(FUSE_RECIPE, training.version, parameters, training.source)
+    return Recipe.of(
+        policy_from_parameters(FUSE_RECIPE, training.version, parameters, training.source)
+    )
 
 
-def feature_table(session: Session, training: Policy, base_plan: FusePlan) -> pd.DataFrame:
+def feature_table(session: Session, training: Recipe, base_plan: FusePlan) -> pd.DataFrame:
     """The `ltr_features` stage of the training recipe for every judged query: query_id,
     target_id, ltr_1 … ltr_n (NaN where SQL has NULL) and relevance (0 when not judged), sorted
     by query and item."""
@@ -243,7 +241,8 @@ def feature_table(session: Session, training: Policy, base_plan: FusePlan) -> pd
         training, log_sources, base_plan.has_rank, base_plan.log_view, base_plan.has_snippet
     )
     create_fused_view(session, training_plan, "ltr_feature_rows", "ltr_features", "ltr_ranked_log")
-    n = len(training.parameters["ltr"]["features"])
+    assert training.ltr is not None  # training_recipe's
+    n = len(training.ltr.features)
     columns = ", ".join(f"f.ltr_{j}" for j in range(1, n + 1))
     return session.frame(
         f"SELECT f.query_id, f.target_id, {columns}, "

@@ -10,9 +10,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.policy import Policy, at_written_precision, canonical_json
+from ..core.policy import at_written_precision, canonical_json
 from ..core.version import __version__
 from ..fusion.ltr import FEATURES, parse_feature
+from ..fusion.recipe_view import Recipe
 from ..metrics.significance import p_value_text
 from .ltr_fit import Fitted, ModelSettings
 from .tune_grid import Selection
@@ -128,7 +129,7 @@ def report_document(o: LearnOutcome) -> dict[str, Any]:
 
 def recipe_document(
     o: LearnOutcome,
-    training: Policy,
+    training: Recipe,
     report_name: str,
     report_sha256: str,
     version: str | None,
@@ -137,7 +138,7 @@ def recipe_document(
     """The learned recipe, complete (it loads without its base): the training recipe's
     parameters with the final model and `ltr.training`; `<base>_ltr_<8 hex of the parameters'
     sha256>` unless `version` names it."""
-    parameters = dict(training.parameters)
+    parameters = training.policy.parameters.thawed()
     parameters["ltr"] = {
         "features": o.features,
         "model": o.final.model,
@@ -164,7 +165,7 @@ def recipe_document(
             sorted(zip(o.features, o.final.importances), key=lambda item: -item[1])[:5]
         ),
     }
-    base_name = training.base_version.replace("+", "_")
+    base_name = training.policy.base_version.replace("+", "_")
     document: dict[str, Any] = at_written_precision(
         {
             "recipe_id": version or f"{base_name}_ltr_{digest[:8]}",

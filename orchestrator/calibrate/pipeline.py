@@ -34,7 +34,8 @@ from ..core.render import lit
 from ..core.reporting import module_logger
 from ..core.session import Session
 from ..fusion.log import open_log
-from ..fusion.recipe import FUSE_RECIPE, recipe_record, recipe_record_from_manifest
+from ..fusion.recipe import load_recipe, recipe_record, recipe_record_from_manifest
+from ..fusion.recipe_view import Recipe
 from ..fusion.stages import fuse_graph
 from ..metrics.tables import QRELS
 from ..scoring.policy import SCORE_POLICY
@@ -93,7 +94,7 @@ def calibrate(
             "--set-recipe applies to --log (the log is fused first), not to --features"
         )
     base_policy = load_policy(SCORE_POLICY, base)
-    loaded_recipe = None if log is None else load_policy(FUSE_RECIPE, recipe, recipe_overrides)
+    loaded_recipe = None if log is None else load_recipe(recipe, recipe_overrides)
     with Session(engine) as session:
         logger.info(f"checking inputs (base policy {base_policy.version})")
         inputs = open_inputs(
@@ -180,7 +181,7 @@ def calibrate(
             probability,
             has_qrels=qrels is not None,
         )
-    parameters = policies["all"].parameters
+    parameters = policies["all"].parameters.thawed()
     document = write_policy(
         Path(out),
         version,
@@ -215,7 +216,7 @@ def open_inputs(
     labels: Table,
     features: Table | None,
     log: Table | None,
-    recipe: Policy | None,
+    recipe: Recipe | None,
     qrels: Table | None,
     base_policy: Policy,
     settings: CalibrationSettings,
@@ -300,7 +301,7 @@ def resolve_thresholds(
 def final_parameters(
     base: Policy, fit: Fit, bounds: dict[str, dict[str, list[float]]], reference_features: list[str]
 ) -> dict[str, Any]:
-    parameters = {**base.parameters, **fit.parameters}
+    parameters = {**base.parameters.thawed(), **fit.parameters}
     parameters.update({k: fit.thresholds[k] for k in ("T_low", "T_high", "R_hitl")})
     parameters["T_low"] = min(
         parameters["T_low"], parameters["T_high"]
@@ -346,7 +347,7 @@ def with_probability(
             SCORE_POLICY,
             policy.version,
             {
-                **policy.parameters,
+                **policy.parameters.thawed(),
                 "probability": at_written_precision(fit_map(chosen, trained[n])) | levels,
             },
             policy.source,

@@ -40,6 +40,7 @@ from ..core.version import __version__
 from ..fusion.log import open_log
 from ..fusion.policy_recipe import recipe_for_policy
 from ..fusion.recipe import recipe_record
+from ..fusion.recipe_view import Recipe
 from ..fusion.stages import fuse_graph
 from ..scoring.policy import SCORE_POLICY
 from ..scoring.stages import FEATURES, SCORE_CONTRACT, query_columns, score_graph
@@ -189,7 +190,7 @@ def _calibration_of(policy: Policy, adapt: str) -> tuple[dict[str, Any], dict[st
             f"--policy: {policy.version} records a base rate of {base_rate:g}; "
             "a map fitted on one class only cannot be moved to another domain"
         )
-    return block, recorded
+    return block.thawed(), recorded
 
 
 def _shares_of(recorded: dict[str, Any]) -> dict[str, float]:
@@ -442,7 +443,7 @@ def _domain_thresholds(session: Session, final: str, **context: Any) -> dict[str
 def _new_parameters(
     old: Policy, block: dict[str, Any], thresholds: dict[str, Any]
 ) -> dict[str, Any]:
-    parameters = {**old.parameters, "probability": block}
+    parameters = {**old.parameters.thawed(), "probability": block}
     parameters.update({k: float(thresholds[k]) for k in ("T_low", "T_high", "R_hitl")})
     parameters["risk_flags"] = {
         **parameters["risk_flags"],
@@ -455,7 +456,7 @@ def _write(
     out: Path,
     policy: Policy,
     old: Policy,
-    recipe: Policy,
+    recipe: Recipe,
     report: dict[str, Any],
     distribution: dict[str, Any],
     inputs: dict[str, Any],
@@ -476,6 +477,6 @@ def _write(
             "recalibration": report,
             "score_distribution": distribution,
         },
-        "parameters": policy.parameters,
+        "parameters": policy.parameters.thawed(),
     }
     return write_policy_document(out, document)

@@ -26,14 +26,15 @@ from ..core.connection import EngineSettings
 from ..core.errors import PolicyError
 from ..core.inputs import Table
 from ..core.outputs import atomic_output_dir, atomic_output_file, check_output_file
-from ..core.policy import Policy, dump_yaml, load_policy
+from ..core.policy import dump_yaml, load_policy
 from ..core.render import render
 from ..core.reporting import module_logger
 from ..core.session import Session
 from ..core.version import __version__
 from ..fusion.log import open_log
 from ..fusion.plugins import plugins_relative_to
-from ..fusion.recipe import FUSE_RECIPE, FusePlan, plan, refuse_rerank
+from ..fusion.recipe import FUSE_RECIPE, FusePlan, load_recipe, plan, refuse_rerank
+from ..fusion.recipe_view import Recipe
 from ..fusion.stages import FUSED_ITEMS, RANKED_LOG, fuse_graph
 from ..metrics.catalog import Metric, parse_metrics
 from ..metrics.retrieval import render_per_query
@@ -106,7 +107,7 @@ def tune(
     axes = parse_grid(grid)
     points = grid_points(axes)
     fixed = list(recipe_overrides)
-    base = load_policy(FUSE_RECIPE, recipe, fixed)
+    base = load_recipe(recipe, fixed)
     refuse_rerank(base, "tune")
     recipes = [base] + [grid_recipe(recipe, fixed, point) for point in points]
     with Session(settings) as session:
@@ -172,10 +173,10 @@ def check_counts(folds: int, version: str | None, permutations: int) -> None:
         raise TuneError(f"--permutations {permutations}: at least 1")
 
 
-def grid_recipe(recipe: str, fixed: list[str], point: dict[str, Any]) -> Policy:
+def grid_recipe(recipe: str, fixed: list[str], point: dict[str, Any]) -> Recipe:
     """The base recipe with the grid point's overrides; an error names the grid point."""
     try:
-        return load_policy(GRID_KIND, recipe, fixed + as_overrides(point))
+        return Recipe.of(load_policy(GRID_KIND, recipe, fixed + as_overrides(point)))
     except PolicyError as exc:
         if str(exc).startswith("--grid"):
             raise
@@ -183,7 +184,7 @@ def grid_recipe(recipe: str, fixed: list[str], point: dict[str, Any]) -> Policy:
 
 
 def evaluate_grid(
-    session: Session, base_plan: FusePlan, recipes: list[Policy], metric: Metric
+    session: Session, base_plan: FusePlan, recipes: list[Recipe], metric: Metric
 ) -> pd.DataFrame:
     """Each recipe's metric on every judged query (the views eval_qrels and tune_qrels open):
     grid_point (the recipe's index), query_id, value."""
@@ -249,7 +250,7 @@ def tuned_version(base_version: str) -> str:
 
 
 def recipe_document(
-    result: TuneResult, chosen: Policy, version: str | None, inputs: dict[str, str]
+    result: TuneResult, chosen: Recipe, version: str | None, inputs: dict[str, str]
 ) -> dict[str, Any]:
     """The chosen recipe, complete (it loads without its base), with the tuning in `metadata`."""
     s = result.selection
@@ -293,7 +294,7 @@ def recipe_document(
                 ],
             },
         },
-        **chosen.parameters,
+        **chosen.policy.parameters.thawed(),
     }
 
 

@@ -99,11 +99,11 @@ def policy_components(kind: str | None, recipe: str | None, as_json: bool) -> No
     """The registered normalisers, aligners, fusion methods and query rules: each one's kind,
     name, origin (built-in, with its file; a plugin file; an entry point), description and
     parameters."""
-    from ..core.policy import canonical_json, load_policy
+    from ..core.policy import canonical_json
     from ..fusion.component_list import listed_components
-    from ..fusion.recipe import FUSE_RECIPE
+    from ..fusion.recipe import load_recipe
 
-    loaded = None if recipe is None else load_policy(FUSE_RECIPE, recipe)
+    loaded = None if recipe is None else load_recipe(recipe)
     listed = listed_components(loaded, kind)
     if as_json:
         click.echo(canonical_json(listed))

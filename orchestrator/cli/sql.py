@@ -93,14 +93,11 @@ def sql_fuse(
 ) -> None:
     """The fusion SQL over a table or view named retrieval_log."""
     from ..core.errors import OptionError
-    from ..core.policy import load_policy
-    from ..fusion.recipe import FUSE_RECIPE, plan
+    from ..fusion.recipe import load_recipe, plan
     from ..fusion.stages import FUSED_ITEMS, LTR_STAGES, fuse_graph
 
-    fuse_plan = plan(
-        load_policy(FUSE_RECIPE, recipe, list(recipe_overrides)), sources, has_rank=not no_rank
-    )
-    method = fuse_plan.recipe.parameters["fusion"]["method"]
+    fuse_plan = plan(load_recipe(recipe, list(recipe_overrides)), sources, has_rank=not no_rank)
+    method = fuse_plan.recipe.fusion.method
     if stage in LTR_STAGES and method != "ltr":
         raise OptionError(
             f"--stage {stage}: a stage of a learned recipe (fusion.method ltr, duckscore learn); "

@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from .errors import PolicyError
+from .frozen import FrozenMap, thaw
 from .precision import FITTED_DIGITS, at_written_precision
 from .resources import policies_dir
 from .rules import Bounds, Choice, Flag, ListOf, MapOf, Number, Omissible, Rule, Spec, Text, Words
@@ -43,6 +44,7 @@ __all__ = [
     "Bounds",
     "Choice",
     "Flag",
+    "FrozenMap",
     "ListOf",
     "MapOf",
     "Number",
@@ -122,7 +124,7 @@ def dump_yaml(value: Any, flow: bool | None = False, width: int | None = None) -
     style (`{a: 1}`), on lines of at most `width` characters; None: flow style for the lists
     and mappings that hold no list or mapping (a learned recipe's trees, a line per array)."""
     return yaml.dump(
-        value,
+        thaw(value),
         Dumper=_Dumper,
         sort_keys=False,
         allow_unicode=True,
@@ -200,12 +202,15 @@ class PolicyKind:
 
 @dataclass(frozen=True)
 class Policy:
+    """A loaded policy. Its `parameters` are a read-only view (core/frozen.py): a consumer
+    reads them and builds a changed policy from `parameters.thawed()`, a plain copy."""
+
     kind: PolicyKind
     base_version: str
     version: str
     source: str
     description: str
-    parameters: dict[str, Any]
+    parameters: FrozenMap
     overrides: dict[str, Any] = field(default_factory=dict)
     parent_version: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -223,7 +228,7 @@ class Policy:
             "parent_version": self.parent_version,
             "source": self.source,
             "overrides": self.overrides,
-            "parameters": self.parameters,
+            "parameters": self.parameters.thawed(),
             "parameters_sha256": self.parameters_sha256,
         }
         if self.bases:
@@ -232,7 +237,9 @@ class Policy:
 
 
 def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """Sorted keys, no spaces, UTF-8: what a sha256 of parameters hashes (frozen views as the
+    plain values they view)."""
+    return json.dumps(thaw(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def available_policies(kind: PolicyKind) -> list[str]:
@@ -274,7 +281,7 @@ def load_policy(kind: PolicyKind, name_or_path: str, overrides: list[str] | None
         version=version + _suffix(parsed_overrides),
         source=label,
         description=top.description,
-        parameters=validated,
+        parameters=FrozenMap(validated),
         overrides=parsed_overrides,
         parent_version=top.parent_version,
         metadata=top.metadata,
@@ -289,8 +296,9 @@ def policy_from_parameters(
     source: str,
     parent_version: str | None = None,
 ) -> Policy:
-    """A validated policy built in code (calibrate's candidates), checked like a file."""
-    validated = validate_tree(source, parameters, kind.spec, prefix="", root="parameters.")
+    """A validated policy built in code (calibrate's candidates), checked like a file; frozen
+    views among `parameters` (a copy of another policy's) are read as the plain values."""
+    validated = validate_tree(source, thaw(parameters), kind.spec, prefix="", root="parameters.")
     for check in kind.cross_checks:
         try:
             check(validated)
@@ -302,7 +310,7 @@ def policy_from_parameters(
         version=version,
         source=source,
         description="",
-        parameters=validated,
+        parameters=FrozenMap(validated),
         parent_version=parent_version,
     )
 

@@ -18,6 +18,7 @@ from typing import Any
 import jinja2
 
 from .errors import TemplateError
+from .frozen import thaw
 from .resources import macros_dir, sql_dir
 
 _PLAIN_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -190,9 +191,10 @@ def macro_names() -> list[str]:
 
 
 def render(template: str, **context: Any) -> RenderedSQL:
-    """Render `sql/<template>` with the given context; errors name the template and line."""
+    """Render `sql/<template>` with the given context; errors name the template and line. A
+    template reads a policy's frozen parameters (core/frozen.py) as the plain dicts and lists."""
     try:
-        text = environment().get_template(template).render(**context)
+        text = environment().get_template(template).render(**thaw(context))
     except jinja2.TemplateNotFound as exc:
         raise TemplateError(f"template not found: sql/{exc.name}") from exc
     except jinja2.UndefinedError as exc:
@@ -205,7 +207,7 @@ def render(template: str, **context: Any) -> RenderedSQL:
 def render_expression(source: str, **context: Any) -> str:
     """Render a one-off Jinja string with the macros available (used by macro tests and docs)."""
     try:
-        return environment().from_string(source).render(**context).strip()
+        return environment().from_string(source).render(**thaw(context)).strip()
     except jinja2.TemplateError as exc:
         raise TemplateError(f"expression {source!r}: {exc}") from exc
 

@@ -73,7 +73,7 @@ def sources_test(fuse_plan: FusePlan, declared: Sequence[str]) -> str:
     its hits. A test of the source: when it fails, `dbt build` skips the models."""
     recipe = fuse_plan.recipe
     fused = ", ".join(fuse_plan.sources)
-    if recipe.parameters["discover_sources"]:
+    if recipe.discover_sources:
         rule = (
             f"-- recipe {recipe.version} fuses every source of a log, as `duckscore run` does; "
             f"the models fuse {fused}."

@@ -12,13 +12,14 @@ import yaml
 from ..answering.policy import ANSWER_POLICY
 from ..core.errors import InputError, OptionError, OutputError
 from ..core.outputs import atomic_output_dir
-from ..core.policy import Policy, load_policy
+from ..core.policy import load_policy
 from ..core.render import column
 from ..core.session import Session
 from ..core.version import __version__
 from ..fusion.log import open_log
 from ..fusion.policy_recipe import recipe_for_policy
 from ..fusion.recipe import plan, refuse_rerank
+from ..fusion.recipe_view import Recipe
 from ..instincts.policy import INSTINCT_POLICY
 from ..pack.scalar import scalar_macros
 from ..pack.table import table_macros
@@ -79,9 +80,7 @@ def build_package(
     macros = {m.stage: m for m in table_macros(score, fusion, answers, versions.sources) if m.stage}
     graph = run_graph(fuse_plan, score, column("top_n"), portable=True)
     models = dbt_models(versions, graph, macros)
-    tests = SINGULAR_TESTS | {
-        SOURCES_TEST: sources_test(fuse_plan, list(fusion.parameters["sources"]))
-    }
+    tests = SINGULAR_TESTS | {SOURCES_TEST: sources_test(fuse_plan, list(fusion.sources))}
     files = {
         PROJECT_FILE: project_file(versions),
         "README.md": readme(versions, models),
@@ -96,7 +95,7 @@ def build_package(
     return DbtPackage(versions, tuple(m.name for m in models), files)
 
 
-def log_sources(log: str, recipe: Policy) -> list[str]:
+def log_sources(log: str, recipe: Recipe) -> list[str]:
     """The sources of the retrieval log `log`, opened and checked as `duckscore run` opens it
     (the recipe planned against it: a source it declares must be in the log)."""
     with Session() as session:

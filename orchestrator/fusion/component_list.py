@@ -5,21 +5,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.policy import Choice, Flag, Number, Omissible, Policy, load_policy
+from ..core.policy import Choice, Flag, Number, Omissible, load_policy
 from ..core.rules import MapOf
 from .components import Parameter
 from .plugins import registry
 from .recipe import DEFAULT_BASE, FUSE_RECIPE
+from .recipe_view import Recipe
 
 
 def listed_components(
-    recipe: Policy | None = None, kind: str | None = None
+    recipe: Recipe | None = None, kind: str | None = None
 ) -> list[dict[str, Any]]:
     """Every registered component (of `kind`), as `duckscore policy components` lists it: the
     built-ins, the entry points' and `recipe`'s plugins; a built-in's parameters are the recipe
     keys it reads, their rules and hybrid_v1's values."""
-    found = registry(() if recipe is None else recipe.parameters.get("plugins") or ())
-    defaults = load_policy(FUSE_RECIPE, DEFAULT_BASE).parameters
+    found = registry(() if recipe is None else recipe.plugins)
+    defaults = load_policy(FUSE_RECIPE, DEFAULT_BASE).parameters.thawed()
     listed = []
     for component in found.components.values():
         if kind is not None and component.kind != kind:

@@ -12,18 +12,18 @@ import duckdb
 from ..core import cache
 from ..core.errors import InputError
 from ..core.inputs import Table, files_key
-from ..core.policy import Policy
 from ..core.session import Session
 from ..core.tables import OpenedInput
 from ..core.validate import fault_probe, raw_view
 from .contract import RERANK_SCORES, RETRIEVAL_LOG
 from .recipe import FusePlan, plan
+from .recipe_view import Recipe
 from .stages import LOG, RANKED_LOG
 from .traces import as_log
 
 
 def open_log(
-    session: Session, log: Table, recipe: Policy, label: str = "--log", allow_empty: bool = False
+    session: Session, log: Table, recipe: Recipe, label: str = "--log", allow_empty: bool = False
 ) -> tuple[OpenedInput, FusePlan]:
     """The typed view retrieval_log (input `log`), checked, and `recipe` planned against it;
     errors name the input `label`. `allow_empty`: trace spans none of whose retrievals returned
@@ -51,7 +51,7 @@ def open_log(
             f"SELECT source FROM {listed} GROUP BY source ORDER BY source"
         ).fetchall()
     ]
-    if recipe.parameters["query_analyzer"]["enabled"] and "query_text" not in present:
+    if recipe.query_analyzer.enabled and "query_text" not in present:
         raise InputError(f"{label} ({opened.given}): query_analyzer needs a query_text column")
     return opened, plan(
         recipe,
@@ -117,7 +117,7 @@ def open_rerank_scores(
     """The typed view rerank_scores (issue 48 §5) over `given`, checked against RERANK_SCORES
     (a repeated (query_id, item_id), a NaN or an infinite score refused, naming the row); the
     recipe's rerank block needs it, and it needs the block."""
-    rerank = fuse_plan.recipe.parameters.get("rerank")
+    rerank = fuse_plan.recipe.rerank
     if rerank is None and given is None:
         return None
     if rerank is None:
@@ -127,7 +127,7 @@ def open_rerank_scores(
         )
     if given is None:
         raise InputError(
-            f"recipe {fuse_plan.recipe.version} re-ranks (rerank.top_n {rerank['top_n']}): "
+            f"recipe {fuse_plan.recipe.version} re-ranks (rerank.top_n {rerank.top_n}): "
             f"give the re-ranker's scores with {label}"
         )
     return session.open("rerank_scores", RERANK_SCORES, given, label)

@@ -12,11 +12,11 @@ from ..common.defaults import DEFAULT_RECIPE
 from ..core.connection import EngineSettings
 from ..core.inputs import Table
 from ..core.outputs import check_output_dir
-from ..core.policy import Policy, load_policy
 from ..core.reporting import module_logger
 from ..core.session import Relations, Session, folder_of
 from .log import open_log, open_rerank_scores
-from .recipe import FUSE_RECIPE
+from .recipe import load_recipe
+from .recipe_view import Recipe
 from .stages import fuse_graph, keeps_source_parents, manifest_fields
 from .traces import TraceLog
 
@@ -26,7 +26,7 @@ logger = module_logger(__name__)
 @dataclass(frozen=True)
 class FuseResult:
     out_dir: Path | None  # None: the outputs are tables of the connection (Relations)
-    recipe: Policy
+    recipe: Recipe
     fused_rows: int
     parents: int  # rows of parent_features.parquet (0 when it was not written)
     manifest: dict[str, Any]
@@ -48,7 +48,7 @@ def fuse(
     `explain=False`: fused.parquet's contributions and best_provenance are NULL (faster);
     `features=False`: no parent_features.parquet (fusion alone); `rerank_scores`: the
     re-ranker's scores (query_id, item_id, rerank_score) a recipe's rerank block reads."""
-    loaded = load_policy(FUSE_RECIPE, recipe, overrides)
+    loaded = load_recipe(recipe, overrides)
     check_output_dir(out_dir, "--out", {"--log": log, "--rerank-scores": rerank_scores})
     with Session(settings, connection=connection) as session:
         logger.info(f"checking the log (recipe {loaded.version})")
@@ -66,7 +66,7 @@ def fuse(
             session.materialise(graph, out)
             manifest = out.manifest(
                 "fuse",
-                fuse_plan.recipe.as_record(),
+                fuse_plan.recipe.policy.as_record(),
                 {"settings": session.settings.record()},
                 **manifest_fields(fuse_plan, explain, features),
             )

@@ -11,8 +11,9 @@ from typing import Any
 
 from ..common.defaults import DEFAULT_RECIPE
 from ..core.errors import PolicyError
-from ..core.policy import Policy, available_policies, load_policy
-from .recipe import FUSE_RECIPE, recipe_record, recipe_record_from_manifest
+from ..core.policy import Policy, available_policies
+from .recipe import FUSE_RECIPE, load_recipe, recipe_record, recipe_record_from_manifest
+from .recipe_view import Recipe
 
 ALLOW_FLAG = "--allow-recipe-mismatch"
 
@@ -36,10 +37,10 @@ def recipe_for_policy(
     recipe: str | None,
     overrides: list[str] | None = None,
     allow_mismatch: bool = False,
-) -> Policy:
+) -> Recipe:
     """The recipe of recipe_name_for, loaded; refused when it is not the policy's own (unless
     allowed)."""
-    loaded = load_policy(FUSE_RECIPE, recipe_name_for(policy, recipe), overrides)
+    loaded = load_recipe(recipe_name_for(policy, recipe), overrides)
     recorded = recorded_recipe(policy)
     if recorded is not None and not allow_mismatch:
         option = "--recipe" if recipe is not None else "--set-recipe"

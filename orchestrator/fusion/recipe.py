@@ -21,15 +21,16 @@ from ..core.policy import (
     Bounds,
     Choice,
     Flag,
+    FrozenMap,
     ListOf,
     MapOf,
     Number,
     Omissible,
-    Policy,
     PolicyKind,
     Spec,
     Text,
     canonical_json,
+    load_policy,
 )
 from .ltr import LTR_SPEC, check_ltr
 from .plugins import (
@@ -40,6 +41,7 @@ from .plugins import (
     locate_plugins,
     recipe_components,
 )
+from .recipe_view import Recipe, RecipeSource
 
 # the built-in names (sql/fuse/components/; a recipe's plugins add names of their own)
 NORMALIZERS = tuple(builtins().names("normalizer"))
@@ -245,7 +247,7 @@ FUSE_RECIPE = PolicyKind(
 class FusePlan:
     """A recipe resolved against one log: the sources used and the derived switches."""
 
-    recipe: Policy
+    recipe: Recipe
     sources: list[str]
     ignored_sources: list[str]
     has_rank: bool
@@ -260,17 +262,19 @@ class FusePlan:
         """For `parent_features.rrf_sum: fixed64`, the exponent of the fixed point RRF terms
         are summed in: the largest that keeps a term (at most the largest boosted weight over
         k + rank_base, a rank being at least 1) within 2^62. None for the decimal sum."""
-        p = self.recipe.parameters
-        if p["parent_features"].get("rrf_sum", "decimal") == "decimal":
+        recipe = self.recipe
+        if recipe.parent_features.rrf_sum == "decimal":
             return None
-        declared = p["sources"]
-        heaviest = max((_boosted_weight(p, declared, name) for name in self.sources), default=0.0)
-        largest_term = heaviest / (p["fusion"]["k"] + p["fusion"]["rank_base"])
+        declared = recipe.sources
+        heaviest = max(
+            (_boosted_weight(recipe, declared[name], name) for name in self.sources), default=0.0
+        )
+        largest_term = heaviest / (recipe.fusion.k + recipe.fusion.rank_base)
         return 62 - (math.ceil(math.log2(largest_term)) if largest_term > 0 else 0)
 
     @property
     def context(self) -> dict[str, Any]:
-        p = self.recipe.parameters
+        p = self.recipe.policy.parameters.thawed()
         return {
             "recipe": p,
             "rrf_scale_bits": self.rrf_scale_bits,
@@ -289,19 +293,23 @@ class FusePlan:
     def by_parent(self) -> bool:
         """Fusion aggregates hits per (query, source, parent) first, as parent features do: a
         document target aligned before fusion (block targets and delayed alignment do not)."""
-        p = self.recipe.parameters
-        return bool(p["target_granularity"] == "doc" and p["aligner"]["order"] != "after_fusion")
+        recipe = self.recipe
+        return recipe.target_granularity == "doc" and recipe.aligner.order != "after_fusion"
+
+
+def load_recipe(name_or_path: str, overrides: list[str] | None = None) -> Recipe:
+    """A packaged recipe by name (`hybrid_v1`) or a recipe file, with --set-recipe overrides."""
+    return Recipe.of(load_policy(FUSE_RECIPE, name_or_path, overrides))
 
 
 def plan(
-    recipe: Policy,
+    recipe: Recipe,
     log_sources: list[str],
     has_rank: bool,
     log_view: str = "retrieval_log",
     has_snippet: bool = True,
 ) -> FusePlan:
-    p = recipe.parameters
-    declared = dict(p["sources"])
+    declared = dict(recipe.sources)
     missing_from_log = sorted(set(declared) - set(log_sources))
     if missing_from_log:
         raise PolicyError(
@@ -309,55 +317,53 @@ def plan(
             f"(log sources: {', '.join(log_sources) or 'none'})"
         )
     undeclared = [s for s in log_sources if s not in declared]
-    if p["discover_sources"]:
-        for name in undeclared:
-            declared[name] = dict(p["source_defaults"])
-        ignored: list[str] = []
-    else:
-        ignored = undeclared
+    discovered = undeclared if recipe.discover_sources else []
+    ignored = [] if recipe.discover_sources else undeclared
+    declared |= dict.fromkeys(discovered, recipe.source_defaults)
     sources = sorted(declared)
     if not sources:
         raise PolicyError(
             f"{recipe.source}: no source to fuse (declare sources or set discover_sources)"
         )
-    for index, rule in enumerate(p["query_analyzer"]["rules"]):
-        for name in rule["boost"]:
+    for index, rule in enumerate(recipe.query_analyzer.rules):
+        for name in rule.boost:
             if name not in declared:
                 raise PolicyError(f"{recipe.source}: query_analyzer boosts unknown source {name!r}")
-        problem = re2_problem(rule["match"]) if "match" in rule else None
+        problem = re2_problem(rule.match) if rule.match is not None else None
         if problem is not None:
             # DuckDB would fail on it mid-run, naming only the template
             raise PolicyError(
-                f"{recipe.source}: query_analyzer.rules[{index}].match {rule['match']!r} is not "
+                f"{recipe.source}: query_analyzer.rules[{index}].match {rule.match!r} is not "
                 f"a valid RE2 pattern ({problem})"
             )
     for name in sources:
-        boosted = _boosted_weight(p, declared, name)
+        boosted = _boosted_weight(recipe, declared[name], name)
         if boosted > MAX_WEIGHT:
             raise PolicyError(
                 f"{recipe.source}: sources.{name}.weight times its query_analyzer boosts "
                 f"can reach {boosted:g}, above {MAX_WEIGHT:g}"
             )
-    components = recipe_components(p)
-    method = p["fusion"]["method"]
+    p = recipe.policy.parameters
+    components = recipe_components(p.thawed())
+    method = recipe.fusion.method
     fusion = components.registry.get("fusion", method, "fusion.method")
-    if fusion.weighted and all(declared[name]["weight"] == 0 for name in sources):
+    if fusion.weighted and all(declared[name].weight == 0 for name in sources):
         raise PolicyError(
             f"{recipe.source}: every source's weight is 0, so {method} gives no item a score "
             "that ranks it: give at least one source a positive weight"
         )
-    resolved = recipe.parameters | {"sources": declared}
     missing = (
-        p["fusion"]["missing"] if p["fusion"]["missing"] != "default" else fusion.default_missing
+        recipe.fusion.missing if recipe.fusion.missing != "default" else fusion.default_missing
     )
-    uses_borda = any(declared[s]["normalize"] == "borda" for s in sources)
+    uses_borda = any(declared[s].normalize == "borda" for s in sources)
     needs_grid = (
         uses_borda
         or missing == "list_min"
         or (missing == "zero" and method not in (*SUM_TYPE, "ltr"))
     )
+    resolved = {**p, "sources": {**p["sources"], **dict.fromkeys(discovered, p["source_defaults"])}}
     return FusePlan(
-        replace(recipe, parameters=resolved),
+        Recipe.of(replace(recipe.policy, parameters=FrozenMap(resolved))),
         sources,
         ignored,
         has_rank,
@@ -369,17 +375,17 @@ def plan(
     )
 
 
-def refuse_rerank(recipe: Policy, where: str) -> None:
+def refuse_rerank(recipe: Recipe, where: str) -> None:
     """A recipe with a rerank block refused by `where`, which has no re-ranker's scores to give
     it (fuse and run take --rerank-scores; the live scorer a reranker)."""
-    if "rerank" in recipe.parameters:
+    if recipe.rerank is not None:
         raise PolicyError(
             f"recipe {recipe.version}: rerank is not supported by {where} (it has no "
             "re-ranker's scores to read): leave rerank out, or use fuse/run --rerank-scores"
         )
 
 
-def recipe_record(policy: Policy) -> dict[str, str]:
+def recipe_record(recipe: Recipe) -> dict[str, str]:
     """What a calibrated policy records of the recipe its features were fused with
     (`metadata.recipe`): the recipe's version, the sha256 of its parameters and its source.
 
@@ -387,7 +393,7 @@ def recipe_record(policy: Policy) -> dict[str, str]:
     exactly the `source_defaults` (what discovery adds) is left out first: so a recipe as loaded
     and as resolved against a log by `plan` (what fuse and run write to their manifest) record
     the same. The packaged recipes declare no source: theirs is Policy.parameters_sha256."""
-    return _record(policy.version, policy.parameters, policy.source)
+    return _record(recipe.version, recipe.policy.parameters.thawed(), recipe.source)
 
 
 def recipe_record_from_manifest(path: str | Path) -> dict[str, str] | None:
@@ -425,10 +431,10 @@ def _record(version: str, parameters: dict[str, Any], source: str) -> dict[str, 
     return {"recipe_id": version, "parameters_sha256": digest, "source": source}
 
 
-def _boosted_weight(p: dict[str, Any], declared: dict[str, Any], name: str) -> float:
+def _boosted_weight(recipe: Recipe, source: RecipeSource, name: str) -> float:
     """A source's weight times every query-analyzer boost above 1 it may get: the most one of
     its hits can weigh."""
     return float(
-        declared[name]["weight"]
-        * math.prod(max(1.0, rule["boost"].get(name, 1.0)) for rule in p["query_analyzer"]["rules"])
+        source.weight
+        * math.prod(max(1.0, rule.boost.get(name, 1.0)) for rule in recipe.query_analyzer.rules)
     )

@@ -94,7 +94,7 @@ def fuse_graph(
         )
     fused_order = ("query_id", "rank") if sorted_outputs else ()
     published = (Publication(FUSED_FILE, order=fused_order),)
-    rerank = fuse_plan.recipe.parameters.get("rerank")
+    reranks = fuse_plan.recipe.rerank is not None
     stages.append(
         # Straight from the query to the file: a table of the fused items (nested
         # contributions) would hold memory the parent features need, which ran out of it
@@ -105,18 +105,18 @@ def fuse_graph(
             "fuse/fused.sql",
             (("retrieval_log", log), *((("entries", SOURCE_PARENTS),) if shared else ())),
             _fused(fuse_plan, "fused_items", explain),
-            keep="view" if rerank else "stream",
-            publications=() if rerank else published,
-            step=None if rerank else f"fusing into {FUSED_FILE}",
+            keep="view" if reranks else "stream",
+            publications=() if reranks else published,
+            step=None if reranks else f"fusing into {FUSED_FILE}",
         )
     )
-    if rerank:
+    if reranks:
         stages.append(
             Stage(
                 RERANKED_ITEMS,
                 "fuse/reranked.sql",
                 (("fused_items", FUSED_ITEMS), ("rerank_scores", RERANK_INPUT)),
-                _reranked(rerank),
+                _reranked(fuse_plan),
                 keep="stream",
                 publications=published,
                 step=f"fusing and re-ranking into {FUSED_FILE}",
@@ -135,7 +135,7 @@ def fuse_graph(
                 publications=(Publication(SPANS_FILE),),
             )
         )
-    inputs = (LOG, *((TRACE_SPANS,) if spans else ()), *((RERANK_INPUT,) if rerank else ()))
+    inputs = (LOG, *((TRACE_SPANS,) if spans else ()), *((RERANK_INPUT,) if reranks else ()))
     return Graph(tuple(stages), inputs)
 
 
@@ -149,7 +149,7 @@ def keeps_source_parents(session: Session, fuse_plan: FusePlan) -> bool:
 
 
 def _ranked_log(fuse_plan: FusePlan) -> Stage:
-    recipe = fuse_plan.recipe.parameters
+    recipe = fuse_plan.recipe.policy.parameters
 
     def rendered(
         inputs: Mapping[str, str], *, final: str | None = None, ordered: bool = False
@@ -178,7 +178,9 @@ def _fused(fuse_plan: FusePlan, selected: str, explain: bool = True, **options: 
     return rendered
 
 
-def _reranked(rerank: Mapping[str, Any]) -> Render:
+def _reranked(fuse_plan: FusePlan) -> Render:
+    rerank = fuse_plan.recipe.policy.parameters["rerank"]
+
     def rendered(
         inputs: Mapping[str, str], *, final: str | None = None, ordered: bool = False
     ) -> RenderedSQL:
@@ -262,14 +264,14 @@ def render_parent_features(
     block_types: list[str] | None = None,
 ) -> RenderedSQL:
     """parent_features.sql alone (the graph's stage renders it; tests read it)."""
-    p = fuse_plan.recipe.parameters
+    recipe = fuse_plan.recipe
     return render(
         "fuse/parent_features.sql",
         inputs={"hits": hits, "source_parents": source_parents},
         block_types=block_types,
-        rrf_k=p["fusion"]["k"],
-        rank_base=p["fusion"]["rank_base"],
-        max_score=p["parent_features"]["max_score"],
+        rrf_k=recipe.fusion.k,
+        rank_base=recipe.fusion.rank_base,
+        max_score=recipe.parent_features.max_score,
         rrf_scale_bits=fuse_plan.rrf_scale_bits,
         sources=fuse_plan.sources,
         ordered=ordered,
@@ -298,7 +300,7 @@ def manifest_fields(
     """§6.5: recipe_id, sources (top_k, weight, normaliser), fusion, target granularity, the
     plugins used; and
     whether fused.parquet holds the explanations and parent_features.parquet was written."""
-    p = fuse_plan.recipe.parameters
+    p = fuse_plan.recipe.policy.parameters.thawed()
     plugins = fuse_plan.components.records()
     return {
         "recipe_id": fuse_plan.recipe.version,

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -303,7 +303,7 @@ class Migration:
     description: str
 
 
-def migrate_schema(pg: Any, policy_parameters: dict[str, Any]) -> list[Migration]:
+def migrate_schema(pg: Any, policy_parameters: Mapping[str, Any]) -> list[Migration]:
     """Apply the migrations the store lacks, each recorded in duckscore_migrations."""
     pg.execute(
         "CREATE TABLE IF NOT EXISTS duckscore_migrations (version INTEGER PRIMARY KEY, "

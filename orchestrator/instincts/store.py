@@ -11,6 +11,7 @@ leaves the store as it was.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,7 +117,7 @@ def _count(con: duckdb.DuckDBPyConnection, table: str) -> int:
     return int(row[0]) if row else 0
 
 
-def _init_postgres(dsn: str, record: str, parameters: dict[str, Any]) -> str:
+def _init_postgres(dsn: str, record: str, parameters: Mapping[str, Any]) -> str:
     """The seed's schema by migration (under an advisory lock, so two inits cannot race), then
     the schema version and the policy, as on a DuckDB store."""
     with postgres.connect(dsn) as pg:

@@ -15,7 +15,7 @@ from ..core.errors import OptionError, OutputError
 from ..core.policy import load_policy
 from ..core.render import lit
 from ..core.version import __version__
-from ..fusion.recipe import FUSE_RECIPE, plan
+from ..fusion.recipe import load_recipe, plan
 from ..instincts.policy import INSTINCT_POLICY
 from ..scoring.policy import SCORE_POLICY
 from .scalar import scalar_macros
@@ -42,7 +42,7 @@ def pack_script(
     if not sources:
         raise OptionError("--sources is empty: name the sources the fusion macros fuse")
     score = load_policy(SCORE_POLICY, policy, list(overrides))
-    fusion = load_policy(FUSE_RECIPE, recipe, list(recipe_overrides))
+    fusion = load_recipe(recipe, list(recipe_overrides))
     instincts = load_policy(INSTINCT_POLICY, instinct_policy)
     answers = load_policy(ANSWER_POLICY, answer_policy)
     fused = plan(fusion, sorted(sources), has_rank=True).sources

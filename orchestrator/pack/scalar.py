@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ..core.policy import Policy
 from ..core.render import SqlExpression, ident, lit, render_expression
+from ..fusion.recipe_view import Recipe
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ def macro_head(
     )
 
 
-def scalar_macros(score: Policy, recipe: Policy, instincts: Policy) -> list[ScalarMacro]:
+def scalar_macros(score: Policy, recipe: Recipe, instincts: Policy) -> list[ScalarMacro]:
     """The building blocks with the policies' values as their defaults."""
     normalization = score.parameters["normalization"]
     z = float(instincts.parameters["effectiveness"]["z"])
@@ -93,7 +94,7 @@ def scalar_macros(score: Policy, recipe: Policy, instincts: Policy) -> list[Scal
             "rrf",
             "one source's reciprocal-rank-fusion term, weight / (k + rank), rank 1-based",
             ("rank",),
-            (("k", float(recipe.parameters["fusion"]["k"])), ("weight", 1.0)),
+            (("k", float(recipe.fusion.k)), ("weight", 1.0)),
             "{{ rrf(rank, k=k, weight=weight) }}",
         ),
         ScalarMacro(

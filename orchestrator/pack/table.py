@@ -24,6 +24,7 @@ from ..core.render import column, ident, lit
 from ..core.tables import TableContract
 from ..fusion.contract import RETRIEVAL_LOG
 from ..fusion.recipe import FusePlan, plan, refuse_rerank
+from ..fusion.recipe_view import Recipe
 from ..fusion.stages import FUSED_ITEMS, LOG
 from ..metrics.catalog import DEFAULT_LABEL_K, METRICS
 from ..metrics.labels import render_labels
@@ -155,7 +156,7 @@ def _log_input(fuse_plan: FusePlan) -> RelationInput:
         RETRIEVAL_LOG,
         [("score", "coalesce(CAST(score AS DOUBLE), -CAST(rank AS DOUBLE))")],
     )
-    if not fuse_plan.recipe.parameters["discover_sources"]:
+    if not fuse_plan.recipe.discover_sources:
         return log  # a source the recipe does not declare is left out, as run leaves it out
     return replace(log, sources=tuple(fuse_plan.sources))
 
@@ -191,7 +192,7 @@ def _run_and_qrels() -> tuple[RelationInput, RelationInput]:
 
 
 def table_macros(
-    score: Policy, recipe: Policy, answers: Policy, sources: Sequence[str]
+    score: Policy, recipe: Recipe, answers: Policy, sources: Sequence[str]
 ) -> list[TableMacro]:
     """fuse, parent features, score, queries, eval, labels and answers, as table macros."""
     refuse_rerank(recipe, "the macro pack")

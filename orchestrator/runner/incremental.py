@@ -35,6 +35,7 @@ from ..core.reporting import module_logger, silenced
 from ..core.session import Session
 from ..fusion.log import open_log
 from ..fusion.recipe import refuse_rerank
+from ..fusion.recipe_view import Recipe
 from ..fusion.traces import TraceLog
 from ..scoring.stages import DecisionCounts
 from ..scoring.stages import decided as counted_and_warned
@@ -90,7 +91,7 @@ class PartitionJob:
     def resolved(cls, job: Job, log_format: str = RETRIEVAL_LOG) -> PartitionJob:
         return cls(job.resolved(), log_format)
 
-    def loaded(self) -> tuple[Policy, Policy, dict[str, Any]]:
+    def loaded(self) -> tuple[Recipe, Policy, dict[str, Any]]:
         """The recipe and the policy, loaded, and every setting that decides a partition's
         outputs (what the ledger records, and compares by its digest)."""
         recipe, policy = self.job.load()
@@ -354,7 +355,7 @@ def _check_queries(
     key: str,
     out_dir: Path,
     job: PartitionJob,
-    recipe: Policy,
+    recipe: Recipe,
 ) -> None:
     """Every partition to compute passes the log's checks, and no query has hits in two
     partitions (the kept ones' queries read from their outputs)."""

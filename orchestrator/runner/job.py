@@ -13,6 +13,7 @@ from ..core.setting import check_settings, setting
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
     from ..core.policy import Policy
+    from ..fusion.recipe_view import Recipe
 
 # The examples work as printed (tests/cli/test_help_examples.py runs each on its command); a
 # command that scores with a policy calibrated on a recipe (it has --allow-recipe-mismatch)
@@ -39,7 +40,7 @@ def policy_override_help(example: str) -> str:
 
 
 class Loaded(NamedTuple):
-    recipe: Policy
+    recipe: Recipe
     policy: Policy
 
 

@@ -28,6 +28,7 @@ from ..core.errors import InputError, OutputError
 from ..core.inputs import FileSet, fingerprint, resolve_files
 from ..core.policy import Policy, canonical_json
 from ..core.version import __version__
+from ..fusion.recipe_view import Recipe
 
 LEDGER = "ledger.json"
 LEDGER_FORMAT = "duckscore-ledger/1"
@@ -173,11 +174,11 @@ def state_of(
 
 
 def settings_record(
-    recipe: Policy, policy: Policy, top_n: int, explain: bool, log_format: str
+    recipe: Recipe, policy: Policy, top_n: int, explain: bool, log_format: str
 ) -> dict[str, Any]:
     """What decides a partition's outputs besides its files: a change recomputes it."""
     return {
-        "recipe": [recipe.version, recipe.parameters_sha256],
+        "recipe": [recipe.version, recipe.policy.parameters_sha256],
         "policy": [policy.version, policy.parameters_sha256],
         "top_n": top_n,
         "explain": explain,

@@ -14,6 +14,7 @@ from ..core.policy import Policy
 from ..core.reporting import module_logger
 from ..core.session import Relations, Session, folder_of
 from ..fusion.log import open_log, open_rerank_scores
+from ..fusion.recipe_view import Recipe
 from ..fusion.stages import keeps_source_parents, manifest_fields
 from ..fusion.traces import TraceLog, trace_queries
 from ..scoring.stages import DecisionCounts, decided
@@ -27,7 +28,7 @@ logger = module_logger(__name__)
 @dataclass(frozen=True)
 class RunResult:
     out_dir: Path | None  # None: the outputs are tables of the connection (Relations)
-    recipe: Policy
+    recipe: Recipe
     policy: Policy
     queries: int
     parents: int
@@ -79,7 +80,7 @@ def run(
             decisions = decided(session, loaded_policy)
             manifest = out.manifest(
                 "run",
-                fuse_plan.recipe.as_record(),
+                fuse_plan.recipe.policy.as_record(),
                 {"settings": session.settings.record()},
                 **manifest_fields(fuse_plan, explain),
                 score_policy=loaded_policy.as_record(),

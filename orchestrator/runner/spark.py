@@ -175,7 +175,7 @@ def run_on_spark(
                 "spark_master": spark.sparkContext.master,
                 "shards": shards,
                 "log": str(log),
-                "recipe": recipe.as_record(),
+                "recipe": recipe.policy.as_record(),
                 "score_policy": policy.as_record(),
                 "top_n": job.top_n,
                 "rows": rows,

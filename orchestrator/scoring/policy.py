@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,7 +178,7 @@ SCORE_POLICY = PolicyKind(
 )
 
 
-def evidence_columns(parameters: dict[str, Any]) -> list[str]:
+def evidence_columns(parameters: Mapping[str, Any]) -> list[str]:
     """The optional parent_features columns a policy reads (overall_v2's evidence)."""
     needed = (
         [parameters["strength_evidence"]] if parameters["strength_evidence"] != "rrf_sum" else []

@@ -105,7 +105,7 @@ def policy_record(scorer: Scorer) -> dict[str, str]:
         "policy_version": scorer.policy.version,
         "parameters_sha256": scorer.policy.parameters_sha256,
         "recipe_id": scorer.recipe.version,
-        "recipe_parameters_sha256": scorer.recipe.parameters_sha256,
+        "recipe_parameters_sha256": scorer.recipe.policy.parameters_sha256,
     }
 
 
@@ -264,7 +264,7 @@ def create_app(
 
     async def openapi(request: Request) -> Response:
         scorer = service.current
-        key = (scorer.recipe.parameters_sha256, scorer.answer_policy.parameters_sha256)
+        key = (scorer.recipe.policy.parameters_sha256, scorer.answer_policy.parameters_sha256)
         if key not in documents:
             from .. import __version__
 

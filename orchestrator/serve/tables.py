@@ -45,6 +45,7 @@ from ..core.policy import Policy
 from ..core.tables import Column, TableContract
 from ..core.validate import MAX_COUNT
 from ..fusion.contract import RETRIEVAL_LOG
+from ..fusion.recipe_view import Recipe
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # an integer id is an Arrow int64
 _ARROW_TYPES = {
@@ -271,17 +272,16 @@ class RequestTable:
         return InputError(f"{self.name} ({row_label(self.contract, rows, index)}): {problem}")
 
 
-def hits_table(recipe: Policy) -> RequestTable:
+def hits_table(recipe: Recipe) -> RequestTable:
     """POST /v1/score's hits: the retrieval log, as `open_log` reads it with `recipe` — a score
     or a rank column, query_text when the recipe's query analyzer reads it, and a row of every
     source the recipe declares (recipe.plan refuses a log without one)."""
-    p = recipe.parameters
     return RequestTable(
         "hits",
         RETRIEVAL_LOG,
         one_of_columns=("score", "rank"),
-        columns_given=("query_text",) if p["query_analyzer"]["enabled"] else (),
-        values_given=tuple(("source", name) for name in sorted(p["sources"])),
+        columns_given=("query_text",) if recipe.query_analyzer.enabled else (),
+        values_given=tuple(("source", name) for name in sorted(recipe.sources)),
         no_nul=("source",),  # the plan writes each source's name into the SQL
         description="The hits of one query or many: the retrieval log's rows (docs/fuse.md).",
     )

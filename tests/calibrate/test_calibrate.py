@@ -30,7 +30,7 @@ from duckscore.cli import cli
 from duckscore.core.check import check_sql
 from duckscore.core.policy import load_policy
 from duckscore.core.render import render
-from duckscore.fusion.recipe import FUSE_RECIPE, plan, recipe_record, recipe_record_from_manifest
+from duckscore.fusion.recipe import load_recipe, plan, recipe_record, recipe_record_from_manifest
 from duckscore.scoring.pipeline import score
 from duckscore.scoring.policy import SCORE_POLICY
 
@@ -188,9 +188,7 @@ def test_calibrated_policy_file_carries_section_9_4(calibrated, scifact_labels: 
     assert document["metadata"]["label_set_sha256"] == label_hash
     assert document["metadata"]["label_counts"] == {"good": 162, "ambiguous": 79, "bad": 59}
     assert document["metadata"]["labels_not_in_log"] == 0
-    assert document["metadata"]["recipe"] == recipe_record(
-        load_policy(FUSE_RECIPE, "canonical_rrf")
-    )
+    assert document["metadata"]["recipe"] == recipe_record(load_recipe("canonical_rrf"))
     validation = document["metadata"]["validation"]
     assert 0.5 < validation["cross_validated"]["good_vs_bad"]["auroc"] <= 1
     assert set(validation["targets"]) == {
@@ -323,9 +321,9 @@ def test_features_beside_a_fuse_manifest_record_its_recipe(tmp_path: Path) -> No
     as the recipe loaded (its sources undiscovered) would be recorded. No manifest, no record."""
     features, labels = _overlapping(lead={"good": 0.002, "ambiguous": 0.001})
     fast = CalibrationSettings(folds=2, passes=1, thresholds="precision", target_precision=0.8)
-    loaded = load_policy(FUSE_RECIPE, "canonical_rrf", ["fusion.k=20"])
-    resolved = plan(loaded, ["dense", "sparse"], has_rank=False).recipe
-    assert resolved.parameters_sha256 != loaded.parameters_sha256
+    loaded = load_recipe("canonical_rrf", ["fusion.k=20"])
+    resolved = plan(loaded, ["dense", "sparse"], has_rank=False).recipe.policy
+    assert resolved.parameters_sha256 != loaded.policy.parameters_sha256
     for folder, manifest in (
         ("with", {"command": "fuse", "policy": resolved.as_record()}),
         ("without", None),
@@ -345,7 +343,7 @@ def test_features_beside_a_fuse_manifest_record_its_recipe(tmp_path: Path) -> No
     ]
     assert recorded[0]["recipe"] == {
         "recipe_id": loaded.version,  # canonical_rrf+<8 hex of the override>
-        "parameters_sha256": loaded.parameters_sha256,
+        "parameters_sha256": loaded.policy.parameters_sha256,
         "source": loaded.source,
     }
     assert "recipe" not in recorded[1]

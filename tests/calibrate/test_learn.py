@@ -26,7 +26,7 @@ from duckscore.core.session import Session
 from duckscore.fusion.log import open_log
 from duckscore.fusion.ltr import DEFAULT_FEATURES, feature_names
 from duckscore.fusion.pipeline import fuse
-from duckscore.fusion.recipe import FUSE_RECIPE
+from duckscore.fusion.recipe import FUSE_RECIPE, load_recipe
 from duckscore.metrics.tables import open_qrels
 
 from ..helpers import SCIFACT
@@ -46,7 +46,7 @@ def invoke(*args: str) -> Any:
 @pytest.fixture(scope="module")
 def scifact() -> dict[str, Any]:
     """SciFact's feature table, as learn() exports it, and the five folds of `--seed 42`."""
-    base = load_policy(FUSE_RECIPE, "canonical_rrf")
+    base = load_recipe("canonical_rrf")
     with Session() as session:
         _, base_plan = open_log(session, LOG, base)
         open_qrels(session, QRELS)
@@ -82,8 +82,9 @@ def test_the_sql_scores_are_the_librarys_predictions(
     fitted = fit(x, y.astype(int), sizes, ModelSettings(kind=kind, trees=60, leaves=15))
     recipe = training_with(scifact["training"], fitted)
     path = tmp_path / "learned.yaml"
-    path.write_text(dump_yaml({"recipe_id": "parity", **recipe.parameters}, flow=None))
-    assert load_policy(FUSE_RECIPE, str(path)).parameters == recipe.parameters
+    parameters = recipe.policy.parameters
+    path.write_text(dump_yaml({"recipe_id": "parity", **parameters}, flow=None))
+    assert load_policy(FUSE_RECIPE, str(path)).parameters == parameters
     fuse(LOG, tmp_path / "out", str(path), explain=False, features=False)
     fused = pd.read_parquet(tmp_path / "out" / "fused.parquet")
     held_out = table[scifact["fold"] == 0]

@@ -13,12 +13,11 @@ import pytest
 
 from duckscore.core import cache, check, inputs
 from duckscore.core.errors import InputError, TemplateError
-from duckscore.core.policy import load_policy
 from duckscore.core.render import RenderedSQL
 from duckscore.core.session import Session
 from duckscore.fusion import log as fuse_log
 from duckscore.fusion.log import open_log
-from duckscore.fusion.recipe import FUSE_RECIPE
+from duckscore.fusion.recipe import load_recipe
 
 from ..helpers import SCIFACT
 
@@ -137,7 +136,7 @@ def counted_log_checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def opened_rows(given: object) -> int:
     with Session() as session:
-        opened, _ = open_log(session, given, load_policy(FUSE_RECIPE, "canonical_rrf"))
+        opened, _ = open_log(session, given, load_recipe("canonical_rrf"))
         return opened.rows
 
 

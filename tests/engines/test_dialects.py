@@ -30,7 +30,7 @@ from duckscore.engines import DIALECTS
 from duckscore.engines.dialects import to_dialect
 from duckscore.fusion.contract import RETRIEVAL_LOG
 from duckscore.fusion.ltr import DEFAULT_FEATURES, feature_names
-from duckscore.fusion.recipe import FUSE_RECIPE, plan
+from duckscore.fusion.recipe import load_recipe, plan
 from duckscore.fusion.stages import render_fused
 from duckscore.runner.job import Job
 from duckscore.runner.pipeline import run
@@ -344,7 +344,7 @@ def test_fuse_on(engine: str, recipe: str, log: str, overrides: list[str], table
             f"SELECT DISTINCT source FROM {log}_log ORDER BY source"
         ).fetchall()
     ]
-    fuse_plan = plan(load_policy(FUSE_RECIPE, recipe, overrides), sources, has_rank=True)
+    fuse_plan = plan(load_recipe(recipe, overrides), sources, has_rank=True)
     _check(
         engine,
         tables,

@@ -20,7 +20,7 @@ from duckscore.core.errors import DuckscoreError, PolicyError
 from duckscore.core.policy import load_policy
 from duckscore.fusion import components, plugins
 from duckscore.fusion.pipeline import fuse
-from duckscore.fusion.recipe import FUSE_RECIPE, NORMALIZERS, plan, recipe_record
+from duckscore.fusion.recipe import FUSE_RECIPE, NORMALIZERS, load_recipe, plan, recipe_record
 
 from ..helpers import ROOT
 
@@ -173,11 +173,11 @@ def test_the_recipe_records_each_plugin_file_as_given_with_its_sha256(tmp_path: 
 
 
 def test_the_record_follows_a_plugins_text_not_the_checkout(tmp_path: Path) -> None:
-    here = load_policy(FUSE_RECIPE, str(plugin_recipe(tmp_path / "here")))
-    there = load_policy(FUSE_RECIPE, str(plugin_recipe(tmp_path / "there")))
+    here = load_recipe(str(plugin_recipe(tmp_path / "here")))
+    there = load_recipe(str(plugin_recipe(tmp_path / "there")))
     assert recipe_record(here)["parameters_sha256"] == recipe_record(there)["parameters_sha256"]
     edited = {**ALL_KINDS, "affine.sql": AFFINE.replace("slope s", "slope times s")}
-    changed = load_policy(FUSE_RECIPE, str(plugin_recipe(tmp_path / "edited", edited)))
+    changed = load_recipe(str(plugin_recipe(tmp_path / "edited", edited)))
     assert recipe_record(changed)["parameters_sha256"] != recipe_record(here)["parameters_sha256"]
 
 
@@ -199,7 +199,7 @@ def test_set_recipe_plugins_reads_from_the_working_directory(
 
 def test_a_recorded_plugin_whose_file_changed_is_refused(tmp_path: Path) -> None:
     recipe = plugin_recipe(tmp_path, {"affine.sql": AFFINE}, RECIPE_AFFINE)
-    recorded = load_policy(FUSE_RECIPE, str(recipe)).parameters["plugins"]
+    recorded = load_policy(FUSE_RECIPE, str(recipe)).parameters["plugins"].thawed()
     (tmp_path / "plugins" / "affine.sql").write_text(AFFINE + "\n", encoding="utf-8")
     again = RECIPE_AFFINE.replace("plugins: [plugins]", f"plugins: {json.dumps(recorded)}")
     recipe.write_text(again, encoding="utf-8")
@@ -234,8 +234,7 @@ def test_an_entry_points_components_are_registered(
     folder.mkdir(parents=True)
     (folder / "l2_of_hits.sql").write_text(L2_OF_HITS, encoding="utf-8")
     fake_entry_points(monkeypatch, (lambda: folder) if as_callable else str(folder), "pkg:where")
-    loaded = load_policy(FUSE_RECIPE, "hybrid_v1", ["aligner.method=l2_of_hits"])
-    fused = plan(loaded, ["a", "b"], has_rank=True)
+    fused = plan(load_recipe("hybrid_v1", ["aligner.method=l2_of_hits"]), ["a", "b"], True)
     [record] = fused.components.records()
     assert record["origin"] == "entry point mine (pkg:where): l2_of_hits.sql"
     assert record["sha256"] == components.sha256_of(L2_OF_HITS)
@@ -490,8 +489,7 @@ def test_every_builtin_but_two_is_a_component_file_listed_with_its_path() -> Non
 def test_a_builtin_reads_its_recipe_keys_and_a_source_its_own_bounds() -> None:
     """minmax's params are its recipe keys' values, a source's lower_bound among them for that
     source alone; a key left out of the recipe is left out of params."""
-    recipe = load_policy(
-        FUSE_RECIPE,
+    recipe = load_recipe(
         "hybrid_v1",
         [
             "discover_sources=false",
@@ -502,12 +500,12 @@ def test_a_builtin_reads_its_recipe_keys_and_a_source_its_own_bounds() -> None:
     )
     minmax = plan(recipe, ["a", "b"], True).context["components"]["normalizer"]["minmax"]
     assert minmax.params == {"eps": 0.001, "degenerate_value": 0.0}
-    assert minmax.of_source(recipe.parameters["sources"]["a"]).params == {
+    assert minmax.of_source(recipe.policy.parameters["sources"]["a"]).params == {
         "eps": 0.001,
         "degenerate_value": 0.0,
         "lower_bound": {"mode": "clip", "score": 0.25},
     }
-    assert minmax.of_source(recipe.parameters["sources"]["b"]).params == minmax.params
+    assert minmax.of_source(recipe.policy.parameters["sources"]["b"]).params == minmax.params
 
 
 INVERSE_RANK = """\
@@ -600,6 +598,6 @@ def test_a_plugin_named_twice_is_one_component(tmp_path: Path) -> None:
         {"affine.sql": AFFINE},
         RECIPE_AFFINE.replace("[plugins]", "[plugins, plugins/affine.sql]"),
     )
-    loaded = load_policy(FUSE_RECIPE, str(recipe))
-    assert [e["path"] for e in loaded.parameters["plugins"]] == ["plugins/affine.sql"] * 2
+    loaded = load_recipe(str(recipe))
+    assert [e["path"] for e in loaded.plugins] == ["plugins/affine.sql"] * 2
     assert plan(loaded, ["a"], has_rank=True).components.records()[0]["name"] == "affine"

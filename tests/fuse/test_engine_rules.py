@@ -17,7 +17,7 @@ from click.testing import CliRunner, Result
 from duckscore.cli import cli
 from duckscore.core.policy import load_policy
 from duckscore.fusion.pipeline import fuse
-from duckscore.fusion.recipe import FUSE_RECIPE, plan
+from duckscore.fusion.recipe import FUSE_RECIPE, load_recipe, plan
 from duckscore.fusion.stages import STAGES, render_fused
 
 PRESETS = (
@@ -89,8 +89,8 @@ def test_an_option_at_its_off_value_renders_the_sql_left_out_renders(
 ) -> None:
     """The option's `{% if %}` renders nothing when it is off, so a recipe without it runs the
     SQL it ran before the option existed."""
-    plain = plan(load_policy(FUSE_RECIPE, recipe, shape), ["a", "b"], True)
-    off = plan(load_policy(FUSE_RECIPE, recipe, shape + OFF_VALUES), ["a", "b"], True)
+    plain = plan(load_recipe(recipe, shape), ["a", "b"], True)
+    off = plan(load_recipe(recipe, shape + OFF_VALUES), ["a", "b"], True)
     for final in STAGES:
         assert render_fused(off, final).text == render_fused(plain, final).text, final
 

@@ -22,7 +22,7 @@ from duckscore.engines.dialects import to_dialect
 from duckscore.fusion.log import open_log
 from duckscore.fusion.ltr import DEFAULT_FEATURES, FEATURES, feature_names
 from duckscore.fusion.pipeline import fuse
-from duckscore.fusion.recipe import FUSE_RECIPE, plan
+from duckscore.fusion.recipe import FUSE_RECIPE, load_recipe, plan
 from duckscore.fusion.stages import render_fused
 
 from ..helpers import SCIFACT
@@ -177,7 +177,7 @@ def independent_features(recipe: str) -> pd.DataFrame:
 
 def sql_features(recipe: Any, log: Any = LOG) -> tuple[list[str], pd.DataFrame]:
     """The ltr_features stage of `recipe` turned ltr with every default feature: names, table."""
-    base = load_policy(FUSE_RECIPE, recipe)
+    base = load_recipe(recipe)
     with Session() as session:
         _, base_plan = open_log(session, log, base)
         names = feature_names(list(DEFAULT_FEATURES), base_plan.sources)
@@ -188,7 +188,7 @@ def sql_features(recipe: Any, log: Any = LOG) -> tuple[list[str], pd.DataFrame]:
             "fusion.method=ltr",
             f"ltr={dump_yaml({'features': names, 'model': model}, flow=True, width=10_000)}",
         ]
-        learned = load_policy(FUSE_RECIPE, recipe, overrides)
+        learned = load_recipe(recipe, overrides)
         learned_plan = plan(learned, base_plan.sources, base_plan.has_rank, base_plan.log_view)
         rendered = render_fused(learned_plan, final="ltr_features", explain=False)
         columns = ", ".join(f"ltr_{j + 1} AS {duckdb_name(n)}" for j, n in enumerate(names))
@@ -298,7 +298,7 @@ def test_the_sql_of_a_large_ensemble_transpiles_for_spark_and_postgres() -> None
     names = feature_names(list(DEFAULT_FEATURES), ["dense", "sparse", "summary"])
     trees = [random_tree(rng, 30, len(names)) for _ in range(100)]
     parameters = _learned_parameters(names, {"kind": "trees", "trees": trees})
-    recipe = load_policy(FUSE_RECIPE, "canonical_rrf", parameters)
+    recipe = load_recipe("canonical_rrf", parameters)
     learned_plan = plan(recipe, ["dense", "sparse", "summary"], True)
     rendered: RenderedSQL = render_fused(learned_plan, explain=False)
     cases = sqlglot.parse_one(rendered.text, read="duckdb").find_all(sqlglot.exp.Case)

@@ -13,11 +13,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from duckscore.core.policy import load_policy
 from duckscore.core.session import Session
 from duckscore.fusion.log import open_log
 from duckscore.fusion.pipeline import fuse
-from duckscore.fusion.recipe import FUSE_RECIPE
+from duckscore.fusion.recipe import load_recipe
 from duckscore.fusion.stages import (
     FUSE_HITS,
     MASKED_BLOCK_TYPES,
@@ -95,7 +94,7 @@ def by_fuse(frame: pd.DataFrame, out: Path, *extra: str) -> pd.DataFrame:
 
 
 def by_portable_sql(frame: pd.DataFrame) -> pd.DataFrame:
-    recipe = load_policy(FUSE_RECIPE, "hybrid_v1", OVERRIDES)
+    recipe = load_recipe("hybrid_v1", OVERRIDES)
     with Session() as session:
         _, fuse_plan = open_log(session, frame, recipe)
         graph = fuse_graph(fuse_plan, portable=True)  # no block-type mask: the third level

@@ -18,7 +18,7 @@ from duckscore.cli import cli
 from duckscore.core.errors import DuckscoreError, InputError, PolicyError
 from duckscore.core.policy import available_policies, load_policy
 from duckscore.fusion.pipeline import fuse
-from duckscore.fusion.recipe import FUSE_RECIPE, plan
+from duckscore.fusion.recipe import FUSE_RECIPE, load_recipe, plan
 from duckscore.fusion.stages import FUSED_ITEMS, LOG, RERANKED_ITEMS, fuse_graph
 from duckscore.runner.job import Job
 from duckscore.runner.pipeline import run
@@ -292,8 +292,8 @@ def test_a_recipe_without_rerank_renders_nothing_new() -> None:
     """Every packaged recipe: no rerank key (its version hash is unchanged), fused_items
     streamed into fused.parquet as before, no input but the log."""
     for name in available_policies(FUSE_RECIPE):
-        recipe = load_policy(FUSE_RECIPE, name)
-        assert "rerank" not in recipe.parameters
+        recipe = load_recipe(name)
+        assert "rerank" not in recipe.policy.parameters
         graph = fuse_graph(plan(recipe, ["dense", "sparse"], has_rank=False))
         assert RERANKED_ITEMS not in graph and graph.inputs == (LOG,)
         assert graph[FUSED_ITEMS].keep == "stream"
@@ -400,6 +400,6 @@ def test_the_live_scorer_refuses_what_the_reranker_cannot_read() -> None:
 def test_consumers_without_scores_refuse_a_rerank_block(tmp_path: Path) -> None:
     from duckscore.pack.table import table_macros
 
-    recipe = load_policy(FUSE_RECIPE, RECIPE, rerank_sets("replace", None, 3))
+    recipe = load_recipe(RECIPE, rerank_sets("replace", None, 3))
     with pytest.raises(DuckscoreError, match="rerank is not supported by the macro pack"):
         table_macros(None, recipe, None, ["a"])  # type: ignore[arg-type]

@@ -16,7 +16,7 @@ from duckscore.core.policy import load_policy
 from duckscore.dbt.macros import dbt_macro
 from duckscore.dbt.models import jinja_literal
 from duckscore.dbt.package import build_package
-from duckscore.fusion.recipe import FUSE_RECIPE
+from duckscore.fusion.recipe import load_recipe
 from duckscore.instincts.policy import INSTINCT_POLICY
 from duckscore.pack.scalar import scalar_macros
 from duckscore.scoring.policy import SCORE_POLICY
@@ -79,7 +79,7 @@ def test_each_dbt_macro_is_the_macro_packs_body_with_its_arguments() -> None:
     DuckDB macro's body, character for character; and no parameter is left unreplaced."""
     score, recipe = (
         load_policy(SCORE_POLICY, "overall_v3"),
-        load_policy(FUSE_RECIPE, "canonical_rrf"),
+        load_recipe("canonical_rrf"),
     )
     macros = scalar_macros(score, recipe, load_policy(INSTINCT_POLICY, "instinct_v1"))
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)

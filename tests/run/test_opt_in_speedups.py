@@ -17,8 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from duckscore.cli.app import cli
-from duckscore.core.policy import load_policy
-from duckscore.fusion.recipe import FUSE_RECIPE, plan
+from duckscore.fusion.recipe import load_recipe, plan
 
 from ..helpers import FIXTURES
 
@@ -140,7 +139,7 @@ def test_fixed64_gives_the_same_bits_in_any_row_order(tmp_path: Path) -> None:
 
 
 def scale_bits(*overrides: str) -> int | None:
-    recipe = load_policy(FUSE_RECIPE, "hybrid_v1", list(overrides))
+    recipe = load_recipe("hybrid_v1", list(overrides))
     return plan(recipe, ["bm25", "dense"], has_rank=True).rrf_scale_bits
 
 

@@ -17,7 +17,7 @@ from duckscore.core.check import tables_read
 from duckscore.core.graph import Graph
 from duckscore.core.policy import load_policy
 from duckscore.core.render import ColumnParameter, RenderedSQL, column
-from duckscore.fusion.recipe import FUSE_RECIPE, plan
+from duckscore.fusion.recipe import load_recipe, plan
 from duckscore.fusion.stages import FUSE_HITS, RANKED_LOG, SOURCE_PARENTS
 from duckscore.runner.graph import run_graph
 from duckscore.scoring.policy import SCORE_POLICY
@@ -51,7 +51,7 @@ VARIANTS: dict[str, tuple[str, list[str], dict[str, object]]] = {
 def graph_of(variant: str, top_n: int | ColumnParameter = 5) -> Graph:
     recipe, overrides, options = VARIANTS[variant]
     fuse_plan = plan(
-        load_policy(FUSE_RECIPE, recipe, overrides),
+        load_recipe(recipe, overrides),
         SOURCES,
         bool(options.get("has_rank", True)),
         str(options.get("log_view", "retrieval_log")),

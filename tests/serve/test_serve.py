@@ -151,7 +151,7 @@ def test_healthz_and_policy_name_the_loaded_policy(server: Server, scorer: Any) 
         "policy_version": scorer.policy.version,
         "parameters_sha256": scorer.policy.parameters_sha256,
         "recipe_id": scorer.recipe.version,
-        "recipe_parameters_sha256": scorer.recipe.parameters_sha256,
+        "recipe_parameters_sha256": scorer.recipe.policy.parameters_sha256,
     }
     schema = httpx.get(f"{server.url}/openapi.json").json()
     assert schema["openapi"].startswith("3.1")
