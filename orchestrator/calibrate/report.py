@@ -60,46 +60,57 @@ def evaluate_decisions(
         score=decisions["best_overall_score"].fillna(0.0), level=decisions["confidence_level"]
     )
     frame = frame.sort_values(["fit", "query_id"], kind="stable")
-    figures: dict[str, Any] = {"n": len(frame)}
     good_bad = frame[frame["label"] != "ambiguous"].assign(
         outcome=lambda f: (f["label"] == "good").astype(int)
     )
-    figures["good_vs_bad"] = frame_metrics(session, good_bad, bootstrap=bootstrap, seed=seed)
-    labelled = frame.assign(outcome=(frame["label"] == "good").astype(int))
-    figures["good_vs_rest"] = frame_metrics(session, labelled, bootstrap=bootstrap, seed=seed)
-    if has_qrels:
-        relevant = frame.assign(outcome=frame["best_parent_relevant"].astype(int))
-        figures["best_parent_relevant"] = frame_metrics(
-            session, relevant, bootstrap=bootstrap, seed=seed
-        )
-    figures["routing"] = routing(session, frame)
-    if (
-        frame["fit"].nunique() > 1
-    ):  # held-out folds: the textbook estimate is the mean of per-fold AUROCs
-        figures["per_fold"] = [
-            per_fold(session, group, has_qrels) for _, group in frame.groupby("fit")
-        ]
-        for outcome in ("good_vs_bad", "best_parent_relevant"):
-            values = [f[outcome] for f in figures["per_fold"] if f.get(outcome) is not None]
-            if values:
-                figures[outcome]["auroc_mean_per_fold"] = sum(values) / len(values)
-    return figures
+    outcomes = {
+        "good_vs_bad": good_bad,
+        "good_vs_rest": frame.assign(outcome=(frame["label"] == "good").astype(int)),
+    } | (
+        {"best_parent_relevant": frame.assign(outcome=frame["best_parent_relevant"].astype(int))}
+        if has_qrels
+        else {}
+    )
+    # held-out folds: the textbook estimate is the mean of per-fold AUROCs
+    folds = (
+        [per_fold(session, group, has_qrels) for _, group in frame.groupby("fit")]
+        if frame["fit"].nunique() > 1
+        else []
+    )
+    return (
+        {"n": len(frame)}
+        | {
+            name: frame_metrics(session, scored, bootstrap=bootstrap, seed=seed)
+            | _mean_per_fold(folds, name)
+            for name, scored in outcomes.items()
+        }
+        | {"routing": routing(session, frame)}
+        | ({"per_fold": folds} if folds else {})
+    )
+
+
+def _mean_per_fold(folds: list[dict[str, Any]], outcome: str) -> dict[str, float]:
+    """auroc_mean_per_fold of an outcome the folds have an AUROC of."""
+    values = [f[outcome] for f in folds if f.get(outcome) is not None]
+    return {"auroc_mean_per_fold": sum(values) / len(values)} if values else {}
 
 
 def per_fold(session: Session, group: pd.DataFrame, has_qrels: bool) -> dict[str, Any]:
     good_bad = group[group["label"] != "ambiguous"].assign(
         outcome=lambda f: (f["label"] == "good").astype(int)
     )
-    row = {
+    relevant = (
+        group.assign(outcome=group["best_parent_relevant"].astype(int)) if has_qrels else None
+    )
+    return {
         "fit": group["fit"].iloc[0],
         "n": len(group),
         "good_vs_bad": frame_metrics(session, good_bad)["auroc"],
-    }
-    if has_qrels:
-        row["best_parent_relevant"] = frame_metrics(
-            session, group.assign(outcome=group["best_parent_relevant"].astype(int))
-        )["auroc"]
-    return row
+    } | (
+        {}
+        if relevant is None
+        else {"best_parent_relevant": frame_metrics(session, relevant)["auroc"]}
+    )
 
 
 def routing(session: Session, frame: pd.DataFrame) -> dict[str, Any]:
