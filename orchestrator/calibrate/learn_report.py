@@ -97,9 +97,8 @@ class LearnReport(Report):
     per_fold: list[FoldFigures]
     importances: dict[str, float]
     per_query: list[dict[str, Any]]
-    weights: dict[str, float] | None = field(
-        default=None, metadata=OMITTED_WHEN_NONE
-    )  # the linear model's
+    # the linear model's
+    weights: dict[str, float] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
 
 def mean(values: dict[str, float], queries: list[str]) -> float:

@@ -125,10 +125,9 @@ def recalibrate(
                 )
             )
         ]
-        estimate = em_prior(decisions["p_good"].to_numpy(), float(recorded["base_rate"]))
-        shift = (
-            prior_shift(float(recorded["base_rate"]), estimate.prior) if adapt == "prior" else None
-        )
+        fitted_base_rate = float(recorded["base_rate"])
+        estimate = em_prior(decisions["p_good"].to_numpy(), fitted_base_rate)
+        shift = prior_shift(fitted_base_rate, estimate.prior) if adapt == "prior" else None
         adapted = _label_free(block, recorded, new_quantiles, estimate.prior, shift)
         labelled: pd.DataFrame | None = None
         refit: LabelRefit | None = None
