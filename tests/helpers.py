@@ -96,3 +96,19 @@ def assert_shown_as_text(page: str, texts: list[str], images: int) -> None:
     ), sources
     shown = "".join(parsed.text)
     assert [t for t in texts if t not in shown] == []
+
+
+def documented_keys(page: str, opening: str) -> list[str]:
+    """The keys a report's page documents, in its order: the `names` of the paragraph or list
+    item of `page` (under ROOT) that starts with `opening`, after its first colon, outside any
+    parentheses (which describe a key's contents)."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    start = text.index(opening)
+    ends = [i for i in (text.find("\n\n", start), text.find("\n- ", start)) if i != -1]
+    listing = text[start : min(ends, default=len(text))].split(":", 1)[1]
+    depth, outside = 0, []
+    for char in listing:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and char != ")":
+            outside.append(char)
+    return "".join(outside).split("`")[1::2]

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass, field
 
 from ..core.policy import Policy
+from ..core.records import OMITTED_WHEN_NONE, Report
 from ..core.render import RenderedSQL
 from ..core.session import Session
 
@@ -19,21 +20,47 @@ GATES = (  # name, comparison
 NOT_COMPUTED = ("ragas_precision", "ragas_recall", "faithfulness")
 
 
-def describe_failures(report: dict[str, Any]) -> str:
+@dataclass(frozen=True, kw_only=True)
+class Gate(Report):
+    """One gate: pass, fail, no_data (no value), or not_computed (and why)."""
+
+    name: str
+    value: float | None
+    threshold: float | None
+    comparison: str | None  # >= or <=
+    status: str
+    why: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GatesReport(Report):
+    """§12's acceptance gates (gates.json)."""
+
+    policy_version: str
+    gates: list[Gate]
+    passed: bool  # no gate failed
+
+    @property
+    def failed(self) -> list[Gate]:
+        return [g for g in self.gates if g.status == "fail"]
+
+
+def describe_failures(report: GatesReport) -> str:
     """The failed gates of a gates_report, each with its value against its threshold:
     `retrieval_p95_ms 4200 (needs <= 4000)`."""
-    return ", ".join(
-        f"{g['name']} {_short(g['value'])} (needs {g['comparison']} {_short(g['threshold'])})"
-        for g in report["gates"]
-        if g["status"] == "fail"
-    )
+    return ", ".join(_needs(g) for g in report.failed)
+
+
+def _needs(gate: Gate) -> str:
+    assert gate.value is not None and gate.threshold is not None  # a failed gate has both
+    return f"{gate.name} {_short(gate.value)} (needs {gate.comparison} {_short(gate.threshold)})"
 
 
 def _short(number: float) -> str:
     return f"{round(number, 4):g}"
 
 
-def gates_report(session: Session, gates_sql: RenderedSQL, policy: Policy) -> dict[str, Any]:
+def gates_report(session: Session, gates_sql: RenderedSQL, policy: Policy) -> GatesReport:
     """§12: pass / fail / no_data per gate, with the value, threshold and comparison."""
     session.create("__gates", gates_sql)
     values = session.first_row("SELECT * FROM __gates")
@@ -48,27 +75,27 @@ def gates_report(session: Session, gates_sql: RenderedSQL, policy: Policy) -> di
             ok = value >= threshold if comparison == ">=" else value <= threshold
             status = "pass" if ok else "fail"
         gates.append(
-            {
-                "name": name,
-                "value": None if value is None else float(value),
-                "threshold": threshold,
-                "comparison": comparison,
-                "status": status,
-            }
+            Gate(
+                name=name,
+                value=None if value is None else float(value),
+                threshold=threshold,
+                comparison=comparison,
+                status=status,
+            )
         )
-    for name in NOT_COMPUTED:
-        gates.append(
-            {
-                "name": name,
-                "value": None,
-                "threshold": None,
-                "comparison": None,
-                "status": "not_computed",
-                "why": "needs an LLM judge over the answers; not in the logs",
-            }
+    gates += [
+        Gate(
+            name=name,
+            value=None,
+            threshold=None,
+            comparison=None,
+            status="not_computed",
+            why="needs an LLM judge over the answers; not in the logs",
         )
-    return {
-        "policy_version": policy.version,
-        "gates": gates,
-        "passed": all(g["status"] != "fail" for g in gates),
-    }
+        for name in NOT_COMPUTED
+    ]
+    return GatesReport(
+        policy_version=policy.version,
+        gates=gates,
+        passed=all(g.status != "fail" for g in gates),
+    )

@@ -21,7 +21,7 @@ from ..core.render import ident, render
 from ..core.reporting import module_logger
 from ..core.session import Session
 from ..core.tables import OpenedInput
-from .gates import gates_report
+from .gates import GatesReport, gates_report
 from .policy import (
     BID_POLICY,
     DATE_PATTERN,
@@ -73,12 +73,12 @@ class BidsResult:
     out_dir: Path
     policy: Policy
     evaluations: int
-    gates: dict[str, Any]
+    gates: GatesReport
     manifest: dict[str, Any]
 
     @property
     def gates_failed(self) -> list[str]:
-        return [g["name"] for g in self.gates["gates"] if g["status"] == "fail"]
+        return [g.name for g in self.gates.failed]
 
 
 def score_bids(
@@ -143,7 +143,7 @@ def score_bids(
                 out.copy(name, f"SELECT * FROM __out ORDER BY {_order(keys)}", sql)
             out.copy("contract.jsonl", contract_sql.text, contract_sql)
             gates = gates_report(session, gates_sql, loaded)
-            out.json("gates.json", gates)
+            out.json("gates.json", gates.as_record())
             # every stage renders bids.sql; the one kept selects the last stage, evaluation_results
             manifest = out.manifest(
                 "bids",

@@ -40,7 +40,7 @@ from ..fusion.recipe import FUSE_RECIPE, FusePlan, load_recipe, plan
 from ..fusion.recipe_view import Recipe
 from ..metrics.catalog import parse_metrics
 from ..metrics.tables import open_qrels
-from .learn_report import LearnOutcome, recipe_document, report_document
+from .learn_report import LearnOutcome, LearnReport, learn_report, recipe_document
 from .ltr_fit import Fitted, ModelSettings, fit, lightgbm_module
 from .tune import check_counts, create_fused_view, evaluate_grid, grid_recipe, paired_p_value
 from .tune_grid import TuneError, assign_folds, grid_points, parse_grid
@@ -56,7 +56,7 @@ class LearnResult:
     out_path: Path
     report_path: Path
     document: dict[str, Any]  # the recipe written
-    report: dict[str, Any]  # the report written
+    report: LearnReport  # the report written (at the written precision: its as_record())
     outcome: LearnOutcome
 
 
@@ -174,8 +174,8 @@ def learn(
         training_rows=len(table),
         training_sha256=_table_digest(table),
     )
-    report = at_written_precision(report_document(outcome))
-    report_text = _json(report)
+    report = learn_report(outcome)
+    report_text = _json(at_written_precision(report.as_record()))
     digest = hashlib.sha256(report_text.encode("utf-8")).hexdigest()
     document = recipe_document(
         outcome, training, report_path.name, digest, version,

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.policy import at_written_precision, canonical_json
+from ..core.records import OMITTED_WHEN_NONE, Report
 from ..core.version import __version__
 from ..fusion.ltr import FEATURES, parse_feature
 from ..fusion.recipe_view import Recipe
@@ -49,6 +50,58 @@ class LearnOutcome:
         )
 
 
+@dataclass(frozen=True, kw_only=True)
+class HeldOut(Report):
+    """The cross-validated means and the comparisons: learned against base, and against the
+    tuned recipe when a grid was given."""
+
+    learned: float
+    base: float
+    against_base: dict[str, float]  # difference, p_value
+    tuned: float | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    against_tuned: dict[str, float | None] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FoldFigures(Report):
+    """One fold's held-out means (and the grid point the tuning chose on the other folds)."""
+
+    fold: int
+    test_queries: int
+    train_queries: int
+    train_pairs: int
+    learned: float
+    base: float
+    tuned: float | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    tuned_choice: dict[str, Any] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LearnReport(Report):
+    """The training report, `<name>.report.json` (docs/learn.md#what-it-writes)."""
+
+    report: str = "duckscore learn"
+    model: str
+    settings: dict[str, Any]
+    features: list[dict[str, str]]  # name, definition
+    metric: str
+    base: str
+    grid: dict[str, list[Any]] | None
+    folds: int
+    seed: int
+    queries: int
+    training_rows: int
+    training_sha256: str
+    test: str
+    held_out: HeldOut
+    in_sample: dict[str, float]  # learned, base
+    per_fold: list[FoldFigures]
+    importances: dict[str, float]
+    per_query: list[dict[str, Any]]
+    # the linear model's
+    weights: dict[str, float] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+
+
 def mean(values: dict[str, float], queries: list[str]) -> float:
     return math.fsum(values[q] for q in queries) / len(queries)
 
@@ -57,74 +110,70 @@ def _fold_queries(o: LearnOutcome, fold: int) -> list[str]:
     return [q for q in o.queries if o.folds[q] == fold]
 
 
-def held_out(o: LearnOutcome) -> dict[str, Any]:
+def held_out(o: LearnOutcome) -> HeldOut:
     """The cross-validated means and the comparisons: learned against base, and against tuned."""
     q = o.queries
     learned = mean(o.learned, q)
-    figures: dict[str, Any] = {
-        "learned": learned,
-        "base": mean(o.base, q),
-        "against_base": {"difference": learned - mean(o.base, q), "p_value": o.p_base},
-    }
-    if o.tuned is not None:
-        figures["tuned"] = o.tuned.cross_validated
-        figures["against_tuned"] = {
-            "difference": learned - o.tuned.cross_validated,
-            "p_value": o.p_tuned,
-        }
-    return figures
+    tuned = None if o.tuned is None else o.tuned.cross_validated
+    return HeldOut(
+        learned=learned,
+        base=mean(o.base, q),
+        against_base={"difference": learned - mean(o.base, q), "p_value": o.p_base},
+        tuned=tuned,
+        against_tuned=None
+        if tuned is None
+        else {"difference": learned - tuned, "p_value": o.p_tuned},
+    )
 
 
-def report_document(o: LearnOutcome) -> dict[str, Any]:
+def fold_figures(o: LearnOutcome, fold: int) -> FoldFigures:
+    tested = _fold_queries(o, fold)
+    return FoldFigures(
+        fold=fold,
+        test_queries=len(tested),
+        train_queries=len(o.queries) - len(tested),
+        train_pairs=o.fold_pairs[fold],
+        learned=mean(o.learned, tested),
+        base=mean(o.base, tested),
+        tuned=None if o.tuned is None else mean(o.tuned.held_out, tested),
+        tuned_choice=None if o.tuned is None else o.grid_points[o.tuned.folds[fold].grid_point],
+    )
+
+
+def learn_report(o: LearnOutcome) -> LearnReport:
     """The training report: settings, held-out figures per fold and overall, the final model's
     feature importances and every query's held-out values (paths and versions are left out:
     the report's digest names the recipe, which must not depend on where it was made)."""
     folds = sorted(set(o.folds.values()))
-    per_fold = []
-    for fold in folds:
-        tested = _fold_queries(o, fold)
-        row: dict[str, Any] = {
-            "fold": fold,
-            "test_queries": len(tested),
-            "train_queries": len(o.queries) - len(tested),
-            "train_pairs": o.fold_pairs[fold],
-            "learned": mean(o.learned, tested),
-            "base": mean(o.base, tested),
-        }
-        if o.tuned is not None:
-            row["tuned"] = mean(o.tuned.held_out, tested)
-            row["tuned_choice"] = o.grid_points[o.tuned.folds[fold].grid_point]
-        per_fold.append(row)
-    report: dict[str, Any] = {
-        "report": "duckscore learn",
-        "model": o.model.kind,
-        "settings": o.model.recorded(),
-        "features": [
+    return LearnReport(
+        model=o.model.kind,
+        settings=o.model.recorded(),
+        features=[
             {"name": name, "definition": FEATURES[parse_feature("features", name).kind][1]}
             for name in o.features
         ],
-        "metric": o.metric,
-        "base": o.base_version,
-        "grid": o.grid or None,
-        "folds": len(folds),
-        "seed": o.model.seed,
-        "queries": len(o.queries),
-        "training_rows": o.training_rows,
-        "training_sha256": o.training_sha256,
-        "test": o.test,
-        "held_out": held_out(o),
-        "in_sample": {"learned": mean(o.in_sample, o.queries), "base": mean(o.base, o.queries)},
-        "per_fold": per_fold,
-        "importances": dict(zip(o.features, o.final.importances)),
-        "per_query": [
+        metric=o.metric,
+        base=o.base_version,
+        grid=o.grid or None,
+        folds=len(folds),
+        seed=o.model.seed,
+        queries=len(o.queries),
+        training_rows=o.training_rows,
+        training_sha256=o.training_sha256,
+        test=o.test,
+        held_out=held_out(o),
+        in_sample={"learned": mean(o.in_sample, o.queries), "base": mean(o.base, o.queries)},
+        per_fold=[fold_figures(o, fold) for fold in folds],
+        importances=dict(zip(o.features, o.final.importances)),
+        per_query=[
             {"query_id": q, "fold": o.folds[q], "learned": o.learned[q], "base": o.base[q]}
             | ({"tuned": o.tuned.held_out[q]} if o.tuned is not None else {})
             for q in o.queries
         ],
-    }
-    if o.model.kind == "linear":
-        report["weights"] = dict(zip(o.features, o.final.model["weights"]))
-    return report
+        weights=dict(zip(o.features, o.final.model["weights"]))
+        if o.model.kind == "linear"
+        else None,
+    )
 
 
 def recipe_document(
@@ -159,7 +208,7 @@ def recipe_document(
         "folds": len(set(o.folds.values())),
         "seed": o.model.seed,
         "queries": len(o.queries),
-        "held_out": figures,
+        "held_out": figures.as_record(),
         "test": o.test,
         "importances": dict(
             sorted(zip(o.features, o.final.importances), key=lambda item: -item[1])[:5]
@@ -171,8 +220,8 @@ def recipe_document(
             "recipe_id": version or f"{base_name}_ltr_{digest[:8]}",
             "parent_version": o.base_version,
             "description": f"{o.base_version} fused by a learned {o.model.kind} model of "
-            f"{len(o.features)} features (duckscore learn: {o.metric} {figures['learned']:.4f} "
-            f"held out, {figures['base']:.4f} for the base).",
+            f"{len(o.features)} features (duckscore learn: {o.metric} {figures.learned:.4f} "
+            f"held out, {figures.base:.4f} for the base).",
             "metadata": {
                 "duckscore_version": __version__,
                 **_library_version(o.model.kind),
@@ -199,12 +248,12 @@ def format_summary(o: LearnOutcome, recipe_id: str) -> str:
     p-value."""
     figures = held_out(o)
     rows = [
-        (f"learned ({o.model.kind})", figures["learned"], None, None),
-        (o.base_version, figures["base"], figures["against_base"]["difference"], o.p_base),
+        (f"learned ({o.model.kind})", figures.learned, None, None),
+        (o.base_version, figures.base, figures.against_base["difference"], o.p_base),
     ]
-    if o.tuned is not None:
+    if figures.tuned is not None and figures.against_tuned is not None:
         tuned = f"tuned ({len(o.grid_points)} grid points)"
-        rows.append((tuned, figures["tuned"], figures["against_tuned"]["difference"], o.p_tuned))
+        rows.append((tuned, figures.tuned, figures.against_tuned["difference"], o.p_tuned))
     title = f"{o.metric} held out"
     width = max(len(title), *(len(row[0]) for row in rows)) + 2
     lines = [

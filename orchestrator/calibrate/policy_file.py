@@ -13,6 +13,7 @@ from ..core.outputs import atomic_output_file
 from ..core.policy import Policy, at_written_precision, dump_yaml
 from ..core.tables import OpenedInput
 from ..core.version import __version__
+from .report import CalibrationReport
 from .settings import CalibrationSettings
 
 
@@ -25,7 +26,7 @@ def write_policy(
     counts: dict[str, int],
     settings: CalibrationSettings,
     tuned: list[str],
-    report: dict[str, Any],
+    report: CalibrationReport,
     inputs: Mapping[str, OpenedInput],
     provenance: dict[str, Any],
     distribution: dict[str, Any],
@@ -34,7 +35,7 @@ def write_policy(
     hash, the per-class counts and its validation metrics; `provenance` (labels_not_in_log and,
     when known, the fusion recipe) follows the counts, and `distribution` (the in-sample
     score_distribution) closes the metadata."""
-    cv = report["cross_validated"]
+    cv = report.cross_validated
     summary = {
         name: _summary(figures)
         for name, figures in cv.items()
@@ -52,13 +53,13 @@ def write_policy(
             "label_counts": counts,
             **provenance,
             "inputs": {name: opened.given for name, opened in inputs.items()},
-            "method": report["settings"] | {"tuned": tuned},
+            "method": report.settings | {"tuned": tuned},
             "validation": {
                 "cross_validated": summary,
                 "routing": cv["routing"]["all"],
-                "targets": report["targets"],
+                "targets": report.targets,
             }
-            | _probability_summary(report.get("probability")),
+            | _probability_summary(report.probability),
             "score_distribution": distribution,
         },
         "parameters": parameters,

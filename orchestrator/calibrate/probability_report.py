@@ -56,20 +56,19 @@ def probability_figures(
     cross_validated = figures(held_out, held_out["p_good"])
     base_rate = figures(held_out, held_out["fit"].map(fitted["training_base_rate"]))
     consistency = ece_consistency(session, held_out, seed)
-    targets = {
-        "ece_at_most": {"value": cross_validated["ece"], "target": PROBABILITY_ECE_TARGET},
-        "brier_below_base_rate": {"value": cross_validated["brier"], "target": base_rate["brier"]},
-        "ece_within_perfect_calibration_p95": {
-            "value": cross_validated["ece"],
-            "target": consistency["ece_p95"],
-        },
+    checks = {  # name: value, target
+        "ece_at_most": (cross_validated["ece"], PROBABILITY_ECE_TARGET),
+        "brier_below_base_rate": (cross_validated["brier"], base_rate["brier"]),
+        "ece_within_perfect_calibration_p95": (cross_validated["ece"], consistency["ece_p95"]),
     }
-    for name, check in targets.items():
-        check["met"] = (
-            check["value"] <= check["target"]
-            if name.endswith("at_most")
-            else check["value"] < check["target"]
-        )
+    targets = {
+        name: {
+            "value": value,
+            "target": target,
+            "met": value <= target if name.endswith("at_most") else value < target,
+        }
+        for name, (value, target) in checks.items()
+    }
     in_sample = frame[frame["fit"] == "all"]
     return fitted | {
         "outcome": "label good",

@@ -57,7 +57,14 @@ from .recalibration import (
     prior_shift,
     refit_on_labels,
 )
-from .recalibration_summary import collapsed_band, decision_mix, medians
+from .recalibration_summary import (
+    LabelRefit,
+    Recalibration,
+    band_collapses,
+    collapsed_band,
+    decision_mix,
+    medians,
+)
 from .settings import CalibrationError, CalibrationSettings
 from .tables import keep_labels_in, open_labels
 
@@ -74,7 +81,7 @@ class RecalibrationResult:
     policy_path: Path
     document: dict[str, Any]
     decisions: pd.DataFrame  # the new domain's queries under the new policy (p_good, levels …)
-    report: dict[str, Any]  # what metadata.recalibration records
+    report: Recalibration  # what metadata.recalibration records (its as_record())
 
 
 def recalibrate(
@@ -120,23 +127,17 @@ def recalibrate(
                 )
             )
         ]
-        report: dict[str, Any] = {
-            "from": {"version": old.version, "parameters_sha256": old.parameters_sha256},
-            "log": opened.given,
-            "queries": len(decisions),
-            "adapt": adapt,
-            "fitted_base_rate": recorded["base_rate"],
-            "best_score_median": medians(recorded, new_quantiles),
-        }
-        adapted = _label_free(session, block, recorded, decisions, new_quantiles, adapt, report)
+        fitted_base_rate = float(recorded["base_rate"])
+        estimate = em_prior(decisions["p_good"].to_numpy(), fitted_base_rate)
+        shift = prior_shift(fitted_base_rate, estimate.prior) if adapt == "prior" else None
+        adapted = _label_free(block, recorded, new_quantiles, estimate.prior, shift)
         labelled: pd.DataFrame | None = None
+        refit: LabelRefit | None = None
         if labels is not None:
             labelled = _labelled(session, labels, decisions, opened.given)
-            correction = _refit(session, labelled, adapted, folds, seed, report)
+            correction, refit = _refit(session, labelled, adapted, folds, seed)
             adapted = compose(adapted, correction)
-        else:
-            report["labels"] = None
-        thresholds = _thresholds(session, old, recorded, labelled, report)
+        thresholds, moves = _thresholds(session, old, recorded, labelled)
         parameters = at_written_precision(_new_parameters(old, adapted, thresholds))
         candidate = policy_from_parameters(
             SCORE_POLICY, "recalibrated", parameters, "recalibrate", old.version
@@ -146,17 +147,31 @@ def recalibrate(
             SCORE_POLICY, new_version, parameters, "recalibrate", old.version
         )
         new_decisions = _decisions(session, new_policy, where)
-        report["decisions"] = decision_mix(session, new_policy, new_decisions, labelled)
-        collapsed = collapsed_band(new_policy, new_decisions, report)
+        mix = decision_mix(session, new_policy, new_decisions, labelled)
+        collapsed = collapsed_band(new_policy, new_decisions, moves)
         if collapsed is not None:
             logger.warning(collapsed)
-        report["p_good_mean"] = float(new_decisions["p_good"].mean())
-        if labelled is None:
-            report["base_rate"] = report["p_good_mean"]
-        report["ece_of_perfect_calibration"] = ece_consistency(session, new_decisions, seed)
+        p_good_mean = float(new_decisions["p_good"].mean())
+        report = Recalibration(
+            parent={"version": old.version, "parameters_sha256": old.parameters_sha256},
+            log=opened.given,
+            queries=len(decisions),
+            adapt=adapt,
+            fitted_base_rate=recorded["base_rate"],
+            best_score_median=medians(recorded, new_quantiles),
+            em_base_rate=estimate.prior,
+            em_iterations=estimate.iterations,
+            prior_shift=shift,
+            labels=refit,
+            thresholds=moves | {"band_collapsed": band_collapses(new_policy, moves)},
+            decisions=mix,
+            p_good_mean=p_good_mean,
+            base_rate=p_good_mean if refit is None else refit.good / refit.n,
+            ece_of_perfect_calibration=ece_consistency(session, new_decisions, seed),
+        )
         distribution = {
             "queries": len(new_decisions),
-            "base_rate": report["base_rate"],
+            "base_rate": report.base_rate,
             **{key: thresholds["levels"][key] for key in DISTRIBUTION_KEYS[1:]},
             QUANTILES_KEY: [float(v) for v in new_quantiles],
         }
@@ -198,28 +213,20 @@ def _shares_of(recorded: dict[str, Any]) -> dict[str, float]:
 
 
 def _label_free(
-    session: Session,
     block: dict[str, Any],
     recorded: dict[str, Any],
-    decisions: pd.DataFrame,
     new_quantiles: list[float],
-    adapt: str,
-    report: dict[str, Any],
+    em_base_rate: float,
+    shift: float | None,
 ) -> dict[str, Any]:
     """The map carried over without labels: by quantile (the score scale moved, the base rate
-    kept) or by prior (the base rate moved, estimated by EM). EM's estimate is reported either
-    way."""
-    fitted = float(recorded["base_rate"])
-    estimate = em_prior(decisions["p_good"].to_numpy(), fitted)
-    shift = prior_shift(fitted, estimate.prior)
-    report |= {"em_base_rate": estimate.prior, "em_iterations": estimate.iterations}
-    collapsed = not EM_BOUNDARY < estimate.prior < 1.0 - EM_BOUNDARY
-    if adapt == "prior":
-        report["prior_shift"] = shift
-        if collapsed:
-            raise CalibrationError(_collapsed_em(block, recorded, new_quantiles, estimate.prior))
-        return compose(block, LogitMap(shift, 1.0))
-    return transported(block, recorded[QUANTILES_KEY], new_quantiles)
+    kept) or, given the `shift` of --adapt prior, by prior (the base rate moved to EM's
+    estimate)."""
+    if shift is None:
+        return transported(block, recorded[QUANTILES_KEY], new_quantiles)
+    if not EM_BOUNDARY < em_base_rate < 1.0 - EM_BOUNDARY:
+        raise CalibrationError(_collapsed_em(block, recorded, new_quantiles, em_base_rate))
+    return compose(block, LogitMap(shift, 1.0))
 
 
 def _collapsed_em(
@@ -318,10 +325,9 @@ def _refit(
     adapted: dict[str, Any],
     folds: int,
     seed: int,
-    report: dict[str, Any],
-) -> LogitMap:
+) -> tuple[LogitMap, LabelRefit]:
     """σ(a + b·logit p) on the labels, p the label-free map's p_good, shrunk toward p itself
-    (a = 0, b = 1); its cross-validated figures in `report`."""
+    (a = 0, b = 1), and what the report records of it (its cross-validated figures)."""
     y = labelled["outcome"].to_numpy()
     minority = int(min(y.sum(), len(y) - y.sum()))
     used_folds = min(folds, minority)
@@ -335,13 +341,13 @@ def _refit(
     held_out = labelled.assign(score=refit.held_out)
     figures = frame_metrics(session, held_out[["query_id", "score", "outcome"]])
     base_rate = float(y.mean())
-    report["labels"] = {
-        "n": len(y),
-        "good": int(y.sum()),
-        "folds": used_folds,
-        "prior_strength": refit.strength,
-        "cv_brier_by_prior_strength": {str(k): v for k, v in refit.cv_brier.items()},
-        "cross_validated": {
+    recorded = LabelRefit(
+        n=len(y),
+        good=int(y.sum()),
+        folds=used_folds,
+        prior_strength=refit.strength,
+        cv_brier_by_prior_strength={str(k): v for k, v in refit.cv_brier.items()},
+        cross_validated={
             "brier": figures["brier"],
             "ece": figures["ece"],
             "auroc": figures["auroc"],
@@ -350,10 +356,9 @@ def _refit(
                 session, held_out.assign(p_good=refit.held_out), seed
             ),
         },
-        "map": {"intercept": refit.fitted.intercept, "slope": refit.fitted.slope},
-    }
-    report["base_rate"] = base_rate
-    return refit.fitted
+        map={"intercept": refit.fitted.intercept, "slope": refit.fitted.slope},
+    )
+    return refit.fitted, recorded
 
 
 def _thresholds(
@@ -361,12 +366,12 @@ def _thresholds(
     old: Policy,
     recorded: dict[str, float],
     labelled: pd.DataFrame | None,
-    report: dict[str, Any],
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """T_low, T_high, R_hitl at the recorded quantiles of the new domain; T_high by the
     calibration's target precision on the labels where they reach it. Also the quantile levels
     at which the new thresholds sit in the new domain (what the new policy records: the same
-    levels, unless the labels set T_high), and the shares of the log's queries they give."""
+    levels, unless the labels set T_high); and, for the report, each threshold's move and the
+    shares of the log's queries they give."""
     quantiles = _shares_of(recorded)
     moved = _domain_thresholds(session, "moved", thresholds=None, levels=[0.5], **quantiles)
     chosen = {"T_low": moved["T_low"], "T_high": moved["T_high"], "R_hitl": moved["R_hitl"]}
@@ -387,7 +392,7 @@ def _thresholds(
         levels["below_T_high"] = shares["below_T_high"]
     if chosen["T_low"] == chosen["T_high"]:
         levels["below_T_low"] = levels["below_T_high"]
-    report["thresholds"] = {
+    moves = {
         name: {"from": old.parameters[name], "to": chosen[name], "at_quantile": moved[name]}
         for name in chosen
     } | {
@@ -397,7 +402,7 @@ def _thresholds(
         "shares_of_the_log": {k: shares[k] for k in ("below_T_low", "below_T_high", "hitl")},
         "shares_of_the_calibration": quantiles,
     }
-    return chosen | {"levels": levels}
+    return chosen | {"levels": levels}, moves
 
 
 def _precise_threshold(session: Session, labelled: pd.DataFrame, target: float) -> float | None:
@@ -457,16 +462,16 @@ def _write(
     policy: Policy,
     old: Policy,
     recipe: Recipe,
-    report: dict[str, Any],
+    report: Recalibration,
     distribution: dict[str, Any],
     inputs: dict[str, Any],
 ) -> dict[str, Any]:
     document = {
         "score_policy_version": policy.version,
         "parent_version": old.version,
-        "description": f"{old.version} recalibrated to the domain of {report['log']} "
-        f"({report['queries']} queries"
-        + (f", {report['labels']['n']} labelled" if report["labels"] else ", no labels")
+        "description": f"{old.version} recalibrated to the domain of {report.log} "
+        f"({report.queries} queries"
+        + (f", {report.labels.n} labelled" if report.labels else ", no labels")
         + ") by duckscore recalibrate.",
         "metadata": {
             "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -474,7 +479,7 @@ def _write(
             "recipe": recipe_record(recipe),
             "inputs": {name: opened.given for name, opened in inputs.items()},
             "method": old.metadata.get("method"),
-            "recalibration": report,
+            "recalibration": report.as_record(),
             "score_distribution": distribution,
         },
         "parameters": policy.parameters.thawed(),

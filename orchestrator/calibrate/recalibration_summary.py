@@ -1,18 +1,77 @@
-"""What a recalibration says of itself (issue 47): the log's median best score beside the
-calibration's, the decisions the new policy makes on the log, and the warning when its
-`medium` band collapses."""
+"""What a recalibration says of itself (issue 47): its report (metadata.recalibration), the
+log's median best score beside the calibration's, the decisions the new policy makes on the
+log, and the warning when its `medium` band collapses."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..core.policy import Policy
+from ..core.records import Report
 from ..core.session import Session
 from ..scoring.scale import QUANTILES_KEY, share_below
 from ..scoring.stages import decision_counts
+
+
+@dataclass(frozen=True, kw_only=True)
+class LabelRefit(Report):
+    """p_good refitted on the labels (metadata.recalibration.labels)."""
+
+    n: int
+    good: int
+    folds: int
+    prior_strength: float
+    cv_brier_by_prior_strength: dict[str, float]
+    cross_validated: dict[str, Any]  # brier, ece, auroc, constant_brier, ece_of_perfect_…
+    map: dict[str, float]  # intercept, slope
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recalibration:
+    """What a recalibration did and found: metadata.recalibration, and what `duckscore
+    recalibrate` prints."""
+
+    parent: dict[str, str]  # `from`: the version and parameters_sha256 of the policy moved
+    log: str
+    queries: int
+    adapt: str
+    fitted_base_rate: float
+    best_score_median: dict[str, float] | None
+    em_base_rate: float
+    em_iterations: int
+    prior_shift: float | None  # --adapt prior only
+    labels: LabelRefit | None
+    thresholds: dict[str, Any]  # each threshold's move, the shares, band_collapsed
+    decisions: dict[str, Any]  # decision_mix
+    p_good_mean: float
+    base_rate: float  # the labels' rate, else the mean p_good
+    ece_of_perfect_calibration: dict[str, Any]
+
+    def as_record(self) -> dict[str, Any]:
+        """The record, its base rate beside what it was measured on: the labels, or p_good."""
+        labelled = self.labels is not None
+        return {
+            "from": self.parent,
+            "log": self.log,
+            "queries": self.queries,
+            "adapt": self.adapt,
+            "fitted_base_rate": self.fitted_base_rate,
+            "best_score_median": self.best_score_median,
+            "em_base_rate": self.em_base_rate,
+            "em_iterations": self.em_iterations,
+            **({} if self.prior_shift is None else {"prior_shift": self.prior_shift}),
+            "labels": None if self.labels is None else self.labels.as_record(),
+            **({"base_rate": self.base_rate} if labelled else {}),
+            "thresholds": self.thresholds,
+            "decisions": self.decisions,
+            "p_good_mean": self.p_good_mean,
+            **({} if labelled else {"base_rate": self.base_rate}),
+            "ece_of_perfect_calibration": self.ece_of_perfect_calibration,
+        }
 
 
 def medians(recorded: dict[str, Any], new_quantiles: list[float]) -> dict[str, float] | None:
@@ -62,15 +121,18 @@ def levels_by(policy: Policy) -> str:
     return "probability" if probability.get("levels_by") == "probability" else "score"
 
 
-def collapsed_band(policy: Policy, decisions: pd.DataFrame, report: dict[str, Any]) -> str | None:
-    """The warning when T_low = T_high and the best score sets the levels: no query can be
-    rated medium. Recorded in the report's thresholds (band_collapsed)."""
-    moves = report["thresholds"]
-    t_low, t_high = moves["T_low"]["to"], moves["T_high"]["to"]
-    collapsed = levels_by(policy) == "score" and t_low >= t_high
-    moves["band_collapsed"] = collapsed
-    if not collapsed:
+def band_collapses(policy: Policy, moves: dict[str, Any]) -> bool:
+    """T_low = T_high and the best score sets the levels: no query can be rated medium
+    (the report's thresholds.band_collapsed)."""
+    return levels_by(policy) == "score" and moves["T_low"]["to"] >= moves["T_high"]["to"]
+
+
+def collapsed_band(policy: Policy, decisions: pd.DataFrame, moves: dict[str, Any]) -> str | None:
+    """The warning when the band collapses (band_collapses), saying why, given the report's
+    thresholds (`moves`)."""
+    if not band_collapses(policy, moves):
         return None
+    t_high = moves["T_high"]["to"]
     precision = moves["by_target_precision"]
     if precision is not None and precision["reached"] and t_high < moves["T_low"]["at_quantile"]:
         why = (

@@ -6,6 +6,7 @@ decisions the policy's own SQL made); matplotlib only draws them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pandas as pd
 from ..common.report_html import cell, figure_png, pyplot, render_page
 from ..core.outputs import atomic_output_dir, write_json
 from ..core.policy import Policy
+from ..core.records import OMITTED_WHEN_NONE, Report
 from ..core.session import Session
 from .calibration_metrics import frame_metrics
 from .probability_report import probability_figures, probability_rows
@@ -26,6 +28,22 @@ TARGETS = {
     "hitl_rate_at_most": 0.25,
 }
 LEVELS = ("high", "medium", "low")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CalibrationReport(Report):
+    """What a calibration found (report.json, docs/calibrate.md#the-report); the policy file
+    carries a summary of it."""
+
+    base_policy: str
+    label_counts: dict[str, int]
+    settings: dict[str, Any]
+    thresholds: dict[str, dict[str, Any]]  # per fit
+    ablation: list[dict[str, Any]]  # per step
+    cross_validated: dict[str, Any]  # evaluate_decisions of the held-out folds
+    in_sample: dict[str, Any]  # … of the fit on every labelled query
+    targets: dict[str, dict[str, Any]]
+    probability: dict[str, Any] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
 
 def evaluate_decisions(
@@ -42,46 +60,57 @@ def evaluate_decisions(
         score=decisions["best_overall_score"].fillna(0.0), level=decisions["confidence_level"]
     )
     frame = frame.sort_values(["fit", "query_id"], kind="stable")
-    figures: dict[str, Any] = {"n": len(frame)}
     good_bad = frame[frame["label"] != "ambiguous"].assign(
         outcome=lambda f: (f["label"] == "good").astype(int)
     )
-    figures["good_vs_bad"] = frame_metrics(session, good_bad, bootstrap=bootstrap, seed=seed)
-    labelled = frame.assign(outcome=(frame["label"] == "good").astype(int))
-    figures["good_vs_rest"] = frame_metrics(session, labelled, bootstrap=bootstrap, seed=seed)
-    if has_qrels:
-        relevant = frame.assign(outcome=frame["best_parent_relevant"].astype(int))
-        figures["best_parent_relevant"] = frame_metrics(
-            session, relevant, bootstrap=bootstrap, seed=seed
-        )
-    figures["routing"] = routing(session, frame)
-    if (
-        frame["fit"].nunique() > 1
-    ):  # held-out folds: the textbook estimate is the mean of per-fold AUROCs
-        figures["per_fold"] = [
-            per_fold(session, group, has_qrels) for _, group in frame.groupby("fit")
-        ]
-        for outcome in ("good_vs_bad", "best_parent_relevant"):
-            values = [f[outcome] for f in figures["per_fold"] if f.get(outcome) is not None]
-            if values:
-                figures[outcome]["auroc_mean_per_fold"] = sum(values) / len(values)
-    return figures
+    outcomes = {
+        "good_vs_bad": good_bad,
+        "good_vs_rest": frame.assign(outcome=(frame["label"] == "good").astype(int)),
+    } | (
+        {"best_parent_relevant": frame.assign(outcome=frame["best_parent_relevant"].astype(int))}
+        if has_qrels
+        else {}
+    )
+    # held-out folds: the textbook estimate is the mean of per-fold AUROCs
+    folds = (
+        [per_fold(session, group, has_qrels) for _, group in frame.groupby("fit")]
+        if frame["fit"].nunique() > 1
+        else []
+    )
+    return (
+        {"n": len(frame)}
+        | {
+            name: frame_metrics(session, scored, bootstrap=bootstrap, seed=seed)
+            | _mean_per_fold(folds, name)
+            for name, scored in outcomes.items()
+        }
+        | {"routing": routing(session, frame)}
+        | ({"per_fold": folds} if folds else {})
+    )
+
+
+def _mean_per_fold(folds: list[dict[str, Any]], outcome: str) -> dict[str, float]:
+    """auroc_mean_per_fold of an outcome the folds have an AUROC of."""
+    values = [f[outcome] for f in folds if f.get(outcome) is not None]
+    return {"auroc_mean_per_fold": sum(values) / len(values)} if values else {}
 
 
 def per_fold(session: Session, group: pd.DataFrame, has_qrels: bool) -> dict[str, Any]:
     good_bad = group[group["label"] != "ambiguous"].assign(
         outcome=lambda f: (f["label"] == "good").astype(int)
     )
-    row = {
+    relevant = (
+        group.assign(outcome=group["best_parent_relevant"].astype(int)) if has_qrels else None
+    )
+    return {
         "fit": group["fit"].iloc[0],
         "n": len(group),
         "good_vs_bad": frame_metrics(session, good_bad)["auroc"],
-    }
-    if has_qrels:
-        row["best_parent_relevant"] = frame_metrics(
-            session, group.assign(outcome=group["best_parent_relevant"].astype(int))
-        )["auroc"]
-    return row
+    } | (
+        {}
+        if relevant is None
+        else {"best_parent_relevant": frame_metrics(session, relevant)["auroc"]}
+    )
 
 
 def routing(session: Session, frame: pd.DataFrame) -> dict[str, Any]:
@@ -116,27 +145,23 @@ def build_report(
     probability: dict[str, Any] | None,
     *,
     has_qrels: bool,
-) -> dict[str, Any]:
+) -> CalibrationReport:
     held_out = decisions[decisions["fit"] != "all"]
     in_sample = decisions[decisions["fit"] == "all"]
     cross_validated = evaluate_decisions(session, held_out, has_qrels=has_qrels, seed=settings.seed)
-    probability_report = (
-        {}
+    return CalibrationReport(
+        base_policy=base.version,
+        label_counts=counts,
+        settings=settings.record(),
+        thresholds={name: fit.thresholds for name, fit in fits.items()},
+        ablation=ablation,
+        cross_validated=cross_validated,
+        in_sample=evaluate_decisions(session, in_sample, has_qrels=has_qrels, seed=settings.seed),
+        targets=target_check(cross_validated),
+        probability=None
         if probability is None
-        else {"probability": probability_figures(session, decisions, probability, settings.seed)}
+        else probability_figures(session, decisions, probability, settings.seed),
     )
-    return {
-        "base_policy": base.version,
-        "label_counts": counts,
-        "settings": settings.record(),
-        "thresholds": {name: fit.thresholds for name, fit in fits.items()},
-        "ablation": ablation,
-        "cross_validated": cross_validated,
-        "in_sample": evaluate_decisions(
-            session, in_sample, has_qrels=has_qrels, seed=settings.seed
-        ),
-        "targets": target_check(cross_validated),
-    } | probability_report
 
 
 def target_check(figures: dict[str, Any]) -> dict[str, Any]:
@@ -174,21 +199,22 @@ def _level(figures: dict[str, Any], level: str) -> dict[str, Any] | None:
 
 
 def write_report(
-    out_dir: Path, report: dict[str, Any], decisions: pd.DataFrame, title: str
+    out_dir: Path, report: CalibrationReport, decisions: pd.DataFrame, title: str
 ) -> None:
     figures = draw_figures(report, decisions)
+    record = report.as_record()
     with atomic_output_dir(out_dir) as stage:
-        write_json(stage / "report.json", report)
+        write_json(stage / "report.json", record)
         for name, png in figures.items():
             (stage / f"{name}.png").write_bytes(png)
-        (stage / "report.html").write_text(render_html(report, figures, title), encoding="utf-8")
+        (stage / "report.html").write_text(render_html(record, figures, title), encoding="utf-8")
 
 
-def draw_figures(report: dict[str, Any], decisions: pd.DataFrame) -> dict[str, bytes]:
+def draw_figures(report: CalibrationReport, decisions: pd.DataFrame) -> dict[str, bytes]:
     plt = pyplot()
     held_out = decisions[decisions["fit"] != "all"]
-    thresholds = report["thresholds"]["all"]
-    cv = report["cross_validated"]
+    thresholds = report.thresholds["all"]
+    cv = report.cross_validated
     calibrated = cv.get("best_parent_relevant") or cv["good_vs_rest"]
     target_name = "best parent relevant" if "best_parent_relevant" in cv else "label good"
     out: dict[str, bytes] = {}
@@ -221,13 +247,13 @@ def draw_figures(report: dict[str, Any], decisions: pd.DataFrame) -> dict[str, b
         ylabel=f"share with {target_name}",
         curve="policy",
     )
-    if "probability" in report:
+    if report.probability is not None:
         out["probability_reliability"] = reliability_png(
             plt,
-            report["probability"]["cross_validated"],
+            report.probability["cross_validated"],
             xlabel="mean p_good in bin (held-out folds)",
             ylabel="share labelled good",
-            curve=f"p_good ({report['probability']['method']})",
+            curve=f"p_good ({report.probability['method']})",
         )
 
     fig, ax = plt.subplots(figsize=(5.5, 4))
@@ -246,7 +272,7 @@ def draw_figures(report: dict[str, Any], decisions: pd.DataFrame) -> dict[str, b
     out["risk_coverage"] = figure_png(fig, plt)
 
     fig, ax = plt.subplots(figsize=(7, 3.5))
-    steps = report["ablation"]
+    steps = report.ablation
     labels = ["base"] + [f"{s['parameter']}={s['value']:g}" for s in steps[1:]]
     ax.plot(
         range(len(steps)),
@@ -303,6 +329,7 @@ def reliability_png(
 
 
 def render_html(report: dict[str, Any], figures: dict[str, bytes], title: str) -> str:
+    """The page of a report's record (report.json) and its plots."""
     probability = report.get("probability")
     return render_page(
         "calibrate/report.html",

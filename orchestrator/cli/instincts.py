@@ -148,6 +148,6 @@ def instincts_report(db: Store, out_dir: Path, limit: int) -> None:
     from ..instincts.report import write_report
 
     report = write_report(db, out_dir, limit)
-    count = len(report["instincts"])
-    files = ", ".join(["report.html", "report.json", *report["figures"]])
+    count = len(report.instincts)
+    files = ", ".join(["report.html", "report.json", *report.figures])
     done(f"wrote the dashboard of {count:,} instinct{'s' * (count != 1)} into {out_dir}/ ({files})")

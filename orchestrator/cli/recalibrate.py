@@ -19,6 +19,7 @@ from .options import (
 )
 
 if TYPE_CHECKING:
+    from ..calibrate.recalibration_summary import Recalibration
     from ..core.connection import EngineSettings
 
 logger = module_logger(__name__)
@@ -120,46 +121,46 @@ RULES = {  # what puts a query at each level, by what the policy's levels are se
 }
 
 
-def summary_lines(report: dict[str, Any], version: str) -> list[str]:
+def summary_lines(report: Recalibration, version: str) -> list[str]:
     """What recalibrate found, a figure a line: base rate, p_good, thresholds, the decisions
     the new policy makes on the log, and what the recalibration assumed."""
     from ..calibrate.recalibrate import percentile
 
-    labels = report["labels"]
-    floor = report["ece_of_perfect_calibration"]
+    labels = report.labels
+    floor = report.ece_of_perfect_calibration
     lines = [
-        f"{'recalibrated':28s} {report['from']['version']} -> {version} "
-        f"({report['queries']} queries of the log)",
-        f"{'base_rate':28s} {report['base_rate']:7.3f}  ("
+        f"{'recalibrated':28s} {report.parent['version']} -> {version} "
+        f"({report.queries} queries of the log)",
+        f"{'base_rate':28s} {report.base_rate:7.3f}  ("
         + (
-            f"{labels['good']} good of {labels['n']} labels"
+            f"{labels.good} good of {labels.n} labels"
             if labels
-            else f"mean p_good, carried over by {report['adapt']}"
+            else f"mean p_good, carried over by {report.adapt}"
         )
-        + f"; EM on the log's p_good: {report['em_base_rate']:.3f}; the calibration's: "
-        f"{report['fitted_base_rate']:.3f})",
-        f"{'p_good_mean':28s} {report['p_good_mean']:7.3f}  (a perfectly calibrated p_good "
+        + f"; EM on the log's p_good: {report.em_base_rate:.3f}; the calibration's: "
+        f"{report.fitted_base_rate:.3f})",
+        f"{'p_good_mean':28s} {report.p_good_mean:7.3f}  (a perfectly calibrated p_good "
         f"shows an ECE of {floor['ece_mean']:.3f}, P95 {floor['ece_p95']:.3f}, on "
-        f"{report['queries']} queries)",
+        f"{report.queries} queries)",
     ]
     if labels:
-        cv = labels["cross_validated"]
+        cv = labels.cross_validated
         lines += [
             f"{'p_good_cv_brier':28s} {cv['brier']:7.3f}  (a constant at the labels' base rate: "
-            f"{cv['constant_brier']:.3f}; prior strength {labels['prior_strength']:g}, "
-            f"{labels['folds']} folds)",
+            f"{cv['constant_brier']:.3f}; prior strength {labels.prior_strength:g}, "
+            f"{labels.folds} folds)",
             f"{'p_good_cv_ece':28s} {cv['ece']:7.3f}  (a perfectly calibrated map shows "
             f"{cv['ece_of_perfect_calibration']['ece_mean']:.3f}, P95 "
-            f"{cv['ece_of_perfect_calibration']['ece_p95']:.3f}, on {labels['n']} labels)",
+            f"{cv['ece_of_perfect_calibration']['ece_p95']:.3f}, on {labels.n} labels)",
         ]
-    median = report.get("best_score_median")
+    median = report.best_score_median
     if median is not None:
         lines.append(
             f"{'best_score_median':28s} {median['log']:7.4f}  (the calibration's: "
             f"{median['calibration']:.4f}; this log's at its "
             f"{percentile(median['calibration_share_below'])})"
         )
-    moves = report["thresholds"]
+    moves = report.thresholds
     for name in ("T_low", "T_high", "R_hitl"):
         lines.append(f"{name:28s} {moves[name]['to']:7.4f}  (was {moves[name]['from']:.4f})")
     precision = moves["by_target_precision"]
@@ -177,10 +178,10 @@ def _percent(count: float, total: float = 1.0) -> str:
     return f"{100 * count / total:.0f} %" if total else "-"
 
 
-def mix_lines(report: dict[str, Any]) -> list[str]:
+def mix_lines(report: Recalibration) -> list[str]:
     """The decisions the new policy makes on the log: a line per level, HITL, web fallback;
     with labels the precision of `high` on them."""
-    mix, queries = report["decisions"], report["queries"]
+    mix, queries = report.decisions, report.queries
     rules = RULES[mix["levels_by"]]
     lines = [
         f"{level:28s} {mix[level]:7,d}  ({_percent(mix[level], queries)} of the log's queries: "
@@ -205,14 +206,14 @@ def mix_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def assumption(report: dict[str, Any]) -> str:
+def assumption(report: Recalibration) -> str:
     """What the recalibration took for granted about the log, in the words of its mode, and how
     to check it."""
-    labels, rate = report["labels"], report["fitted_base_rate"]
-    moves = report["thresholds"]
+    labels, rate = report.labels, report.fitted_base_rate
+    moves = report.thresholds
     calibration = moves.get("shares_of_the_calibration")
     levels = ""
-    if report["decisions"]["levels_by"] == "score" and calibration is not None:
+    if report.decisions["levels_by"] == "score" and calibration is not None:
         low = calibration["below_T_low"]
         precision = moves["by_target_precision"]
         if precision is not None and precision["reached"]:
@@ -228,19 +229,19 @@ def assumption(report: dict[str, Any]) -> str:
             )
     if labels:
         return (
-            f"the {labels['n']} labels are a fair sample of this log's queries (p_good refitted "
-            f"on them, their rate {_percent(labels['good'], labels['n'])}, the --adapt "
-            f"{report['adapt']} map its prior, worth {labels['prior_strength']:g} labels)"
+            f"the {labels.n} labels are a fair sample of this log's queries (p_good refitted "
+            f"on them, their rate {_percent(labels.good, labels.n)}, the --adapt "
+            f"{report.adapt} map its prior, worth {labels.prior_strength:g} labels)"
             f"{levels}"
         )
     check = f"; label {LABELS_TO_CHECK} queries to check it (--labels)"
-    if report["adapt"] == "quantile":
+    if report.adapt == "quantile":
         return (
             f"{_percent(rate)} of this log's queries are answered well, the calibration's rate "
             f"(--adapt quantile: its best scores moved, not the rate){levels}{check}"
         )
     return (
         f"its best scores mean what the calibration's did and only the rate of good answers "
-        f"moved, to {_percent(report['em_base_rate'])} (--adapt prior: EM's estimate; the "
+        f"moved, to {_percent(report.em_base_rate)} (--adapt prior: EM's estimate; the "
         f"calibration's {_percent(rate)}){levels}{check}"
     )

@@ -32,7 +32,7 @@ def run_tender_demo(out_dir: Path, settings: EngineSettings | None) -> str:
             f"{evaluation:<14}{supplier:<10}{total:>8.2f}{confidence:>7.3f}  {risk:<7}{status:<14}"
             f"{recommendation:<15}{reasons or '-'}"
         )
-    gates = ", ".join(f"{g['name']} {g['status']}" for g in result.gates["gates"])
+    gates = ", ".join(f"{g.name} {g.status}" for g in result.gates.gates)
     lines.append(f"gates: {gates}")
     lines.append(f"outputs in {out_dir}/ (contract.jsonl, evaluations.parquet, gates.json, …)")
     return "\n".join(lines)

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..common.report_html import figure_png, pyplot
+
+if TYPE_CHECKING:
+    from .report import InstinctsReport
 
 AXES = (
     ("frequency", "frequency_score", "频率分"),
@@ -20,14 +23,22 @@ TIER_COLOURS = ("#1b7837", "#5aae61", "#e9a23b", "#d6604d", "#8c8c8c")
 TITLE_CHARS = 30
 
 
-def draw_figures(report: dict[str, Any]) -> dict[str, bytes]:
-    """radar.png (when there are active instincts) and trends.png (when they have history)."""
-    if not report["instincts"]:
+def chart_files(instincts: list[dict[str, Any]], trends: dict[str, Any]) -> list[str]:
+    """The charts a dashboard has: radar.png when there are active instincts, trends.png when
+    they have history."""
+    if not instincts:
+        return []
+    return ["radar.png", "trends.png"] if trends["series"] else ["radar.png"]
+
+
+def draw_figures(report: InstinctsReport) -> dict[str, bytes]:
+    """The PNGs of the report's charts (its `figures`), by name."""
+    if not report.figures:
         return {}
     plt = pyplot()
     colours = {
         t["tier"]: TIER_COLOURS[min(i, len(TIER_COLOURS) - 1)]
-        for i, t in enumerate(report["tier_counts"])
+        for i, t in enumerate(report.tier_counts)
     }
     out: dict[str, bytes] = {}
     with warnings.catch_warnings():
@@ -37,8 +48,8 @@ def draw_figures(report: dict[str, Any]) -> dict[str, bytes]:
         family = _font_family()
         titles = _Titles(family)
         with plt.rc_context({"font.family": family}):
-            out["radar"] = _radar(plt, report["instincts"], colours, titles)
-            if report["trends"]["series"]:
+            out["radar"] = _radar(plt, report.instincts, colours, titles)
+            if "trends.png" in report.figures:
                 out["trends"] = _trend_chart(plt, report, titles)
     return out
 
@@ -138,10 +149,10 @@ def _radar(
     return figure_png(fig, plt, dpi=100)
 
 
-def _trend_chart(plt: Any, report: dict[str, Any], titles: _Titles) -> bytes:
-    trends = report["trends"]
+def _trend_chart(plt: Any, report: InstinctsReport, titles: _Titles) -> bytes:
+    trends = report.trends
     weeks = trends["weeks"]
-    ranks = {i["instinct_id"]: i for i in report["instincts"]}
+    ranks = {i["instinct_id"]: i for i in report.instincts}
     series = trends["series"]
     cols = min(3, len(series))
     rows = math.ceil(len(series) / cols)
@@ -163,7 +174,7 @@ def _trend_chart(plt: Any, report: dict[str, Any], titles: _Titles) -> bytes:
     for s in series:
         inst = ranks[s["instinct_id"]]
         overview.plot(x, _nan(s["composite"]), marker="o", markersize=3, label=titles(inst, 22))
-    for t in report["tier_counts"][:-1]:
+    for t in report.tier_counts[:-1]:
         overview.axhline(t["at_least"], color="grey", linewidth=0.6, linestyle=":")
     weekly_axis(overview, True)
     overview.set(

@@ -10,6 +10,7 @@ query `duckscore instincts top` runs), the trends from confidence_history. matpl
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +18,11 @@ from ..common.report_html import render_page
 from ..core.errors import InputError
 from ..core.outputs import atomic_output_dir, write_json
 from ..core.policy import Policy
+from ..core.records import Report
 from ..core.session import Session
 from ..core.version import __version__
 from . import postgres
-from .charts import FIGURES, TREND_SERIES, draw_figures, shorten
+from .charts import FIGURES, TREND_SERIES, chart_files, draw_figures, shorten
 from .scores import render_confidence
 from .workspace import Store, open_workspace
 
@@ -79,29 +81,50 @@ ORDER BY g.instinct_id, g.week_start
 )
 
 
+@dataclass(frozen=True, kw_only=True)
+class InstinctsReport(Report):
+    """The dashboard's numbers (report.json, docs/instincts.md#report): every one from SQL."""
+
+    generated_at: str
+    duckscore_version: str
+    store: str
+    policy: str
+    weights: dict[str, float]
+    low_dimension: dict[str, float]  # the penalty's threshold and factor
+    limit: int
+    instincts_total: int
+    status_counts: dict[str, int]
+    tier_counts: list[dict[str, Any]]
+    instincts: list[dict[str, Any]]  # the top `limit` active instincts, ranked
+    trends: dict[str, Any]  # weeks, week_starts, series
+    figures: list[str]  # the charts drawn: radar.png, trends.png
+
+
 def write_report(
     db: Store, out_dir: Path, limit: int = 12, now: dt.datetime | None = None
-) -> dict[str, Any]:
+) -> InstinctsReport:
     """Write out_dir/report.html, report.json and the charts (radar.png, trends.png) of the store
     `db`: the top `limit` active instincts by composite (composite desc, then id). Returns the
-    document written to report.json."""
+    report, whose record report.json is."""
     if limit < 1:
         raise InputError(f"--limit {limit}: must be at least 1")
     moment = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
+    store = postgres.describe(str(db)) if postgres.is_postgres(db) else str(db)
     with open_workspace(db, read_all=True) as work:
-        report = build_report(Session(connection=work.con), work.policy, limit)
-    report = {
-        "generated_at": moment.isoformat(timespec="seconds"),
-        "duckscore_version": __version__,
-        "store": postgres.describe(str(db)) if postgres.is_postgres(db) else str(db),
-    } | report
+        report = build_report(
+            Session(connection=work.con),
+            work.policy,
+            limit,
+            generated_at=moment.isoformat(timespec="seconds"),
+            store=store,
+        )
     figures = draw_figures(report)
-    report["figures"] = [f"{name}.png" for name in figures]
+    record = report.as_record()
     with atomic_output_dir(out_dir) as stage:
-        write_json(stage / "report.json", report)
+        write_json(stage / "report.json", record)
         for name, png in figures.items():
             (stage / f"{name}.png").write_bytes(png)
-        (stage / "report.html").write_text(render_html(report, figures), encoding="utf-8")
+        (stage / "report.html").write_text(render_html(record, figures), encoding="utf-8")
     for name in FIGURES:  # a chart this run has nothing for must not survive from an earlier run
         if name not in figures:
             (Path(out_dir) / f"{name}.png").unlink(missing_ok=True)
@@ -111,7 +134,9 @@ def write_report(
 # -- numbers (SQL) ----------------------------------------------------------------------------
 
 
-def build_report(session: Session, policy: Policy, limit: int) -> dict[str, Any]:
+def build_report(
+    session: Session, policy: Policy, limit: int, *, generated_at: str, store: str
+) -> InstinctsReport:
     rendered = render_confidence(policy)
     session.check(rendered)
     confidence = f"({rendered.text})"
@@ -163,17 +188,21 @@ def build_report(session: Session, policy: Policy, limit: int) -> dict[str, Any]
         }
         for rank, r in enumerate(top.to_dict("records"), start=1)
     ]
-    return {
-        "policy": policy.version,
-        "weights": dict(policy.parameters["weights"]),
-        "low_dimension": dict(policy.parameters["composite"]),
-        "limit": limit,
-        "instincts_total": int(sum(statuses.values())),
-        "status_counts": {k: int(v) for k, v in statuses.items()},
-        "tier_counts": tier_counts,
-        "instincts": instincts,
-        "trends": trends,
-    }
+    return InstinctsReport(
+        generated_at=generated_at,
+        duckscore_version=__version__,
+        store=store,
+        policy=policy.version,
+        weights=dict(policy.parameters["weights"]),
+        low_dimension=dict(policy.parameters["composite"]),
+        limit=limit,
+        instincts_total=int(sum(statuses.values())),
+        status_counts={k: int(v) for k, v in statuses.items()},
+        tier_counts=tier_counts,
+        instincts=instincts,
+        trends=trends,
+        figures=chart_files(instincts, trends),
+    )
 
 
 def _trends(weekly: Any, ids: list[str]) -> dict[str, Any]:
@@ -207,6 +236,7 @@ def _seed_caption(inst: dict[str, Any]) -> str:
 
 
 def render_html(report: dict[str, Any], figures: dict[str, bytes]) -> str:
+    """The page of a report's record (report.json) and its charts."""
     return render_page("instincts/report.html", report=report, figures=figures, rows=_rows(report))
 
 

@@ -17,6 +17,8 @@ from click.testing import CliRunner
 from duckscore.cli import cli
 from duckscore.core.resources import contract_schema
 
+from ..helpers import documented_keys
+
 SMALL = {
     "bid_fields.csv": """\
 tenant_id,project_id,supplier_id,chunk_id,supplier_code,qualification_level,registered_capital,bid_price,delivery_period,warranty_period
@@ -226,7 +228,12 @@ def test_small_folder_by_hand(small_run: Path) -> None:
         "forced_review",
     ]
     assert evaluations.at["sb", "risk_level"] == "high"
-    gates = {g["name"]: g for g in json.loads((small_run / "gates.json").read_text())["gates"]}
+    written = json.loads((small_run / "gates.json").read_text())
+    assert list(written) == documented_keys("docs/bids.md", "The file holds")
+    gates = {g["name"]: g for g in written["gates"]}
+    # a gate's keys as docs/bids.md lists them; `why` for a gate not computed only
+    assert list(gates["retrieval_p95_ms"]) == ["name", "value", "threshold", "comparison", "status"]
+    assert list(gates["faithfulness"])[-2:] == ["status", "why"]
     assert (
         gates["citation_resolution_rate"]["value"] == 0.5
         and gates["citation_resolution_rate"]["status"] == "fail"

@@ -25,6 +25,7 @@ from sklearn.metrics import brier_score_loss, roc_auc_score
 from duckscore.calibrate.ablation import candidate_values, choose
 from duckscore.calibrate.folds import minimum_labels
 from duckscore.calibrate.pipeline import calibrate
+from duckscore.calibrate.report import CalibrationReport
 from duckscore.calibrate.settings import CalibrationError, CalibrationSettings
 from duckscore.cli import cli
 from duckscore.core.check import check_sql
@@ -34,7 +35,7 @@ from duckscore.fusion.recipe import load_recipe, plan, recipe_record, recipe_rec
 from duckscore.scoring.pipeline import score
 from duckscore.scoring.policy import SCORE_POLICY
 
-from ..helpers import SCIFACT
+from ..helpers import SCIFACT, documented_keys
 
 
 def _labelled_scores(seed: int, n: int = 120) -> pd.DataFrame:
@@ -137,6 +138,15 @@ def test_a_step_must_earn_its_change() -> None:
     assert choose(options, [0.80, 0.9005, 0.9000], "alpha", 1.0) == 2  # within MIN_GAIN: keep
     assert choose(options, [0.80, 0.95, 0.90], "alpha", 1.0) == 1
     assert choose(options, [None, None, None], "alpha", 0.4) == 1
+
+
+# report.json's keys, in the order docs/calibrate.md lists them (`probability` with a map only)
+REPORTED = documented_keys("docs/calibrate.md", "- `report.json` — the same figures")
+
+
+def test_a_report_without_a_map_records_no_probability() -> None:
+    report = CalibrationReport(**{key: {} for key in REPORTED[:-1]})
+    assert list(report.as_record()) == REPORTED[:-1]
 
 
 @pytest.fixture(scope="session")  # session: computed once even if other modules run between
@@ -256,6 +266,7 @@ def test_calibrated_policy_scores_and_the_report_is_complete(calibrated, tmp_pat
     ):
         assert (report / f"{name}.png").read_bytes().startswith(b"\x89PNG")
     figures = json.loads((report / "report.json").read_text(encoding="utf-8"))
+    assert list(figures) == REPORTED
     assert figures["ablation"][0]["parameter"] == "base"
     assert {"auto_rate", "hitl_rate", "web_fallback_rate"} <= set(
         figures["cross_validated"]["routing"]["all"]

@@ -29,7 +29,7 @@ from duckscore.fusion.pipeline import fuse
 from duckscore.fusion.recipe import FUSE_RECIPE, load_recipe
 from duckscore.metrics.tables import open_qrels
 
-from ..helpers import SCIFACT
+from ..helpers import SCIFACT, documented_keys
 
 LOG = SCIFACT / "retrieval_log.parquet"
 QRELS = SCIFACT / "qrels.parquet"
@@ -284,6 +284,10 @@ def synthetic(folder: Path, sources: tuple[str, ...] = ("bm25", "sum", "vec")) -
     return log, qrels
 
 
+# the report's keys, in the order docs/learn.md lists them (`weights` for the linear model only)
+REPORTED = documented_keys("docs/learn.md", "**The report**, written beside")
+
+
 def test_learn_writes_a_recipe_that_reads_back_and_scores_as_reported(tmp_path: Path) -> None:
     import hashlib
 
@@ -305,6 +309,9 @@ def test_learn_writes_a_recipe_that_reads_back_and_scores_as_reported(tmp_path: 
     document = recipe.metadata["learn"]
     text = report_file.read_text(encoding="utf-8")
     report = json.loads(text)
+    assert list(report) == [key for key in REPORTED if key != "weights"]
+    assert list(report["held_out"]) == ["learned", "base", "against_base", "tuned", "against_tuned"]
+    assert all(list(row)[-2:] == ["tuned", "tuned_choice"] for row in report["per_fold"])
     ltr = recipe.parameters["ltr"]
     # the version names the parameters, which name the report
     assert recipe.version == lines[0].split()[1]
@@ -342,6 +349,10 @@ def test_a_linear_model_weighs_every_feature(tmp_path: Path) -> None:
     model = load_policy(FUSE_RECIPE, str(out)).parameters["ltr"]["model"]
     assert model["kind"] == "linear" and len(model["weights"]) == 9
     report = json.loads(report_path_for(out).read_text(encoding="utf-8"))
+    assert list(report) == REPORTED and report["grid"] is None
+    # without a grid, nothing tuned: no tuned figure anywhere, rather than a null
+    assert list(report["held_out"]) == ["learned", "base", "against_base"]
+    assert not any("tuned" in row for row in report["per_fold"] + report["per_query"])
     assert list(report["weights"]) == [f"{k}@{s}" for k in ("present", "rrf", "minmax")
                                        for s in ("bm25", "sum", "vec")]  # fmt: skip
     assert report["held_out"]["learned"] > report["held_out"]["base"]

@@ -20,12 +20,14 @@ from duckscore.core.policy import load_policy
 from duckscore.core.resources import policies_dir
 from duckscore.scoring.policy import SCORE_POLICY
 
-from ..helpers import FIXTURES, SCIFACT
+from ..helpers import FIXTURES, SCIFACT, documented_keys
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("recalibrate")]
 
 CISI = FIXTURES / "cisi"
 LOG = str(CISI / "retrieval_log.parquet")
+# metadata.recalibration's keys, in the order docs/recalibrate.md lists them
+RECORDED = documented_keys("docs/recalibrate.md", "`metadata.recalibration` holds")
 
 
 def invoke(*args: str) -> Result:
@@ -83,6 +85,8 @@ def test_label_free_versions_and_records(label_free: tuple[Result, dict], work: 
     assert document["metadata"]["recipe"] == default_document()["metadata"]["recipe"]
     report = document["metadata"]["recalibration"]
     assert report["adapt"] == "quantile" and report["labels"] is None
+    assert list(report) == [key for key in RECORDED if key != "prior_shift"]
+    assert report["base_rate"] == report["p_good_mean"]
     names = [line.split()[0] for line in result.stdout.splitlines()]
     assert names == [
         "recalibrated", "base_rate", "p_good_mean", "best_score_median", "T_low", "T_high",
@@ -200,8 +204,14 @@ def test_forty_labels_refit_p_good_as_the_penalised_log_loss_says(
         str(work / "forty.parquet"), "--out", str(out),
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    report = yaml.safe_load(out.read_text())["metadata"]["recalibration"]["labels"]
+    recorded = yaml.safe_load(out.read_text())["metadata"]["recalibration"]
+    # with labels, the base rate is theirs, recorded right after them
+    after_labels = [key for key in RECORDED if key not in ("prior_shift", "base_rate")]
+    after_labels.insert(after_labels.index("labels") + 1, "base_rate")
+    assert list(recorded) == after_labels
+    report = recorded["labels"]
     assert report["n"] == 40 and report["good"] == int((labels["label"] == "good").sum())
+    assert recorded["base_rate"] == pytest.approx(report["good"] / 40, abs=1e-9)
     # the label-free policy's p_good, as its SQL wrote it, is what the labels refit
     free = pd.read_parquet(work / "new" / "queries.parquet").merge(labels, on="query_id")
     z, y = logit(free["p_good"].to_numpy()), (free["label"] == "good").to_numpy(float)
@@ -264,6 +274,7 @@ def test_em_on_the_calibrations_own_domain_finds_its_base_rate(work: Path) -> No
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     report = yaml.safe_load(out.read_text())["metadata"]["recalibration"]
+    assert list(report) == RECORDED  # --adapt prior records its shift
     assert report["em_base_rate"] == pytest.approx(report["fitted_base_rate"], abs=0.05)
     assumes = printed(result)["assumes"]
     assert assumes.startswith(

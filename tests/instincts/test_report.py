@@ -16,6 +16,7 @@ from duckscore.instincts.report import write_report
 from duckscore.instincts.store import decay, ingest, init_store, top
 from duckscore.instincts.workspace import Store, open_workspace
 
+from ..helpers import documented_keys
 from .conftest import BACKENDS, location
 
 USER = str(uuid.UUID(int=10**6))
@@ -102,14 +103,18 @@ def test_report_shows_the_stores_numbers(db: Store, tmp_path: Path) -> None:
         "report.json",
         "trends.png",
     ]
-    assert json.loads((out / "report.json").read_text(encoding="utf-8")) == report
+    written = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    assert written == report.as_record()
+    assert list(written) == documented_keys(
+        "docs/instincts.md", "- `report.json` — the numbers behind them"
+    )
     page = (out / "report.html").read_text(encoding="utf-8")
     assert images(page) == [(out / "radar.png").read_bytes(), (out / "trends.png").read_bytes()]
     assert all(png.startswith(b"\x89PNG") for png in images(page))
     assert "综合: 0.665 (强 - 上下文相关时建议)" in page and TRIGGERS[B] in page
 
     # the radar: active instincts by composite, the same rows `instincts top` gives
-    shown = report["instincts"]
+    shown = report.instincts
     assert [i["instinct_id"] for i in shown] == [A, B, F, D, C]  # E was deprecated by the decay
     expected = top(db, limit=12)
     assert [i["composite"] for i in shown] == expected["composite"].tolist()
@@ -140,17 +145,17 @@ def test_report_shows_the_stores_numbers(db: Store, tmp_path: Path) -> None:
         "moderate",
         "deprecated",
     ]
-    assert {t["tier"]: t["active_instincts"] for t in report["tier_counts"]} == {
+    assert {t["tier"]: t["active_instincts"] for t in report.tier_counts} == {
         "core": 0,
         "strong": 1,
         "moderate": 3,
         "tentative": 0,
         "deprecated": 1,
     }
-    assert report["status_counts"] == {"active": 5, "deprecated": 1}
+    assert report.status_counts == {"active": 5, "deprecated": 1}
 
     # the trends: contiguous ISO weeks W02..W09 (W07 and W08 have no record), last value per week
-    trends = report["trends"]
+    trends = report.trends
     with open_workspace(db, read_all=True) as work:
         con = work.con
         first, last = con.execute(
@@ -206,11 +211,11 @@ def test_report_shows_the_stores_numbers(db: Store, tmp_path: Path) -> None:
 
 def test_limit_keeps_the_top_and_their_trends(db: Store, tmp_path: Path) -> None:
     report = write_report(db, tmp_path / "out", limit=2, now=NOW)
-    assert [i["instinct_id"] for i in report["instincts"]] == [A, B]
-    assert [s["instinct_id"] for s in report["trends"]["series"]] == [A, B]
-    assert len(report["trends"]["weeks"]) == 8  # A's and B's weeks: W02..W09
+    assert [i["instinct_id"] for i in report.instincts] == [A, B]
+    assert [s["instinct_id"] for s in report.trends["series"]] == [A, B]
+    assert len(report.trends["weeks"]) == 8  # A's and B's weeks: W02..W09
     assert (
-        sum(t["active_instincts"] for t in report["tier_counts"]) == 5
+        sum(t["active_instincts"] for t in report.tier_counts) == 5
     )  # counts cover every active one
 
 
@@ -219,8 +224,8 @@ def test_instincts_without_any_history(tmp_path: Path) -> None:
     init_store(db)
     ingest(db, new_instincts=new_instincts([G, F, D]), now=START)
     report = write_report(db, tmp_path / "out", now=NOW)
-    assert [i["instinct_id"] for i in report["instincts"]] == [D, F, G]  # equal composites: by id
-    assert report["trends"] == {"weeks": [], "week_starts": [], "series": []}
+    assert [i["instinct_id"] for i in report.instincts] == [D, F, G]  # equal composites: by id
+    assert report.trends == {"weeks": [], "week_starts": [], "series": []}
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
         "radar.png",
         "report.html",
@@ -237,9 +242,9 @@ def test_empty_store_gives_a_page_that_says_so(db: Store, tmp_path: Path) -> Non
     empty = tmp_path / "empty.duckdb"
     init_store(empty)
     report = write_report(empty, out, now=NOW)
-    assert report["instincts"] == [] and report["instincts_total"] == 0 and report["figures"] == []
-    assert report["trends"]["weeks"] == []
-    assert all(t["active_instincts"] == 0 for t in report["tier_counts"])
+    assert report.instincts == [] and report.instincts_total == 0 and report.figures == []
+    assert report.trends["weeks"] == []
+    assert all(t["active_instincts"] == 0 for t in report.tier_counts)
     # ... do not survive next to a report that has none
     assert sorted(p.name for p in out.iterdir()) == ["report.html", "report.json"]
     page = (out / "report.html").read_text(encoding="utf-8")
