@@ -91,12 +91,13 @@ def evaluate_localization(
     with Session(settings) as session:
         inputs = load_inputs(session, loc, gold, list(cutoffs))
         _refuse_no_shared_instance(session, inputs)
-        # one check of the stages: the renderings differ only in the final SELECT
-        session.create("loc_per_query", render_localization(cutoffs, merge_init))
+        per_query_sql = render_localization(cutoffs, merge_init)
+        session.check(per_query_sql)  # once: the renderings differ only in their final SELECT
         if entities is not None:
             stage = render_localization(cutoffs, merge_init, "gold_sets")
             session.create("loc_gold_sets", stage, check=False)
             _refuse_unknown_files(session, inputs, entities)
+        session.create("loc_per_query", per_query_sql, check=False)
         session.create("loc_means", render_localization(cutoffs, merge_init, "means"), check=False)
         means = session.frame("SELECT * FROM loc_means")
         order = f"list_position({lit(list(cutoffs))}, level)"

@@ -4,7 +4,7 @@ into DuckDB as the long tables sql/metrics/localization.sql reads.
 loc_outputs.jsonl and the benchmarks' gold JSONL are read line by line with Python's json, as the
 benchmarks' own readers read them: DuckDB's read_json numbers records, not lines (a blank line
 shifts every later number), and a typed column turns `[1]` into `['1']` without a word, while
-each refusal here names the file and the line. A gold table (Parquet, CSV, or JSON lines of
+each refusal here names the file and the line. A gold table (Parquet, CSV or JSON of
 instance_id, level, location) is checked against its contract like every other input.
 """
 
@@ -90,16 +90,8 @@ def read_predictions(
     levels' lists. A level whose key no line has is refused: every value would be 0."""
     instances: list[str] = []
     rows: list[tuple[str, str, int, str]] = []
-    first_line: dict[str, int] = {}
     present: set[str] = set()
-    for number, value in json_lines(path, "--loc"):
-        where = f"--loc ({path}, line {number})"
-        instance = instance_id(value, where)
-        if instance in first_line:
-            raise InputError(
-                f"{where}: instance_id {instance!r} again (first at line {first_line[instance]})"
-            )
-        first_line[instance] = number
+    for where, instance, value in instance_lines(path, "--loc"):
         instances.append(instance)
         for level in levels:
             key = LOC_LEVELS[level]
@@ -123,7 +115,10 @@ def gold_is_benchmark(gold: str | Path) -> bool:
     path = Path(gold)
     if path.suffix.lower() not in JSON_SUFFIXES or not path.is_file():
         return False
-    first = next(json_lines(path, "--gold"), None)
+    try:
+        first = next(json_lines(path, "--gold"), None)
+    except InputError:  # not JSON lines (a JSON array over lines): a table, read as any other
+        return False
     return (
         first is not None
         and isinstance(first[1], dict)
@@ -137,15 +132,7 @@ def read_benchmark_gold(path: Path) -> tuple[list[str], list[tuple[str, str, str
     (function); a line without file_changes derives all three from `edit_functions`."""
     instances: list[str] = []
     rows: list[tuple[str, str, str]] = []
-    first_line: dict[str, int] = {}
-    for number, value in json_lines(path, "--gold"):
-        where = f"--gold ({path}, line {number})"
-        instance = instance_id(value, where)
-        if instance in first_line:
-            raise InputError(
-                f"{where}: instance_id {instance!r} again (first at line {first_line[instance]})"
-            )
-        first_line[instance] = number
+    for where, instance, value in instance_lines(path, "--gold"):
         instances.append(instance)
         if value.get("file_changes") is not None:
             located = from_file_changes(value["file_changes"], where)
@@ -220,6 +207,21 @@ def json_lines(path: Path, label: str) -> Iterator[tuple[int, Any]]:
             ) from None
 
 
+def instance_lines(path: Path, label: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(where, instance_id, object) of each line: `where` names the file and line for messages;
+    an instance_id seen on an earlier line is refused."""
+    first_line: dict[str, int] = {}
+    for number, value in json_lines(path, label):
+        where = f"{label} ({path}, line {number})"
+        instance = instance_id(value, where)
+        if instance in first_line:
+            raise InputError(
+                f"{where}: instance_id {instance!r} again (first at line {first_line[instance]})"
+            )
+        first_line[instance] = number
+        yield where, instance, value
+
+
 def instance_id(value: Any, where: str) -> str:
     """The line's instance_id, a non-empty text (an integer is taken as its digits)."""
     if not isinstance(value, dict):
@@ -262,6 +264,8 @@ def _load(
     staged = f"{name}_arrow"
     session.con.register(staged, table)
     try:
-        session.execute(f"CREATE OR REPLACE TEMP TABLE {ident(name)} AS SELECT * FROM {staged}")
+        session.execute(
+            f"CREATE OR REPLACE TEMP TABLE {ident(name)} AS SELECT * FROM {ident(staged)}"
+        )
     finally:
         session.con.unregister(staged)

@@ -30,9 +30,9 @@ from duckscore.core.inputs import schema_of
 from duckscore.metrics.catalog import MetricError, parse_loc_levels
 from duckscore.metrics.localization import evaluate_localization, render_localization
 
+from ..helpers import same_value
 from . import loc_reference as reference
 
-TOL = 1e-12
 STAGES = (
     "level_cutoffs",
     "normalized_predictions",
@@ -50,10 +50,6 @@ STAGES = (
     "per_query",
     "means",
 )
-
-
-def close(actual: float, expected: float) -> bool:
-    return math.isclose(actual, expected, rel_tol=TOL, abs_tol=TOL)
 
 
 def write_lines(path: Path, rows: list[dict[str, Any]]) -> Path:
@@ -119,8 +115,8 @@ def test_recall_divides_by_the_gold_capped_at_the_largest_k(tmp_path: Path) -> N
         tmp_path, [loc_line("i", gold[:5])], [gold_line("i", gold)], levels="file"
     )
     assert result.means["file"]["Recall@5"] == 1.0
-    assert close(result.means["file"]["Recall@3"], 0.6)
-    assert close(result.means["file"]["Recall@1"], 0.2)
+    assert same_value(result.means["file"]["Recall@3"], 0.6)
+    assert same_value(result.means["file"]["Recall@1"], 0.2)
 
 
 def test_map_is_divided_by_k(tmp_path: Path) -> None:
@@ -134,10 +130,10 @@ def test_map_is_divided_by_k(tmp_path: Path) -> None:
         k=["file=1,3,5"],
     )
     means = result.means["file"]
-    assert close(means["MAP@3"], 5 / 9)
+    assert same_value(means["MAP@3"], 5 / 9)
     assert means["MAP@1"] == 1.0
-    assert close(means["MAP@5"], 1 / 3)
-    assert close(means["P@5"], 0.4)
+    assert same_value(means["MAP@5"], 1 / 3)
+    assert same_value(means["P@5"], 0.4)
 
 
 def test_ndcg_with_gain_one_and_the_capped_ideal(tmp_path: Path) -> None:
@@ -150,7 +146,7 @@ def test_ndcg_with_gain_one_and_the_capped_ideal(tmp_path: Path) -> None:
         levels="file",
         k=["file=1,2"],
     )
-    assert close(result.means["file"]["NDCG@2"], (1 / math.log2(3)) / (1 + 1 / math.log2(3)))
+    assert same_value(result.means["file"]["NDCG@2"], (1 / math.log2(3)) / (1 + 1 / math.log2(3)))
     assert result.means["file"]["NDCG@1"] == 0.0
 
 
@@ -164,7 +160,7 @@ def test_an_instance_without_a_prediction_line_is_all_miss(tmp_path: Path) -> No
     )
     assert result.summaries["file"].evaluated == 3
     assert result.summaries["file"].without_predictions == 1
-    assert close(result.means["file"]["Acc@1"], 2 / 3)
+    assert same_value(result.means["file"]["Acc@1"], 2 / 3)
     assert all(value(result, "i2", "file", name) == 0.0 for name in result.means["file"])
 
 
@@ -207,7 +203,7 @@ def test_init_is_merged_and_each_location_counts_once(tmp_path: Path) -> None:
     )
     means = plain.means["function"]
     assert (means["Acc@1"], means["Acc@2"], means["Acc@3"]) == (1.0, 0.0, 1.0)
-    assert close(means["MAP@3"], (1 / 1 + 2 / 3) / 3)
+    assert same_value(means["MAP@3"], (1 / 1 + 2 / 3) / 3)
     assert plain.per_query.iloc[0]["n_predicted"] == 3
 
 
@@ -236,7 +232,7 @@ def test_edit_functions_give_files_modules_and_entities(tmp_path: Path) -> None:
     assert result.means["function"]["Acc@3"] == 1.0
 
 
-@pytest.mark.parametrize("suffix", [".csv", ".parquet", ".jsonl"])
+@pytest.mark.parametrize("suffix", [".csv", ".parquet", ".jsonl", ".json"])
 def test_a_gold_table_reads_as_the_benchmark_shape(tmp_path: Path, suffix: str) -> None:
     loc = [loc_line("i1", ["a.py", "b.py"], ["a.py:A"], ["a.py:A.m"]), loc_line("i2", ["c.py"])]
     benchmark = [gold_line("i1", ["b.py"], ["a.py:A", "b.py:g"], ["a.py:A.m"]),
@@ -249,15 +245,17 @@ def test_a_gold_table_reads_as_the_benchmark_shape(tmp_path: Path, suffix: str) 
         frame.to_csv(table, index=False)
     elif suffix == ".parquet":
         frame.to_parquet(table)
-    else:
+    elif suffix == ".jsonl":
         frame.to_json(table, orient="records", lines=True)
+    else:  # an array over several lines
+        frame.to_json(table, orient="records", indent=1)
     loc_path = write_lines(tmp_path / "loc.jsonl", loc)
     from_table = evaluate_localization(loc_path, table)
     from_benchmark = evaluate_localization(loc_path, write_lines(tmp_path / "b.jsonl", benchmark))
     assert from_table.inputs.gold_shape == "table"
     assert from_benchmark.inputs.gold_shape == "benchmark"
     assert from_table.means == from_benchmark.means
-    assert close(from_table.means["module"]["Recall@3"], 0.5)
+    assert same_value(from_table.means["module"]["Recall@3"], 0.5)
 
 
 def test_instances_only_predicted_are_ignored_and_counted(tmp_path: Path) -> None:
@@ -345,9 +343,9 @@ def test_the_sql_equals_the_reference_on_random_instances(case: dict[str, Any]) 
             assert sorted(got.index) == sorted(expected)
             for instance, values in expected.items():
                 for name, want in values.items():
-                    assert close(float(got.loc[instance, name]), want), (instance, name)
+                    assert same_value(float(got.loc[instance, name]), want), (instance, name)
             for name, want in reference.means(expected).items():
-                assert close(result.means[level][name], want), (level, name)
+                assert same_value(result.means[level][name], want), (level, name)
             assert list(result.means[level]) == list(reference.means(expected))
 
 
@@ -571,17 +569,17 @@ def test_cli_writes_nothing_on_bad_input(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("stage", STAGES)
 def test_each_stage_renders_checks_and_runs(stage: str) -> None:
+    tables = {
+        "loc_predictions": "('i', 'file', 1, 'a.py'), ('i', 'function', 1, 'a.py:A.__init__')) "
+        "AS t(instance_id, level, position, location",
+        "loc_gold": "('i', 'file', 'a.py'), ('i', 'function', 'a.py:A')) "
+        "AS t(instance_id, level, location",
+    }
     con = duckdb.connect()
-    con.execute(
-        "CREATE TABLE loc_predictions AS SELECT * FROM (VALUES ('i', 'file', 1, 'a.py'), "
-        "('i', 'function', 1, 'a.py:A.__init__')) AS t(instance_id, level, position, location)"
-    )
-    con.execute(
-        "CREATE TABLE loc_gold AS SELECT * FROM (VALUES ('i', 'file', 'a.py'), "
-        "('i', 'function', 'a.py:A')) AS t(instance_id, level, location)"
-    )
+    for name, rows in tables.items():
+        con.execute(f"CREATE TABLE {name} AS SELECT * FROM (VALUES {rows})")
     rendered = render_localization({"file": (1, 3), "function": (2,)}, True, stage)
-    check_sql(rendered, {t: schema_of(con, t) for t in ("loc_predictions", "loc_gold")})
+    check_sql(rendered, {name: schema_of(con, name) for name in tables})
     assert con.execute(rendered.text).fetchall()
 
 
