@@ -269,6 +269,40 @@ def test_instances_only_predicted_are_ignored_and_counted(tmp_path: Path) -> Non
     assert list(result.per_query["instance_id"]) == ["i"]
 
 
+def in_order(terms: list[float]) -> float:
+    total = 0.0
+    for term in terms:
+        total += term
+    return total
+
+
+def test_sums_run_in_rank_and_instance_order_to_the_bit(tmp_path: Path) -> None:
+    """The template sums DCG, the ideal DCG and MAP's precisions in rank order, and the means in
+    instance_id order. Hits at ranks 1, 2, 3, 5, 6 and 10 of 10 give other last bits when any of
+    the three sums runs the other way; P@10 of 0.1, 0.2 and 0.3 sum to 0.6000000000000001 in
+    instance order and to 0.6 in the other."""
+    ranks = (1, 2, 3, 5, 6, 10)
+    found = [f"g{r}.py" if r in ranks else f"x{r}.py" for r in range(1, 11)]
+    gold = [f"g{r}.py" for r in ranks]
+    ordered = evaluate_files(tmp_path, [loc_line("i", found)], [gold_line("i", gold)],
+                             levels="file", k=["file=10"])  # fmt: skip
+    dcg = in_order([1 / math.log2(r + 1) for r in ranks])
+    ideal = in_order([1 / math.log2(i + 1) for i in range(1, len(ranks) + 1)])
+    assert ordered.means["file"]["NDCG@10"] == dcg / ideal
+    assert (
+        ordered.means["file"]["MAP@10"] == in_order([(n + 1) / r for n, r in enumerate(ranks)]) / 10
+    )
+    hits = {"a": 1, "b": 2, "c": 3}
+    spread = evaluate_files(
+        tmp_path,
+        [loc_line(i, [f"{i}{n}.py" for n in range(h)]) for i, h in hits.items()],
+        [gold_line(i, [f"{i}{n}.py" for n in range(10)]) for i in hits],
+        levels="file",
+        k=["file=10"],
+    )
+    assert spread.means["file"]["P@10"] == in_order([0.1, 0.2, 0.3]) / 3
+
+
 # ---------------------------------------------------------------------------------------------
 # the reference on random instances
 
