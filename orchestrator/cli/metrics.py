@@ -10,9 +10,15 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..core.reporting import module_logger
-from ..metrics.catalog import DEFAULT_LABEL_K, DEFAULT_METRICS, MAX_K, TESTS
+from ..metrics.catalog import DEFAULT_LABEL_K, DEFAULT_METRICS, LOC_DEFAULT_K, MAX_K, TESTS
 from .app import cli
-from .options import OutputPath, engine_options, out_file_option, run_and_qrels_options
+from .options import (
+    OutputPath,
+    engine_options,
+    optional_run_and_qrels_options,
+    out_file_option,
+    run_and_qrels_options,
+)
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
@@ -20,8 +26,15 @@ if TYPE_CHECKING:
 logger = module_logger(__name__)
 
 
+LOC_K_HELP = "; ".join(f"{level} {','.join(map(str, ks))}" for level, ks in LOC_DEFAULT_K.items())
+# the options of each mode of `eval`, refused in the other
+RETRIEVAL_OPTIONS = ("run_path", "qrels_path", "metrics", "baseline_path", "test", "alpha",
+                     "permutations", "seed")  # fmt: skip
+LOC_OPTIONS = ("gold_path", "levels", "k_specs", "merge_init", "entities_path")
+
+
 @cli.command(name="eval")
-@run_and_qrels_options
+@optional_run_and_qrels_options
 @click.option(
     "--metrics",
     default=DEFAULT_METRICS,
@@ -79,12 +92,56 @@ logger = module_logger(__name__)
     type=int,
     help="With --test randomization: the seed that chooses the permutations.",
 )
+@click.option(
+    "--loc",
+    "loc_path",
+    metavar="PATH",
+    help="Code localization: evaluate this loc_outputs.jsonl (found_files, found_modules, "
+    "found_entities per instance_id) against --gold, instead of a run against qrels.",
+)
+@click.option(
+    "--gold",
+    "gold_path",
+    metavar="PATH",
+    help="With --loc: the gold locations, a table of instance_id, level (file, module or "
+    "function), location (Parquet, CSV, JSON lines), or the benchmarks' JSONL "
+    "(file_changes[].file / .changes.edited_modules / .changes.edited_entities, or "
+    "edit_functions).",
+)
+@click.option(
+    "--levels",
+    default="file,module,function",
+    show_default=True,
+    metavar="LIST",
+    help="With --loc: the levels to evaluate, comma-separated.",
+)
+@click.option(
+    "--k",
+    "k_specs",
+    multiple=True,
+    metavar="LEVEL=K,K,…",
+    help=f"With --loc: the cutoffs of a level, e.g. file=1,3,5 (repeatable). Default: {LOC_K_HELP}.",
+)
+@click.option(
+    "--merge-init/--no-merge-init",
+    default=True,
+    show_default=True,
+    help="With --loc: at function level, read Class.__init__ as Class on both sides (LocAgent's "
+    "merge_init).",
+)
+@click.option(
+    "--entities",
+    "entities_path",
+    metavar="PATH",
+    help="With --loc: the table of `duckscore entities`; a gold location in a file it does not "
+    "list is refused.",
+)
 @engine_options
 @click.pass_context
 def eval_command(
     ctx: click.Context,
-    run_path: str,
-    qrels_path: str,
+    run_path: str | None,
+    qrels_path: str | None,
     metrics: str,
     as_json: bool,
     per_query_path: Path | None,
@@ -93,6 +150,12 @@ def eval_command(
     alpha: float,
     permutations: int,
     seed: int,
+    loc_path: str | None,
+    gold_path: str | None,
+    levels: str,
+    k_specs: tuple[str, ...],
+    merge_init: bool,
+    entities_path: str | None,
     settings: EngineSettings,
 ) -> None:
     """Evaluate a run against relevance judgments: nDCG, recall, precision, MRR, MAP, hit rate.
@@ -125,18 +188,37 @@ def eval_command(
     baseline_covers}}. With no permutation as extreme as observed, p < 1/(permutations + 1):
     the table prints `< 0.0001`, the JSON p_value 0 and p_value_below 1/(permutations + 1).
     JSON never holds NaN or Infinity (null instead).
+
+    \b
+    With --loc FILE --gold GOLD (code localization): the code-localization benchmarks'
+    metrics, as LocAgent's evaluation defines them, per level (file, module, function):
+    Acc@k (every gold location among the first k, at most k of them), NDCG@k, P@k,
+    Recall@k (over min(gold, largest k)) and MAP@k (divided by k). A table per level;
+    --json prints {"file": {"Acc@1": …}, "module": {…}, "function": {…}}; --per-query FILE
+    writes instance_id, level, n_gold, n_predicted and one column per metric.
+    docs/metrics.md#code-localization-eval---loc has the rules.
     """
+    if loc_path is not None:
+        _refuse_given(ctx, RETRIEVAL_OPTIONS, "cannot be used with --loc")
+        if gold_path is None:
+            raise click.UsageError("--loc needs --gold (the gold locations)")
+        _localization(loc_path, gold_path, levels, k_specs, merge_init, entities_path,
+                      as_json, per_query_path, settings)  # fmt: skip
+        return
+    _refuse_given(ctx, LOC_OPTIONS, "needs --loc")
+    for value, option in ((run_path, "--run"), (qrels_path, "--qrels")):
+        if value is None:
+            raise click.UsageError(
+                f"Missing option '{option}' (or --loc and --gold to evaluate code localization)"
+            )
+    assert run_path is not None and qrels_path is not None
     if baseline_path is not None:
         if per_query_path is not None:
             raise click.UsageError("--per-query is not supported with --baseline")
         _compare(baseline_path, run_path, qrels_path, metrics, as_json,
                  (test, alpha, permutations, seed), settings)  # fmt: skip
         return
-    chosen = [f"--{p.name}" for p in ctx.command.params
-              if p.name in ("test", "alpha", "permutations", "seed")
-              and ctx.get_parameter_source(p.name) != click.core.ParameterSource.DEFAULT]  # fmt: skip
-    if chosen:
-        raise click.UsageError(f"{', '.join(chosen)} needs --baseline")
+    _refuse_given(ctx, ("test", "alpha", "permutations", "seed"), "needs --baseline")
     from ..metrics.retrieval import (
         format_table,
         refuse_no_shared_query,
@@ -145,7 +227,7 @@ def eval_command(
     )
 
     if per_query_path is not None:
-        _check_output(per_query_path, "--per-query", run_path, qrels_path)
+        _check_output(per_query_path, "--per-query", {"--run": run_path, "--qrels": qrels_path})
     result = run_evaluation(run_path, qrels_path, metrics, settings)
     refuse_no_shared_query(result)
     if per_query_path is not None:
@@ -155,6 +237,43 @@ def eval_command(
     else:
         click.echo(format_table(result))
     logger.info(f"done: {result.queries:,} queries evaluated")
+
+
+def _refuse_given(ctx: click.Context, names: tuple[str, ...], why: str) -> None:
+    """A usage error when any option of `names` (parameter names) was given: `--x, --y why`."""
+    given = [
+        p.opts[0]
+        for p in ctx.command.params
+        if p.name in names
+        and ctx.get_parameter_source(p.name) not in (None, click.core.ParameterSource.DEFAULT)
+    ]
+    if given:
+        raise click.UsageError(f"{', '.join(given)} {why}")
+
+
+def _localization(
+    loc_path: str,
+    gold_path: str,
+    levels: str,
+    k_specs: tuple[str, ...],
+    merge_init: bool,
+    entities_path: str | None,
+    as_json: bool,
+    per_query_path: Path | None,
+    settings: EngineSettings,
+) -> None:
+    """`eval --loc`: the code-localization metrics, printed and (--per-query) written."""
+    from ..metrics.localization import evaluate_localization, format_tables, write_per_query
+
+    if per_query_path is not None:
+        _check_output(per_query_path, "--per-query", {"--loc": loc_path, "--gold": gold_path})
+    result = evaluate_localization(loc_path, gold_path, levels, k_specs, merge_init,
+                                   entities_path, settings)  # fmt: skip
+    if per_query_path is not None:
+        write_per_query(result, per_query_path)
+    click.echo(json_line(result.means) if as_json else format_tables(result))
+    evaluated = ", ".join(f"{s.evaluated:,} at {level}" for level, s in result.summaries.items())
+    logger.info(f"done: instances evaluated {evaluated}")
 
 
 def json_line(value: Any) -> str:
@@ -248,16 +367,16 @@ def labels_command(
     """
     from ..metrics.labels import format_summary, run_labels, write_labels
 
-    _check_output(out_path, "--out", run_path, qrels_path)
+    _check_output(out_path, "--out", {"--run": run_path, "--qrels": qrels_path})
     result = run_labels(run_path, qrels_path, k, settings)
     write_labels(result.labels, out_path, result.inputs)
     click.echo(format_summary(result))
     logger.info(f"done: {result.queries:,} queries labelled -> {out_path}")
 
 
-def _check_output(path: Path, option: str, run_path: str, qrels_path: str) -> None:
-    """Before any work: the output file is not --run or --qrels (nor inside, nor matched by
-    them), and its suffix names a table format (docs/outputs.md)."""
+def _check_output(path: Path, option: str, inputs: dict[str, str]) -> None:
+    """Before any work: the output file is none of `inputs` (option -> path; nor inside, nor
+    matched by them), and its suffix names a table format (docs/outputs.md)."""
     from ..core.outputs import check_output_file
 
-    check_output_file(path, option, {"--run": run_path, "--qrels": qrels_path}, "table")
+    check_output_file(path, option, inputs, "table")

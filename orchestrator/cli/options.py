@@ -373,12 +373,12 @@ def dialect_option(command: F) -> F:
     )(command)
 
 
-def qrels_option(command: F) -> F:
+def qrels_option(command: F, required: bool = True) -> F:
     """--qrels (`qrels_path`): the relevance judgments `eval`, `labels` and `tune` read."""
     return click.option(
         "--qrels",
         "qrels_path",
-        required=True,
+        required=required,
         metavar="PATH",
         help="Relevance judgments: query_id, doc_id (or parent_id), relevance (> 0 is relevant).",
     )(command)
@@ -393,16 +393,21 @@ def judged_recipe_options(command: F) -> F:
     return log_option(qrels_option(recipe_options()(command)))
 
 
-def run_and_qrels_options(command: F) -> F:
+def run_and_qrels_options(command: F, required: bool = True) -> F:
     """--run / --qrels as `eval` and `labels` read them (run_path, qrels_path)."""
     return click.option(
         "--run",
         "run_path",
-        required=True,
+        required=required,
         metavar="PATH",
         help="The run: query_id, doc_id (or parent_id, or item_id), and rank and/or score. "
         "Parquet/CSV/JSON file, glob, or (hive) folder.",
-    )(qrels_option(command))
+    )(qrels_option(command, required))
+
+
+def optional_run_and_qrels_options(command: F) -> F:
+    """`eval`'s --run / --qrels: not required, as its --loc mode reads neither."""
+    return run_and_qrels_options(command, required=False)
 
 
 class StoreLocation(click.ParamType):  # type: ignore[type-arg]

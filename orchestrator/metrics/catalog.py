@@ -109,3 +109,49 @@ def _did_you_mean(key: str) -> str:
 
 # the paired two-sided tests of `eval --baseline` (metrics/significance.py)
 TESTS = ("randomization", "t-test")
+
+
+# `eval --loc` (code localization): the levels, each with the key of its list in
+# loc_outputs.jsonl; the k of each level by default (LocAgent's evaluation prints file 1, 3, 5,
+# module and function 5, 10: the same largest k, so every value it prints is one of these);
+# the metrics in LocAgent's order, under its names
+LOC_LEVELS = {"file": "found_files", "module": "found_modules", "function": "found_entities"}
+_LEVEL_NAMES = ", ".join(LOC_LEVELS)
+LOC_DEFAULT_K = {"file": (1, 2, 3, 5), "module": (3, 5, 10), "function": (3, 5, 10)}
+LOC_METRICS = {"acc": "Acc", "ndcg": "NDCG", "precision": "P", "recall": "Recall", "map": "MAP"}
+_K_LIST = re.compile(r"[1-9][0-9]{0,9}(?:,[1-9][0-9]{0,9})*")
+
+
+def parse_loc_levels(levels: str, k_specs: Sequence[str] = ()) -> dict[str, tuple[int, ...]]:
+    """`--levels file,module` and `--k file=1,3,5` (any number): each chosen level, in the
+    order given, with its k ascending (its default when no --k names it)."""
+    chosen: list[str] = []
+    for item in levels.split(","):
+        level = item.strip().lower()
+        if level not in LOC_LEVELS:
+            raise MetricError(f"--levels: unknown level {item.strip()!r} (known: {_LEVEL_NAMES})")
+        if level in chosen:
+            raise MetricError(f"--levels: {level!r} is listed twice")
+        chosen.append(level)
+    cutoffs = {level: LOC_DEFAULT_K[level] for level in chosen}
+    named: set[str] = set()
+    for spec in k_specs:
+        level, _, values = (part.strip() for part in spec.partition("="))
+        level = level.lower()
+        if level not in LOC_LEVELS:
+            raise MetricError(f"--k {spec!r}: write LEVEL=K,K,… with a level of {_LEVEL_NAMES}")
+        if level not in chosen:
+            raise MetricError(f"--k {spec!r}: {level} is not one of --levels {levels!r}")
+        if level in named:
+            raise MetricError(f"--k: {level} is given twice")
+        if not _K_LIST.fullmatch(values.replace(" ", "")):
+            raise MetricError(
+                f"--k {spec!r}: each k must be a whole number from 1 to {MAX_K} "
+                "(written without sign or leading zeros), comma-separated"
+            )
+        ks = [int(k) for k in values.replace(" ", "").split(",")]
+        if max(ks) > MAX_K or len(set(ks)) < len(ks):
+            raise MetricError(f"--k {spec!r}: k above {MAX_K} or listed twice")
+        named.add(level)
+        cutoffs[level] = tuple(sorted(ks))
+    return cutoffs

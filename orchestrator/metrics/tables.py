@@ -1,5 +1,6 @@
 """The input tables of `duckscore eval` and `duckscore labels`: a run (ranked documents per query)
-and relevance judgments (qrels); and QRELS, the qrels as calibrate and the demo read them.
+and relevance judgments (qrels); QRELS, the qrels as calibrate and the demo read them; and the
+tables `eval --loc` reads (its gold as a table, the entities' files).
 
 Both tables name the document column in one of several ways, so the contract is built for the
 column actually present: a run's document is `doc_id`, else `parent_id`, else `item_id`; a
@@ -17,6 +18,7 @@ from ..core.render import ident
 from ..core.reporting import module_logger
 from ..core.session import Session
 from ..core.tables import Column, OpenedInput, TableContract
+from .catalog import LOC_LEVELS
 
 logger = module_logger(__name__)
 
@@ -39,6 +41,18 @@ QRELS = TableContract(
     columns=(Column("query_id", "id"), Column("parent_id", "id"), Column("relevance", "number")),
     key=("query_id", "parent_id"),
 )
+
+# `eval --loc`: gold locations as a table, and the files of `duckscore entities`' table
+LOC_GOLD_TABLE = TableContract(
+    name="loc_gold_table",
+    columns=(
+        Column("instance_id", "id"),
+        Column("level", "text", choices=tuple(LOC_LEVELS)),
+        Column("location", "id"),
+    ),
+    key=("instance_id", "level", "location"),
+)
+LOC_ENTITY_FILES = TableContract(name="loc_entities", columns=(Column("file_path", "id"),))
 
 
 def probe_contract(name: str) -> TableContract:
