@@ -58,7 +58,8 @@ def measure(name: str, log: str, qrels: str, models: tuple[str, ...] = MODELS) -
             result = learn(
                 log, qrels, Path(folder) / f"{kind}.yaml", model=ModelSettings(kind=kind), grid=grid
             )
-            report, held = result.report, result.report["held_out"]
+            report = result.report.as_record()
+            held = report["held_out"]
             found |= {"queries": report["queries"], "rrf": held["base"], "tuned": held["tuned"]}
             found[kind] = {
                 "recipe_id": result.document["recipe_id"],
