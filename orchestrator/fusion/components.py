@@ -9,10 +9,15 @@ whose YAML declares it (docs/fuse.md, "Writing a component"):
     {% macro name(params) %}…{% endmacro %}
 
 The built-ins are component files too, sql/fuse/components/<kind>/<name>.sql, whose header
-gives `recipe_keys` (the recipe keys they read, bound as their params) in place of `parameters`;
-fusion.method ltr and the query rule `match`, which have no SQL expression of their own, are
-declared in sql/fuse/components/builtins.yaml. Where components come from, and how a recipe's
-are checked: fusion/plugins.py."""
+gives `recipe_keys` (the recipe keys they read, bound as their params) in place of `parameters`.
+fusion.method ltr alone is declared in sql/fuse/components/builtins.yaml: it has no expression a
+macro could return, its score being a model computed by stages of fused.sql of its own.
+
+What fused.sql does for a component beyond calling its macro follows its header, never its name:
+a normaliser's `needs` (the columns computed for it), `fills_candidates` (every candidate made
+present in its lists, at the value its macro gives with `missing`); a fusion method's `ranks`,
+`weighted` and `additive` (missing: zero needs no grid). Where components come from, and how a
+recipe's are checked: fusion/plugins.py."""
 
 from __future__ import annotations
 
@@ -55,11 +60,20 @@ _HEADER_KEYS = {
     "weighted",
     "ranks",
     "needs",
+    "fills_candidates",
+    "additive",
 }
 # a component named like a Jinja constant names its macro with a trailing underscore (none_)
 _CONSTANTS = ("none", "true", "false", "None", "True", "False")
-# what a normaliser may declare it reads beyond the list's own columns (fused.sql then counts it)
-NEEDS = ("n_candidates",)
+# what a normaliser may declare it reads beyond the list's own columns, with their types: the
+# query's candidates |C| (fused.sql counts them), the list's quantiles at normalizer_params'
+# quantile_p_lo and quantile_p_hi (fused.sql windows them)
+NEEDS = {"n_candidates": "BIGINT", "s_q_lo": "DOUBLE", "s_q_hi": "DOUBLE"}
+# a normaliser's macro's argument after params when it declares fills_candidates: called true,
+# the ŝ of a candidate its list does not hold
+MISSING = "missing"
+_FUSION_ONLY = ("default_missing", "weighted", "ranks", "additive")
+_NORMALIZER_ONLY = ("needs", "fills_candidates")
 _PARAMETER_KEYS = {
     "type",
     "min",
@@ -126,13 +140,19 @@ class Component:
     weighted: bool = False  # a fusion method that reads the source weights
     ranks: bool = False  # a fusion method over the lists' ranks: counts ranked hits only
     needs: tuple[str, ...] = ()  # a normaliser's columns beyond the list's: NEEDS
+    # a normaliser that makes every candidate present in its lists (for a fusion over scores)
+    fills_candidates: bool = False
+    additive: bool = False  # a fusion method a list without the item, at ŝ 0, leaves as it is
+    text: str | None = None  # None: a built-in without SQL of its own (builtins.yaml)
+    location: str = BUILTIN
 
     @property
     def needs_candidates(self) -> bool:
         return "n_candidates" in self.needs
 
-    text: str | None = None  # None: a built-in without SQL of its own (builtins.yaml)
-    location: str = BUILTIN
+    @property
+    def needs_quantiles(self) -> bool:
+        return "s_q_lo" in self.needs or "s_q_hi" in self.needs
 
     @property
     def builtin(self) -> bool:
@@ -194,8 +214,11 @@ class Component:
         if self.kind == "fusion":
             record |= {"default_missing": self.default_missing, "weighted": self.weighted}
             record |= {"ranks": self.ranks} if self.ranks else {}
+            record |= {"additive": self.additive} if self.additive else {}
         if self.needs:
             record["needs"] = list(self.needs)
+        if self.fills_candidates:
+            record["fills_candidates"] = True
         if self.builtin:
             return record | ({"file": self.location} if self.text is not None else {})
         return record | {"sha256": self.sha256}
@@ -228,6 +251,11 @@ class Call:
         if self.component.text is None or CONTRIBUTION not in self.component.macro().arguments:
             return "norm_score"
         return str(self.component.macro()(self.params, **{CONTRIBUTION: True}))
+
+    def missing_score(self) -> str:
+        """A normaliser's ŝ of a candidate its list does not hold (fills_candidates): an
+        expression over the list's row `ql` of fused.sql's query_lists."""
+        return str(self.component.macro()(self.params, **{MISSING: True}))
 
 
 _SOURCES = "sources.<name>."
@@ -284,15 +312,29 @@ def parse_component(text: str, location: str, origin: str) -> Component:
     component = declared_component(header, location, origin, builtin=builtin, text=text)
     macro = component.macro()
     expected = ("params", *INPUTS[component.kind])
-    optional = (CONTRIBUTION,) if component.kind == "fusion" else ()
     given, extra = macro.arguments[: len(expected)], macro.arguments[len(expected) :]
-    if len(given) != len(expected) or extra not in ((), optional):
-        allowed = ", ".join((*expected, *(f"[{name}=false]" for name in optional)))
+    if len(given) != len(expected) or extra not in _extra_arguments(component):
         raise PolicyError(
             f"{location}: macro {component.macro_name}({', '.join(macro.arguments)}): "
-            f"{component.kind} macros take ({allowed})"
+            f"{_signature(component, expected)}"
         )
     return component
+
+
+def _extra_arguments(component: Component) -> tuple[tuple[str, ...], ...]:
+    """What a component's macro may take after its inputs: a fusion method `contribution`, and
+    a normaliser that fills_candidates `missing` (it must)."""
+    if component.kind == "fusion":
+        return ((), (CONTRIBUTION,))
+    return ((MISSING,),) if component.fills_candidates else ((),)
+
+
+def _signature(component: Component, expected: tuple[str, ...]) -> str:
+    if component.kind == "fusion":
+        return f"fusion macros take ({', '.join(expected)}, [{CONTRIBUTION}=false])"
+    if component.fills_candidates:
+        return f"a normaliser that fills_candidates takes ({', '.join(expected)}, {MISSING}=false)"
+    return f"{component.kind} macros take ({', '.join(expected)})"
 
 
 def declared_component(
@@ -316,11 +358,12 @@ def declared_component(
     description = header["description"]
     if not isinstance(description, str) or not description.strip() or "\n" in description.strip():
         raise PolicyError(f"{location}: description must be one line of text")
-    fusion_only = [key for key in ("default_missing", "weighted", "ranks") if key in header]
+    fusion_only = [key for key in _FUSION_ONLY if key in header]
     if kind != "fusion" and fusion_only:
         raise PolicyError(f"{location}: {fusion_only[0]} is declared by a fusion method only")
-    if kind != "normalizer" and "needs" in header:
-        raise PolicyError(f"{location}: needs is declared by a normaliser only")
+    normalizer_only = [key for key in _NORMALIZER_ONLY if key in header]
+    if kind != "normalizer" and normalizer_only:
+        raise PolicyError(f"{location}: {normalizer_only[0]} is declared by a normaliser only")
     if kind == "fusion" and "default_missing" not in header:
         raise PolicyError(f"{location}: a fusion method declares default_missing (zero or skip)")
     return Component(
@@ -340,13 +383,19 @@ def declared_component(
         weighted=Flag().check(f"{location}: weighted", header.get("weighted", False)),
         ranks=Flag().check(f"{location}: ranks", header.get("ranks", False)),
         needs=_needs(header.get("needs", []), location),
+        fills_candidates=Flag().check(
+            f"{location}: fills_candidates", header.get("fills_candidates", False)
+        ),
+        additive=Flag().check(f"{location}: additive", header.get("additive", False)),
         text=text,
         location=location,
     )
 
 
 def _needs(declared: Any, location: str) -> tuple[str, ...]:
-    if not isinstance(declared, list) or any(item not in NEEDS for item in declared):
+    if not isinstance(declared, list) or any(
+        not isinstance(item, str) or item not in NEEDS for item in declared
+    ):
         raise PolicyError(
             f"{location}: needs: expected a list of {', '.join(NEEDS)}, got {declared!r}"
         )

@@ -27,6 +27,7 @@ from typing import Any
 
 from ..core.errors import PolicyError
 from ..core.policy import Omissible, Spec
+from .plugins import registry
 
 # kind -> (scope, definition). scope: `source` (one value per source: kind@source), `item` or
 # `query` (one value, the same for every source). The SQL of each is sql/fuse/_ltr.sql's.
@@ -225,10 +226,12 @@ def check_ltr(p: Mapping[str, Any]) -> None:
                 f"ltr.features: {feature.name} reads source {feature.source!r}, which "
                 "sources does not declare"
             )
+    normalizers = registry(p.get("plugins") or ())
     for name, source in p["sources"].items():
-        if source["normalize"] == "borda":
+        key = f"sources.{name}.normalize"
+        if normalizers.get("normalizer", source["normalize"], key).fills_candidates:
             raise PolicyError(
-                f"sources.{name}.normalize: borda makes every candidate present in the list, "
+                f"{key}: {source['normalize']} makes every candidate present in the list, "
                 "which ltr's present@ features read as returned: use another normaliser"
             )
     model, n = block["model"], len(features)

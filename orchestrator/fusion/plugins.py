@@ -1,5 +1,5 @@
 """Where fusion's components come from (issue 48 §3): the built-ins (the component files of
-sql/fuse/components/<kind>/, and builtins.yaml's two without SQL of their own), the entry
+sql/fuse/components/<kind>/, and builtins.yaml's ltr, without SQL of its own), the entry
 points of the group `duckscore.components`, and a recipe's `plugins` (files or folders,
 relative to the recipe). A plugin's text is kept by its
 sha256 when the recipe is read (`locate_plugins`): what a recipe records is what renders. And
@@ -28,6 +28,7 @@ from .components import (
     BUILTIN,
     CONTRIBUTION,
     KINDS,
+    NEEDS,
     Call,
     Component,
     builtin_call,
@@ -106,7 +107,7 @@ def registry(plugins: Iterable[Mapping[str, str]] = ()) -> Registry:
 @lru_cache(maxsize=1)
 def builtins() -> Registry:
     """The component files of sql/fuse/components/<kind>/<name>.sql, by kind and name, then
-    builtins.yaml's (no SQL of their own)."""
+    builtins.yaml's (no SQL of its own: ltr)."""
     folder = sql_dir() / "fuse" / "components"
     found = [_builtin_file(path) for kind in KINDS for path in sorted(folder.glob(f"{kind}/*.sql"))]
     listed = folder / "builtins.yaml"
@@ -319,6 +320,28 @@ _PROBES: dict[str, tuple[str, dict[str, dict[str, str]], tuple[Any, ...]]] = {
 
 # a fusion method's list contribution, rendered alone: what per_source computes it from
 _CONTRIBUTION_PROBE = "SELECT {sql} AS contribution FROM grid"
+# a normaliser's ŝ of a candidate missing from a list (fills_candidates), as fused.sql's grid
+# reads it: over the list's row `ql`, the candidate's (none) of that list beside it
+_MISSING_PROBE = (
+    "SELECT {sql} AS norm_score FROM candidates AS c "
+    "JOIN query_lists AS ql ON ql.query_id = c.query_id "
+    "LEFT JOIN normalized AS n ON n.query_id = c.query_id AND n.source = ql.source "
+    "AND n.target_id = c.target_id"
+)
+_QUERY_LISTS = {
+    "query_id": "VARCHAR",
+    "source": "VARCHAR",
+    "weight": "DOUBLE",
+    "list_n": "BIGINT",
+    "last_rank": "BIGINT",
+    "n_candidates": "BIGINT",
+    "list_min_score": "DOUBLE",
+}
+_GRID_INPUTS = {
+    "candidates": {"query_id": "VARCHAR", "target_id": "VARCHAR", "n_lists": "BIGINT"},
+    "query_lists": _QUERY_LISTS,
+    "normalized": _STATS | NEEDS | {"norm_score": "DOUBLE"},
+}
 _GRID = {
     "weight": "DOUBLE",
     "raw_score": "DOUBLE",
@@ -334,11 +357,13 @@ def check_call(call: Call, key: str) -> None:
     plugin's file and the recipe key that uses it."""
     component = call.component
     template, schema, inputs = _PROBES[component.kind]
-    if component.needs_candidates:
-        schema = {"list_stats": _STATS | {"n_candidates": "BIGINT"}}
+    if component.needs:
+        schema = {"list_stats": _STATS | {column: NEEDS[column] for column in component.needs}}
     _check_probe(component, lambda: call(*inputs), template, schema, key)
     if component.kind == "fusion" and CONTRIBUTION in component.macro().arguments:
         _check_probe(component, call.contribution, _CONTRIBUTION_PROBE, {"grid": _GRID}, key)
+    if component.fills_candidates:
+        _check_probe(component, call.missing_score, _MISSING_PROBE, _GRID_INPUTS, key)
 
 
 def _check_probe(
@@ -363,16 +388,17 @@ def _check_probe(
 @dataclass(frozen=True)
 class Components:
     """The components a recipe uses: the registry, each used plugin bound to its parameters (by
-    kind and name) and each query-analyzer rule's plugin (None: a `match` pattern)."""
+    kind and name) and each query-analyzer rule's component bound to its values (a `match`
+    pattern's: the built-in `match`, bound to the pattern)."""
 
     registry: Registry
     plugins: dict[str, dict[str, Call]]
-    query_rules: list[Call | None]
+    query_rules: list[Call]
 
     def records(self) -> list[dict[str, str]]:
         """The used plugins, as the manifest records them."""
         used = [call for named in self.plugins.values() for call in named.values()]
-        used += [call for call in self.query_rules if call is not None]
+        used += [call for call in self.query_rules if not call.component.builtin]
         unique = {(c.component.kind, c.component.name): c.component for c in used}
         return [
             {"kind": c.kind, "name": c.name, "origin": c.origin, "sha256": c.sha256 or ""}
@@ -428,14 +454,14 @@ def recipe_components(p: dict[str, Any]) -> Components:
     return Components(found, bound, rules)
 
 
-def _query_rule(found: Registry, rule: dict[str, Any], index: int) -> Call | None:
+def _query_rule(found: Registry, rule: dict[str, Any], index: int) -> Call:
     key = f"query_analyzer.rules[{index}]"
     if ("match" in rule) == ("rule" in rule):
         raise PolicyError(f"{key}: give `match` (an RE2 pattern) or `rule` (a query rule), one")
     if "rule" not in rule:
         if "params" in rule:
             raise PolicyError(f"{key}.params: a `match` rule takes no params")
-        return None
+        return Call(found.get("query_rule", "match", key), {"match": rule["match"]})
     component = found.get("query_rule", rule["rule"], f"{key}.rule")
     if component.builtin:
         raise PolicyError(f"{key}.rule: {rule['rule']} is built in: write `match: PATTERN`")

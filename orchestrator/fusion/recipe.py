@@ -46,8 +46,6 @@ from .recipe_view import Recipe, RecipeSource
 # the built-in names (sql/fuse/components/; a recipe's plugins add names of their own)
 NORMALIZERS = tuple(builtins().names("normalizer"))
 FUSIONS = tuple(builtins().names("fusion"))
-# the built-in methods whose score is a sum over the lists: a missing list adds 0 without a grid
-SUM_TYPE = ("rrf", "isr", "weighted_sum", "combsum")
 MAX_WEIGHT = (
     1e9  # a hit's weight, boosts included: parent features sum RRF terms as DECIMAL(38, 24)
 )
@@ -355,11 +353,10 @@ def plan(
     missing = (
         recipe.fusion.missing if recipe.fusion.missing != "default" else fusion.default_missing
     )
-    uses_borda = any(declared[s].normalize == "borda" for s in sources)
     needs_grid = (
-        uses_borda
+        _fills_candidates(components, declared, sources)
         or missing == "list_min"
-        or (missing == "zero" and method not in (*SUM_TYPE, "ltr"))
+        or (missing == "zero" and not fusion.additive)
     )
     resolved = {**p, "sources": {**p["sources"], **dict.fromkeys(discovered, p["source_defaults"])}}
     return FusePlan(
@@ -372,6 +369,19 @@ def plan(
         components,
         log_view,
         has_snippet,
+    )
+
+
+def _fills_candidates(
+    components: Components, declared: dict[str, RecipeSource], sources: list[str]
+) -> bool:
+    """Whether a source's normaliser makes every candidate present in its list (its header's
+    fills_candidates: borda), which the grid of every candidate × list does."""
+    return any(
+        components.registry.get(
+            "normalizer", declared[name].normalize, f"sources.{name}.normalize"
+        ).fills_candidates
+        for name in sources
     )
 
 

@@ -17,7 +17,8 @@ from .recipe import FusePlan
 from .traces import TRACE_SPANS
 
 # The CTEs of fused.sql every recipe has (`duckscore sql fuse --stage`; candidates and grid
-# exist only for borda and the full-grid missing policies).
+# exist only for a normaliser that fills or counts the candidates, as borda does, and the missing
+# policies a grid meets).
 STAGES = (
     "source_settings",
     "log_rows",

@@ -5,7 +5,7 @@ zero | skip | list_min), needs_grid, inputs.retrieval_log, final (the CTE to sel
 fused_items comes sorted by query_id, rank), components (the recipe's normalisers, aligners
 and fusion method by kind and name, built-in or plugin, each its macro with its params bound:
 orchestrator/fusion/components.py; the built-ins' files are sql/fuse/components/), query_rules
-(each query-analyzer rule's plugin, none for a `match` pattern), explain (false: fused_items has NULL contributions
+(each query-analyzer rule's component, the built-in `match` for a pattern), explain (false: fused_items has NULL contributions
 and best_provenance, of the same types; the best hit's item and snippet are not computed, and
 DuckDB prunes the other aggregates only they read).
 With a document target aligned before fusion, `entries` is one row per (query, source, parent):
@@ -46,26 +46,28 @@ ltr_scored the model's score as fused_score (sql/fuse/_ltr.sql).
 CASE WHEN count({{ value }}){% if condition %} FILTER (WHERE {{ condition }}){% endif %} > 0 THEN
 {%- for name in sources %} coalesce(any_value({{ value }}) FILTER (WHERE source = {{ name | lit }}{{ also }}), {{ 0.0 | lit }}){{ ' +' if not loop.last }}{% endfor %} END
 {%- endmacro %}
-{#- Whether a query-analyzer rule holds for a log row, in a recipe with a query-rule plugin:
-    its plugin's condition over the query text (query_rules, by the rule's position), or its RE2
-    `match`. (A recipe of `match` rules alone keeps the line below that reads them directly.) -#}
-{% macro rule_matches(rule, index) -%}
-{% set text = "coalesce(l.query_text, '')" %}
-{% if query_rules[index] is not none %}{{ query_rules[index](text) }}{% else %}regexp_matches({{ text }}, {{ rule.match | lit }}){% endif %}
-{%- endmacro %}
-{#- borda makes every candidate present in its lists for the score methods only: a method over
-    ranks (its header's `ranks`: rrf, isr) reads ranks, which a missing item has none of, so its
-    n_d and contributions count real hits. -#}
+{#- each source's normaliser, bound to the source's own keys -#}
+{% set normalizers = {} %}
+{% for name in sources %}{% set _ = normalizers.update({name: components.normalizer[r.sources[name].normalize].of_source(r.sources[name])}) %}{% endfor %}
+{#- A normaliser that declares fills_candidates (borda) makes every candidate present in its
+    lists, at the ŝ its macro gives a missing one (`filled`: each such ŝ's SQL -> the sources
+    whose normaliser gives it), for the score methods only: a method over ranks (its header's `ranks`: rrf, isr) reads
+    ranks, which a missing item has none of, so its n_d and contributions count real hits. -#}
 {% set fusion = components.fusion[f.method] %}
 {% set rank_based = fusion.component.ranks %}
 {% set count_empty = f.get('count_empty_sources') and missing == 'zero' and needs_grid %}
 {% set cut = f.get('top_n') is not none or f.get('min_score') is not none %}
-{% set borda_sources = [] %}
-{% for name in sources if r.sources[name].normalize == 'borda' and not rank_based %}{% set _ = borda_sources.append(name) %}{% endfor %}
+{% set filled_sources = [] %}
+{% set filled = {} %}
+{% for name in sources if normalizers[name].component.fills_candidates and not rank_based %}
+{% set _ = filled_sources.append(name) %}
+{% set _ = filled.setdefault(normalizers[name].missing_score(), []).append(name) %}
+{% endfor %}
+{#- the sources whose normaliser reads the list's quantiles (needs s_q_lo, s_q_hi: quantile) -#}
 {% set quantile_sources = [] %}
-{% for name in sources if r.sources[name].normalize == 'quantile' %}{% set _ = quantile_sources.append(name) %}{% endfor %}
-{% macro is_borda(source) -%}
-{% if borda_sources %}{{ source }} IN ({% for name in borda_sources %}{{ name | lit }}{{ ', ' if not loop.last }}{% endfor %}){% else %}FALSE{% endif %}
+{% for name in sources if normalizers[name].component.needs_quantiles %}{% set _ = quantile_sources.append(name) %}{% endfor %}
+{% macro is_one_of(source, names) -%}
+{% if names %}{{ source }} IN ({% for name in names %}{{ name | lit }}{{ ', ' if not loop.last }}{% endfor %}){% else %}FALSE{% endif %}
 {%- endmacro %}
 WITH
 source_settings AS (
@@ -92,10 +94,9 @@ log_rows AS (
         l.total_chunks,
         l.snippet,
         l.query_text,
-{% if r.query_analyzer.enabled and query_rules | reject('none') | list %}
-        s.weight{% for rule in r.query_analyzer.rules %}{% set matches = rule_matches(rule, loop.index0) %}{% for name, boost in rule.boost.items() %} * CASE WHEN l.source = {{ name | lit }} AND {{ matches }} THEN {{ boost | float | lit }} ELSE {{ 1.0 | lit }} END{% endfor %}{% endfor %} AS weight,
-{% elif r.query_analyzer.enabled and r.query_analyzer.rules %}
-        s.weight{% for rule in r.query_analyzer.rules %}{% for name, boost in rule.boost.items() %} * CASE WHEN l.source = {{ name | lit }} AND regexp_matches(coalesce(l.query_text, ''), {{ rule.match | lit }}) THEN {{ boost | float | lit }} ELSE {{ 1.0 | lit }} END{% endfor %}{% endfor %} AS weight,
+{% if r.query_analyzer.enabled and r.query_analyzer.rules %}
+        {# a rule holds for a row by its component's condition over the query text (query_rules, by the rule's position) #}
+        s.weight{% for rule in r.query_analyzer.rules %}{% set matches = query_rules[loop.index0]("coalesce(l.query_text, '')") %}{% for name, boost in rule.boost.items() %} * CASE WHEN l.source = {{ name | lit }} AND {{ matches }} THEN {{ boost | float | lit }} ELSE {{ 1.0 | lit }} END{% endfor %}{% endfor %} AS weight,
 {% else %}
         s.weight,
 {% endif %}
@@ -195,8 +196,8 @@ lists AS (
         count(*) OVER (PARTITION BY query_id, source) AS list_n
     FROM entries
 ),
-{% set needs_candidates = needs_grid or borda_sources %}
-{% set needs_candidates = needs_candidates or components.normalizer.values() | selectattr('component.needs_candidates') | list %}
+{# the grid (always there with a filled source: orchestrator/fusion/recipe.py) reads the candidates #}
+{% set needs_candidates = needs_grid or components.normalizer.values() | selectattr('component.needs_candidates') | list %}
 {% if needs_candidates %}
 candidates AS (
     SELECT query_id, target_id, count(*) AS n_lists FROM lists GROUP BY query_id, target_id
@@ -237,7 +238,7 @@ normalized AS (
         *,
         CASE source
 {% for name in sources %}
-            WHEN {{ name | lit }} THEN {{ components.normalizer[r.sources[name].normalize].of_source(r.sources[name])() }}
+            WHEN {{ name | lit }} THEN {{ normalizers[name]() }}
 {% endfor %}
         END AS norm_score
     FROM list_stats
@@ -272,7 +273,7 @@ grid AS (
         c.query_id,
         c.target_id,
         ql.source,
-        n.target_id IS NOT NULL OR {{ is_borda('ql.source') }} AS present,
+        n.target_id IS NOT NULL OR {{ is_one_of('ql.source', filled_sources) }} AS present,
         coalesce(n.weight, ql.weight) AS weight,
         n.raw_score,
         n.list_rank,
@@ -281,16 +282,14 @@ grid AS (
         n.best_snippet,
         CASE
             WHEN n.target_id IS NOT NULL THEN n.norm_score
-{% if np.get('borda_points') %}
-            WHEN {{ is_borda('ql.source') }} THEN (ql.n_candidates - ql.list_n + 1) / {{ 2.0 | lit }}
-{% else %}
-            WHEN {{ is_borda('ql.source') }} THEN {{ 0.5 | lit }} - (ql.list_n - 1) / NULLIF(2 * ql.n_candidates, 0)
-{% endif %}
+{% for score, names in filled.items() %}
+            WHEN {{ is_one_of('ql.source', names) }} THEN {{ score }}
+{% endfor %}
             WHEN {{ (missing == 'list_min') | lit }} THEN ql.list_min_score
             ELSE {{ 0.0 | lit }}
         END AS norm_score,
         CASE WHEN n.target_id IS NOT NULL THEN n.list_rank ELSE ql.last_rank END AS rank_for_fusion,
-        n.target_id IS NOT NULL OR {{ is_borda('ql.source') }} OR {{ (missing != 'skip') | lit }} AS counted,
+        n.target_id IS NOT NULL OR {{ is_one_of('ql.source', filled_sources) }} OR {{ (missing != 'skip') | lit }} AS counted,
         n.target_id IS NOT NULL OR {{ (missing == 'list_min') | lit }} AS rank_counted
     FROM candidates AS c
     JOIN query_lists AS ql ON ql.query_id = c.query_id

@@ -393,6 +393,38 @@ REFUSALS = {
         odd("normalizer", "raw_score", "ranks: true\n"),
         [], r"plugins/odd.sql: ranks is declared by a fusion method only$",
     ),
+    "additive on a normaliser": (
+        odd("normalizer", "raw_score", "additive: true\n"),
+        [], r"plugins/odd.sql: additive is declared by a fusion method only$",
+    ),
+    "fills_candidates on a fusion method": (
+        odd("fusion", "max(contribution)", "default_missing: skip\nfills_candidates: true\n"),
+        [], r"plugins/odd.sql: fills_candidates is declared by a normaliser only$",
+    ),
+    "additive not a flag": (
+        odd("fusion", "max(contribution)", "default_missing: skip\nadditive: 1\n"),
+        [], r"plugins/odd.sql: additive: expected true or false, got 1$",
+    ),
+    "fills_candidates not a flag": (
+        odd("normalizer", "raw_score", "fills_candidates: [borda]\n"),
+        [], r"plugins/odd.sql: fills_candidates: expected true or false, got \['borda'\]$",
+    ),
+    "needs an unknown column": (
+        odd("normalizer", "raw_score", "needs: [s_q_mid]\n"),
+        [], r"plugins/odd.sql: needs: expected a list of n_candidates, s_q_lo, s_q_hi, got \['s_q_mid'\]$",
+    ),
+    "fills_candidates without a missing argument": (
+        odd("normalizer", "raw_score", "fills_candidates: true\n"),
+        [], r"plugins/odd.sql: macro odd\(params\): a normaliser that fills_candidates takes "
+        r"\(params, missing=false\)$",
+    ),
+    "a missing score reading a column of both sides of the grid": (
+        odd("normalizer", "{% if missing %}list_n{% else %}raw_score{% endif %}",
+            "fills_candidates: true\n", args="params, missing=false"),
+        ["source_defaults.normalize=odd"],
+        r"source_defaults.normalize: .*plugins/odd.sql: Column 'list_n' could not be resolved.*"
+        r"\(inputs: candidates\(",
+    ),
     "recipe_keys on a plugin": (
         odd("normalizer", "raw_score", "recipe_keys: [normalizer_params.eps]\n"),
         [], r"plugins/odd.sql: unknown header key 'recipe_keys' ",
@@ -410,6 +442,11 @@ REFUSALS = {
         odd("normalizer", "log(raw_score)"),
         ["source_defaults.normalize=odd"],
         r"source_defaults.normalize: .*plugins/odd.sql: bare log\(x\) is base 10 in DuckDB",
+    ),
+    "plugin SQL reading the quantiles it does not declare": (
+        odd("normalizer", "raw_score - s_q_lo", "needs: [s_q_hi]\n"),
+        ["source_defaults.normalize=odd"],
+        r"source_defaults.normalize: .*plugins/odd.sql: .*s_q_lo.*\(inputs: list_stats\(",
     ),
     "plugin SQL reading an unknown column": (
         odd("normalizer", "n_candidates"),
@@ -468,16 +505,14 @@ def test_every_builtin_is_registered_with_a_description() -> None:
     ]  # fmt: skip
 
 
-def test_every_builtin_but_two_is_a_component_file_listed_with_its_path() -> None:
-    """Each built-in normaliser, aligner and fusion method is the file
-    sql/fuse/components/<kind>/<name>.sql, its macro called as a plugin's is; ltr and match,
-    which have no SQL expression of their own, are builtins.yaml's."""
+def test_every_builtin_but_ltr_is_a_component_file_listed_with_its_path() -> None:
+    """Each built-in normaliser, aligner, fusion method and query rule is the file
+    sql/fuse/components/<kind>/<name>.sql, its macro called as a plugin's is; ltr, which has no
+    SQL expression of its own, is builtins.yaml's."""
     listed = json.loads(invoke("policy", "components", "--json").stdout)
     files = {(c["kind"], c["name"]): c.get("file") for c in listed if c["origin"] == "built-in"}
-    assert [key for key, file in files.items() if file is None] == [
-        ("fusion", "ltr"),
-        ("query_rule", "match"),
-    ]
+    assert [key for key, file in files.items() if file is None] == [("fusion", "ltr")]
+    assert files[("query_rule", "match")] == "sql/fuse/components/query_rule/match.sql"
     for (kind, name), file in files.items():
         if file is not None:
             assert file == f"sql/fuse/components/{kind}/{name}.sql"

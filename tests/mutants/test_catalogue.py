@@ -91,7 +91,7 @@ def test_a_mutant_that_breaks_the_template_is_left_out() -> None:
 
 def test_the_two_survivors_of_issue_37_are_in_the_catalogue() -> None:
     ids = {m.id: m for m in catalogue(["fuse"], [])}
-    boost = ids["fuse/fused.sql:param:30660b90"]
+    boost = ids["fuse/fused.sql:param:1e8a0403"]
     assert (boost.original, boost.replacement) == ("{{ boost | float | lit }}", "{{ 1.0 | lit }}")
     clip = ids["fuse/components/normalizer/bounds.sql:cond:3f23ee95"]
     assert (clip.original, clip.replacement) == ("params.bounds_clip", "true")

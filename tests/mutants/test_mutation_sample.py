@@ -15,7 +15,7 @@ from .run import main
 
 PER_CAPABILITY = 1
 SEED = 37
-NAMED = ["fuse/fused.sql:param:30660b90", "fuse/components/normalizer/bounds.sql:cond:3f23ee95"]
+NAMED = ["fuse/fused.sql:param:1e8a0403", "fuse/components/normalizer/bounds.sql:cond:3f23ee95"]
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@ kind: fusion
 name: isr
 description: "(sum of w / r^2) n_d (ranx isr)"
 default_missing: zero
+additive: true
 weighted: true
 ranks: true
 -#}

@@ -4,6 +4,7 @@ name: rrf
 description: "sum of w / (k + r - 1 + rank_base) (reciprocal rank fusion)"
 recipe_keys: [fusion.k, fusion.rank_base, fusion.rrf_weight]
 default_missing: zero
+additive: true
 weighted: true
 ranks: true
 -#}
