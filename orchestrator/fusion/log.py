@@ -4,6 +4,7 @@ reads a rank-only log through the ranked-log stage of its graph (fusion/stages.p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache
 
@@ -53,14 +54,11 @@ def open_log(
         raise InputError(f"{label} ({opened.given}): needs a score or a rank column")
     # a rank-only log is scored -rank by the ranked-log stage (fusion/stages.py: RANKED_LOG)
     view = LOG if "score" in present else RANKED_LOG
+    files = files_key(opened.format, opened.files)
+    key = None if files is None else cache.digest(_log_checker(), files)
     if "rank" in present:
-        files = files_key(opened.format, opened.files)
-        key = None if files is None else cache.digest(_ranks_checker(), files)
-        if key is None or cache.read("ranks_checked", key) is not True:
-            _check_ranks_one_based(session, opened)
-            if key is not None:
-                cache.write("ranks_checked", key, True)
-    _check_payload(session, opened)
+        _checked_once(session, opened, key, "ranks_checked", _check_ranks_one_based)
+    _checked_once(session, opened, key, "payload_checked", _check_payload)
     listed = "retrieval_log" if opened.rows else "trace_spans WHERE is_retrieval"
     sources = [
         row[0]
@@ -155,8 +153,23 @@ def log_probe(opened: OpenedInput, has_rank: bool) -> str:
     )
 
 
+def _checked_once(
+    session: Session,
+    opened: OpenedInput,
+    key: str | None,
+    name: str,
+    check: Callable[[Session, OpenedInput], None],
+) -> None:
+    """`check` of the log's rows, once per content of its files (the cache's `name`, `key`)."""
+    if key is not None and cache.read(name, key) is True:
+        return
+    check(session, opened)
+    if key is not None:
+        cache.write(name, key, True)
+
+
 @lru_cache(maxsize=1)
-def _ranks_checker() -> str:
+def _log_checker() -> str:
     return cache.code_id(__file__, f"duckdb {duckdb.__version__}")
 
 
