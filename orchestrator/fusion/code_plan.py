@@ -11,8 +11,9 @@ from typing import Any
 from ..core.errors import OptionError
 from ..core.inputs import Table
 
-# a block's id when its lines are in it: `path:start:end`, 1-based (RE2, as DuckDB reads it)
-ITEM_LINES = r"^(.+):([1-9][0-9]*):([1-9][0-9]*)$"
+# a block's id when its lines are in it: `path:start:end`, 1-based, below a billion (RE2, as
+# DuckDB reads it)
+ITEM_LINES = r"^(.+):([1-9][0-9]{0,8}):([1-9][0-9]{0,8})$"
 # the recipe's target_granularity -> the level a code run fuses (doc: seed 003's file)
 CODE_LEVELS = {"doc": "file", "block": "block", "module": "module", "entity": "entity"}
 # the targets only a code run has: a retrieval log alone does not know its modules and entities

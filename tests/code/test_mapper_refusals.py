@@ -59,6 +59,15 @@ def test_an_id_not_of_the_form_among_ids_that_are(tmp_path: Path) -> None:
     )
 
 
+def test_an_id_whose_lines_no_integer_holds(tmp_path: Path) -> None:
+    log = hits(BLOCKS).drop(columns=["file_path", "start_line", "end_line"])
+    log.loc[1, "item_id"] = "pkg/b.py:9:99999999999999999999"
+    assert refused(log, tmp_path).endswith(
+        "item_id 'pkg/b.py:9:99999999999999999999' is not of the form path:start:end, as the "
+        "log's other block ids are"
+    )
+
+
 def test_block_ids_without_lines_at_all(tmp_path: Path) -> None:
     log = hits(BLOCKS).drop(columns=["file_path", "start_line", "end_line"])
     log["item_id"] = ["a#1", "b#1", "a#1"]
