@@ -103,14 +103,9 @@ def code_options(command: F) -> F:
     )
     @functools.wraps(command)
     def wrapper(*args: Any, entities: str | None, loc_top_k: tuple[str, ...], **kwargs: Any) -> Any:
-        from ..core.errors import OptionError
-        from ..fusion.code_plan import CodeTarget, LocTopK
+        from ..fusion.code_plan import code_target
 
-        if entities is None and loc_top_k:
-            raise OptionError("--loc-top-k needs --entities (the lists are of a code run)")
-        top_k = LocTopK.parse(loc_top_k)
-        code = None if entities is None else CodeTarget(entities, top_k)
-        return command(*args, code=code, **kwargs)
+        return command(*args, code=code_target(entities, loc_top_k), **kwargs)
 
     return wrapper  # type: ignore[return-value]
 

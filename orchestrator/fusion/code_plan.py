@@ -57,6 +57,13 @@ class CodeTarget:
     label: str = "--entities"
 
 
+def code_target(entities: Table | None, top_k: Sequence[str] = ()) -> CodeTarget | None:
+    """What --entities and --loc-top-k (`files=20` …) ask for: a code run, or None."""
+    if entities is None and top_k:
+        raise OptionError("--loc-top-k needs --entities (the lists are of a code run)")
+    return None if entities is None else CodeTarget(entities, LocTopK.parse(top_k))
+
+
 def code_inputs(code: CodeTarget | None) -> dict[str, Table]:
     """A code run's input, by its option: what an output must not overwrite."""
     return {} if code is None else {code.label: code.entities}

@@ -135,3 +135,14 @@ def test_loc_top_k_is_refused_in_one_line(args: list[str], problem: str, tmp_pat
     )
     assert done.exit_code == 2 and problem in done.output, done.output
     assert not (tmp_path / "out").exists()
+
+
+def test_the_python_api_returns_the_lists(tmp_path: Path) -> None:
+    """ds.fuse and ds.run take entities= and loc_top_k=; the lists are `.loc_outputs`, kept in
+    the connection's outputs or read back from `out`."""
+    import duckscore as ds
+
+    assert ds.fuse(LOG, "code_rrf_v1", entities=entities()).loc_outputs == [Q0, Q1]
+    ran = ds.run(LOG, "code_rrf_v1", entities=entities(), loc_top_k=["files=1"], out=tmp_path / "o")
+    assert ran.loc_outputs == [Q0, {**Q1, "found_files": Q1["found_files"][:1]}]
+    assert ds.run(LOG, "code_rrf_v1").loc_outputs is None
