@@ -27,6 +27,8 @@ from ..common.defaults import DEFAULT_POLICY, DEFAULT_RECIPE
 from ..core.inputs import Table
 from ..core.policy import Policy, load_policy
 from ..core.session import Relations
+from ..fusion.code_plan import code_target
+from ..fusion.code_stages import LOC_FILE
 from ..fusion.pipeline import fuse as fuse_log
 from ..fusion.policy_recipe import check_features_recipe
 from ..fusion.recipe_view import Recipe
@@ -83,6 +85,15 @@ class _Outputs:
     def destination(self) -> str | Path | Relations:
         return self.kept if self.folder is None else self.folder
 
+    def records(self, name: str) -> list[dict[str, Any]] | None:
+        """A document of JSON Lines (loc_outputs.jsonl), None when the call wrote none."""
+        if self.folder is None:
+            return self.kept.documents.get(name)
+        path = self.folder / name
+        if not path.is_file():
+            return None
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
     def relation(self, name: str) -> duckdb.DuckDBPyRelation:
         if self.folder is None:
             return self.con.table(self.kept.tables[name])
@@ -98,6 +109,7 @@ class Fused:
     parent_features: duckdb.DuckDBPyRelation | None
     recipe: Recipe
     manifest: dict[str, Any]
+    loc_outputs: list[dict[str, Any]] | None = None  # a code run's (entities=): docs/code.md
 
 
 @dataclass(frozen=True)
@@ -123,6 +135,7 @@ class Ran:
     recipe: Recipe
     policy: Policy
     manifest: dict[str, Any]
+    loc_outputs: list[dict[str, Any]] | None = None  # a code run's (entities=): docs/code.md
 
 
 @dataclass(frozen=True)
@@ -154,9 +167,12 @@ def fuse(
     out: str | Path | None = None,
     con: duckdb.DuckDBPyConnection | None = None,
     rerank_scores: Table | None = None,
+    entities: Table | None = None,
+    loc_top_k: Sequence[str] = (),
 ) -> Fused:
     """Fuse a retrieval log (seed 003) as `duckscore fuse` does; `log_format="openinference"`
-    reads trace spans (docs/traces.md); `rerank_scores` is --rerank-scores."""
+    reads trace spans (docs/traces.md); `rerank_scores` is --rerank-scores, `entities` and
+    `loc_top_k` (`"files=20"` …) --entities and --loc-top-k (docs/code.md)."""
     outputs = _Outputs(connection(con), out, "fuse")
     done = fuse_log(
         _as_format(log, log_format),
@@ -167,12 +183,14 @@ def fuse(
         connection=outputs.con,
         features=features,
         rerank_scores=rerank_scores,
+        code=code_target(entities, loc_top_k),
     )
     return Fused(
         outputs.relation("fused.parquet"),
         outputs.relation("parent_features.parquet") if features else None,
         done.recipe,
         done.manifest,
+        outputs.records(LOC_FILE),
     )
 
 
@@ -227,6 +245,8 @@ def run(
     partition_by: str | None = None,
     incremental: bool = False,
     force: bool = False,
+    entities: Table | None = None,
+    loc_top_k: Sequence[str] = (),
 ) -> Ran:
     """Fuse a retrieval log and score its parents, as `duckscore run` does (`recipe` None: the
     recipe the policy was calibrated on, else the default); `rerank_scores` is
@@ -246,6 +266,7 @@ def run(
     done = run_log(
         _as_format(log, log_format), outputs.destination, job, how, queries=queries,
         connection=outputs.con, rerank_scores=rerank_scores,
+        code=code_target(entities, loc_top_k),
     )  # fmt: skip
     if not isinstance(done, RunResult):
         return _ran_from_datasets(outputs, job, done)
@@ -258,6 +279,7 @@ def run(
         done.recipe,
         done.policy,
         done.manifest,
+        outputs.records(LOC_FILE),
     )
 
 

@@ -9,6 +9,7 @@ from . import (  # noqa: F401
     calibrate,
     dbt,
     demo,
+    entities,
     export,
     fuse,
     instincts,

@@ -11,6 +11,7 @@ from ..core.reporting import module_logger
 from .app import cli
 from .declared import explain_option
 from .options import (
+    code_options,
     engine_options,
     log_option,
     out_dir_option,
@@ -21,6 +22,7 @@ from .summary import written
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
+    from ..fusion.code_plan import CodeTarget
 
 logger = module_logger(__name__)
 
@@ -38,6 +40,7 @@ logger = module_logger(__name__)
     help="Derive parent_features.parquet (what `score` reads). --no-features writes "
     "fused.parquet only: fusion alone, the like-for-like of ranx.",
 )
+@code_options
 @engine_options
 def fuse(
     log: Any,
@@ -48,6 +51,7 @@ def fuse(
     rerank_scores: str | None,
     features: bool,
     settings: EngineSettings,
+    code: CodeTarget | None,
 ) -> None:
     """Fuse a multi-source retrieval log (seed 003): align, normalise, fuse, rank.
 
@@ -60,6 +64,8 @@ def fuse(
                                and score (rank is the re-ranked order)
       parent_features.parquet  the seed-000 inputs of every candidate parent (not with
                                --no-features)
+      loc_outputs.jsonl        with --entities: per query, the files, modules and
+                               entities found (the code-localization benchmarks' lines)
       manifest.json            recipe_id, sources, fusion, target granularity, SQL hashes, inputs
       sql/                     the rendered SQL
     """
@@ -67,7 +73,7 @@ def fuse(
 
     result = run_fuse(
         log, out_dir, recipe, list(recipe_overrides), settings, explain,
-        features=features, rerank_scores=rerank_scores,
+        features=features, rerank_scores=rerank_scores, code=code,
     )  # fmt: skip
     logger.info(f"done: {result.fused_rows:,} fused items -> {out_dir}")
     hits, sources = result.manifest["inputs"]["log"]["rows"], len(result.manifest["sources"])

@@ -82,6 +82,34 @@ def engine_options(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def code_options(command: F) -> F:
+    """--entities and --loc-top-k: a code run (docs/code.md), passed as `code` (None without
+    --entities)."""
+
+    @click.option(
+        "--entities",
+        metavar="PATH",
+        help="The entities table of the log's repository (duckscore entities): its blocks are "
+        "mapped to files, modules and entities, fused at the recipe's target_granularity "
+        "(file, module, entity), and loc_outputs.jsonl is written (docs/code.md).",
+    )
+    @click.option(
+        "--loc-top-k",
+        "loc_top_k",
+        multiple=True,
+        metavar="LEVEL=N",
+        help="With --entities: the length of loc_outputs.jsonl's lists, LEVEL files (default "
+        "5), modules (10) or entities (10). Repeatable.",
+    )
+    @functools.wraps(command)
+    def wrapper(*args: Any, entities: str | None, loc_top_k: tuple[str, ...], **kwargs: Any) -> Any:
+        from ..fusion.code_plan import code_target
+
+        return command(*args, code=code_target(entities, loc_top_k), **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
 def policy_options(default: str, example: str) -> Callable[[F], F]:
     """--policy (a packaged name or a YAML file) and --set KEY=VALUE (`overrides`); `example`
     is an override of that capability's policy, shown in --help."""

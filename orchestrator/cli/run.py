@@ -12,6 +12,7 @@ from ..runner.job import Engine
 from .app import cli
 from .declared import dataclass_options, job_options
 from .options import (
+    code_options,
     log_option,
     out_dir_option,
     queries_option,
@@ -20,6 +21,7 @@ from .options import (
 from .summary import decided, partitions_written, written
 
 if TYPE_CHECKING:
+    from ..fusion.code_plan import CodeTarget
     from ..runner.dispatch import Outcome
     from ..runner.job import Job
 
@@ -31,6 +33,7 @@ logger = module_logger(__name__)
 @out_dir_option()
 @queries_option
 @rerank_scores_option
+@code_options
 @job_options()
 @dataclass_options(Engine, "how")
 def run(
@@ -38,6 +41,7 @@ def run(
     out_dir: Path,
     queries: str | None,
     rerank_scores: str | None,
+    code: CodeTarget | None,
     job: Job,
     how: Engine,
 ) -> None:
@@ -45,7 +49,9 @@ def run(
     from ..runner.dispatch import Unsupported, run_log
 
     try:
-        outcome = run_log(log, out_dir, job, how, queries=queries, rerank_scores=rerank_scores)
+        outcome = run_log(
+            log, out_dir, job, how, queries=queries, rerank_scores=rerank_scores, code=code
+        )
     except Unsupported as exc:
         raise click.UsageError(str(exc)) from None
     _said(outcome, out_dir)

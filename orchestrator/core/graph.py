@@ -46,11 +46,14 @@ class Render(Protocol):
 class Publication:
     """An output file of a stage: its rows (`columns`, or all), ordered by `order`. A streamed
     stage is written straight from its SQL, ordered as its template orders (when `order` is
-    given)."""
+    given). `records`: JSON Lines written by Python's json.dumps, a line per row, its keys the
+    columns in order (a format other tools compare byte for byte: loc_outputs.jsonl), where
+    DuckDB's writer leaves out the spaces."""
 
     file: str
     columns: tuple[str, ...] = ()
     order: tuple[str, ...] = ()
+    records: bool = False
 
     def query(self, relation: str) -> str:
         columns = ", ".join(map(ident, self.columns)) or "*"

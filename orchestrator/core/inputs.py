@@ -86,6 +86,7 @@ def open_input(
     label = label or contract.name
     raw = raw_view(contract)
     files: tuple[InputFile, ...]
+    hive_keys: set[str] = set()
     if isinstance(given, Derived):
         shown, fmt, files = given.shown, given.format, given.files
         _create_object_view(con, raw, given.relation, label, shown)
@@ -96,6 +97,8 @@ def open_input(
     else:
         shown = str(given)
         paths, hive = resolve_files(given if isinstance(given, FileSet) else shown, label)
+        if hive:  # the keys of its partition folders (`day=…`)
+            hive_keys = {p.split("=")[0].lower() for f in paths for p in Path(f).parts if "=" in p}
         fmt = _format_of(paths, label)
         _create_raw_view(con, raw, paths, fmt, hive, label, shown, _text_columns(contract))
         files = tuple(fingerprint(f) for f in paths)
@@ -115,8 +118,20 @@ def open_input(
     rows = _values_checked_once(
         con, contract, raw, names, actual, label, shown, files_key(fmt, files)
     )
-    _create_typed_view(con, contract, raw, names)
-    return OpenedInput(contract, label, shown, fmt, files, rows, names)
+    others = _other_columns(contract, actual, names, hive_keys)
+    _create_typed_view(con, contract, raw, names, others)
+    return OpenedInput(contract, label, shown, fmt, files, rows, names, others)
+
+
+def _other_columns(
+    contract: TableContract, actual: dict[str, str], names: dict[str, str], hive_keys: set[str]
+) -> tuple[str, ...]:
+    """The columns a contract that passes others through keeps beside its own, in file order:
+    those it does not name, but the keys of hive partition folders."""
+    if not contract.passes_others:
+        return ()
+    taken = {name.lower() for name in names.values()} | hive_keys
+    return tuple(name for name in actual if name.lower() not in taken)
 
 
 def files_key(fmt: str, files: tuple[InputFile, ...]) -> str | None:
@@ -454,7 +469,11 @@ def create_empty_view(con: duckdb.DuckDBPyConnection, contract: TableContract) -
 
 
 def _create_typed_view(
-    con: duckdb.DuckDBPyConnection, contract: TableContract, raw: str, names: dict[str, str]
+    con: duckdb.DuckDBPyConnection,
+    contract: TableContract,
+    raw: str,
+    names: dict[str, str],
+    others: tuple[str, ...] = (),
 ) -> None:
     projections = []
     for column in contract.columns:
@@ -463,6 +482,7 @@ def _create_typed_view(
         else:
             source = f"CAST(NULL AS {column.sql_type})"
         projections.append(f"{source} AS {ident(column.name)}")
+    projections += [ident(name) for name in others]
     make_room(con, contract.name, view=True)
     con.execute(
         f"CREATE OR REPLACE TEMP VIEW {ident(contract.name)} AS "

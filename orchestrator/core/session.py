@@ -18,6 +18,7 @@ Every capability runs its SQL through a Session, in four steps:
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
@@ -193,7 +194,10 @@ class Session:
                     self.execute(f"DROP TABLE {ident(names.get(source, source))}")
             if stage.keep != "stream" and out is not None:
                 for output in stage.publications:
-                    out.copy(output.file, output.query(stage.name))
+                    if output.records:
+                        out.records(output.file, self._records(output.query(stage.name)))
+                    else:
+                        out.copy(output.file, output.query(stage.name))
 
     def rows(self, rendered: RenderedSQL, params: Params = None) -> list[dict[str, Any]]:
         """Check and run `rendered`; its rows as dicts of JSON-ready values (NaN as None)."""
@@ -201,6 +205,11 @@ class Session:
         cursor = self._run(rendered.text, rendered, params)
         names = [d[0] for d in cursor.description or ()]
         return [{k: _plain(v) for k, v in zip(names, row)} for row in cursor.fetchall()]
+
+    def _records(self, query: str) -> list[dict[str, Any]]:
+        cursor = self._run(query, None, None)
+        names = [d[0] for d in cursor.description or ()]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
     def execute(
         self, statement: str, *, rendered: RenderedSQL | None = None, params: Params = None
@@ -262,6 +271,12 @@ class Output:
     def json(self, name: str, document: Any) -> None:
         write_json(self.folder / name, document)
 
+    def records(self, name: str, rows: list[dict[str, Any]]) -> None:
+        """JSON Lines, each row as json.dumps writes it (Publication.records)."""
+        with open(self.folder / name, "w", encoding="utf-8") as lines:
+            lines.writelines(json.dumps(row) + "\n" for row in rows)
+        self.counts[name] = len(rows)
+
     def manifest(
         self, command: str, policy: dict[str, Any], options: dict[str, Any], **extra: Any
     ) -> dict[str, Any]:
@@ -308,6 +323,11 @@ class Relations:
 
     def json(self, name: str, document: Any) -> None:
         self.documents[name] = document
+
+    def records(self, name: str, rows: list[dict[str, Any]]) -> None:
+        """The rows kept as the document `name`."""
+        self.documents[name] = rows
+        self.counts[name] = len(rows)
 
     def manifest(
         self, command: str, policy: dict[str, Any], options: dict[str, Any], **extra: Any

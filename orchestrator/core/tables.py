@@ -40,6 +40,9 @@ class TableContract:
     columns: tuple[Column, ...]
     key: tuple[str, ...] = ()
     allow_empty: bool = False
+    # the input's other columns (but hive partition keys) follow the contract's in the typed
+    # view, as given, unchecked: a payload carried through (the retrieval log's)
+    passes_others: bool = False
 
     def column(self, name: str) -> Column:
         return next(c for c in self.columns if c.name == name)
@@ -63,3 +66,4 @@ class OpenedInput:
     files: tuple[InputFile, ...]
     rows: int
     columns: dict[str, str] = field(default_factory=dict)  # contract column -> the file's column
+    others: tuple[str, ...] = ()  # the columns passed through (TableContract.passes_others)

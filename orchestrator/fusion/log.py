@@ -4,6 +4,7 @@ reads a rank-only log through the ranked-log stage of its graph (fusion/stages.p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache
 
@@ -12,10 +13,20 @@ import duckdb
 from ..core import cache
 from ..core.errors import InputError
 from ..core.inputs import Table, files_key
+from ..core.render import ident, lit
 from ..core.session import Session
 from ..core.tables import OpenedInput
-from ..core.validate import fault_probe, raw_view
-from .contract import RERANK_SCORES, RETRIEVAL_LOG
+from ..core.validate import (
+    FILE_COLUMN,
+    ROW_COLUMN,
+    check_rows,
+    fault_probe,
+    raw_view,
+    typed_column,
+)
+from .code import open_code
+from .code_plan import CodeTarget
+from .contract import PAYLOAD, RERANK_SCORES, RETRIEVAL_LOG
 from .recipe import FusePlan, plan
 from .recipe_view import Recipe
 from .stages import LOG, RANKED_LOG
@@ -23,11 +34,17 @@ from .traces import as_log
 
 
 def open_log(
-    session: Session, log: Table, recipe: Recipe, label: str = "--log", allow_empty: bool = False
+    session: Session,
+    log: Table,
+    recipe: Recipe,
+    label: str = "--log",
+    allow_empty: bool = False,
+    code: CodeTarget | None = None,
 ) -> tuple[OpenedInput, FusePlan]:
     """The typed view retrieval_log (input `log`), checked, and `recipe` planned against it;
     errors name the input `label`. `allow_empty`: trace spans none of whose retrievals returned
-    a document are a log of no hits, whose sources are the retrievers that ran."""
+    a document are a log of no hits, whose sources are the retrievers that ran. `code`: a code
+    run's entities table, which the log's blocks are mapped through (fusion/code.py)."""
     hits = as_log(session, log, label, allow_empty)
     contract = replace(RETRIEVAL_LOG, allow_empty=allow_empty and hits is not log)
     opened = session.open("log", contract, hits, label)
@@ -37,13 +54,11 @@ def open_log(
         raise InputError(f"{label} ({opened.given}): needs a score or a rank column")
     # a rank-only log is scored -rank by the ranked-log stage (fusion/stages.py: RANKED_LOG)
     view = LOG if "score" in present else RANKED_LOG
+    files = files_key(opened.format, opened.files)
+    key = None if files is None else cache.digest(_log_checker(), files)
     if "rank" in present:
-        files = files_key(opened.format, opened.files)
-        key = None if files is None else cache.digest(_ranks_checker(), files)
-        if key is None or cache.read("ranks_checked", key) is not True:
-            _check_ranks_one_based(session, opened)
-            if key is not None:
-                cache.write("ranks_checked", key, True)
+        _checked_once(session, opened, key, "ranks_checked", _check_ranks_one_based)
+    _checked_once(session, opened, key, "payload_checked", _check_payload)
     listed = "retrieval_log" if opened.rows else "trace_spans WHERE is_retrieval"
     sources = [
         row[0]
@@ -53,12 +68,57 @@ def open_log(
     ]
     if recipe.query_analyzer.enabled and "query_text" not in present:
         raise InputError(f"{label} ({opened.given}): query_analyzer needs a query_text column")
+    code_plan = None if code is None else open_code(session, code, opened, recipe)
+    # a code run's hits carry their lines, from the log's columns or its ids
+    lines = LINES if code_plan is not None else ()
+    # a trace export's hits carry their trace and span ids, which spans.parquet joins on
+    others = opened.others if hits is log else ()
+    payload = tuple(c for c in PAYLOAD if c in present or c in lines) + others
     return opened, plan(
         recipe,
         sources,
         has_rank="rank" in present,
         log_view=view,
         has_snippet="snippet" in present,
+        payload=payload,
+        code=code_plan,
+    )
+
+
+LINES = ("file_path", "start_line", "end_line")
+
+
+def _check_payload(session: Session, opened: OpenedInput) -> None:
+    """A hit's lines run forward (start_line at most end_line), and a source's hits
+    are all of one granularity, each refusal naming a row (issue 49 §1)."""
+    if {"start_line", "end_line"} <= opened.columns.keys():
+        start, end = typed_column(opened, "start_line"), typed_column(opened, "end_line")
+        check_rows(
+            session.con,
+            opened,
+            f"{start} > {end}",
+            "lines {value} run backwards: start_line is after end_line",
+            shown=f"CAST({start} AS VARCHAR) || '-' || CAST({end} AS VARCHAR)",
+        )
+    if "granularity" not in opened.columns:
+        return
+    source_of, granularity = typed_column(opened, "source"), typed_column(opened, "granularity")
+    in_file_order = f"struct_pack(file := {FILE_COLUMN}, row := {ROW_COLUMN})"
+    mixed = session.first_row(
+        f"SELECT {source_of}, arg_min({granularity}, {in_file_order}) "
+        f"FROM {ident(raw_view(RETRIEVAL_LOG))} AS child WHERE {granularity} IS NOT NULL "
+        f"GROUP BY ALL HAVING min({granularity}) <> max({granularity}) ORDER BY ALL LIMIT 1"
+    )
+    if mixed is None:
+        return
+    source, first = mixed
+    check_rows(
+        session.con,
+        opened,
+        f"{source_of} = {lit(source)} AND {granularity} <> {lit(first)}",
+        f"source {source!r} mixes granularities: {{value}} here, {first!r} in its first row (a "
+        "source's hits are all of one level)",
+        shown=granularity,
     )
 
 
@@ -80,14 +140,36 @@ def log_probe(opened: OpenedInput, has_rank: bool) -> str:
     broken = f"({fault_probe(opened.contract, opened.columns, raw_view(opened.contract))})"
     if has_rank:
         broken += f" OR EXISTS ({RANKS_SUSPECT})"
+    if {"start_line", "end_line"} <= opened.columns.keys():
+        broken += " OR EXISTS (SELECT 1 FROM retrieval_log WHERE start_line > end_line)"
+    if "granularity" in opened.columns:
+        broken += (
+            " OR EXISTS (SELECT 1 FROM retrieval_log WHERE granularity IS NOT NULL "
+            "GROUP BY source HAVING min(granularity) <> max(granularity))"
+        )
     return (
         f"SELECT {broken} AS broken, "
         "(SELECT list(DISTINCT source ORDER BY source) FROM retrieval_log) AS sources"
     )
 
 
+def _checked_once(
+    session: Session,
+    opened: OpenedInput,
+    key: str | None,
+    name: str,
+    check: Callable[[Session, OpenedInput], None],
+) -> None:
+    """`check` of the log's rows, once per content of its files (the cache's `name`, `key`)."""
+    if key is not None and cache.read(name, key) is True:
+        return
+    check(session, opened)
+    if key is not None:
+        cache.write(name, key, True)
+
+
 @lru_cache(maxsize=1)
-def _ranks_checker() -> str:
+def _log_checker() -> str:
     return cache.code_id(__file__, f"duckdb {duckdb.__version__}")
 
 

@@ -14,6 +14,7 @@ from ..core.inputs import Table
 from ..core.outputs import check_output_dir
 from ..core.reporting import module_logger
 from ..core.session import Relations, Session, folder_of
+from .code_plan import CodeTarget, code_inputs
 from .log import open_log, open_rerank_scores
 from .recipe import load_recipe
 from .recipe_view import Recipe
@@ -42,17 +43,24 @@ def fuse(
     connection: duckdb.DuckDBPyConnection | None = None,
     features: bool = True,
     rerank_scores: Table | None = None,
+    code: CodeTarget | None = None,
 ) -> FuseResult:
     """Fuse a retrieval log into out_dir: fused.parquet, parent_features.parquet, manifest.json
     (and spans.parquet for a log of trace spans).
     `explain=False`: fused.parquet's contributions and best_provenance are NULL (faster);
     `features=False`: no parent_features.parquet (fusion alone); `rerank_scores`: the
-    re-ranker's scores (query_id, item_id, rerank_score) a recipe's rerank block reads."""
+    re-ranker's scores (query_id, item_id, rerank_score) a recipe's rerank block reads; `code`:
+    the entities table the log's blocks map through (docs/code.md), and loc_outputs.jsonl's
+    lengths."""
     loaded = load_recipe(recipe, overrides)
-    check_output_dir(out_dir, "--out", {"--log": log, "--rerank-scores": rerank_scores})
+    check_output_dir(
+        out_dir,
+        "--out",
+        {"--log": log, "--rerank-scores": rerank_scores, **code_inputs(code)},
+    )
     with Session(settings, connection=connection) as session:
         logger.info(f"checking the log (recipe {loaded.version})")
-        opened, fuse_plan = open_log(session, log, loaded)
+        opened, fuse_plan = open_log(session, log, loaded, code=code)
         open_rerank_scores(session, rerank_scores, fuse_plan)
         logger.info(f"{opened.rows:,} hits from {len(fuse_plan.sources)} sources")
         graph = fuse_graph(

@@ -32,6 +32,7 @@ from ..core.policy import (
     canonical_json,
     load_policy,
 )
+from .code_plan import MAPPED_TARGETS, CodePlan, fell_back
 from .ltr import LTR_SPEC, check_ltr
 from .plugins import (
     Components,
@@ -50,7 +51,7 @@ MAX_WEIGHT = (
     1e9  # a hit's weight, boosts included: parent features sum RRF terms as DECIMAL(38, 24)
 )
 UNIT = Number(0.0, 1.0)
-GRANULARITIES = ("doc", "block")
+GRANULARITIES = ("doc", "block", *MAPPED_TARGETS)
 DEFAULT_BASE = "hybrid_v1"  # what a recipe file that leaves keys out reads over
 # a fixed end of minmax's range (OpenSearch min_max lower_bounds / upper_bounds, per sub-query)
 BOUND: Spec = {"mode": Choice(("apply", "clip", "ignore")), "score": Number()}
@@ -77,17 +78,13 @@ RERANK: Spec = {
 
 @dataclass(frozen=True)
 class Granularity:
-    """`doc` or `block`; seed 003's `file` (a parent of blocks) is `doc`. Its `module` and `entity`
-    group or split files by paths and line spans a retrieval log does not carry."""
+    """`doc`, `block`, or a code level: `module`, `entity` (blocks mapped through an entities
+    table, `--entities`: fusion/code_plan.py). Seed 003's `file` (the parent of blocks) is
+    `doc`."""
 
     def check(self, key: str, value: Any) -> Any:
         if value == "file":
             return "doc"
-        if value in ("module", "entity"):
-            raise PolicyError(
-                f"{key}: {value!r} is not a level of a retrieval log, which has doc (a parent; "
-                "seed 003's file) and block (an item)"
-            )
         return Choice(GRANULARITIES).check(key, value)
 
 
@@ -254,6 +251,8 @@ class FusePlan:
     components: Components
     log_view: str = "retrieval_log"
     has_snippet: bool = True  # False: the log has no snippet column (best_snippet is NULL)
+    payload: tuple[str, ...] = ()  # the log's payload columns, carried into best_provenance
+    code: CodePlan | None = None  # a code run's (--entities): the blocks mapped, loc outputs
 
     @property
     def rrf_scale_bits(self) -> int | None:
@@ -273,12 +272,15 @@ class FusePlan:
     @property
     def context(self) -> dict[str, Any]:
         p = self.recipe.policy.parameters.thawed()
+        # a code target is fused as a document target over the hits mapped to it
+        p["target_granularity"] = self.fused_granularity
         return {
             "recipe": p,
             "rrf_scale_bits": self.rrf_scale_bits,
             "sources": self.sources,
             "has_rank": self.has_rank,
             "has_snippet": self.has_snippet,
+            "payload": list(self.payload),
             "missing": self.missing,
             "needs_grid": self.needs_grid,
             "with_features": False,
@@ -288,11 +290,17 @@ class FusePlan:
         }
 
     @property
+    def fused_granularity(self) -> str:
+        """The level fused.sql fuses: `block`, or `doc` (a parent: a code run's mapped file,
+        module or entity)."""
+        return "block" if self.recipe.target_granularity == "block" else "doc"
+
+    @property
     def by_parent(self) -> bool:
         """Fusion aggregates hits per (query, source, parent) first, as parent features do: a
         document target aligned before fusion (block targets and delayed alignment do not)."""
         recipe = self.recipe
-        return recipe.target_granularity == "doc" and recipe.aligner.order != "after_fusion"
+        return self.fused_granularity == "doc" and recipe.aligner.order != "after_fusion"
 
 
 def load_recipe(name_or_path: str, overrides: list[str] | None = None) -> Recipe:
@@ -306,7 +314,18 @@ def plan(
     has_rank: bool,
     log_view: str = "retrieval_log",
     has_snippet: bool = True,
+    payload: tuple[str, ...] = (),
+    code: CodePlan | None = None,
 ) -> FusePlan:
+    """`recipe` resolved against a log's sources. A module or entity target needs `code` (the
+    blocks mapped through an entities table); with its `fallback`, the recipe is fused at file
+    level, aligned before fusion (seed 003 §9.4)."""
+    if code is None and recipe.target_granularity in MAPPED_TARGETS:
+        raise PolicyError(
+            f"{recipe.source}: target_granularity {recipe.target_granularity!r} maps blocks "
+            "to their modules and entities through an entities table: give it with --entities "
+            "(duckscore fuse and run; docs/code.md)"
+        )
     declared = dict(recipe.sources)
     missing_from_log = sorted(set(declared) - set(log_sources))
     if missing_from_log:
@@ -359,6 +378,8 @@ def plan(
         or (missing == "zero" and not fusion.additive)
     )
     resolved = {**p, "sources": {**p["sources"], **dict.fromkeys(discovered, p["source_defaults"])}}
+    if code is not None and code.fallback is not None:
+        resolved = fell_back(resolved)
     return FusePlan(
         Recipe.of(replace(recipe.policy, parameters=FrozenMap(resolved))),
         sources,
@@ -369,6 +390,8 @@ def plan(
         components,
         log_view,
         has_snippet,
+        payload,
+        code,
     )
 
 

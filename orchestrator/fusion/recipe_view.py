@@ -138,7 +138,7 @@ class Recipe:
     """A fusion recipe, read once from its validated parameters."""
 
     policy: Policy
-    target_granularity: str  # doc or block
+    target_granularity: str  # doc, block, or a code level: module, entity
     discover_sources: bool
     source_defaults: RecipeSource
     sources: Mapping[str, RecipeSource]  # as declared (a plan's: every source it fuses)

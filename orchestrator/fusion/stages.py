@@ -12,6 +12,7 @@ from typing import Any
 from ..core.graph import Graph, Publication, Render, Stage
 from ..core.render import RenderedSQL, ident, render
 from ..core.session import Session
+from .code_stages import CODE_HITS, ENTITIES_INPUT, code_stages, target_hits
 from .contract import RERANK_SCORES, RETRIEVAL_LOG
 from .recipe import FusePlan
 from .traces import TRACE_SPANS
@@ -71,13 +72,18 @@ def fuse_graph(
     spans are published too; `portable`: the same SQL for any rows (a Session does not read
     the block types of the hits first: a CTE chain reused across requests)."""
     log = RANKED_LOG if fuse_plan.log_view == RANKED_LOG else LOG
-    shared = shared and features and fuse_plan.by_parent
     stages = [] if log == LOG else [_ranked_log(fuse_plan)]
+    # a code run fuses the hits mapped to their files (the parents) and to its target
+    hits = target = log
+    if fuse_plan.code is not None:
+        stages += code_stages(fuse_plan, log, _fused)
+        hits, target = CODE_HITS, target_hits(fuse_plan.code)
+    shared = shared and features and fuse_plan.by_parent and target == hits
     stages.append(
         Stage(
             FUSE_HITS,
             "fuse/fused.sql",
-            (("retrieval_log", log),),
+            (("retrieval_log", hits),),
             _fused(fuse_plan, "cut"),
             # reading the log twice is cheaper than storing it, unless ranks must be derived
             keep="view" if fuse_plan.has_rank else "table",
@@ -88,7 +94,7 @@ def fuse_graph(
             Stage(
                 SOURCE_PARENTS,
                 "fuse/fused.sql",
-                (("retrieval_log", log),),
+                (("retrieval_log", hits),),
                 _fused(fuse_plan, "entries", explain, with_features=True),
                 transient=True,
             )
@@ -104,7 +110,7 @@ def fuse_graph(
         Stage(
             FUSED_ITEMS,
             "fuse/fused.sql",
-            (("retrieval_log", log), *((("entries", SOURCE_PARENTS),) if shared else ())),
+            (("retrieval_log", target), *((("entries", SOURCE_PARENTS),) if shared else ())),
             _fused(fuse_plan, "fused_items", explain),
             keep="view" if reranks else "stream",
             publications=() if reranks else published,
@@ -136,7 +142,12 @@ def fuse_graph(
                 publications=(Publication(SPANS_FILE),),
             )
         )
-    inputs = (LOG, *((TRACE_SPANS,) if spans else ()), *((RERANK_INPUT,) if reranks else ()))
+    inputs = (
+        LOG,
+        *((ENTITIES_INPUT,) if fuse_plan.code is not None else ()),
+        *((TRACE_SPANS,) if spans else ()),
+        *((RERANK_INPUT,) if reranks else ()),
+    )
     return Graph(tuple(stages), inputs)
 
 
@@ -314,6 +325,8 @@ def manifest_fields(
         **({"rerank": p["rerank"]} if "rerank" in p else {}),
         # the plugins it used (issue 48 §3): kind, name, origin and the sha256 of their text
         **({"components": plugins} if plugins else {}),
+        # a code run's (issue 49): the level fused, the loc outputs' lengths, §9.4's fallback
+        **({"code": fuse_plan.code.record()} if fuse_plan.code is not None else {}),
         "explanations": explain,
         "parent_features": features,
     }

@@ -16,6 +16,7 @@ from .job import DEFAULT_JOB, Engine, Job
 from .pipeline import RunResult, run
 
 if TYPE_CHECKING:
+    from ..fusion.code_plan import CodeTarget
     from .incremental import Compute, PartitionedResult
     from .spark import SparkRunResult
 
@@ -38,12 +39,16 @@ def run_log(
     queries: Table | None = None,
     rerank_scores: Table | None = None,
     connection: duckdb.DuckDBPyConnection | None = None,
+    code: CodeTarget | None = None,
 ) -> Outcome:
     """`log` fused and scored into `out_dir` by `engine`: `runner/pipeline.py`'s run, the
     partitioned run (`runner/incremental.py`, its partitions on DuckDB or in one Spark job) or
     `runner/spark.py`'s. A combination of options the engine does not support is refused
     (`Unsupported`, one line) before anything is read."""
     _refuse_unsupported(log, job, engine, queries, rerank_scores)
+    if code is not None and (engine.engine == "spark" or engine.partition_by is not None):
+        flag = "--engine spark" if engine.partition_by is None else "--partition-by"
+        raise Unsupported(f"--entities (a code run) is not supported with {flag} yet")
     if engine.partition_by is not None:
         return _run_partitioned(log, out_dir, job, engine, engine.partition_by)
     if engine.engine == "spark":
@@ -63,6 +68,7 @@ def run_log(
         queries=queries,
         connection=connection,
         rerank_scores=rerank_scores,
+        code=code,
     )
 
 

@@ -9,6 +9,7 @@ from ..core.errors import TemplateError
 from ..core.graph import Graph
 from ..core.policy import Policy
 from ..core.render import ColumnParameter
+from ..fusion.code_stages import ENTITIES_INPUT
 from ..fusion.recipe import FusePlan
 from ..fusion.stages import FEATURES_FILE, FUSED_FILE, LOG, RERANK_INPUT, fuse_graph
 from ..fusion.traces import TRACE_SPANS
@@ -36,7 +37,7 @@ def run_graph(
         policy, top_n, with_query_ids=with_query_ids, sorted_outputs=sorted_outputs
     )
     graph = fusion_stages.then(scoring)
-    given = {LOG, TRACE_SPANS, RERANK_INPUT, QUERY_LIST}
+    given = {LOG, ENTITIES_INPUT, TRACE_SPANS, RERANK_INPUT, QUERY_LIST}
     if set(graph.inputs) - given:  # a score input no fusion stage makes
         raise TemplateError(f"the run graph reads {graph.inputs}: a stage's name changed")
     return graph

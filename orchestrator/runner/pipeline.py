@@ -13,6 +13,7 @@ from ..core.outputs import check_output_dir
 from ..core.policy import Policy
 from ..core.reporting import module_logger
 from ..core.session import Relations, Session, folder_of
+from ..fusion.code_plan import CodeTarget, code_inputs
 from ..fusion.log import open_log, open_rerank_scores
 from ..fusion.recipe_view import Recipe
 from ..fusion.stages import keeps_source_parents, manifest_fields
@@ -44,21 +45,23 @@ def run(
     queries: Table | None = None,
     connection: duckdb.DuckDBPyConnection | None = None,
     rerank_scores: Table | None = None,
+    code: CodeTarget | None = None,
 ) -> RunResult:
     """Fuse then score into out_dir: fused.parquet, parent_features.parquet, parents.parquet,
     queries.parquet, contract.jsonl, manifest.json (recipe and policy) and the rendered SQL.
-    `job.explain` False: fused.parquet's contributions and best_provenance are NULL (faster)."""
+    `job.explain` False: fused.parquet's contributions and best_provenance are NULL (faster).
+    `code`: a code run's entities table (docs/code.md): loc_outputs.jsonl too, the parents the
+    files."""
     loaded_recipe, loaded_policy = job.load()
     top_n, explain = job.top_n, job.explain
-    check_output_dir(
-        out_dir, "--out", {"--log": log, "--queries": queries, "--rerank-scores": rerank_scores}
-    )
+    given = {"--log": log, "--queries": queries, "--rerank-scores": rerank_scores}
+    check_output_dir(out_dir, "--out", given | code_inputs(code))
     with Session(job.settings, connection=connection) as session:
         logger.info(
             f"checking the log (recipe {loaded_recipe.version}, policy {loaded_policy.version})"
         )
         # a log of trace spans: every trace with a retrieval span decides, even with no hit
-        opened, fuse_plan = open_log(session, log, loaded_recipe, allow_empty=True)
+        opened, fuse_plan = open_log(session, log, loaded_recipe, allow_empty=True, code=code)
         open_rerank_scores(session, rerank_scores, fuse_plan)
         if queries is None:
             queries = trace_queries(session, log)

@@ -58,7 +58,9 @@ class ShardJob:
             # through Parquet, not pandas: NaN stays NaN and integer columns with NULLs stay integers
             log = Path(folder) / "shard.parquet"
             shard_log = pa.Table.from_batches(batches)
-            pq.write_table(shard_log, log)
+            # the tag is the partitions' own column, not the log's: no payload of its hits
+            untagged = shard_log if self.tag is None else shard_log.drop_columns([self.tag])
+            pq.write_table(untagged, log)
             out = Path(folder) / "out"
             try:
                 run(log, out, replace(self.job, settings=None))

@@ -117,7 +117,7 @@ expanded AS (
         c.snippet, c.query_text, c.weight, c.item_id AS original_id
     FROM cut AS c
     LEFT JOIN block_items AS b
-        ON c.granularity = 'doc' AND b.query_id = c.query_id AND b.parent_id = c.parent_id
+        ON c.granularity IN ('doc', 'file') AND b.query_id = c.query_id AND b.parent_id = c.parent_id
 ),
 {% endif %}
 entries AS (
@@ -447,14 +447,23 @@ fused_items AS (
         fused_score,
         rank,
         n_sources,
-{% if explain %}
+{% if explain and payload %}
+        r.contributions,
+        -- the best hit's payload: its row of the log, by the log's key
+        struct_insert(r.best_provenance, payload := (
+            SELECT struct_pack({% for name in payload %}{{ name | ident }} := p.{{ name | ident }}{{ ', ' if not loop.last }}{% endfor %})
+            FROM {{ inputs.retrieval_log | ident }} AS p
+            WHERE p.query_id = r.query_id AND p.source = struct_extract(r.best_provenance, 'source')
+                AND p.item_id = struct_extract(r.best_provenance, 'original_id')
+        )) AS best_provenance
+{% elif explain %}
         contributions,
         best_provenance
 {% else %}
         CASE WHEN FALSE THEN contributions END AS contributions,
         CASE WHEN FALSE THEN best_provenance END AS best_provenance
 {% endif %}
-    FROM ranked
+    FROM ranked{{ ' AS r' if explain and payload }}
 )
 SELECT * FROM {{ final | ident }}
 {% if final == 'fused_items' and ordered %}

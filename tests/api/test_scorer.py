@@ -163,3 +163,20 @@ def test_answers_are_the_batch_contract(tmp_path: Path, with_events: bool) -> No
         ).contract
     assert live == batch
     assert len(frames["answers"]) == len(live)
+
+
+def test_the_warm_path_refuses_what_run_refuses_of_a_payload() -> None:
+    """The probe of a lane (api/lanes.py) knows the log's payload rules: after a good call of a
+    shape, lines that run backwards or a source of two granularities take the checked path,
+    which refuses them naming the row."""
+    good = pd.DataFrame({"query_id": ["q", "q"], "source": ["s", "s"], "item_id": ["a.py:1:2", "b.py:1:3"],
+                         "parent_id": ["a.py", "b.py"], "score": [2.0, 1.0],
+                         "granularity": ["block", "block"], "start_line": [1, 1], "end_line": [2, 3]})  # fmt: skip
+    backwards = good.assign(start_line=[1, 4])
+    mixed = good.assign(granularity=["block", "doc"])
+    with ds.scorer() as scorer:
+        scorer.score(good)
+        with pytest.raises(DuckscoreError, match=r"row 2.*lines '4-3' run backwards"):
+            scorer.score(backwards)
+        with pytest.raises(DuckscoreError, match=r"row 2.*source 's' mixes granularities"):
+            scorer.score(mixed)

@@ -39,6 +39,8 @@ BEFORE_THE_VIEWS = {
     ("score", "overall_v2"): "7ea4053d17c0f5736608e8f55d82ee98dd7710ddcf5f618052752481f6571e8d",
     ("score", "overall_v3"): "d92cc30fc45ea4c3e59adfe8bde3c7c0d9e26f61ddadea5096ac508ba21855d1",
     ("fuse", "canonical_rrf"): "685ac9690a8d2a311d8c9816d05550d937c38ea8314de9a4c45c01bf5d554a9e",
+    # issue 49: canonical_rrf's parameters (file is doc), named for code localization
+    ("fuse", "code_rrf_v1"): "685ac9690a8d2a311d8c9816d05550d937c38ea8314de9a4c45c01bf5d554a9e",
     ("fuse", "elasticsearch_linear"): "2838eb033ec4d24e0ff5ca62690b87a2c115ce9701dcc29e34e7317b18cf55d5",
     ("fuse", "elasticsearch_rrf"): "c0dc264cbcc40822eab1348689352a3e409f2eb034af1d0d5ed7967b625b519d",
     ("fuse", "hybrid_v1"): "499bc5da1d519795a4cc75245132407512b7340342f9e98393ffaaee693a089f",
@@ -53,6 +55,7 @@ BEFORE_THE_VIEWS = {
 }  # fmt: skip
 RESOLVED_RECORDS = {
     "canonical_rrf": "dba196dc9c99cb82957a9f93933f1e3e70be8d059dca45d42ef07f5c393974a8",
+    "code_rrf_v1": "e456aba005fff6665122a4eff7dc1ea3d9ff3c10a3989e0b7cc3062024af2b97",
     "elasticsearch_linear": "b8085bba2292ded004ef7e18bd293f5e7f55f85dc90416fb7bae32983b8ad265",
     "elasticsearch_rrf": "0260f312dad7c742e584277bf5fa7c96142a6bdb3afe8d4b7760fe44c5f486f8",
     "hybrid_v1": "403f2e96787aaea9e0e3310127cb1952d59d98a72cdf3287674c49602c04d56e",

@@ -514,20 +514,22 @@ def test_one_chunk_parents_and_a_source_spanning_exactly_one(
 ) -> None:
     """docs/fuse.md's parent features at the edges the other tests never reached: a parent of
     one chunk whose one chunk was hit covers it all (1/1), one of one chunk hit only as a
-    document covers none (0/1); a source whose scores span exactly 1 (2.0 to 1.0) gives its
-    best parent a max_score of 1 and its worst 0 (minmax). Both ways of counting coverage:
-    the block-type mask, and the portable grouping used under a memory limit."""
-    log = pd.DataFrame({"query_id": ["q", "q"], "source": ["a", "a"], "item_id": ["C:1", "D"],
-                        "parent_id": ["C", "D"], "granularity": ["block", "doc"],
-                        "score": [2.0, 1.0], "rank": [1, 2], "total_chunks": [1, 1]})  # fmt: skip
+    document (source b's) covers none (0/1); a source whose scores span exactly 1 (2.0 to 1.0)
+    gives its best parent a max_score of 1 and its worst 0 (minmax), a source of one hit 1.
+    Both ways of counting coverage: the block-type mask, and the portable grouping used under a
+    memory limit."""
+    log = pd.DataFrame({"query_id": ["q"] * 3, "source": ["a", "a", "b"],
+                        "item_id": ["C:1", "E:1", "D"], "parent_id": ["C", "E", "D"],
+                        "granularity": ["block", "block", "doc"], "score": [2.0, 1.0, 1.0],
+                        "rank": [1, 2, 1], "total_chunks": [1, 1, 1]})  # fmt: skip
     fuse(log, tmp_path / "out", "canonical_rrf", None, EngineSettings(memory_limit=memory_limit))
     features = pd.read_parquet(tmp_path / "out" / "parent_features.parquet").set_index("parent_id")
-    assert features["coverage_ratio"].to_dict() == {"C": 1.0, "D": 0.0}
-    assert features["max_score"].to_dict() == {"C": 1.0, "D": 0.0}
+    assert features["coverage_ratio"].to_dict() == {"C": 1.0, "D": 0.0, "E": 1.0}
+    assert features["max_score"].to_dict() == {"C": 1.0, "D": 1.0, "E": 0.0}
     raw = tmp_path / "raw"
     fuse(log, raw, "canonical_rrf", ["parent_features.max_score=raw"])
     features = pd.read_parquet(raw / "parent_features.parquet").set_index("parent_id")
-    assert features["max_score"].to_dict() == {"C": 2.0, "D": 1.0}  # the scores as given
+    assert features["max_score"].to_dict() == {"C": 2.0, "D": 1.0, "E": 1.0}  # as given
 
 
 def test_a_parents_contribution_names_its_best_hit(tmp_path: Path) -> None:

@@ -79,16 +79,19 @@ def test_the_seed_example_fuses_the_bundled_log(tmp_path: Path) -> None:
 
 
 def test_the_seed_granularities(tmp_path: Path) -> None:
+    """file is doc; module and entity are levels of a code run (fusion/code_plan.py), which the
+    recipe accepts and a fusion without an entities table refuses (tests/code/test_mapper.py)."""
     as_file = record("hybrid_v1", "target_granularity=file")
     assert as_file["parameters"] == record("hybrid_v1")["parameters"]  # file is doc
     for level in ("module", "entity"):
         path = write(tmp_path / f"{level}.yaml", f"target_granularity: {level}\n")
         result = invoke("policy", "show", path, "--capability", "fuse")
-        assert result.exit_code == 2 and result.stderr.count("\n") == 1
-        assert (
-            f"{path}: target_granularity: {level!r} is not a level of a retrieval log, which has "
-            "doc (a parent; seed 003's file) and block (an item)"
-        ) in result.stderr
+        assert result.exit_code == 0, result.stderr
+        assert f'"target_granularity":"{level}"' in result.stdout
+    path = write(tmp_path / "chunk.yaml", "target_granularity: chunk\n")
+    result = invoke("policy", "show", path, "--capability", "fuse")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert "target_granularity: 'chunk' is not one of doc, block, module, entity" in result.stderr
 
 
 def test_fusion_type_is_the_seeds_word_for_method(tmp_path: Path) -> None:
@@ -133,7 +136,7 @@ def test_a_complete_recipe_without_extends_is_read_as_before(tmp_path: Path) -> 
     [
         ("sources: [{name: dense, index_dir: ''}]\n", "sources.dense.index_dir: expected a non-empty string"),
         ("sources: [{name: dense, type: 7}]\n", "sources.dense.type: expected a non-empty string, got 7"),
-        ("extends: hybrid_v2\n", "extends: unknown fuse policy 'hybrid_v2' (packaged: canonical_rrf, elasticsearch_linear, elasticsearch_rrf, hybrid_v1, opensearch_hybrid, qdrant_dbsf, qdrant_rrf, weaviate_relative)"),
+        ("extends: hybrid_v2\n", "extends: unknown fuse policy 'hybrid_v2' (packaged: canonical_rrf, code_rrf_v1, elasticsearch_linear, elasticsearch_rrf, hybrid_v1, opensearch_hybrid, qdrant_dbsf, qdrant_rrf, weaviate_relative)"),
         ("recipe_id: hybrid_v1\nfusion: {k: 20}\n", "recipe_id 'hybrid_v1' is the version of a base it extends"),
     ],
 )  # fmt: skip

@@ -760,7 +760,7 @@ BAD_SPANS = [
      "retrieval.documents[1].document.metadata is not a JSON object: '[1, 2]'"),
     # the log's rules for metadata columns, told of the span (not of a row of the derived log)
     ("openinference", one_span([GOOD, GOOD | {ID: "b", METADATA: '{"granularity": "chunk"}'}]),
-     "retrieval.documents[2].document.metadata.granularity is not one of doc, block: 'chunk'"),
+     "retrieval.documents[2].document.metadata.granularity is not one of doc, block, file, module, entity: 'chunk'"),
     *[("openinference", one_span([GOOD | {METADATA: json.dumps({"total_chunks": n})}], "jsonl"),
        f"retrieval.documents[1].document.metadata.total_chunks is not a whole number from 0 to "
        f"2^53: {shown!r}")

@@ -30,6 +30,7 @@ DEPENDS_ON: dict[str, set[str]] = {
     "metrics": BASE,
     "bids": BASE,
     "instincts": BASE,
+    "code": BASE,  # the entities of a Python repository (duckscore entities)
     "export": BASE,  # decisions for other tools, read from output folders
     "runner": BASE | {"fusion", "scoring"},
     "calibrate": BASE | {"fusion", "scoring", "metrics"},
@@ -52,6 +53,7 @@ DEPENDS_ON: dict[str, set[str]] = {
         "answering",
         "metrics",
         "calibrate",
+        "code",
         "bids",
         "instincts",
         "engines",

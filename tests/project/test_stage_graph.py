@@ -15,13 +15,22 @@ import pytest
 from .test_layers import PACKAGE, dotted, imports, modules
 
 # the modules that declare stages, and the functions that render their templates
-STAGE_MODULES = {"fusion.stages", "scoring.stages"}
-RENDERERS = {"render_fused", "render_parent_features", "render_parents", "render_queries"}
+STAGE_MODULES = {"fusion.stages", "fusion.code_stages", "scoring.stages"}
+RENDERERS = {
+    "render_fused",
+    "render_parent_features",
+    "render_parents",
+    "render_queries",
+    "render_code_map",
+}
 TEMPLATES = {
     "fuse/ranked_log.sql",
     "fuse/fused.sql",
     "fuse/parent_features.sql",
     "fuse/spans.sql",
+    "fuse/code_map.sql",
+    "fuse/code_level.sql",
+    "fuse/loc_outputs.sql",
     "score/parents.sql",
     "score/queries.sql",
 }
@@ -30,6 +39,10 @@ RELATIONS = (
     "retrieval_log_ranked",
     "fuse_hits",
     "fuse_source_parents",
+    "code_hits",
+    "code_modules",
+    "code_entities",
+    "loc_lists",
     "parent_features_table",
     "scored_parents",
     "score_contract",

@@ -17,6 +17,7 @@ from duckscore.core.check import tables_read
 from duckscore.core.graph import Graph
 from duckscore.core.policy import load_policy
 from duckscore.core.render import ColumnParameter, RenderedSQL, column
+from duckscore.fusion.code_plan import CodePlan, LocTopK
 from duckscore.fusion.recipe import load_recipe, plan
 from duckscore.fusion.stages import FUSE_HITS, RANKED_LOG, SOURCE_PARENTS
 from duckscore.runner.graph import run_graph
@@ -45,16 +46,21 @@ VARIANTS: dict[str, tuple[str, list[str], dict[str, object]]] = {
         ["rerank.top_n=3", "rerank.mode=weight", "rerank.weight=0.5"],
         {"shared": True},
     ),
+    # a code run (--entities): the mapper, the levels, the lists; fused at the module level
+    "code": ("code_rrf_v1", ["target_granularity=module"], {"shared": True, "code": "module"}),
+    "code files": ("code_rrf_v1", [], {"shared": True, "code": "file"}),
 }
 
 
 def graph_of(variant: str, top_n: int | ColumnParameter = 5) -> Graph:
     recipe, overrides, options = VARIANTS[variant]
+    level = options.get("code")
     fuse_plan = plan(
         load_recipe(recipe, overrides),
         SOURCES,
         bool(options.get("has_rank", True)),
         str(options.get("log_view", "retrieval_log")),
+        code=None if level is None else CodePlan(str(level), LocTopK(), parse_ids=False),
     )
     return run_graph(
         fuse_plan,
@@ -94,6 +100,17 @@ def test_the_graphs_have_the_stages_their_options_ask_for() -> None:
     assert reranked.names[:4] == (FUSE_HITS, SOURCE_PARENTS, "fused_items", "reranked_items")
     assert reranked["fused_items"].keep == "view" and not reranked["fused_items"].publications
     assert [p.file for p in reranked["reranked_items"].publications] == ["fused.parquet"]
+    code = graph_of("code")
+    assert code.inputs == ("retrieval_log", "entities")
+    assert code.names[:8] == (
+        "code_hits", "code_modules", "code_entities", "loc_files", "loc_modules",
+        "loc_entities", "loc_lists", FUSE_HITS,
+    )  # fmt: skip
+    # the module level fused, the files' parents: no aggregate both could share
+    assert code["fused_items"].sources == ("code_modules",)
+    assert code[FUSE_HITS].sources == code["loc_files"].sources == ("code_hits",)
+    assert graph_of("code files")["fused_items"].sources == ("code_hits", SOURCE_PARENTS)
+    assert [p.file for p in code["loc_lists"].publications] == ["loc_outputs.jsonl"]
 
 
 def recorded(out: Path) -> dict[str, RenderedSQL]:

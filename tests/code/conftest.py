@@ -1,0 +1,5 @@
+"""The repositories the tests of code/ read."""
+
+from .repos import repository
+
+__all__ = ["repository"]

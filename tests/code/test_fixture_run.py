@@ -1,0 +1,137 @@
+"""`duckscore run --entities` on the bundled collection (fixtures/code/): loc_outputs.jsonl's
+lists equal a plain-Python computation written from the rules alone — each block mapped to the
+entity of largest overlap (then smallest span, then id) in entities.parquet at its revision, a
+source ranking a file, module or entity by its best hit, RRF (k = 60) over the sources."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from duckscore.cli.app import cli
+from duckscore.core.check import tables_read
+from duckscore.core.policy import load_policy
+from duckscore.core.render import RenderedSQL
+from duckscore.fusion.code_plan import CodePlan, LocTopK
+from duckscore.fusion.recipe import load_recipe, plan
+from duckscore.runner.graph import run_graph
+from duckscore.scoring.policy import SCORE_POLICY
+
+from ..helpers import FIXTURES
+
+CODE = FIXTURES / "code"
+TOP_K = {"file": 5, "module": 10, "entity": 10}
+
+
+def entities_by_file() -> dict[tuple[str | None, str], list[dict[str, Any]]]:
+    found: dict[tuple[str | None, str], list[dict[str, Any]]] = defaultdict(list)
+    for row in pq.read_table(CODE / "entities.parquet").to_pylist():
+        if row["kind"] != "file":
+            found[(row["revision"], row["file_path"])].append(row)
+    return found
+
+
+def mapped(hit: dict[str, Any], known: dict) -> dict[str, str]:
+    """The hit's file, module and entity; a file-level hit, or a block in no entity, its file."""
+    file = hit["file_path"]
+    levels = {"file": file, "module": file, "entity": file}
+    if hit["start_line"] is None:
+        return levels
+    best = None
+    for entity in known[(hit["revision"], file)]:
+        overlap = (
+            min(hit["end_line"], entity["end_line"])
+            - max(hit["start_line"], entity["start_line"])
+            + 1
+        )
+        if overlap < 1:
+            continue
+        key = (-overlap, entity["end_line"] - entity["start_line"] + 1, entity["entity_id"])
+        if best is None or key < best[0]:
+            best = (key, entity)
+    if best is not None:
+        levels |= {"module": best[1]["module_id"], "entity": best[1]["entity_id"]}
+    return levels
+
+
+def expected_lists() -> dict[str, dict[str, list[str]]]:
+    known = entities_by_file()
+    hits = pq.read_table(CODE / "retrieval_log.parquet").to_pylist()
+    # per (query, level, source, item): the best hit (max score, then lowest rank)
+    best: dict[tuple[str, str, str, str], tuple[float, int]] = {}
+    for hit in hits:
+        for level, item in mapped(hit, known).items():
+            key = (hit["query_id"], level, hit["source"], item)
+            here = (-hit["score"], hit["rank"])
+            best[key] = min(best.get(key, here), here)
+    lists: dict[tuple[str, str, str], list[tuple[tuple[float, int], str]]] = defaultdict(list)
+    for (query, level, source, item), order in best.items():
+        lists[(query, level, source)].append((order, item))
+    rrf: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for (query, level, _), entries in lists.items():
+        for rank, (_, item) in enumerate(sorted(entries), start=1):
+            rrf[(query, level)][item] += 1 / (60 + rank)
+    result: dict[str, dict[str, list[str]]] = defaultdict(dict)
+    for (query, level), scores in rrf.items():
+        ranked = sorted(scores, key=lambda item: (-round(scores[item], 12), item))
+        if level != "file":  # a file ranked at the module or entity level is not listed
+            ranked = [item for item in ranked if ":" in item]
+        result[query][level] = ranked[: TOP_K[level]]
+    return result
+
+
+@pytest.fixture(scope="module")
+def run_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("code") / "out"
+    done = CliRunner().invoke(
+        cli,
+        ["-q", "run", "--log", str(CODE / "retrieval_log.parquet"), "--entities",
+         str(CODE / "entities.parquet"), "--recipe", "code_rrf_v1", "--out", str(out)],
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def loc_outputs(run_out: Path) -> list[str]:
+    return (run_out / "loc_outputs.jsonl").read_text(encoding="utf-8").splitlines()
+
+
+def test_the_lists_equal_the_plain_python_reference(loc_outputs: list[str]) -> None:
+    expected = expected_lists()
+    found = [json.loads(line) for line in loc_outputs]
+    assert [line["instance_id"] for line in found] == sorted(expected)
+    for line in found:
+        want = expected[line["instance_id"]]
+        assert line["found_files"] == want["file"], line["instance_id"]
+        assert line["found_modules"] == want["module"], line["instance_id"]
+        assert line["found_entities"] == want["entity"], line["instance_id"]
+    assert all(list(line) == ["instance_id", "found_files", "found_modules", "found_entities",
+                              "raw_output_loc"] for line in found)  # fmt: skip
+    assert loc_outputs == [json.dumps(line) for line in found]
+
+
+def test_every_stage_of_a_code_run_is_recorded(run_out: Path) -> None:
+    """No recorded SQL reads a relation whose definition the output folder does not hold."""
+    manifest = json.loads((run_out / "manifest.json").read_text(encoding="utf-8"))
+    sql = {
+        template: RenderedSQL(template, (run_out / "sql" / template.replace("/", "_")).read_text())
+        for template in manifest["sql"]
+    }
+    graph = run_graph(
+        plan(load_recipe("code_rrf_v1"), ["bm25", "summary", "tfidf"], True,
+             code=CodePlan("file", LocTopK(), parse_ids=False)),
+        load_policy(SCORE_POLICY, "overall_v3"),
+        shared=True,
+    )  # fmt: skip
+    made = {stage.name: stage.template for stage in graph}
+    assert set(made.values()) == set(sql)
+    for rendered in sql.values():
+        for table in tables_read(rendered):
+            assert table in graph.inputs or made.get(table) in sql, (rendered.template, table)
