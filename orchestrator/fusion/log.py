@@ -89,8 +89,9 @@ LINES = ("file_path", "start_line", "end_line")
 
 
 def _check_payload(session: Session, opened: OpenedInput) -> None:
-    """A hit's lines run forward (start_line at most end_line), and a source's hits
-    are all of one granularity, each refusal naming a row (issue 49 §1)."""
+    """A hit's lines run forward (start_line at most end_line), and in a code log (one with
+    lines) a source's hits are all of one granularity, each refusal naming a row (issue 49 §1).
+    A log without lines keeps mixing doc and block hits in one source, as it always could."""
     if {"start_line", "end_line"} <= opened.columns.keys():
         start, end = typed_column(opened, "start_line"), typed_column(opened, "end_line")
         check_rows(
@@ -100,7 +101,7 @@ def _check_payload(session: Session, opened: OpenedInput) -> None:
             "lines {value} run backwards: start_line is after end_line",
             shown=f"CAST({start} AS VARCHAR) || '-' || CAST({end} AS VARCHAR)",
         )
-    if "granularity" not in opened.columns:
+    if "granularity" not in opened.columns or not set(LINES) & opened.columns.keys():
         return
     source_of, granularity = typed_column(opened, "source"), typed_column(opened, "granularity")
     in_file_order = f"struct_pack(file := {FILE_COLUMN}, row := {ROW_COLUMN})"
