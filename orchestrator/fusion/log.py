@@ -101,7 +101,7 @@ def _check_payload(session: Session, opened: OpenedInput) -> None:
             "lines {value} run backwards: start_line is after end_line",
             shown=f"CAST({start} AS VARCHAR) || '-' || CAST({end} AS VARCHAR)",
         )
-    if "granularity" not in opened.columns or not set(LINES) & opened.columns.keys():
+    if not _one_granularity_per_source(opened):
         return
     source_of, granularity = typed_column(opened, "source"), typed_column(opened, "granularity")
     in_file_order = f"struct_pack(file := {FILE_COLUMN}, row := {ROW_COLUMN})"
@@ -143,7 +143,7 @@ def log_probe(opened: OpenedInput, has_rank: bool) -> str:
         broken += f" OR EXISTS ({RANKS_SUSPECT})"
     if {"start_line", "end_line"} <= opened.columns.keys():
         broken += " OR EXISTS (SELECT 1 FROM retrieval_log WHERE start_line > end_line)"
-    if "granularity" in opened.columns:
+    if _one_granularity_per_source(opened):
         broken += (
             " OR EXISTS (SELECT 1 FROM retrieval_log WHERE granularity IS NOT NULL "
             "GROUP BY source HAVING min(granularity) <> max(granularity))"
@@ -152,6 +152,12 @@ def log_probe(opened: OpenedInput, has_rank: bool) -> str:
         f"SELECT {broken} AS broken, "
         "(SELECT list(DISTINCT source ORDER BY source) FROM retrieval_log) AS sources"
     )
+
+
+def _one_granularity_per_source(opened: OpenedInput) -> bool:
+    """Whether a source's hits must all be of one granularity: in a code log (one with lines)
+    that has a granularity column; a log without lines may mix doc and block hits."""
+    return "granularity" in opened.columns and bool(set(LINES) & opened.columns.keys())
 
 
 def _checked_once(

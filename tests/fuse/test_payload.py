@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from duckscore.core.session import Session
+from duckscore.fusion.log import log_probe, open_log
 from duckscore.fusion.pipeline import fuse
+from duckscore.fusion.recipe import load_recipe
 
 LOG = pd.DataFrame(
     {
@@ -83,3 +86,19 @@ def test_a_file_hit_is_a_document_hit(tmp_path: Path) -> None:
     # the block holds both sources' terms: 1/61 + 1/61
     assert fused["item_id"].tolist() == ["a.py"]
     assert fused["fused_score"].tolist() == [2 / 61]
+
+
+def test_a_log_without_lines_may_mix_doc_and_block_hits_in_a_source() -> None:
+    """The one-granularity rule is a code log's (issue 49 §1): a log without lines keeps its
+    source of document and block hits, neither refused nor taken by the live scorer's probe
+    (api/lanes.py) for a fault, which would send every call down the checked path."""
+    mixed = pd.DataFrame({"query_id": ["q", "q"], "source": ["s", "s"], "item_id": ["d1", "d2#0"],
+                          "parent_id": ["d1", "d2"], "score": [2.0, 1.0],
+                          "granularity": ["doc", "block"]})  # fmt: skip
+    session = Session()
+    try:
+        opened, fuse_plan = open_log(session, mixed, load_recipe("hybrid_v1"))
+        broken = session.con.execute(log_probe(opened, fuse_plan.has_rank)).fetchone()
+    finally:
+        session.close()
+    assert broken is not None and broken[0] is False
