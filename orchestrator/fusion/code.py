@@ -32,7 +32,7 @@ def open_code(session: Session, code: CodeTarget, opened: OpenedInput, recipe: R
     fault = mapper_check(session, plan, opened.contract.name, ENTITIES_INPUT, "first_fault")
     if fault is not None:
         raise InputError(_fault(fault, opened, entities))
-    if not fuses_blocks(recipe.policy.parameters):
+    if not fuses_blocks(recipe):
         return plan
     unshared = mapper_check(session, plan, opened.contract.name, ENTITIES_INPUT, "chunking")
     if unshared is None:

@@ -5,11 +5,12 @@ modules and entities loc_outputs.jsonl lists, and seed 003 §9.4's fallback."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from ..core.errors import OptionError
 from ..core.inputs import Table
+from .recipe_view import Recipe
 
 # a block's id when its lines are in it: `path:start:end`, 1-based, below a billion (RE2, as
 # DuckDB reads it)
@@ -45,7 +46,7 @@ class LocTopK:
         return cls(**counts)
 
     def record(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -100,9 +101,6 @@ def fell_back(parameters: Mapping[str, Any]) -> dict[str, Any]:
     return p
 
 
-def fuses_blocks(parameters: Mapping[str, Any]) -> bool:
+def fuses_blocks(recipe: Recipe) -> bool:
     """Whether a recipe fuses blocks as such: a block target, or alignment after fusion."""
-    return bool(
-        parameters["target_granularity"] == "block"
-        or parameters["aligner"]["order"] == "after_fusion"
-    )
+    return recipe.target_granularity == "block" or recipe.aligner.order == "after_fusion"
