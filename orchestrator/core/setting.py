@@ -81,16 +81,19 @@ def settings_of(cls: Any) -> dict[str, Setting]:
 def check_setting(cls: Any, name: str, value: Any) -> None:
     """`value` held to the Setting of the field `name` of `cls`: for a function that takes that
     setting alone (`recalibrate` a calibration's --folds and --seed)."""
-    if refusal := settings_of(cls)[name].refusal(value):
-        raise OptionError(refusal)
+    _refuse(settings_of(cls)[name].refusal(value))
 
 
 def check_settings(instance: Any) -> None:
     """The first value of `instance` its Setting refuses, then the first of its `cross_checks`
     that refuses the values together, raised as one line (OptionError)."""
-    for name in settings_of(instance):
-        check_setting(instance, name, getattr(instance, name))
+    for name, declared in settings_of(instance).items():
+        _refuse(declared.refusal(getattr(instance, name)))
     check: CrossCheck
     for check in getattr(instance, "cross_checks", ()):
-        if refusal := check(instance):
-            raise OptionError(refusal)
+        _refuse(check(instance))
+
+
+def _refuse(refusal: str | None) -> None:
+    if refusal is not None:
+        raise OptionError(refusal)
