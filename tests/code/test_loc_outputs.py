@@ -92,6 +92,30 @@ def test_each_list_keeps_its_top_k(tmp_path: Path) -> None:
     assert q1["found_entities"] == Q1["found_entities"][:3]
 
 
+def test_a_query_whose_hits_map_to_no_entity_has_empty_lists_there(tmp_path: Path) -> None:
+    """A block in no entity ranks its file at the module and entity levels, which those lists
+    leave out: the query's lines hold empty lists there, as the benchmarks' readers expect,
+    never null."""
+    only_module_level_code = hits([("q2", "s1", "pkg/a.py:52:58", 1.0)])
+    out = fused_code(only_module_level_code, tmp_path / "out")
+    assert lines(out) == [
+        '{"instance_id": "q2", "found_files": ["pkg/a.py"], "found_modules": [], '
+        '"found_entities": [], "raw_output_loc": []}'
+    ]
+
+
+def test_a_query_of_ignored_sources_alone_has_a_line_of_empty_lists(tmp_path: Path) -> None:
+    """q2's one hit is of s2, a source the recipe neither declares nor discovers: the query
+    keeps its line (an instance the benchmarks score as found nothing), its lists empty."""
+    log = hits([("q1", "s1", "pkg/c.py:1:10", 1.0), ("q2", "s2", "pkg/c.py:11:20", 1.0)])
+    sets = ["discover_sources=false", "sources.s1.weight=1.0"]
+    out = fused_code(log, tmp_path / "out", sets=sets)
+    assert lines(out)[1] == (
+        '{"instance_id": "q2", "found_files": [], "found_modules": [], "found_entities": [], '
+        '"raw_output_loc": []}'
+    )
+
+
 def test_no_lists_without_entities(tmp_path: Path) -> None:
     from duckscore.fusion.pipeline import fuse
 
