@@ -68,6 +68,20 @@ def test_a_file_target_fuses_files_and_scores_their_parents(tmp_path: Path) -> N
     assert dict(zip(features["query_id"], features["parent_id"], strict=True)) == expected
 
 
+def test_without_a_granularity_column_an_item_of_its_parent_is_a_file_hit(tmp_path: Path) -> None:
+    """A log with no granularity says a hit's level as fusion reads it: an item that is its own
+    parent is a document (here a file) hit, mapped to its file alone; any other a block, mapped
+    by its lines."""
+    log = hits([("q1", "s1", "pkg/a.py:8:12", 2.0), ("q2", "s1", "pkg/c.py", 1.0)])
+    out = fused_code(log.drop(columns=["granularity"]), tmp_path / "out",
+                     sets=["target_granularity=entity"])  # fmt: skip
+    fused = pd.read_parquet(out / "fused.parquet")
+    assert dict(zip(fused["query_id"], fused["item_id"], strict=True)) == {
+        "q1": "pkg/a.py:Shape.area",
+        "q2": "pkg/c.py",
+    }
+
+
 def test_revisions_match_null_safely(tmp_path: Path) -> None:
     """A working tree's entities (revision NULL) and a log without revisions match."""
     from .tables import entities
