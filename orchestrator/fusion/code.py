@@ -32,6 +32,7 @@ def open_code(session: Session, code: CodeTarget, opened: OpenedInput, recipe: R
     fault = mapper_check(session, plan, opened.contract.name, ENTITIES_INPUT, "first_fault")
     if fault is not None:
         raise InputError(_fault(fault, opened, entities))
+    _warn_of_no_entity(session, plan, opened, entities)
     if not fuses_blocks(recipe):
         return plan
     unshared = mapper_check(session, plan, opened.contract.name, ENTITIES_INPUT, "chunking")
@@ -43,6 +44,21 @@ def open_code(session: Session, code: CodeTarget, opened: OpenedInput, recipe: R
         "aligned before fusion (seed 003 §9.4)"
     )
     return replace(plan, level="file" if plan.level == "block" else plan.level, fallback=reason)
+
+
+def _warn_of_no_entity(
+    session: Session, plan: CodePlan, opened: OpenedInput, entities: OpenedInput
+) -> None:
+    """A warning when the hits have lines but no entity overlaps any of them: every hit maps to
+    its file, and the module and entity lists are empty (entities of another revision, or a
+    table of files alone)."""
+    coverage = mapper_check(session, plan, opened.contract.name, ENTITIES_INPUT, "entity_coverage")
+    if coverage is not None and coverage["line_ranges"] and not coverage["in_entities"]:
+        logger.warning(
+            f"no entity of {entities.label} ({entities.given}) overlaps any of the "
+            f"{coverage['line_ranges']:,} line ranges of {opened.label} ({opened.given}): every "
+            "hit maps to its file, and the module and entity lists are empty"
+        )
 
 
 def _check_lines(session: Session, opened: OpenedInput, parse_ids: bool) -> None:

@@ -16,8 +16,9 @@ resolved, and code_module_id, code_entity_id (NULL when it maps to no entity).
 
 Checks, each its CTE: `faults` (a file the entities table does not hold at the hit's revision,
 lines past its file's end, a block id given two spans by a source at a revision, a span two
-ids) and `chunking`
-(seed 003 §9.4: whether the block sources share their ids and line ranges).
+ids), `chunking` (seed 003 §9.4: whether the block sources share their ids and line ranges)
+and `entity_coverage` (how many of the hits' line ranges an entity overlaps: none is a map
+worth a warning).
 -#}
 {% set lined = "('block', 'module', 'entity')" %}
 {% macro same_place(a, b) -%}
@@ -70,6 +71,9 @@ innermost AS (
         arg_min(module_id, {{ key }}) AS code_module_id
     FROM candidates
     GROUP BY revision, code_file, code_start, code_end
+),
+entity_coverage AS (
+    SELECT (SELECT count(*) FROM spans) AS line_ranges, (SELECT count(*) FROM innermost) AS in_entities
 ),
 code_hits AS (
     SELECT

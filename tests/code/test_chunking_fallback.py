@@ -25,11 +25,14 @@ NO_BLOCK_SHARED = (
 )
 
 
-def fused(log: pd.DataFrame, tmp_path: Path, sets: list[str]) -> tuple[str, list[str], dict]:
-    """`duckscore fuse --entities` of `log`: its stderr, fused items and manifest."""
+def fused(
+    log: pd.DataFrame, tmp_path: Path, sets: list[str], table_rows: pd.DataFrame | None = None
+) -> tuple[str, list[str], dict]:
+    """`duckscore fuse --entities` of `log` (tables.py's entities, or `table_rows`): its stderr,
+    fused items and manifest."""
     log_file, table = tmp_path / "log.parquet", tmp_path / "entities.parquet"
     log.to_parquet(log_file)
-    entities().to_parquet(table)
+    (entities() if table_rows is None else table_rows).to_parquet(table)
     out = tmp_path / "out"
     recipe = [arg for key in sets for arg in ("--set-recipe", key)]
     done = CliRunner().invoke(
@@ -80,3 +83,21 @@ def test_a_file_target_needs_no_shared_chunking(tmp_path: Path) -> None:
     stderr, items, manifest = fused(hits(FORTY + THIRTY), tmp_path, [])
     assert "warning" not in stderr and items == ["pkg/a.py"]
     assert manifest["code"]["fallback"] is None
+
+
+def test_lines_no_entity_overlaps_are_said(tmp_path: Path) -> None:
+    """An entities table of files alone (or of another revision's code): the run maps every
+    hit to its file and says so, rather than writing empty module and entity lists silently."""
+    files_alone = entities().query("kind == 'file'")
+    stderr, items, _ = fused(hits(FORTY), tmp_path, ["target_granularity=entity"], files_alone)
+    assert items == ["pkg/a.py"]
+    assert (
+        f"duckscore: warning: no entity of --entities ({tmp_path / 'entities.parquet'}) overlaps "
+        f"any of the 2 line ranges of --log ({tmp_path / 'log.parquet'}): every hit maps to its "
+        "file, and the module and entity lists are empty\n"
+    ) in stderr
+
+
+def test_no_warning_when_an_entity_holds_a_line_range(tmp_path: Path) -> None:
+    stderr, _, _ = fused(hits(FORTY), tmp_path, ["target_granularity=entity"])
+    assert "duckscore: warning:" not in stderr
