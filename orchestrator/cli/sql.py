@@ -97,11 +97,10 @@ def sql_fuse(
     from ..fusion.stages import FUSED_ITEMS, LTR_STAGES, fuse_graph
 
     fuse_plan = plan(load_recipe(recipe, list(recipe_overrides)), sources, has_rank=not no_rank)
-    method = fuse_plan.recipe.fusion.method
-    if stage in LTR_STAGES and method != "ltr":
+    if stage in LTR_STAGES and fuse_plan.recipe.ltr is None:
         raise OptionError(
             f"--stage {stage}: a stage of a learned recipe (fusion.method ltr, duckscore learn); "
-            f"{fuse_plan.recipe.version} fuses by {method}"
+            f"{fuse_plan.recipe.version} fuses by {fuse_plan.recipe.fusion.method}"
         )
     _echo(fuse_graph(fuse_plan).render(FUSED_ITEMS, final=stage, ordered=True), dialect)
 

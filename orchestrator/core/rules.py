@@ -59,7 +59,10 @@ class Choice:
 
 @dataclass(frozen=True)
 class Bounds:
-    """A pair [lo, hi] of finite numbers with lo <= hi, or null (lo = hi is a zero spread)."""
+    """A pair [lo, hi] of finite numbers with lo <= hi, or null (lo = hi is a zero spread);
+    `spread`: lo < hi (a range something is divided by)."""
+
+    spread: bool = False
 
     def check(self, key: str, value: Any) -> Any:
         if value is None:
@@ -67,8 +70,9 @@ class Bounds:
         if not isinstance(value, (list, tuple)) or len(value) != 2:
             raise PolicyError(f"{key}: expected [lo, hi] or null, got {value!r}")
         lo, hi = (Number().check(f"{key}[{i}]", v) for i, v in enumerate(value))
-        if lo > hi:
-            raise PolicyError(f"{key}: lo ({lo!r}) must not exceed hi ({hi!r})")
+        if lo > hi or (self.spread and lo == hi):
+            relation = "be below" if self.spread else "not exceed"
+            raise PolicyError(f"{key}: lo ({lo!r}) must {relation} hi ({hi!r})")
         return [lo, hi]
 
 

@@ -24,6 +24,7 @@ from ..core.errors import DuckscoreError, PolicyError
 from ..core.policy import load_yaml
 from ..core.render import RenderedSQL
 from ..core.resources import sql_dir
+from .component_file import component_files, declared_component, read_component
 from .components import (
     BUILTIN,
     CONTRIBUTION,
@@ -32,9 +33,6 @@ from .components import (
     Call,
     Component,
     builtin_call,
-    component_files,
-    declared_component,
-    read_component,
     sha256_of,
 )
 
@@ -409,14 +407,14 @@ class Components:
         """What fused.sql calls, by kind and name: the bound plugins, and the built-ins recipe
         parameters `p` use, each bound to its recipe keys' values in `p`."""
         bound = {kind: dict(named) for kind, named in self.plugins.items()}
-        for kind, _, name in _used(p):
+        for kind, _, name in used_components(p):
             component = self.registry.components[(kind, name)]
             if component.builtin:
                 bound[kind][name] = builtin_call(component, p)
         return bound
 
 
-def _used(p: dict[str, Any]) -> list[tuple[str, str, str]]:
+def used_components(p: dict[str, Any]) -> list[tuple[str, str, str]]:
     """The (kind, recipe key, name) of each normaliser, aligner and fusion method `p` names."""
     used = [("normalizer", "source_defaults.normalize", p["source_defaults"]["normalize"])]
     used += [
@@ -431,7 +429,7 @@ def recipe_components(p: dict[str, Any]) -> Components:
     registered, every parameter within its schema, every used plugin's SQL through the checks
     of the templates. Errors name the recipe key."""
     found = registry(p.get("plugins") or ())
-    used = _used(p)
+    used = used_components(p)
     for kind, key, name in used:
         found.get(kind, name, key)
     for name, values in (p.get("component_params") or {}).items():

@@ -33,6 +33,7 @@ from ..core.policy import (
     load_policy,
 )
 from .code_plan import MAPPED_TARGETS, CodePlan, fell_back
+from .components import recipe_value
 from .ltr import LTR_SPEC, check_ltr
 from .plugins import (
     Components,
@@ -41,6 +42,7 @@ from .plugins import (
     builtins,
     locate_plugins,
     recipe_components,
+    used_components,
 )
 from .recipe_view import Recipe, RecipeSource
 
@@ -108,19 +110,23 @@ def _merge_source_defaults(parameters: dict[str, Any]) -> dict[str, Any]:
     return {**parameters, "sources": merged}
 
 
-def _bounds_declared(p: dict[str, Any]) -> None:
-    uses_bounds = any(
-        s["normalize"] == "bounds" for s in [p["source_defaults"], *p["sources"].values()]
-    )
-    bounds = p["normalizer_params"]["bounds"]
-    if uses_bounds and (bounds is None or bounds[0] >= bounds[1]):
-        raise PolicyError(
-            "normalizer_params.bounds must be [lo, hi] with lo < hi for normalize: bounds"
-        )
+def _required_keys_set(p: dict[str, Any]) -> None:
+    """Each used built-in's required_keys given (bounds: normalizer_params.bounds)."""
+    for kind, key, name in used_components(p):
+        component = builtins().components.get((kind, name))
+        for required in component.required_keys if component else ():
+            if recipe_value(p, required) is None:
+                raise PolicyError(f"{required} is required by {key}: {name}")
+
+
+def _first_rank_positive(p: dict[str, Any]) -> None:
     if p["fusion"]["k"] - 1 + p["fusion"]["rank_base"] <= 0:
         raise PolicyError(
             "fusion.k - 1 + fusion.rank_base must be positive (the first rank's denominator)"
         )
+
+
+def _quantiles_ordered(p: dict[str, Any]) -> None:
     q = p["normalizer_params"]
     if q["quantile_p_lo"] >= q["quantile_p_hi"]:
         raise PolicyError("normalizer_params.quantile_p_lo must be below quantile_p_hi")
@@ -136,15 +142,20 @@ def _rerank_weighted(p: dict[str, Any]) -> None:
         raise PolicyError("rerank.weight is read only with rerank.mode: weight, not replace")
 
 
-def _minmax_bounds(p: dict[str, Any]) -> None:
-    """A source's lower_bound and upper_bound fix an end of minmax's range; nothing else reads them."""
+def _source_keys_read(p: dict[str, Any]) -> None:
+    """A source's key that built-in normalisers read (their recipe keys sources.<name>.<key>:
+    minmax's lower_bound and upper_bound) is set only where such a normaliser reads it."""
+    readers: dict[str, list[str]] = {}
+    for (kind, name), component in builtins().components.items():
+        for key in component.source_keys if kind == "normalizer" else ():
+            readers.setdefault(key, []).append(name)
     entries = {"source_defaults": p["source_defaults"]}
     entries |= {f"sources.{name}": entry for name, entry in p["sources"].items()}
     for where, entry in entries.items():
-        for bound in ("lower_bound", "upper_bound"):
-            if bound in entry and entry["normalize"] != "minmax":
+        for key, names in readers.items():
+            if key in entry and entry["normalize"] not in names:
                 raise PolicyError(
-                    f"{where}.{bound} needs normalize: minmax, not {entry['normalize']}"
+                    f"{where}.{key} needs normalize: {' or '.join(names)}, not {entry['normalize']}"
                 )
 
 
@@ -177,7 +188,7 @@ FUSE_RECIPE = PolicyKind(
             "sigmoid_scale": Number(0.0, lo_open=True),
             "quantile_p_lo": UNIT,
             "quantile_p_hi": UNIT,
-            "bounds": Bounds(),
+            "bounds": Bounds(spread=True),
             "bounds_clip": Flag(),
             # left out: each normaliser as documented; set, an engine's own rule (docs/fuse.md)
             "nonpositive_value": Omissible(Number()),
@@ -229,8 +240,10 @@ FUSE_RECIPE = PolicyKind(
     },
     cross_checks=(
         _components_registered,
-        _bounds_declared,
-        _minmax_bounds,
+        _required_keys_set,
+        _first_rank_positive,
+        _quantiles_ordered,
+        _source_keys_read,
         check_ltr,
         _rerank_weighted,
     ),

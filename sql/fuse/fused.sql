@@ -27,7 +27,7 @@ ltr_scored the model's score as fused_score (sql/fuse/_ltr.sql).
 {% set al = r.aligner %}
 {% set delayed = al.order == 'after_fusion' and r.target_granularity == 'doc' %}
 {% set block_level = r.target_granularity == 'block' or delayed %}
-{% set ltr = f.method == 'ltr' %}
+{% set ltr = r.get('ltr') is not none %}
 {#- each feature of a learned model: its kind and its source's position in `sources` -#}
 {% set ltr_columns = [] %}
 {% for name in (r.ltr.features if ltr else []) %}

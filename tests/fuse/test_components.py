@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from duckscore.cli import cli
 from duckscore.core.errors import DuckscoreError, PolicyError
 from duckscore.core.policy import load_policy
-from duckscore.fusion import components, plugins
+from duckscore.fusion import component_file, components, plugins
 from duckscore.fusion.pipeline import fuse
 from duckscore.fusion.recipe import FUSE_RECIPE, NORMALIZERS, load_recipe, plan, recipe_record
 
@@ -434,6 +434,31 @@ REFUSALS = {
             "default_missing: skip\n", args="params, source_sum, contribution=false"),
         ["fusion.method=odd"], r"fusion.method: .*plugins/odd.sql: .*present.*\(inputs: grid\(",
     ),
+    "required_keys on a plugin": (
+        odd("normalizer", "raw_score", "required_keys: [normalizer_params.eps]\n"),
+        [], r"plugins/odd.sql: unknown header key 'required_keys' ",
+    ),
+    "bounds without its bounds": (
+        {}, ["sources.a.normalize=bounds"],
+        r"normalizer_params.bounds is required by sources.a.normalize: bounds$",
+    ),
+    "bounds of no spread": (
+        {}, ["normalizer_params.bounds=[1, 1]"],
+        r"normalizer_params.bounds: lo \(1(\.0)?\) must be below hi \(1(\.0)?\)$",
+    ),
+    "minmax's bound on a plugin's source": (
+        odd("normalizer", "raw_score"),
+        ["sources.a.normalize=odd", "sources.a.lower_bound={mode: apply, score: 0.3}"],
+        r"sources.a.lower_bound needs normalize: minmax, not odd$",
+    ),
+    "a first rank of no denominator": (
+        {}, ["fusion.k=0.5", "fusion.rank_base=0"],
+        r"fusion.k - 1 \+ fusion.rank_base must be positive \(the first rank's denominator\)$",
+    ),
+    "quantiles out of order": (
+        {}, ["normalizer_params.quantile_p_lo=0.9"],
+        r"normalizer_params.quantile_p_lo must be below quantile_p_hi$",
+    ),
     "a Jinja syntax error": (
         odd("normalizer", "{{ raw_score "),
         [], r"plugins/odd.sql:6: ",
@@ -519,6 +544,22 @@ def test_every_builtin_but_ltr_is_a_component_file_listed_with_its_path() -> Non
             assert (ROOT / file).is_file()
     shown = invoke("policy", "components", "--kind", "aligner").stdout
     assert "aligner max (built-in, sql/fuse/components/aligner/max.sql): " in shown
+
+
+def test_a_builtins_required_key_is_one_it_reads() -> None:
+    declared = {"kind": "normalizer", "name": "odd", "description": "odd"}
+    declared |= {"recipe_keys": ["normalizer_params.eps"]}
+    found = component_file.declared_component(
+        declared | {"required_keys": ["normalizer_params.eps"]}, "odd", "built-in", builtin=True
+    )
+    assert found.required_keys == ("normalizer_params.eps",)
+    with pytest.raises(PolicyError, match=r"^odd: required_keys: normalizer_params.bounds is not"):
+        component_file.declared_component(
+            declared | {"required_keys": ["normalizer_params.bounds"]},
+            "odd",
+            "built-in",
+            builtin=True,
+        )
 
 
 def test_a_builtin_reads_its_recipe_keys_and_a_source_its_own_bounds() -> None:

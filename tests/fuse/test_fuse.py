@@ -259,7 +259,10 @@ def test_query_analyzer_boosts_matching_queries(log: pd.DataFrame, tmp_path: Pat
             "--set-recipe fusion.kk: unknown key 'fusion.kk' (did you mean 'fusion.k'?)",
         ),
         (["fusion"], "--set-recipe 'fusion': expected key=value"),
-        (["source_defaults.normalize=bounds"], "normalizer_params.bounds must be [lo, hi]"),
+        (
+            ["source_defaults.normalize=bounds"],
+            "normalizer_params.bounds is required by source_defaults.normalize: bounds",
+        ),
         (
             ["query_analyzer.enabled=true", "query_analyzer.rules=[{match: x, boost: {nope: 2}}]"],
             "query_analyzer boosts unknown source 'nope'",
@@ -478,6 +481,14 @@ def test_each_fuse_stage_runs_on_its_own(stage: str) -> None:
         f"FROM read_parquet('{LOG}') WHERE query_id IN ('1', '3')"
     )
     assert con.execute(f"SELECT count(*) FROM ({result.output})").fetchall()[0][0] > 0
+
+
+@pytest.mark.parametrize("stage", ["ltr_features", "model_inputs", "ltr_scored"])
+def test_a_learned_stage_of_a_recipe_without_a_model_is_refused(stage: str) -> None:
+    result = CliRunner().invoke(cli, ["sql", "fuse", "--recipe", "canonical_rrf", "--stage", stage])
+    assert result.exit_code == 2
+    assert f"--stage {stage}: a stage of a learned recipe" in result.output
+    assert "canonical_rrf fuses by rrf" in result.output
 
 
 def test_a_failed_write_names_the_file_and_keeps_the_thread_setting(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ kind: normalizer
 name: bounds
 description: "(s - lo) / (hi - lo) over fixed bounds, clipped to [0, 1] with bounds_clip"
 recipe_keys: [normalizer_params.bounds, normalizer_params.bounds_clip]
+required_keys: [normalizer_params.bounds]
 -#}
 {% macro bounds(params) -%}
 {% set lo, hi = params.bounds[0], params.bounds[1] %}
