@@ -20,22 +20,15 @@ RECIPE = "code_rrf_v1"
 SHOWN_K = {"file": (1, 3, 5), "module": (5, 10), "function": (5, 10)}
 
 
-def code_path(name: str) -> Path:
-    return fixtures_dir() / "code" / name
-
-
 def run_code_demo(out_dir: Path, settings: EngineSettings | None) -> str:
-    out_dir = Path(out_dir)
-    result = run(
-        code_path("retrieval_log.parquet"),
-        out_dir,
-        Job(recipe=RECIPE, settings=settings),
-        code=CodeTarget(code_path("entities.parquet")),
-    )
+    out_dir, collection = Path(out_dir), fixtures_dir() / "code"
+    job = Job(recipe=RECIPE, settings=settings)
+    entities = CodeTarget(collection / "entities.parquet")
+    result = run(collection / "retrieval_log.parquet", out_dir, job, code=entities)
     with silenced():  # the demo's summary says what the evaluation found
         judged = evaluate_localization(
             out_dir / LOC_FILE,
-            code_path("gold.parquet"),
+            collection / "gold.parquet",
             k=[f"{level}={','.join(map(str, ks))}" for level, ks in SHOWN_K.items()],
             settings=settings,
         )
