@@ -1,4 +1,4 @@
-"""`duckscore demo` and `duckscore demo bids`."""
+"""`duckscore demo`, `duckscore demo bids` and `duckscore demo code`."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ def demo(ctx: click.Context, out_dir: Path, settings: EngineSettings) -> None:
 
     Fuses the log with recipe canonical_rrf, derives the seed-000 parent features, scores them
     with policy overall_v1, and checks the decisions against the human relevance judgments.
-    `duckscore demo bids` runs the bid-evaluation demo instead.
+    `duckscore demo bids` runs the bid-evaluation demo instead, `duckscore demo code` the
+    code-localization one.
     """
     if ctx.invoked_subcommand is not None:
         return
@@ -41,3 +42,15 @@ def demo_bids(out_dir: Path, settings: EngineSettings) -> None:
     from ..demo.tender import run_tender_demo
 
     click.echo(run_tender_demo(out_dir, settings))
+
+
+@demo.command("code")
+@out_dir_option(default="duckscore-code-demo")
+@engine_options
+def demo_code(out_dir: Path, settings: EngineSettings) -> None:
+    """Localize the bundled code collection (fixtures/code: 200 commits of pallets/click) with
+    recipe code_rrf_v1 through its entities table, judge loc_outputs.jsonl against the gold as
+    `eval --loc` does, and print Acc@k at the file, module and function levels."""
+    from ..demo.code import run_code_demo
+
+    click.echo(run_code_demo(out_dir, settings))

@@ -329,6 +329,7 @@ DATA: dict[str, Callable[[Path], list[str]]] = {
     "labels": lambda tmp_path: ["labels", *JUDGED, "--out", str(tmp_path / "labels.parquet")],
     # its summary, which ends with where the outputs are
     "demo bids": lambda tmp_path: ["demo", "bids", "--out", str(tmp_path / "demo")],
+    "demo code": lambda tmp_path: ["demo", "code", "--out", str(tmp_path / "demo")],
 }
 
 

@@ -34,7 +34,7 @@ DEPENDS_ON: dict[str, set[str]] = {
     "export": BASE,  # decisions for other tools, read from output folders
     "runner": BASE | {"fusion", "scoring"},
     "calibrate": BASE | {"fusion", "scoring", "metrics"},
-    "demo": BASE | {"runner", "scoring", "metrics", "calibrate", "bids"},
+    "demo": BASE | {"runner", "fusion", "scoring", "metrics", "calibrate", "bids"},
     "engines": BASE,  # the SQL transpiled (run --engine spark is run/spark.py)
     # the macro pack compiles the run graph (run/graph.py) to table macros
     "pack": BASE | {"fusion", "scoring", "runner", "instincts", "metrics", "answering"},

@@ -65,6 +65,9 @@ def test_wheel_contains_the_sql_and_data(wheel: Path) -> None:
         "duckscore/fixtures/cisi/retrieval_log.parquet",  # recalibrate's example, the benchmark
         "duckscore/fixtures/cisi/qrels.parquet",
         "duckscore/fixtures/bids/tender/rules.yaml",
+        "duckscore/fixtures/code/retrieval_log.parquet",  # demo code's collection
+        "duckscore/fixtures/code/entities.parquet",
+        "duckscore/fixtures/code/gold.parquet",
     ):
         assert needed in names, needed
     templates = ROOT / "orchestrator" / "templates"  # the HTML reports' pages
@@ -73,7 +76,8 @@ def test_wheel_contains_the_sql_and_data(wheel: Path) -> None:
     assert not any(n.startswith(("tests/", "duckscore/tests")) for n in names)
 
 
-def test_installed_wheel_scores_from_another_directory(wheel: Path, tmp_path: Path) -> None:
+def installed(wheel: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """The wheel installed into tmp_path/site, and an empty folder to run it from."""
     target = tmp_path / "site"
     subprocess.run(
         [
@@ -92,6 +96,11 @@ def test_installed_wheel_scores_from_another_directory(wheel: Path, tmp_path: Pa
     )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
+    return target, elsewhere
+
+
+def test_installed_wheel_scores_from_another_directory(wheel: Path, tmp_path: Path) -> None:
+    target, elsewhere = installed(wheel, tmp_path)
     script = (
         "import duckscore, pandas as pd\n"
         "from duckscore.scoring.pipeline import score\n"
@@ -112,3 +121,16 @@ def test_installed_wheel_scores_from_another_directory(wheel: Path, tmp_path: Pa
     pages = len(list((ROOT / "orchestrator" / "templates").rglob("*.html")))
     assert done.stdout.split() == ["1", "overall_v1", str(pages)]
     assert (elsewhere / "out" / "contract.jsonl").is_file()
+
+
+def test_installed_wheel_runs_the_code_demo(wheel: Path, tmp_path: Path) -> None:
+    """`duckscore demo code` reads the collection the package ships, from any directory."""
+    target, elsewhere = installed(wheel, tmp_path)
+    script = "from duckscore.cli import cli\ncli(['-q', 'demo', 'code', '--out', 'demo'])\n"
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=elsewhere, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "file       200 instances  Acc@1 0.575  Acc@3 0.770  Acc@5 0.860" in done.stdout
+    assert (elsewhere / "demo" / "loc_outputs.jsonl").is_file()
