@@ -34,6 +34,8 @@ PREDICTIONS: dict[str, pa.DataType] = {"instance_id": pa.string(), "level": pa.s
 GOLD: dict[str, pa.DataType] = {"instance_id": pa.string(), "level": pa.string(),
                                 "location": pa.string()}  # fmt: skip
 INSTANCES: dict[str, pa.DataType] = {"instance_id": pa.string()}
+# a gold instance and its revision (the commit its locations are at; NULL: not given)
+GOLD_INSTANCES: dict[str, pa.DataType] = {"instance_id": pa.string(), "revision": pa.string()}
 
 
 @dataclass(frozen=True)
@@ -51,14 +53,14 @@ def load_inputs(
     session: Session, loc: str | Path, gold: str | Path, levels: list[str]
 ) -> LocInputs:
     """Create loc_predictions, loc_predicted (the prediction lines' instances), loc_gold and
-    loc_gold_instances in `session`."""
+    loc_gold_instances (each with its revision, NULL when the gold gives none) in `session`."""
     predicted, rows = read_predictions(Path(loc), levels)
     _load(session, "loc_predictions", PREDICTIONS, rows)
     _load(session, "loc_predicted", INSTANCES, [(i,) for i in predicted])
     if gold_is_benchmark(gold):
         instances, gold_rows = read_benchmark_gold(Path(gold))
         _load(session, "loc_gold", GOLD, gold_rows)
-        _load(session, "loc_gold_instances", INSTANCES, [(i,) for i in instances])
+        _load(session, "loc_gold_instances", GOLD_INSTANCES, instances)
         shape = "benchmark"
     else:
         table = ident(session.open("gold", LOC_GOLD_TABLE, str(gold), "--gold").contract.name)
@@ -66,9 +68,10 @@ def load_inputs(
             "CREATE OR REPLACE TEMP VIEW loc_gold AS "
             f"SELECT instance_id, level, location FROM {table}"
         )
+        _refuse_two_revisions(session, table, str(gold))
         session.execute(
             "CREATE OR REPLACE TEMP VIEW loc_gold_instances AS "
-            f"SELECT instance_id FROM {table} GROUP BY instance_id"
+            f"SELECT instance_id, min(revision) AS revision FROM {table} GROUP BY instance_id"
         )
         shape = "table"
     gold_count = session.first_row("SELECT count(*) FROM loc_gold_instances")
@@ -77,8 +80,27 @@ def load_inputs(
     )
 
 
+def _refuse_two_revisions(session: Session, table: str, gold: str) -> None:
+    """An instance's rows of a gold table give one revision (or none): its locations are at
+    one commit."""
+    two = session.first_row(
+        f"SELECT instance_id, list_sort(list(DISTINCT revision), 'ASC', 'NULLS FIRST') "
+        f"FROM {table} GROUP BY instance_id "
+        "HAVING count(DISTINCT revision) > 1 OR count(revision) NOT IN (0, count(*)) "
+        "ORDER BY instance_id LIMIT 1"
+    )
+    if two is not None:
+        instance, revisions = two
+        raise InputError(
+            f"--gold ({gold}): instance {instance!r} gives more than one revision "
+            f"({', '.join('NULL' if r is None else repr(r) for r in revisions)}): an instance's "
+            "locations are at one commit"
+        )
+
+
 def open_entity_files(session: Session, entities: str | Path) -> OpenedInput:
-    """The view loc_entities(file_path): the files `duckscore entities` listed."""
+    """The view loc_entities(file_path, revision): the files `duckscore entities` listed, at
+    their revisions."""
     return session.open("entities", LOC_ENTITY_FILES, str(entities), "--entities")
 
 
@@ -126,14 +148,17 @@ def gold_is_benchmark(gold: str | Path) -> bool:
     )
 
 
-def read_benchmark_gold(path: Path) -> tuple[list[str], list[tuple[str, str, str]]]:
-    """The instances of a benchmark gold file and its (instance_id, level, location) rows:
-    `file_changes[].file` (file), `.changes.edited_modules` (module), `.changes.edited_entities`
-    (function); a line without file_changes derives all three from `edit_functions`."""
-    instances: list[str] = []
+def read_benchmark_gold(
+    path: Path,
+) -> tuple[list[tuple[str, str | None]], list[tuple[str, str, str]]]:
+    """The (instance_id, revision) of each line of a benchmark gold file and its (instance_id,
+    level, location) rows: `file_changes[].file` (file), `.changes.edited_modules` (module),
+    `.changes.edited_entities` (function); a line without file_changes derives all three from
+    `edit_functions`. `revision`, optional, is the commit the locations are at."""
+    instances: list[tuple[str, str | None]] = []
     rows: list[tuple[str, str, str]] = []
     for where, instance, value in instance_lines(path, "--gold"):
-        instances.append(instance)
+        instances.append((instance, gold_revision(value, where)))
         if value.get("file_changes") is not None:
             located = from_file_changes(value["file_changes"], where)
         elif "edit_functions" in value:
@@ -142,6 +167,14 @@ def read_benchmark_gold(path: Path) -> tuple[list[str], list[tuple[str, str, str
             raise InputError(f"{where}: neither file_changes nor edit_functions")
         rows += [(instance, level, location) for level, location in located]
     return instances, rows
+
+
+def gold_revision(value: dict[str, Any], where: str) -> str | None:
+    """A gold line's `revision`: a non-empty text, or None when absent or null."""
+    found = value.get("revision")
+    if found is not None and (not isinstance(found, str) or not found):
+        raise InputError(f"{where}: revision {found!r} is not a non-empty text")
+    return found
 
 
 def from_file_changes(changes: Any, where: str) -> list[tuple[str, str]]:
