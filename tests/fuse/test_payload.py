@@ -98,7 +98,7 @@ def test_a_log_without_lines_may_mix_doc_and_block_hits_in_a_source() -> None:
     session = Session()
     try:
         opened, fuse_plan = open_log(session, mixed, load_recipe("hybrid_v1"))
-        broken = session.con.execute(log_probe(opened, fuse_plan.has_rank)).fetchone()
+        broken = session.con.execute(log_probe(opened, fuse_plan)).fetchone()
     finally:
         session.close()
     assert broken is not None and broken[0] is False
