@@ -440,6 +440,27 @@ ranked AS (
     WHERE {{ kept | join(' AND ') }}
 {% endif %}
 ),
+{% if explain and payload %}
+{#- a hit's payload: its payload columns of the log's row `p` -#}
+{% macro payload_of_hit() -%}
+struct_pack({% for name in payload %}{{ name | ident }} := p.{{ name | ident }}{{ ', ' if not loop.last }}{% endfor %})
+{%- endmacro %}
+contributed_payloads AS (
+    -- each contribution with its hit's payload: the hit's row of the log, by the log's key
+    -- (none for an entry of a list the item is missing from: borda's)
+    SELECT
+        c.query_id,
+        c.target_id,
+        list(struct_insert(c.entry, payload := CASE WHEN p.item_id IS NOT NULL THEN {{ payload_of_hit() }} END) ORDER BY c.position ASC NULLS LAST) AS contributions
+    FROM (
+        SELECT query_id, target_id, unnest(contributions) AS entry, generate_subscripts(contributions, 1) AS position
+        FROM ranked
+    ) AS c
+    LEFT JOIN {{ inputs.retrieval_log | ident }} AS p
+        ON p.query_id = c.query_id AND p.source = struct_extract(c.entry, 'source') AND p.item_id = struct_extract(c.entry, 'original_id')
+    GROUP BY c.query_id, c.target_id
+),
+{% endif %}
 fused_items AS (
     SELECT
         query_id,
@@ -448,10 +469,10 @@ fused_items AS (
         rank,
         n_sources,
 {% if explain and payload %}
-        r.contributions,
+        cp.contributions,
         -- the best hit's payload: its row of the log, by the log's key
         struct_insert(r.best_provenance, payload := (
-            SELECT struct_pack({% for name in payload %}{{ name | ident }} := p.{{ name | ident }}{{ ', ' if not loop.last }}{% endfor %})
+            SELECT {{ payload_of_hit() }}
             FROM {{ inputs.retrieval_log | ident }} AS p
             WHERE p.query_id = r.query_id AND p.source = struct_extract(r.best_provenance, 'source')
                 AND p.item_id = struct_extract(r.best_provenance, 'original_id')
@@ -463,7 +484,12 @@ fused_items AS (
         CASE WHEN FALSE THEN contributions END AS contributions,
         CASE WHEN FALSE THEN best_provenance END AS best_provenance
 {% endif %}
-    FROM ranked{{ ' AS r' if explain and payload }}
+{% if explain and payload %}
+    FROM ranked AS r
+    JOIN contributed_payloads AS cp USING (query_id, target_id)
+{% else %}
+    FROM ranked
+{% endif %}
 )
 SELECT * FROM {{ final | ident }}
 {% if final == 'fused_items' and ordered %}
