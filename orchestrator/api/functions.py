@@ -344,11 +344,11 @@ def eval(
 def eval_loc(
     loc: Lines,
     gold: Table,
+    *,
+    entities: Table | None = None,
     levels: str = DEFAULT_LEVELS,
     k: Sequence[str] = (),
-    *,
     merge_init: bool = True,
-    entities: Table | None = None,
     con: duckdb.DuckDBPyConnection | None = None,
 ) -> LocEvaluated:
     """Code-localization metrics of loc_outputs.jsonl `loc` (a path, or its lines as dicts: a

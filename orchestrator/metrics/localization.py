@@ -95,9 +95,9 @@ def evaluate_localization(
     entities: Table | None = None,
     settings: EngineSettings | None = None,
 ) -> LocResult:
-    """Evaluate loc_outputs.jsonl `loc` (a path, or its lines' values) against `gold` (a table of instance_id, level, location,
-    or the benchmarks' JSONL) at `levels`, each at its k (`k`: "file=1,3,5" …, else the
-    defaults). With `entities` (the table of `duckscore entities`), a gold location whose file
+    """Evaluate loc_outputs.jsonl `loc` (a path, or its lines' values) against `gold` (a table
+    of instance_id, level, location, or the benchmarks' JSONL) at `levels`, each at its k (`k`:
+    "file=1,3,5" …, else the defaults). With `entities` (the table of `duckscore entities`), a gold location whose file
     is not one of its files at the instance's revision is refused. The tables may be paths or
     objects DuckDB scans (a DataFrame …). Raises a DuckscoreError naming the problem."""
     cutoffs = parse_loc_levels(levels, k)

@@ -156,7 +156,7 @@ def test_eval_loc_gives_the_commands_means(tmp_path: Path) -> None:
     assert evaluated.per_query.filter("level = 'file'").order("instance_id").project(
         'instance_id, "Acc@3"'
     ).fetchall() == [("a", 1.0), ("b", 1.0), ("c", 0.0)]
-    only_files = ds.eval_loc(loc, gold, "file")
+    only_files = ds.eval_loc(loc, gold, levels="file")
     assert only_files.means.as_record() == json.loads(
         cli_ok("eval", "--loc", str(loc), "--gold", str(gold), "--levels", "file", "--json")
     )
@@ -168,11 +168,13 @@ def test_eval_loc_reads_a_code_runs_lines_as_they_are_returned(tmp_path: Path) -
     refused naming its position in the list."""
     loc = tmp_path / "loc_outputs.jsonl"
     loc.write_text("".join(json.dumps(line) + "\n" for line in LOC_LINES), encoding="utf-8")
-    from_file = ds.eval_loc(loc, LOC_GOLD, "file,module")
-    from_lines = ds.eval_loc(LOC_LINES, LOC_GOLD, "file,module")
+    from_file = ds.eval_loc(loc, LOC_GOLD, levels="file,module")
+    from_lines = ds.eval_loc(LOC_LINES, LOC_GOLD, levels="file,module")
     assert from_lines.means == from_file.means and from_lines.means.module is not None
     with pytest.raises(InputError, match=r"^--loc \(<list>, line 2\): found_files is not a list"):
-        ds.eval_loc([LOC_LINES[0], {**LOC_LINES[1], "found_files": "h.py"}], LOC_GOLD, "file")
+        ds.eval_loc(
+            [LOC_LINES[0], {**LOC_LINES[1], "found_files": "h.py"}], LOC_GOLD, levels="file"
+        )
 
 
 def test_answers_give_the_commands_rows(tmp_path: Path) -> None:
