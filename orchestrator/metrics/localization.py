@@ -162,9 +162,8 @@ def _refuse_no_shared_instance(session: Session, inputs: LocInputs) -> None:
 
 def _refuse_unknown_files(session: Session, inputs: LocInputs, entities: Table) -> None:
     """A gold location whose file part (before the first `:`) is not a file of --entities at
-    its instance's revision: the gold's, or, when it gives none, the table's only one."""
+    its instance's revision, or, when the gold gives none, at any revision of the table."""
     entities = open_entity_files(session, entities).given
-    _refuse_unknown_revisions(session, inputs, entities)
     unknown = session.first_row(
         "SELECT g.instance_id, g.location_id, r.revision, count(*) OVER () "
         "FROM loc_gold_sets AS g JOIN loc_gold_instances AS r USING (instance_id) "
@@ -181,24 +180,6 @@ def _refuse_unknown_files(session: Session, inputs: LocInputs, entities: Table) 
         f"--gold ({inputs.gold}): instance {instance!r}: location {location!r} names no file "
         f"of --entities ({entities}){at}{more}"
     )
-
-
-def _refuse_unknown_revisions(session: Session, inputs: LocInputs, entities: str) -> None:
-    """A gold instance without a revision, when --entities holds several: its files could be
-    any revision's."""
-    found = session.first_row(
-        "SELECT (SELECT count(*) FROM (SELECT revision FROM loc_entities GROUP BY revision)), "
-        "(SELECT min(instance_id) FROM loc_gold_sets JOIN loc_gold_instances USING (instance_id) "
-        "WHERE revision IS NULL)"
-    )
-    assert found is not None
-    revisions, instance = found
-    if revisions > 1 and instance is not None:
-        raise InputError(
-            f"--gold ({inputs.gold}): instance {instance!r} gives no revision, and --entities "
-            f"({entities}) holds {revisions:,}: give each instance's (a revision column of the "
-            "gold table, a revision key of its JSON lines), so its files are checked at it"
-        )
 
 
 def _refuse_levels_without_gold(inputs: LocInputs, levels: list[str]) -> None:

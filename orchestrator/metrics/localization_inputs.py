@@ -157,7 +157,8 @@ def read_benchmark_gold(
     """The (instance_id, revision) of each line of a benchmark gold file and its (instance_id,
     level, location) rows: `file_changes[].file` (file), `.changes.edited_modules` (module),
     `.changes.edited_entities` (function); a line without file_changes derives all three from
-    `edit_functions`. `revision`, optional, is the commit the locations are at."""
+    `edit_functions`. `revision` (or `base_commit`), optional, is the commit the locations
+    are at."""
     instances: list[tuple[str, str | None]] = []
     rows: list[tuple[str, str, str]] = []
     for where, instance, value in instance_lines(path, "--gold"):
@@ -173,10 +174,20 @@ def read_benchmark_gold(
 
 
 def gold_revision(value: dict[str, Any], where: str) -> str | None:
-    """A gold line's `revision`: a non-empty text, or None when absent or null."""
-    found = value.get("revision")
+    """A gold line's revision: its `revision`, else the benchmarks' `base_commit` (each a
+    non-empty text when given); None when neither is given."""
+    revision, base_commit = (
+        _revision_key(value, key, where) for key in ("revision", "base_commit")
+    )
+    if revision is not None and base_commit is not None and revision != base_commit:
+        raise InputError(f"{where}: revision {revision!r} and base_commit {base_commit!r} differ")
+    return revision if revision is not None else base_commit
+
+
+def _revision_key(value: dict[str, Any], key: str, where: str) -> str | None:
+    found = value.get(key)
     if found is not None and (not isinstance(found, str) or not found):
-        raise InputError(f"{where}: revision {found!r} is not a non-empty text")
+        raise InputError(f"{where}: {key} {found!r} is not a non-empty text")
     return found
 
 
