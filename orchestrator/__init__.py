@@ -1,9 +1,9 @@
 """duckscore: SQL-first confidence scoring for retrieval-augmented generation logs.
 
-From Python, `import duckscore as ds`: ds.fuse, ds.score, ds.run, ds.eval, ds.answers,
-ds.connect (duckscore/api/functions.py) and ds.scorer (duckscore/api/scorer.py: live decisions),
-imported on first use so that the command line starts fast; ds.DuckscoreError, the base of every
-error a user can fix (core/errors.py, which imports nothing).
+From Python, `import duckscore as ds`: ds.fuse, ds.score, ds.run, ds.eval, ds.eval_loc,
+ds.answers, ds.connect (duckscore/api/functions.py) and ds.scorer (duckscore/api/scorer.py: live
+decisions), imported on first use so that the command line starts fast; ds.DuckscoreError, the
+base of every error a user can fix (core/errors.py, which imports nothing).
 """
 
 import logging
@@ -14,11 +14,13 @@ from .core.errors import DuckscoreError
 __version__ = "0.1.0"
 # steps and warnings are logging (core/reporting.py): silent unless the caller configures it
 logging.getLogger(__name__).addHandler(logging.NullHandler())
-__all__ = ["DuckscoreError", "answers", "connect", "eval", "fuse", "run", "score", "scorer"]
-API = ("answers", "connect", "eval", "fuse", "run", "score", "scorer")
+__all__ = [
+    "DuckscoreError", "answers", "connect", "eval", "eval_loc", "fuse", "run", "score", "scorer"
+]  # fmt: skip
+API = ("answers", "connect", "eval", "eval_loc", "fuse", "run", "score", "scorer")
 
 if TYPE_CHECKING:  # what an IDE and a type checker see: the functions, not the subpackages
-    from .api.functions import answers, connect, eval, fuse, run, score
+    from .api.functions import answers, connect, eval, eval_loc, fuse, run, score
     from .api.scorer import scorer
 
 

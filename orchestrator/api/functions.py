@@ -34,6 +34,8 @@ from ..fusion.policy_recipe import check_features_recipe
 from ..fusion.recipe_view import Recipe
 from ..fusion.traces import TraceLog
 from ..metrics.catalog import DEFAULT_METRICS
+from ..metrics.localization import DEFAULT_LEVELS, LevelSummary, LocMeans, evaluate_localization
+from ..metrics.localization_inputs import Lines
 from ..metrics.retrieval import refuse_no_shared_query, run_evaluation
 from ..pack.install import pack_script
 from ..runner.dispatch import run_log
@@ -144,6 +146,17 @@ class Evaluated:
 
     means: dict[str, float]
     per_query: duckdb.DuckDBPyRelation
+
+
+@dataclass(frozen=True)
+class LocEvaluated:
+    """`eval_loc`: the means of each level (`means.as_record()` is what `eval --loc --json`
+    prints), one row per evaluated instance and level, and each level's counts."""
+
+    means: LocMeans
+    per_query: duckdb.DuckDBPyRelation
+    summaries: dict[str, LevelSummary]
+    ignored: int  # predicted instances the gold does not name
 
 
 @dataclass(frozen=True)
@@ -326,6 +339,26 @@ def eval(
     name = f"duckscore_eval_{next(_results)}_per_query"
     used.register(name, done.per_query)
     return Evaluated(done.means, used.table(name))
+
+
+def eval_loc(
+    loc: Lines,
+    gold: Table,
+    *,
+    entities: Table | None = None,
+    levels: str = DEFAULT_LEVELS,
+    k: Sequence[str] = (),
+    merge_init: bool = True,
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> LocEvaluated:
+    """Code-localization metrics of loc_outputs.jsonl `loc` (a path, or its lines as dicts: a
+    code run's `loc_outputs`) against `gold`, as `duckscore eval --loc` computes them (`k`: its
+    --k, "file=1,3,5" …; `entities`: its --entities)."""
+    used = connection(con)
+    done = evaluate_localization(loc, gold, levels, k, merge_init, entities)
+    name = f"duckscore_eval_loc_{next(_results)}_per_query"
+    used.register(name, done.per_query)
+    return LocEvaluated(LocMeans(**done.means), used.table(name), done.summaries, done.ignored)
 
 
 def answers(

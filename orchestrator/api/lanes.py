@@ -103,9 +103,7 @@ class Lanes:
             opened, fuse_plan = open_log(
                 session, cursor.table(HITS_TABLE), self._recipe, label="hits"
             )
-            cursor.execute(
-                f"CREATE TEMP VIEW {PROBE_VIEW} AS {log_probe(opened, fuse_plan.has_rank)}"
-            )
+            cursor.execute(f"CREATE TEMP VIEW {PROBE_VIEW} AS {log_probe(opened, fuse_plan)}")
             lane = _Lane(cursor, session, fuse_plan)
             _, sources = cursor.execute(f"SELECT * FROM {PROBE_VIEW}").fetchall()[0]
             self._add_view(lane, sources)

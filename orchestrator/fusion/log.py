@@ -74,7 +74,7 @@ def open_log(
     # a trace export's hits carry their trace and span ids, which spans.parquet joins on
     others = opened.others if hits is log else ()
     payload = tuple(c for c in PAYLOAD if c in present or c in lines) + others
-    return opened, plan(
+    fuse_plan = plan(
         recipe,
         sources,
         has_rank="rank" in present,
@@ -83,6 +83,8 @@ def open_log(
         payload=payload,
         code=code_plan,
     )
+    _check_declared_granularities(session, opened, fuse_plan)
+    return opened, fuse_plan
 
 
 LINES = ("file_path", "start_line", "end_line")
@@ -123,6 +125,59 @@ def _check_payload(session: Session, opened: OpenedInput) -> None:
     )
 
 
+# seed 003's `file` is a document: a source declared either holds hits of either
+DOCUMENT_LEVELS = ("doc", "file")
+
+
+def declared_granularities(fuse_plan: FusePlan) -> dict[str, str]:
+    """The fused sources whose recipe entry declares a granularity, by name."""
+    declared = fuse_plan.recipe.sources
+    return {
+        name: level
+        for name in fuse_plan.sources
+        if (level := declared[name].granularity) is not None
+    }
+
+
+def off_declaration(source: str, declared: str, column: Callable[[str], str]) -> str:
+    """SQL: a hit of `source` whose granularity is not `declared` (doc and file are one
+    level); a NULL granularity is the level the log reads it as: doc when item_id = parent_id,
+    else block. `column` gives a log column's SQL."""
+    accepted = DOCUMENT_LEVELS if declared in DOCUMENT_LEVELS else (declared,)
+    return (
+        f"{column('source')} = {lit(source)} AND {read_level(column)} "
+        f"NOT IN ({', '.join(lit(level) for level in accepted)})"
+    )
+
+
+def read_level(column: Callable[[str], str]) -> str:
+    """SQL: a hit's granularity as the log reads it (a NULL by its ids)."""
+    granularity, item, parent = (column(c) for c in ("granularity", "item_id", "parent_id"))
+    return f"coalesce({granularity}, CASE WHEN {item} = {parent} THEN 'doc' ELSE 'block' END)"
+
+
+def _check_declared_granularities(
+    session: Session, opened: OpenedInput, fuse_plan: FusePlan
+) -> None:
+    """Every hit of a source whose recipe entry declares a granularity is of it (issue 49 §1),
+    a refusal naming the row; checked per recipe, not cached with the log's own checks."""
+
+    def typed(name: str) -> str:
+        return typed_column(opened, name)
+
+    granularity = typed_column(opened, "granularity")
+    read_as = f"'NULL, read as ' || {read_level(typed)}"
+    for source, declared in declared_granularities(fuse_plan).items():
+        check_rows(
+            session.con,
+            opened,
+            off_declaration(source, declared, typed),
+            f"granularity {{value}} is not the {declared!r} {fuse_plan.recipe.source} declares "
+            f"for source {source!r} (sources.{source}.granularity)",
+            shown=f"coalesce({granularity}, {read_as})",
+        )
+
+
 # A row when some (query, source) list's ranks may not be 1, 2, …: its smallest is not 1, or a
 # rank repeats (ranks up to 64 by a bitmap of one bit per row, larger ones grouped themselves).
 RANKS_SUSPECT = (
@@ -135,11 +190,12 @@ RANKS_SUSPECT = (
 )
 
 
-def log_probe(opened: OpenedInput, has_rank: bool) -> str:
-    """One query over the log opened as `opened` (same columns, new rows): (broken, sources) —
-    broken when open_log would refuse the rows (it says why), sources as open_log plans them."""
+def log_probe(opened: OpenedInput, fuse_plan: FusePlan) -> str:
+    """One query over the log opened as `opened` (same columns, new rows) and planned as
+    `fuse_plan`: (broken, sources) — broken when open_log would refuse the rows (it says why),
+    sources as open_log plans them."""
     broken = f"({fault_probe(opened.contract, opened.columns, raw_view(opened.contract))})"
-    if has_rank:
+    if fuse_plan.has_rank:
         broken += f" OR EXISTS ({RANKS_SUSPECT})"
     if {"start_line", "end_line"} <= opened.columns.keys():
         broken += " OR EXISTS (SELECT 1 FROM retrieval_log WHERE start_line > end_line)"
@@ -148,6 +204,11 @@ def log_probe(opened: OpenedInput, has_rank: bool) -> str:
             " OR EXISTS (SELECT 1 FROM retrieval_log WHERE granularity IS NOT NULL "
             "GROUP BY source HAVING min(granularity) <> max(granularity))"
         )
+    declared = declared_granularities(fuse_plan).items()
+    broken += "".join(
+        f" OR EXISTS (SELECT 1 FROM retrieval_log WHERE {off_declaration(s, d, str)})"
+        for s, d in declared
+    )
     return (
         f"SELECT {broken} AS broken, "
         "(SELECT list(DISTINCT source ORDER BY source) FROM retrieval_log) AS sources"

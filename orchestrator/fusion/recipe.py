@@ -34,6 +34,7 @@ from ..core.policy import (
 )
 from .code_plan import MAPPED_TARGETS, CodePlan, fell_back
 from .components import recipe_value
+from .contract import GRANULARITIES as LOG_GRANULARITIES
 from .ltr import LTR_SPEC, check_ltr
 from .plugins import (
     Components,
@@ -64,6 +65,8 @@ SOURCE: Spec = {
     "distance": Flag(),
     "type": Omissible(Text()),
     "index_dir": Omissible(Text()),
+    # the level of every hit of the source (seed 003 §5.2), checked against the log's rows
+    "granularity": Omissible(Choice(LOG_GRANULARITIES)),
     "lower_bound": Omissible(BOUND),
     "upper_bound": Omissible(BOUND),
 }

@@ -32,6 +32,7 @@ class RecipeSource:
     distance: bool
     lower_bound: Bound | None
     upper_bound: Bound | None
+    granularity: str | None = None  # the level its hits must be of, when declared
 
     @classmethod
     def of(cls, entry: Mapping[str, Any]) -> RecipeSource:
@@ -42,6 +43,7 @@ class RecipeSource:
             distance=entry["distance"],
             lower_bound=_bound(entry.get("lower_bound")),
             upper_bound=_bound(entry.get("upper_bound")),
+            granularity=entry.get("granularity"),
         )
 
 

@@ -9,18 +9,20 @@ over the instances whose gold has a location at that level.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.connection import EngineSettings
 from ..core.errors import InputError
+from ..core.inputs import Table
 from ..core.outputs import write_frame
+from ..core.records import OMITTED_WHEN_NONE, Report
 from ..core.render import RenderedSQL, lit, render
 from ..core.reporting import module_logger
 from ..core.session import Session
 from .catalog import LOC_METRICS, parse_loc_levels
-from .localization_inputs import LocInputs, load_inputs, open_entity_files
+from .localization_inputs import Lines, LocInputs, load_inputs, open_entity_files
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,6 +37,16 @@ class LevelSummary:
     evaluated: int  # instances whose gold has a location at the level
     without_predictions: int  # of those, with no prediction there (no line, or an empty list)
     skipped: int  # gold instances with no location at the level
+
+
+@dataclass(frozen=True)
+class LocMeans(Report):
+    """The means of each level evaluated (a metric, Acc@1 … in LocAgent's order, -> its mean);
+    a level not evaluated is None. Its record is what `eval --loc --json` prints."""
+
+    file: dict[str, float] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    module: dict[str, float] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    function: dict[str, float] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
 
 @dataclass(frozen=True)
@@ -75,18 +87,19 @@ def render_localization(
 
 
 def evaluate_localization(
-    loc: str | Path,
-    gold: str | Path,
+    loc: Lines,
+    gold: Table,
     levels: str = DEFAULT_LEVELS,
     k: Sequence[str] = (),
     merge_init: bool = True,
-    entities: str | Path | None = None,
+    entities: Table | None = None,
     settings: EngineSettings | None = None,
 ) -> LocResult:
-    """Evaluate loc_outputs.jsonl `loc` against `gold` (a table of instance_id, level, location,
-    or the benchmarks' JSONL) at `levels`, each at its k (`k`: "file=1,3,5" …, else the
-    defaults). With `entities` (the table of `duckscore entities`), a gold location whose file
-    is not one of its files is refused. Raises a DuckscoreError naming the problem."""
+    """Evaluate loc_outputs.jsonl `loc` (a path, or its lines' values) against `gold` (a table
+    of instance_id, level, location, or the benchmarks' JSONL) at `levels`, each at its k (`k`:
+    "file=1,3,5" …, else the defaults). With `entities` (the table of `duckscore entities`), a gold location whose file
+    is not one of its files at the instance's revision is refused. The tables may be paths or
+    objects DuckDB scans (a DataFrame …). Raises a DuckscoreError naming the problem."""
     cutoffs = parse_loc_levels(levels, k)
     with Session(settings) as session:
         inputs = load_inputs(session, loc, gold, list(cutoffs))
@@ -147,21 +160,25 @@ def _refuse_no_shared_instance(session: Session, inputs: LocInputs) -> None:
     )
 
 
-def _refuse_unknown_files(session: Session, inputs: LocInputs, entities: str | Path) -> None:
-    """A gold location whose file part (before the first `:`) is not a file of --entities."""
-    open_entity_files(session, entities)
+def _refuse_unknown_files(session: Session, inputs: LocInputs, entities: Table) -> None:
+    """A gold location whose file part (before the first `:`) is not a file of --entities at
+    its instance's revision, or, when the gold gives none, at any revision of the table."""
+    entities = open_entity_files(session, entities).given
     unknown = session.first_row(
-        "SELECT instance_id, location_id, count(*) OVER () FROM loc_gold_sets AS g "
+        "SELECT g.instance_id, g.location_id, r.revision, count(*) OVER () "
+        "FROM loc_gold_sets AS g JOIN loc_gold_instances AS r USING (instance_id) "
         "ANTI JOIN loc_entities AS e ON e.file_path = split_part(g.location_id, ':', 1) "
-        "ORDER BY instance_id, location_id LIMIT 1"
+        "AND (r.revision IS NULL OR e.revision IS NOT DISTINCT FROM r.revision) "
+        "ORDER BY g.instance_id, g.location_id LIMIT 1"
     )
     if unknown is None:
         return
-    instance, location, count = unknown
+    instance, location, revision, count = unknown
+    at = "" if revision is None else f" at revision {revision!r}"
     more = f" (and {count - 1:,} more)" if count > 1 else ""
     raise InputError(
         f"--gold ({inputs.gold}): instance {instance!r}: location {location!r} names no file "
-        f"of --entities ({entities}){more}"
+        f"of --entities ({entities}){at}{more}"
     )
 
 

@@ -11,7 +11,7 @@ instance_id, level, location) is checked against its contract like every other i
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..core.errors import InputError
+from ..core.inputs import Table
 from ..core.render import ident
 from ..core.session import Session
 from ..core.tables import OpenedInput
@@ -27,6 +28,8 @@ from .tables import LOC_ENTITY_FILES, LOC_GOLD_TABLE
 
 JSON_SUFFIXES = (".json", ".jsonl", ".ndjson")
 BENCHMARK_KEYS = ("file_changes", "edit_functions")
+# a JSON Lines file, or its lines' values (the loc_outputs a run returns to Python)
+Lines = str | Path | Sequence[Any]
 
 # the tables the template reads, and the instances each side names
 PREDICTIONS: dict[str, pa.DataType] = {"instance_id": pa.string(), "level": pa.string(),
@@ -34,6 +37,8 @@ PREDICTIONS: dict[str, pa.DataType] = {"instance_id": pa.string(), "level": pa.s
 GOLD: dict[str, pa.DataType] = {"instance_id": pa.string(), "level": pa.string(),
                                 "location": pa.string()}  # fmt: skip
 INSTANCES: dict[str, pa.DataType] = {"instance_id": pa.string()}
+# a gold instance and its revision (the commit its locations are at; NULL: not given)
+GOLD_INSTANCES: dict[str, pa.DataType] = {"instance_id": pa.string(), "revision": pa.string()}
 
 
 @dataclass(frozen=True)
@@ -47,51 +52,71 @@ class LocInputs:
     gold_instances: int
 
 
-def load_inputs(
-    session: Session, loc: str | Path, gold: str | Path, levels: list[str]
-) -> LocInputs:
+def load_inputs(session: Session, loc: Lines, gold: Table, levels: list[str]) -> LocInputs:
     """Create loc_predictions, loc_predicted (the prediction lines' instances), loc_gold and
-    loc_gold_instances in `session`."""
-    predicted, rows = read_predictions(Path(loc), levels)
+    loc_gold_instances (each with its revision, NULL when the gold gives none) in `session`."""
+    predicted, rows = read_predictions(loc, levels)
     _load(session, "loc_predictions", PREDICTIONS, rows)
     _load(session, "loc_predicted", INSTANCES, [(i,) for i in predicted])
-    if gold_is_benchmark(gold):
+    shown = str(gold)
+    if isinstance(gold, (str, Path)) and gold_is_benchmark(gold):
         instances, gold_rows = read_benchmark_gold(Path(gold))
         _load(session, "loc_gold", GOLD, gold_rows)
-        _load(session, "loc_gold_instances", INSTANCES, [(i,) for i in instances])
+        _load(session, "loc_gold_instances", GOLD_INSTANCES, instances)
         shape = "benchmark"
     else:
-        table = ident(session.open("gold", LOC_GOLD_TABLE, str(gold), "--gold").contract.name)
+        opened = session.open("gold", LOC_GOLD_TABLE, gold, "--gold")
+        table, shown = ident(opened.contract.name), opened.given
         session.execute(
             "CREATE OR REPLACE TEMP VIEW loc_gold AS "
             f"SELECT instance_id, level, location FROM {table}"
         )
+        _refuse_two_revisions(session, table, shown)
         session.execute(
             "CREATE OR REPLACE TEMP VIEW loc_gold_instances AS "
-            f"SELECT instance_id FROM {table} GROUP BY instance_id"
+            f"SELECT instance_id, min(revision) AS revision FROM {table} GROUP BY instance_id"
         )
         shape = "table"
     gold_count = session.first_row("SELECT count(*) FROM loc_gold_instances")
     return LocInputs(
-        str(loc), str(gold), shape, len(predicted), int(gold_count[0]) if gold_count else 0
+        shown_lines(loc), shown, shape, len(predicted), int(gold_count[0]) if gold_count else 0
     )
 
 
-def open_entity_files(session: Session, entities: str | Path) -> OpenedInput:
-    """The view loc_entities(file_path): the files `duckscore entities` listed."""
-    return session.open("entities", LOC_ENTITY_FILES, str(entities), "--entities")
+def _refuse_two_revisions(session: Session, table: str, gold: str) -> None:
+    """An instance's rows of a gold table give one revision (or none): its locations are at
+    one commit."""
+    two = session.first_row(
+        f"SELECT instance_id, list_sort(list(DISTINCT revision), 'ASC', 'NULLS FIRST') "
+        f"FROM {table} GROUP BY instance_id "
+        "HAVING count(DISTINCT revision) > 1 OR count(revision) NOT IN (0, count(*)) "
+        "ORDER BY instance_id LIMIT 1"
+    )
+    if two is not None:
+        instance, revisions = two
+        raise InputError(
+            f"--gold ({gold}): instance {instance!r} gives more than one revision "
+            f"({', '.join('NULL' if r is None else repr(r) for r in revisions)}): an instance's "
+            "locations are at one commit"
+        )
+
+
+def open_entity_files(session: Session, entities: Table) -> OpenedInput:
+    """The view loc_entities(file_path, revision): the files `duckscore entities` listed, at
+    their revisions."""
+    return session.open("entities", LOC_ENTITY_FILES, entities, "--entities")
 
 
 # -- loc_outputs.jsonl ------------------------------------------------------------------------
 def read_predictions(
-    path: Path, levels: list[str]
+    loc: Lines, levels: list[str]
 ) -> tuple[list[str], list[tuple[str, str, int, str]]]:
     """The instances of loc_outputs.jsonl in file order, and one row per entry of the chosen
     levels' lists. A level whose key no line has is refused: every value would be 0."""
     instances: list[str] = []
     rows: list[tuple[str, str, int, str]] = []
     present: set[str] = set()
-    for where, instance, value in instance_lines(path, "--loc"):
+    for where, instance, value in instance_lines(loc, "--loc"):
         instances.append(instance)
         for level in levels:
             key = LOC_LEVELS[level]
@@ -102,8 +127,8 @@ def read_predictions(
     missing = [LOC_LEVELS[level] for level in levels if level not in present]
     if missing:
         raise InputError(
-            f"--loc ({path}): no line has {' or '.join(missing)}, so its level would score 0 "
-            "everywhere (choose the levels with --levels)"
+            f"--loc ({shown_lines(loc)}): no line has {' or '.join(missing)}, so its level would "
+            "score 0 everywhere (choose the levels with --levels)"
         )
     return instances, rows
 
@@ -126,14 +151,18 @@ def gold_is_benchmark(gold: str | Path) -> bool:
     )
 
 
-def read_benchmark_gold(path: Path) -> tuple[list[str], list[tuple[str, str, str]]]:
-    """The instances of a benchmark gold file and its (instance_id, level, location) rows:
-    `file_changes[].file` (file), `.changes.edited_modules` (module), `.changes.edited_entities`
-    (function); a line without file_changes derives all three from `edit_functions`."""
-    instances: list[str] = []
+def read_benchmark_gold(
+    path: Path,
+) -> tuple[list[tuple[str, str | None]], list[tuple[str, str, str]]]:
+    """The (instance_id, revision) of each line of a benchmark gold file and its (instance_id,
+    level, location) rows: `file_changes[].file` (file), `.changes.edited_modules` (module),
+    `.changes.edited_entities` (function); a line without file_changes derives all three from
+    `edit_functions`. `revision` (or `base_commit`), optional, is the commit the locations
+    are at."""
+    instances: list[tuple[str, str | None]] = []
     rows: list[tuple[str, str, str]] = []
     for where, instance, value in instance_lines(path, "--gold"):
-        instances.append(instance)
+        instances.append((instance, gold_revision(value, where)))
         if value.get("file_changes") is not None:
             located = from_file_changes(value["file_changes"], where)
         elif "edit_functions" in value:
@@ -142,6 +171,24 @@ def read_benchmark_gold(path: Path) -> tuple[list[str], list[tuple[str, str, str
             raise InputError(f"{where}: neither file_changes nor edit_functions")
         rows += [(instance, level, location) for level, location in located]
     return instances, rows
+
+
+def gold_revision(value: dict[str, Any], where: str) -> str | None:
+    """A gold line's revision: its `revision`, else the benchmarks' `base_commit` (each a
+    non-empty text when given); None when neither is given."""
+    revision, base_commit = (
+        _revision_key(value, key, where) for key in ("revision", "base_commit")
+    )
+    if revision is not None and base_commit is not None and revision != base_commit:
+        raise InputError(f"{where}: revision {revision!r} and base_commit {base_commit!r} differ")
+    return revision if revision is not None else base_commit
+
+
+def _revision_key(value: dict[str, Any], key: str, where: str) -> str | None:
+    found = value.get(key)
+    if found is not None and (not isinstance(found, str) or not found):
+        raise InputError(f"{where}: {key} {found!r} is not a non-empty text")
+    return found
 
 
 def from_file_changes(changes: Any, where: str) -> list[tuple[str, str]]:
@@ -181,6 +228,11 @@ def from_edit_functions(entries: list[str]) -> list[tuple[str, str]]:
 
 
 # -- JSON lines ---------------------------------------------------------------------------
+def shown_lines(given: Lines) -> str:
+    """How messages name `given`: its path, or the kind of the values."""
+    return str(given) if isinstance(given, (str, Path)) else f"<{type(given).__name__}>"
+
+
 def json_lines(path: Path, label: str) -> Iterator[tuple[int, Any]]:
     """(line number, value) of each non-blank line of `path`, parsed as json.loads does; a line
     that is not JSON stops with its number."""
@@ -207,12 +259,15 @@ def json_lines(path: Path, label: str) -> Iterator[tuple[int, Any]]:
             ) from None
 
 
-def instance_lines(path: Path, label: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """(where, instance_id, object) of each line: `where` names the file and line for messages;
-    an instance_id seen on an earlier line is refused."""
+def instance_lines(given: Lines, label: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(where, instance_id, object) of each line: `where` names the file (or the list) and line
+    for messages; an instance_id seen on an earlier line is refused."""
     first_line: dict[str, int] = {}
-    for number, value in json_lines(path, label):
-        where = f"{label} ({path}, line {number})"
+    values = (
+        json_lines(Path(given), label) if isinstance(given, (str, Path)) else enumerate(given, 1)
+    )
+    for number, value in values:
+        where = f"{label} ({shown_lines(given)}, line {number})"
         instance = instance_id(value, where)
         if instance in first_line:
             raise InputError(

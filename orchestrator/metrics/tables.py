@@ -42,17 +42,22 @@ QRELS = TableContract(
     key=("query_id", "parent_id"),
 )
 
-# `eval --loc`: gold locations as a table, and the files of `duckscore entities`' table
+# `eval --loc`: gold locations as a table (an instance's revision: the commit its locations are
+# at, optional), and the files of `duckscore entities`' table at their revisions
 LOC_GOLD_TABLE = TableContract(
     name="loc_gold_table",
     columns=(
         Column("instance_id", "id"),
         Column("level", "text", choices=tuple(LOC_LEVELS)),
         Column("location", "id"),
+        Column("revision", "text", required=False, nullable=True),
     ),
     key=("instance_id", "level", "location"),
 )
-LOC_ENTITY_FILES = TableContract(name="loc_entities", columns=(Column("file_path", "id"),))
+LOC_ENTITY_FILES = TableContract(
+    name="loc_entities",
+    columns=(Column("file_path", "id"), Column("revision", "text", required=False, nullable=True)),
+)
 
 
 def probe_contract(name: str) -> TableContract:

@@ -13,7 +13,7 @@ With a document target aligned before fusion, `entries` is one row per (query, s
 one aggregate, kept as a table, feeds both; `inputs.entries` names that table, read instead.
 Stages: source_settings, log_rows, cut, [block_items, expanded], entries, lists, stats,
 list_stats, normalized, [candidates], [grid], per_source, source_pivot, [ltr_features, model_inputs,
-ltr_scored], fused, ranked, [parents_fused], fused_items.
+ltr_scored], fused, [parents_fused], ranked, [contributed_payloads], fused_items.
 fusion.method ltr (a learned model, the recipe's ltr block: orchestrator/fusion/ltr.py) adds n_hits
 (the hits aligned into an entry) to entries, per_source and source_pivot; ltr_features computes
 the model's features of each (query, item), model_inputs what the model reads of them, and
@@ -440,6 +440,27 @@ ranked AS (
     WHERE {{ kept | join(' AND ') }}
 {% endif %}
 ),
+{% if explain and payload %}
+{#- a hit's payload: its payload columns of the log's row `p` -#}
+{% macro payload_of_hit() -%}
+struct_pack({% for name in payload %}{{ name | ident }} := p.{{ name | ident }}{{ ', ' if not loop.last }}{% endfor %})
+{%- endmacro %}
+contributed_payloads AS (
+    -- each contribution with its hit's payload: the hit's row of the log, by the log's key
+    -- (none for an entry of a list the item is missing from: borda's)
+    SELECT
+        c.query_id,
+        c.target_id,
+        list(struct_insert(c.entry, payload := CASE WHEN p.item_id IS NOT NULL THEN {{ payload_of_hit() }} END) ORDER BY c.position ASC NULLS LAST) AS contributions
+    FROM (
+        SELECT query_id, target_id, unnest(contributions) AS entry, generate_subscripts(contributions, 1) AS position
+        FROM ranked
+    ) AS c
+    LEFT JOIN {{ inputs.retrieval_log | ident }} AS p
+        ON p.query_id = c.query_id AND p.source = struct_extract(c.entry, 'source') AND p.item_id = struct_extract(c.entry, 'original_id')
+    GROUP BY c.query_id, c.target_id
+),
+{% endif %}
 fused_items AS (
     SELECT
         query_id,
@@ -448,10 +469,10 @@ fused_items AS (
         rank,
         n_sources,
 {% if explain and payload %}
-        r.contributions,
+        cp.contributions,
         -- the best hit's payload: its row of the log, by the log's key
         struct_insert(r.best_provenance, payload := (
-            SELECT struct_pack({% for name in payload %}{{ name | ident }} := p.{{ name | ident }}{{ ', ' if not loop.last }}{% endfor %})
+            SELECT {{ payload_of_hit() }}
             FROM {{ inputs.retrieval_log | ident }} AS p
             WHERE p.query_id = r.query_id AND p.source = struct_extract(r.best_provenance, 'source')
                 AND p.item_id = struct_extract(r.best_provenance, 'original_id')
@@ -463,7 +484,12 @@ fused_items AS (
         CASE WHEN FALSE THEN contributions END AS contributions,
         CASE WHEN FALSE THEN best_provenance END AS best_provenance
 {% endif %}
-    FROM ranked{{ ' AS r' if explain and payload }}
+{% if explain and payload %}
+    FROM ranked AS r
+    JOIN contributed_payloads AS cp USING (query_id, target_id)
+{% else %}
+    FROM ranked
+{% endif %}
 )
 SELECT * FROM {{ final | ident }}
 {% if final == 'fused_items' and ordered %}

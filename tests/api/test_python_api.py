@@ -123,6 +123,60 @@ def test_eval_gives_the_commands_means(cli_run: Path) -> None:
     assert evaluated.per_query.aggregate("count(*)").fetchall() == [(300,)]
 
 
+LOC_LINES = [
+    {"instance_id": "a", "found_files": ["x.py", "g.py"], "found_modules": ["g.py:G"],
+     "found_entities": ["g.py:G.__init__"], "raw_output_loc": []},
+    {"instance_id": "b", "found_files": ["h.py"], "found_modules": [], "found_entities": [],
+     "raw_output_loc": []},
+]  # fmt: skip
+LOC_GOLD = pd.DataFrame(
+    {"instance_id": ["a", "a", "a", "b", "c"], "level": ["file", "module", "function", "file", "file"],
+     "location": ["g.py", "g.py:G", "g.py:G", "h.py", "c.py"]}
+)  # fmt: skip
+
+
+def test_eval_loc_gives_the_commands_means(tmp_path: Path) -> None:
+    """By hand, file level (k 1, 3): a finds g.py second, b h.py first, c has no line: Acc@1
+    1/3, Acc@3 2/3, MAP@3 (1/2 / 3 + 1/1 / 3 + 0) / 3. Function level: a's G.__init__ is G."""
+    loc = tmp_path / "loc_outputs.jsonl"
+    loc.write_text("".join(json.dumps(line) + "\n" for line in LOC_LINES), encoding="utf-8")
+    gold = tmp_path / "gold.csv"
+    LOC_GOLD.to_csv(gold, index=False)
+    options = ("--k", "file=1,3", "--k", "module=1", "--k", "function=1")
+    printed = cli_ok("eval", "--loc", str(loc), "--gold", str(gold), *options, "--json")
+    evaluated = ds.eval_loc(loc, LOC_GOLD, k=["file=1,3", "module=1", "function=1"])
+    assert json.dumps(evaluated.means.as_record()) == printed.strip()
+    file = evaluated.means.file
+    assert file is not None
+    assert (file["Acc@1"], file["Acc@3"]) == (1 / 3, 2 / 3)
+    assert file["MAP@3"] == pytest.approx((1 / 2 / 3 + 1 / 3) / 3, abs=1e-15)
+    assert evaluated.means.function == {"Acc@1": 1.0, "NDCG@1": 1.0, "P@1": 1.0,
+                                        "Recall@1": 1.0, "MAP@1": 1.0}  # fmt: skip
+    assert (evaluated.summaries["file"].evaluated, evaluated.ignored) == (3, 0)
+    assert evaluated.per_query.filter("level = 'file'").order("instance_id").project(
+        'instance_id, "Acc@3"'
+    ).fetchall() == [("a", 1.0), ("b", 1.0), ("c", 0.0)]
+    only_files = ds.eval_loc(loc, gold, levels="file")
+    assert only_files.means.as_record() == json.loads(
+        cli_ok("eval", "--loc", str(loc), "--gold", str(gold), "--levels", "file", "--json")
+    )
+    assert only_files.means.module is None and only_files.means.function is None
+
+
+def test_eval_loc_reads_a_code_runs_lines_as_they_are_returned(tmp_path: Path) -> None:
+    """A run's `loc_outputs` (the lines as dicts) is evaluated as its file is; a bad line is
+    refused naming its position in the list."""
+    loc = tmp_path / "loc_outputs.jsonl"
+    loc.write_text("".join(json.dumps(line) + "\n" for line in LOC_LINES), encoding="utf-8")
+    from_file = ds.eval_loc(loc, LOC_GOLD, levels="file,module")
+    from_lines = ds.eval_loc(LOC_LINES, LOC_GOLD, levels="file,module")
+    assert from_lines.means == from_file.means and from_lines.means.module is not None
+    with pytest.raises(InputError, match=r"^--loc \(<list>, line 2\): found_files is not a list"):
+        ds.eval_loc(
+            [LOC_LINES[0], {**LOC_LINES[1], "found_files": "h.py"}], LOC_GOLD, levels="file"
+        )
+
+
 def test_answers_give_the_commands_rows(tmp_path: Path) -> None:
     folder = FIXTURES / "answers"
     tables = {name: str(folder / f"{name}.csv") for name in ("answers", "citations", "chunks")}

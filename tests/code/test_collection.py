@@ -32,7 +32,8 @@ SCHEMAS = {
     "entities": [("revision", STRING), ("file_path", STRING), ("kind", STRING),
                  ("qualified_name", STRING), ("module_id", STRING), ("entity_id", STRING),
                  ("start_line", INT), ("end_line", INT)],
-    "gold": [("instance_id", STRING), ("level", STRING), ("location", STRING)],
+    "gold": [("instance_id", STRING), ("level", STRING), ("location", STRING),
+             ("revision", STRING)],
 }  # fmt: skip
 TOP = {"bm25": 50, "tfidf": 50, "summary": 20}
 WINDOW, STEP = 40, 20
@@ -156,6 +157,7 @@ def test_every_gold_location_is_known_at_the_instance_s_parent() -> None:
             known[e["revision"]]["function"].add(e["entity_id"])
     gold: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for g in rows("gold"):
+        assert g["revision"] == queries()[g["instance_id"]]["revision"]
         gold[g["instance_id"]][g["level"]].add(g["location"])
     assert set(gold) == set(queries())
     for instance, levels in gold.items():
@@ -179,7 +181,9 @@ def test_the_benchmarks_jsonl_says_what_the_gold_table_says() -> None:
     seen = []
     for line in lines:
         instance = json.loads(line)
-        assert list(instance) == ["instance_id", "file_changes"] and json.dumps(instance) == line
+        assert list(instance) == ["instance_id", "base_commit", "file_changes"]
+        assert json.dumps(instance) == line
+        assert instance["base_commit"] == queries()[instance["instance_id"]]["revision"]
         seen.append(instance["instance_id"])
         from_json = set()
         for change in instance["file_changes"]:

@@ -135,3 +135,35 @@ def test_every_stage_of_a_code_run_is_recorded(run_out: Path) -> None:
     for rendered in sql.values():
         for table in tables_read(rendered):
             assert table in graph.inputs or made.get(table) in sql, (rendered.template, table)
+
+
+def eval_loc(run_out: Path, gold: Path, *entities: str) -> Any:
+    done = CliRunner().invoke(
+        cli,
+        ["eval", "--loc", str(run_out / "loc_outputs.jsonl"), "--gold", str(gold), "--json",
+         *entities],
+    )  # fmt: skip
+    return json.loads(done.output) if done.exit_code == 0 else done.output
+
+
+def test_the_bundled_gold_passes_entities_at_its_revisions(run_out: Path, tmp_path: Path) -> None:
+    """With --entities (197 revisions) the bundled gold — its table, its JSONL's base_commit, the
+    table without revisions — is known, and scores as without; a click/ file at a parent after
+    the move to src/click/ is refused."""
+    means = eval_loc(run_out, CODE / "gold.parquet")
+    assert means["file"]["Acc@1"] == 0.575
+    entities = ("--entities", str(CODE / "entities.parquet"))
+    gold = pq.read_table(CODE / "gold.parquet")
+    without_revision = tmp_path / "gold.parquet"
+    pq.write_table(gold.drop_columns(["revision"]), without_revision)
+    for given in (CODE / "gold.parquet", CODE / "gold.jsonl", without_revision):
+        assert eval_loc(run_out, given, *entities) == means, given
+    rows = gold.to_pylist()
+    after_move = next(r["revision"] for r in rows if r["location"].startswith("src/click/"))
+    before = next(r["instance_id"] for r in rows if r["location"].startswith("click/"))
+    moved = tmp_path / "moved.parquet"
+    pq.write_table(gold.from_pylist([r | {"revision": after_move} if r["instance_id"] == before
+                                     else r for r in rows], gold.schema), moved)  # fmt: skip
+    refused = eval_loc(run_out, moved, *entities)
+    assert f"instance '{before}': location 'click/" in refused
+    assert f"at revision '{after_move}'" in refused

@@ -59,6 +59,46 @@ def test_the_best_hits_payload_is_in_best_provenance(tmp_path: Path) -> None:
     assert pd.read_parquet(tmp_path / "lean" / "fused.parquet")["best_provenance"].isna().all()
 
 
+def test_each_contribution_carries_its_hits_payload(tmp_path: Path) -> None:
+    """A contribution's hit is its original_id in its source: its payload is that row's."""
+    fuse(LOG, tmp_path / "out")
+    fused = pd.read_parquet(tmp_path / "out" / "fused.parquet")
+    [entry] = fused.set_index("item_id").loc["a.py", "contributions"]
+    assert (entry["source"], entry["original_id"]) == ("bm25", "a.py:10:20")
+    assert entry["payload"] == {"file_path": "a.py", "start_line": 10, "end_line": 20,
+                                "qualified_name": "A.f", "doc_url": "u2", "lang": "py"}  # fmt: skip
+    # the same fusion without a payload: the same entries, without the field
+    fuse(LOG[["query_id", "source", "item_id", "parent_id", "score"]], tmp_path / "bare")
+    bare = pd.read_parquet(tmp_path / "bare" / "fused.parquet")
+    assert [
+        [{k: v for k, v in e.items() if k != "payload"} for e in c] for c in fused["contributions"]
+    ] == [list(c) for c in bare["contributions"]]
+    assert "payload" not in bare["contributions"][0][0]
+
+
+def test_delayed_alignment_keeps_each_entry_s_own_payload(tmp_path: Path) -> None:
+    """After fusion, a parent's entries are its blocks' (and the doc hits expanded to them):
+    each entry's payload is the row of its original_id, in the entries' order."""
+    log = pd.DataFrame(
+        {
+            "query_id": ["q", "q", "q"],
+            "source": ["bm25", "bm25", "summary"],
+            "item_id": ["a.py:1:9", "a.py:10:20", "a.py"],
+            "parent_id": ["a.py", "a.py", "a.py"],
+            "score": [1.0, 3.0, 5.0],
+            "lang": ["x", "y", "z"],
+        }
+    )
+    fuse(log, tmp_path / "out", "canonical_rrf", ["aligner.order=after_fusion"])
+    fused = pd.read_parquet(tmp_path / "out" / "fused.parquet")
+    found = [
+        (e["source"], e["original_id"], e["payload"]["lang"]) for e in fused["contributions"][0]
+    ]
+    # the block a.py:10:20 fuses best (bm25 rank 1 and summary's expanded hit), then a.py:1:9
+    assert found == [("bm25", "a.py:10:20", "y"), ("summary", "a.py", "z"),
+                     ("bm25", "a.py:1:9", "x"), ("summary", "a.py", "z")]  # fmt: skip
+
+
 def test_hive_partition_keys_are_no_payload(tmp_path: Path) -> None:
     folder = tmp_path / "log" / "day=1"
     folder.mkdir(parents=True)
@@ -98,7 +138,7 @@ def test_a_log_without_lines_may_mix_doc_and_block_hits_in_a_source() -> None:
     session = Session()
     try:
         opened, fuse_plan = open_log(session, mixed, load_recipe("hybrid_v1"))
-        broken = session.con.execute(log_probe(opened, fuse_plan.has_rank)).fetchone()
+        broken = session.con.execute(log_probe(opened, fuse_plan)).fetchone()
     finally:
         session.close()
     assert broken is not None and broken[0] is False

@@ -421,6 +421,10 @@ def test_bad_loc_lines_are_refused_naming_the_line(tmp_path: Path, text: str, me
          "file_changes[0].changes: edited_entities is not a list of texts"),
         ([{"instance_id": "a", "edit_functions": ["a.py:f", ""]}], "edit_functions holds an empty text"),
         ([gold_line("a", ["a.py"]), gold_line("a", ["b.py"])], "line 2): instance_id 'a' again"),
+        ([{**gold_line("a", ["a.py"]), "revision": 7}], "line 1): revision 7 is not a non-empty text"),
+        ([{**gold_line("a", ["a.py"]), "base_commit": ""}], "line 1): base_commit '' is not a non-empty text"),
+        ([{**gold_line("a", ["a.py"]), "revision": "r1", "base_commit": "r2"}],
+         "line 1): revision 'r1' and base_commit 'r2' differ"),
     ],
 )  # fmt: skip
 def test_bad_benchmark_gold_is_refused_naming_the_line(
@@ -466,6 +470,88 @@ def test_entities_refuse_a_gold_location_in_an_unknown_file(tmp_path: Path) -> N
         match=r"instance 'i': location 'pkg/b\.py' names no file of --entities .* 1 more",
     ):
         evaluate_files(tmp_path, loc, unknown, entities=entities)
+
+
+def two_revisions(path: Path) -> Path:
+    """An entities table of pkg/a.py at r1, and of pkg/a.py and pkg/b.py at r2."""
+    pd.DataFrame(
+        {"revision": ["r1", "r2", "r2"], "file_path": ["pkg/a.py", "pkg/a.py", "pkg/b.py"],
+         "kind": ["file", "file", "file"]}
+    ).to_parquet(path)  # fmt: skip
+    return path
+
+
+def test_entities_of_another_revision_know_no_gold_file(tmp_path: Path) -> None:
+    """pkg/b.py is a file at r2, not at r1: gold at r1 naming it is refused, at r2 it is not."""
+    entities = two_revisions(tmp_path / "entities.parquet")
+    loc = [loc_line("i", ["pkg/b.py"])]
+    at_r2 = {**gold_line("i", ["pkg/a.py", "pkg/b.py"]), "revision": "r2"}
+    result = evaluate_files(tmp_path, loc, [at_r2], levels="file", entities=entities)
+    assert result.means["file"]["Recall@1"] == 0.5
+    with pytest.raises(
+        InputError,
+        match=r"instance 'i': location 'pkg/b\.py' names no file of --entities "
+        r"\(.*entities\.parquet\) at revision 'r1'$",
+    ):
+        evaluate_files(tmp_path, loc, [{**at_r2, "revision": "r1"}], levels="file",
+                       entities=entities)  # fmt: skip
+
+
+def test_a_benchmark_line_s_base_commit_is_its_revision(tmp_path: Path) -> None:
+    """SWE-bench's and Loc-Bench's base_commit, when the line gives no revision, is the commit
+    the locations are at: pkg/b.py is known at r2, not at r1."""
+    entities = two_revisions(tmp_path / "entities.parquet")
+    loc = [loc_line("i", ["pkg/b.py"])]
+    gold = gold_line("i", ["pkg/b.py"])
+    with pytest.raises(InputError, match=r"'pkg/b\.py' names no file .* at revision 'r1'$"):
+        evaluate_files(tmp_path, loc, [{**gold, "base_commit": "r1"}], levels="file",
+                       entities=entities)  # fmt: skip
+    for keys in ({"base_commit": "r2"}, {"revision": "r2", "base_commit": "r2"}):
+        result = evaluate_files(tmp_path, loc, [{**gold, **keys}], levels="file",
+                                entities=entities)  # fmt: skip
+        assert result.means["file"]["Acc@1"] == 1.0, keys
+
+
+def test_a_gold_table_gives_its_instances_revision(tmp_path: Path) -> None:
+    entities = two_revisions(tmp_path / "entities.parquet")
+    loc = write_lines(tmp_path / "loc_outputs.jsonl", [loc_line("i", ["pkg/b.py"])])
+    gold = tmp_path / "gold.csv"
+    gold.write_text("instance_id,level,location,revision\ni,file,pkg/b.py,r1\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"'pkg/b\.py' names no file .* at revision 'r1'$"):
+        evaluate_localization(loc, gold, levels="file", entities=entities)
+    gold.write_text(
+        "instance_id,level,location,revision\ni,file,pkg/b.py,r2\ni,file,pkg/a.py,r1\n"
+        "i,module,pkg/a.py:f,\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(
+        InputError,
+        match=r"\(.*gold\.csv\): instance 'i' gives more than one revision "
+        r"\(NULL, 'r1', 'r2'\)",
+    ):
+        evaluate_localization(loc, gold, levels="file", entities=entities)
+
+
+def test_gold_without_a_revision_is_checked_at_any_revision_of_the_entities(
+    tmp_path: Path,
+) -> None:
+    """Without a revision, a gold instance's file is known when any revision of --entities lists
+    it (pkg/b.py: r2 only), as before revisions were read; a file of none is refused."""
+    loc = [loc_line("i", ["pkg/b.py"])]
+    gold = [gold_line("i", ["pkg/b.py"])]
+    entities = two_revisions(tmp_path / "entities.parquet")
+    result = evaluate_files(tmp_path, loc, gold, levels="file", entities=entities)
+    assert result.means["file"]["Acc@1"] == 1.0
+    with pytest.raises(
+        InputError, match=r"instance 'i': location 'pkg/c\.py' names no file of --entities \(.*\)$"
+    ):
+        evaluate_files(tmp_path, loc, [gold_line("i", ["pkg/c.py"])], levels="file",
+                       entities=entities)  # fmt: skip
+    at_r2 = tmp_path / "r2.parquet"
+    pd.read_parquet(entities).query("revision == 'r2'").to_parquet(at_r2)
+    with pytest.raises(InputError, match=r"names no file of --entities .* at revision 'r1'$"):
+        evaluate_files(tmp_path, loc, [{**gold[0], "revision": "r1"}], levels="file",
+                       entities=at_r2)  # fmt: skip
 
 
 @pytest.mark.parametrize(
