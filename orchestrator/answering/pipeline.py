@@ -13,11 +13,10 @@ import duckdb
 from ..core.connection import EngineSettings
 from ..core.inputs import Table
 from ..core.outputs import check_output_dir
-from ..core.policy import Policy, load_policy
 from ..core.reporting import module_logger
 from ..core.session import Relations, Session, folder_of
 from ..core.validate import check_references
-from .policy import ANSWER_POLICY
+from .policy import AnswerPolicy, load_answer_policy
 from .stages import render_answers, render_contract
 from .tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
 
@@ -27,7 +26,7 @@ logger = module_logger(__name__)
 @dataclass(frozen=True)
 class AnswersResult:
     out_dir: Path | None  # None: the outputs are tables of the connection (Relations)
-    policy: Policy
+    policy: AnswerPolicy
     answers: int
     manifest: dict[str, Any]
 
@@ -45,7 +44,7 @@ def score_answers(
 ) -> AnswersResult:
     """Score logged answers into `out_dir`: answers.parquet, contract.jsonl, manifest.json and the
     rendered SQL. Nothing is written unless everything succeeds."""
-    loaded = load_policy(ANSWER_POLICY, policy, overrides)
+    loaded = load_answer_policy(policy, overrides)
     check_output_dir(
         out_dir,
         "--out",
@@ -72,7 +71,7 @@ def score_answers(
 
 def open_answer_inputs(
     session: Session,
-    policy: Policy,
+    policy: AnswerPolicy,
     answers: Table,
     citations: Table,
     chunks: Table,
@@ -80,7 +79,7 @@ def open_answer_inputs(
 ) -> None:
     """The typed views answers, citations, chunks (and events), checked: contracts, the policy's
     rerank score range, and every answer_id known to --answers."""
-    lo, hi = policy.parameters["citation_relevance"]["score_range"]
+    lo, hi = policy.score_range
     ranged = dataclasses.replace(CHUNKS.column("rerank_score"), min=lo, max=hi)
     chunks_contract = dataclasses.replace(
         CHUNKS, columns=tuple(ranged if c.name == "rerank_score" else c for c in CHUNKS.columns)

@@ -1,14 +1,18 @@
-"""What an answer policy (sql/answers/policies/*.yaml, seed 001) may say, and the RE2 patterns
-built from its word lists (values reach the SQL through `lit`)."""
+"""What an answer policy (sql/answers/policies/*.yaml, seed 001) may say, the RE2 patterns
+built from its word lists (values reach the SQL through `lit`), and AnswerPolicy, its typed view."""
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..common.patterns import term_regex
 from ..core.errors import PolicyError
-from ..core.policy import Bounds, Choice, ListOf, Number, PolicyKind, Words
+from ..core.frozen import FrozenMap
+from ..core.policy import Bounds, Choice, ListOf, Number, Policy, PolicyKind, Words, load_policy
+from ..core.policy_view import PolicyView
 
 UNIT = Number(0.0, 1.0)
 BAND_LISTS = ("citation_count", "length", "retrieved_count", "citation_rate")
@@ -122,7 +126,7 @@ def gap_parts(phrase: str) -> list[str]:
     return [part.strip() for part in phrase.split(GAP)]
 
 
-def lexicon_pattern(lexicons: dict[str, list[str]]) -> str | None:
+def lexicon_pattern(lexicons: Mapping[str, Sequence[str]]) -> str | None:
     """One alternation of every lexicon term, longest first: RE2 takes the first alternative
     that matches at the leftmost position, so the scan takes the longest term there."""
     terms = sorted(
@@ -131,7 +135,7 @@ def lexicon_pattern(lexicons: dict[str, list[str]]) -> str | None:
     return "(?:" + "|".join(term_regex(t) for t in terms) + ")" if terms else None
 
 
-def conclusion_pattern(phrases: list[str]) -> str | None:
+def conclusion_pattern(phrases: Sequence[str]) -> str | None:
     """Any conclusion phrase; the parts of a phrase with a gap match in order, anything between."""
     if not phrases:
         return None
@@ -139,3 +143,43 @@ def conclusion_pattern(phrases: list[str]) -> str | None:
         ".*?".join(term_regex(part) for part in gap_parts(phrase.lower())) for phrase in phrases
     ]
     return "(?s)(?:" + "|".join(alternatives) + ")"
+
+
+@dataclass(frozen=True)
+class Band:
+    at_least: float
+    points: float
+
+
+@dataclass(frozen=True)
+class AnswerPolicy(PolicyView):
+    """An answer policy, read once from its validated parameters: the keys Python reads (the
+    templates render the plain `parameters`, core/policy_view.py)."""
+
+    weights: Mapping[
+        str, float
+    ]  # by factor: citation_quality, answer_quality, retrieval, certainty
+    bands: Mapping[str, tuple[Band, ...]]  # by BAND_LISTS name, highest band first
+    score_range: tuple[float, float]  # citation_relevance.score_range: the chunks' rerank_score
+    lexicons: Mapping[str, tuple[str, ...]]  # by LEXICONS name, and conclusion
+
+    @classmethod
+    def of(cls, policy: Policy) -> AnswerPolicy:
+        p = policy.parameters
+        low, high = p["citation_relevance"]["score_range"]
+        return cls(
+            policy=policy,
+            weights=p["weights"],
+            bands=FrozenMap(
+                {
+                    name: tuple(Band(b["at_least"], b["points"]) for b in p[name])
+                    for name in BAND_LISTS
+                }
+            ),
+            score_range=(low, high),
+            lexicons=p["lexicons"],
+        )
+
+
+def load_answer_policy(name_or_path: str, overrides: list[str] | None = None) -> AnswerPolicy:
+    return AnswerPolicy.of(load_policy(ANSWER_POLICY, name_or_path, overrides))

@@ -6,13 +6,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..core.policy import Policy
 from ..core.render import RenderedSQL, render
 from .policy import (
     BAND_LISTS,
     LEXICONS,
     PARAGRAPH_SEPARATOR,
     VISIBLE_CHARACTER,
+    AnswerPolicy,
     conclusion_pattern,
     lexicon_pattern,
 )
@@ -38,7 +38,7 @@ STAGES = (
 
 
 def render_answers(
-    policy: Policy, with_events: bool, final: str = "scored_answers", ordered: bool = True
+    policy: AnswerPolicy, with_events: bool, final: str = "scored_answers", ordered: bool = True
 ) -> RenderedSQL:
     """The stages up to scored_answers (or the stage `final`) over answers, citations, chunks
     (and events)."""
@@ -47,23 +47,23 @@ def render_answers(
     )
 
 
-def render_contract(policy: Policy, with_events: bool, standalone: bool) -> RenderedSQL:
+def render_contract(policy: AnswerPolicy, with_events: bool, standalone: bool) -> RenderedSQL:
     """The contract rows, by answer_id, from the materialised scored_answers or (standalone) from
     the inputs."""
     return render("answers/contract.sql", standalone=standalone, **_context(policy, with_events))
 
 
-def render_stage(policy: Policy, stage: str, with_events: bool) -> RenderedSQL:
+def render_stage(policy: AnswerPolicy, stage: str, with_events: bool) -> RenderedSQL:
     """One stage of STAGES as a query over tables named answers, citations, chunks (and events)."""
     if stage == "contract":
         return render_contract(policy, with_events, standalone=True)
     return render_answers(policy, with_events, final=stage)
 
 
-def _context(policy: Policy, with_events: bool) -> dict[str, Any]:
-    p = policy.parameters
+def _context(policy: AnswerPolicy, with_events: bool) -> dict[str, Any]:
+    lexicons = policy.lexicons
     return dict(
-        policy=p,
+        policy=policy.parameters,
         policy_version=policy.version,
         with_events=with_events,
         inputs={
@@ -72,14 +72,14 @@ def _context(policy: Policy, with_events: bool) -> dict[str, Any]:
             "chunks": "chunks",
             "events": "events" if with_events else None,
         },
-        lexicons={name: [t.lower() for t in p["lexicons"][name]] for name in LEXICONS},
-        lexicon_pattern=lexicon_pattern(p["lexicons"]),
-        conclusion_pattern=conclusion_pattern(p["lexicons"]["conclusion"]),
+        lexicons={name: [t.lower() for t in lexicons[name]] for name in LEXICONS},
+        lexicon_pattern=lexicon_pattern(lexicons),
+        conclusion_pattern=conclusion_pattern(lexicons["conclusion"]),
         paragraph_separator=PARAGRAPH_SEPARATOR,
         visible_character=VISIBLE_CHARACTER,
         max_total=math.fsum(
-            p["weights"][f]
+            policy.weights[f]
             for f in ("citation_quality", "answer_quality", "retrieval", "certainty")
         ),
-        max_points={name: max(band["points"] for band in p[name]) for name in BAND_LISTS},
+        max_points={name: max(band.points for band in policy.bands[name]) for name in BAND_LISTS},
     )

@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from ..answering.pipeline import score_answers
+from ..answering.policy import AnswerPolicy
 from ..common.defaults import DEFAULT_POLICY, DEFAULT_RECIPE
 from ..core.inputs import Table
-from ..core.policy import Policy, load_policy
+from ..core.policy import load_policy
 from ..core.session import Relations
 from ..fusion.code_plan import code_target
 from ..fusion.code_stages import LOC_FILE
@@ -45,6 +46,7 @@ from ..runner.partitions import LEDGER
 from ..runner.pipeline import RunResult
 from ..scoring.pipeline import score as score_features
 from ..scoring.policy import SCORE_POLICY
+from ..scoring.policy_view import ScorePolicy
 
 if TYPE_CHECKING:
     from ..runner.spark import SparkRunResult
@@ -121,7 +123,7 @@ class Scored:
     parents: duckdb.DuckDBPyRelation
     queries: duckdb.DuckDBPyRelation
     contract: duckdb.DuckDBPyRelation
-    policy: Policy
+    policy: ScorePolicy
     manifest: dict[str, Any]
 
 
@@ -135,7 +137,7 @@ class Ran:
     queries: duckdb.DuckDBPyRelation
     contract: duckdb.DuckDBPyRelation
     recipe: Recipe
-    policy: Policy
+    policy: ScorePolicy
     manifest: dict[str, Any]
     loc_outputs: list[dict[str, Any]] | None = None  # a code run's (entities=): docs/code.md
 
@@ -165,7 +167,7 @@ class Answered:
 
     answers: duckdb.DuckDBPyRelation
     contract: duckdb.DuckDBPyRelation
-    policy: Policy
+    policy: AnswerPolicy
     manifest: dict[str, Any]
 
 

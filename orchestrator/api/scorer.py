@@ -20,14 +20,13 @@ import duckdb
 import pyarrow as pa
 
 from ..answering.pipeline import open_answer_inputs
-from ..answering.policy import ANSWER_POLICY
+from ..answering.policy import AnswerPolicy, load_answer_policy
 from ..answering.stages import render_answers, render_contract
 from ..common.defaults import DEFAULT_POLICY
 from ..core.connection import EngineSettings, connect
 from ..core.errors import InputError, PolicyError
 from ..core.graph import Graph
 from ..core.inputs import Table
-from ..core.policy import Policy, load_policy
 from ..core.render import RenderedSQL, ident
 from ..core.session import Session
 from ..core.validate import raw_view
@@ -87,7 +86,7 @@ class Scorer:
                 "(set rerank.top_n and rerank.mode)"
             )
         self.reranker = reranker
-        self.answer_policy: Policy = load_policy(ANSWER_POLICY, answer_policy)
+        self.answer_policy: AnswerPolicy = load_answer_policy(answer_policy)
         self.top_n = job.top_n
         self._con = connect(job.settings)
         self._prepared: dict[tuple[Any, ...], _Prepared] = {}

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..core.policy import Policy
 from ..core.records import OMITTED_WHEN_NONE, Report
 from ..core.render import RenderedSQL
 from ..core.session import Session
+from .policy import BidPolicy
 
 GATES = (  # name, comparison
     ("citation_resolution_rate", ">="),
@@ -60,12 +60,12 @@ def _short(number: float) -> str:
     return f"{round(number, 4):g}"
 
 
-def gates_report(session: Session, gates_sql: RenderedSQL, policy: Policy) -> GatesReport:
+def gates_report(session: Session, gates_sql: RenderedSQL, policy: BidPolicy) -> GatesReport:
     """§12: pass / fail / no_data per gate, with the value, threshold and comparison."""
     session.create("__gates", gates_sql)
     values = session.first_row("SELECT * FROM __gates")
     assert values is not None
-    thresholds = policy.parameters["gates"]
+    thresholds = policy.gates
     gates = []
     for (name, comparison), value in zip(GATES, values):
         threshold = thresholds[name]

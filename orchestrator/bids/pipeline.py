@@ -16,21 +16,21 @@ from typing import Any
 from ..core.connection import EngineSettings
 from ..core.errors import InputError, WhitelistError
 from ..core.outputs import check_output_dir
-from ..core.policy import Policy, load_policy
 from ..core.render import ident, render
 from ..core.reporting import module_logger
 from ..core.session import Session
 from ..core.tables import OpenedInput
 from .gates import GatesReport, gates_report
 from .policy import (
-    BID_POLICY,
     DATE_PATTERN,
     FULL_WIDTH,
     HALF_WIDTH,
     NUMBER_PATTERN,
     NUMERIC_FIELDS,
     TOKEN_PATTERN,
+    BidPolicy,
     keyword_pattern,
+    load_bid_policy,
 )
 from .rules import Rule, check_rules_match_criteria, load_rules, rule_record
 from .tables import check_synonym_conflicts, check_synonyms, open_bid_inputs
@@ -71,7 +71,7 @@ class SqlBranch:
 @dataclass(frozen=True)
 class BidsResult:
     out_dir: Path
-    policy: Policy
+    policy: BidPolicy
     evaluations: int
     gates: GatesReport
     manifest: dict[str, Any]
@@ -90,7 +90,7 @@ def score_bids(
     settings: EngineSettings | None = None,
 ) -> BidsResult:
     """Evaluate the bids of `input_dir` into `out_dir` (nothing is written unless all succeeds)."""
-    loaded = load_policy(BID_POLICY, policy, overrides)
+    loaded = load_bid_policy(policy, overrides)
     input_dir = Path(input_dir)
     if not input_dir.is_dir():
         raise InputError(f"--input: no such folder: {input_dir}")
@@ -187,10 +187,9 @@ def _order(keys: tuple[str, ...]) -> str:
     return ", ".join(f"{ident(k)} ASC NULLS LAST" for k in keys)
 
 
-def _context(policy: Policy, rules: list[Rule], branches: list[SqlBranch]) -> dict[str, Any]:
-    p = policy.parameters
+def _context(policy: BidPolicy, rules: list[Rule], branches: list[SqlBranch]) -> dict[str, Any]:
     return dict(
-        policy=p,
+        policy=policy.parameters,
         policy_version=policy.version,
         rules=rules,
         sql_branches=branches,
@@ -201,8 +200,8 @@ def _context(policy: Policy, rules: list[Rule], branches: list[SqlBranch]) -> di
         number_pattern=NUMBER_PATTERN,
         token_pattern=TOKEN_PATTERN,
         type_patterns=[
-            {"type": entry["type"], "pattern": keyword_pattern(entry["keywords"])}
-            for entry in p["query_types"]
+            {"type": entry.type, "pattern": keyword_pattern(entry.keywords)}
+            for entry in policy.query_types
         ],
     )
 

@@ -1,13 +1,16 @@
-"""What a bid policy (sql/bids/policies/*.yaml, seed 002) may say, and the query-typing patterns
-built from it."""
+"""What a bid policy (sql/bids/policies/*.yaml, seed 002) may say, the query-typing patterns
+built from it, and BidPolicy, its typed view."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..common.patterns import term_regex
 from ..core.errors import PolicyError
-from ..core.policy import Choice, Flag, ListOf, Number, PolicyKind, Text, Words
+from ..core.policy import Choice, Flag, ListOf, Number, Policy, PolicyKind, Text, Words, load_policy
+from ..core.policy_view import PolicyView
 from .tables import QUERY_TYPES
 from .whitelist import FIELD_TYPES
 
@@ -93,7 +96,7 @@ BID_POLICY = PolicyKind(
 )
 
 
-def keyword_pattern(keywords: list[str]) -> str:
+def keyword_pattern(keywords: Sequence[str]) -> str:
     """Any of the keywords, normalised like a query (folded, lower case, single spaces)."""
     terms = sorted(
         {
@@ -103,3 +106,31 @@ def keyword_pattern(keywords: list[str]) -> str:
         key=lambda t: (-len(t), t),
     )
     return "(?:" + "|".join(term_regex(t) for t in terms if t) + ")"
+
+
+@dataclass(frozen=True)
+class QueryType:
+    type: str
+    keywords: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BidPolicy(PolicyView):
+    """A bid policy, read once from its validated parameters: the keys Python reads (the
+    templates render the plain `parameters`, core/policy_view.py)."""
+
+    query_types: tuple[QueryType, ...]  # in the file's order: the first whose keywords match
+    gates: Mapping[str, float]  # §12's thresholds, by gate
+
+    @classmethod
+    def of(cls, policy: Policy) -> BidPolicy:
+        p = policy.parameters
+        return cls(
+            policy=policy,
+            query_types=tuple(QueryType(e["type"], tuple(e["keywords"])) for e in p["query_types"]),
+            gates=p["gates"],
+        )
+
+
+def load_bid_policy(name_or_path: str, overrides: list[str] | None = None) -> BidPolicy:
+    return BidPolicy.of(load_policy(BID_POLICY, name_or_path, overrides))

@@ -8,16 +8,15 @@ read from columns. Also the reference bounds and the §9.2 thresholds of each fi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
-from ..core.policy import Policy
 from ..core.render import ColumnParameter, RenderedSQL, render
 from ..core.reporting import module_logger
 from ..core.session import Session
 from ..scoring.policy import WEIGHTS
+from ..scoring.policy_view import ScorePolicy
 from .settings import CalibrationError, CalibrationSettings, Fit
 
 logger = module_logger(__name__)
@@ -26,9 +25,9 @@ GRID = tuple(i / 10 for i in range(11))
 MIN_GAIN = 0.002  # AUROC gains below this are noise (about 19 of SciFact's 9,558 good-bad pairs)
 
 
-def tuned_parameters(base: Mapping[str, Any]) -> list[str]:
+def tuned_parameters(base: ScorePolicy) -> list[str]:
     """§9.3: α, β and the weights of the sub-scores the base policy uses."""
-    return ["alpha", "beta"] + [w for w in WEIGHTS if base[w] > 0]
+    return ["alpha", "beta"] + [w for w, value in base.weights.items() if value > 0]
 
 
 def candidate_values(state: dict[str, Any], name: str, tuned: list[str]) -> list[dict[str, float]]:
@@ -84,18 +83,18 @@ class Calibrator:
     """The labelled inputs of one run on a Session, and the rendered candidate SQL."""
 
     def __init__(
-        self, session: Session, base: Policy, settings: CalibrationSettings, has_qrels: bool
+        self, session: Session, base: ScorePolicy, settings: CalibrationSettings, has_qrels: bool
     ) -> None:
         self.session = session
         self.base = base
         self.settings = settings
         self.has_qrels = has_qrels
-        self.tuned = tuned_parameters(base.parameters)
-        nz = base.parameters["normalization"]
-        self.reference = nz["mode"] == "reference"
-        by_quantile = nz["coverage"] == "quantile"
+        self.tuned = tuned_parameters(base)
+        nz = base.normalization
+        self.reference = nz.mode == "reference"
+        by_quantile = nz.coverage == "quantile"
         self.reference_features = (
-            [base.parameters["strength_evidence"], "max_score"]
+            [base.strength_evidence, "max_score"]
             + (["coverage"] if by_quantile else [])
             + ["log_chunks"]
         )
@@ -111,8 +110,8 @@ class Calibrator:
             "reference_bounds.sql",
             inputs={"parent_features": "parent_features", "membership": "cal_membership"},
             features=self.reference_features,
-            p_lo=self.base.parameters["normalization"]["p_lo"],
-            p_hi=self.base.parameters["normalization"]["p_hi"],
+            p_lo=self.base.normalization.p_lo,
+            p_hi=self.base.normalization.p_hi,
             final="bounds",
         )
         found = {row["fit"]: row for row in rows}

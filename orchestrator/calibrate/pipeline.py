@@ -29,7 +29,7 @@ import pandas as pd
 from ..core.connection import EngineSettings
 from ..core.errors import DuckscoreError
 from ..core.inputs import Table
-from ..core.policy import Policy, at_written_precision, load_policy, policy_from_parameters
+from ..core.policy import at_written_precision
 from ..core.render import lit
 from ..core.reporting import module_logger
 from ..core.session import Session
@@ -38,7 +38,7 @@ from ..fusion.recipe import load_recipe, recipe_record, recipe_record_from_manif
 from ..fusion.recipe_view import Recipe
 from ..fusion.stages import fuse_graph
 from ..metrics.tables import QRELS
-from ..scoring.policy import SCORE_POLICY
+from ..scoring.policy_view import ScorePolicy, load_score_policy, score_policy_from_parameters
 from ..scoring.stages import (
     FEATURES,
     QUERY_LIST,
@@ -93,7 +93,7 @@ def calibrate(
         raise DuckscoreError(
             "--set-recipe applies to --log (the log is fused first), not to --features"
         )
-    base_policy = load_policy(SCORE_POLICY, base)
+    base_policy = load_score_policy(base)
     loaded_recipe = None if log is None else load_recipe(recipe, recipe_overrides)
     with Session(engine) as session:
         logger.info(f"checking inputs (base policy {base_policy.version})")
@@ -107,7 +107,7 @@ def calibrate(
 
         calibrator = Calibrator(session, base_policy, settings, qrels is not None)
         names = ["all"] + [f"fold{k}" for k in range(settings.folds)]
-        fits = {n: Fit(n, {k: base_policy.parameters[k] for k in calibrator.tuned}) for n in names}
+        fits = {n: Fit(n, {k: base_policy.combination[k] for k in calibrator.tuned}) for n in names}
         bounds = calibrator.reference_bounds(names) if calibrator.reference else {}
         logger.info(
             f"ablation of {', '.join(calibrator.tuned)} on {len(label_frame)} labelled queries, "
@@ -135,8 +135,7 @@ def calibrate(
 
         logger.info("validation on held-out queries")
         policies = {
-            n: policy_from_parameters(
-                SCORE_POLICY,
+            n: score_policy_from_parameters(
                 "calibrated",  # the version follows from the final parameters, below
                 final_parameters(base_policy, fit, bounds, calibrator.reference_features),
                 f"calibrate fit {n}",
@@ -168,7 +167,7 @@ def calibrate(
             )
         # parameters that differ give versions that differ; equal parameters, equal versions
         version = version or (
-            f"{base_policy.base_version}_cal_{policies['all'].parameters_sha256[:8]}"
+            f"{base_policy.policy.base_version}_cal_{policies['all'].parameters_sha256[:8]}"
         )
         report = build_report(
             session,
@@ -195,7 +194,7 @@ def calibrate(
         session.inputs,
         {"labels_not_in_log": inputs.labels_not_in_input}
         | ({"recipe": inputs.recipe} if inputs.recipe is not None else {}),
-        score_distribution(decisions[decisions["fit"] == "all"], parameters),
+        score_distribution(decisions[decisions["fit"] == "all"], policies["all"]),
     )
     if report_dir is not None:
         logger.info(f"writing the report to {report_dir}")
@@ -218,7 +217,7 @@ def open_inputs(
     log: Table | None,
     recipe: Recipe | None,
     qrels: Table | None,
-    base_policy: Policy,
+    base_policy: ScorePolicy,
     settings: CalibrationSettings,
 ) -> CalibrationInputs:
     """The labels, their floors checked before anything else is read; the candidate parents (a
@@ -254,7 +253,7 @@ def class_counts(labels: pd.DataFrame) -> dict[str, int]:
     return {label: int((labels["label"] == label).sum()) for label in CLASSES}
 
 
-def score_distribution(in_sample: pd.DataFrame, parameters: dict[str, Any]) -> dict[str, Any]:
+def score_distribution(in_sample: pd.DataFrame, policy: ScorePolicy) -> dict[str, Any]:
     """How the policy rates its labelled queries in-sample (the `all` fit's decisions): the
     reference a recalibration without labels compares a new domain's scores with. A query
     without candidates scores 0 and has no top-2 ratio."""
@@ -262,9 +261,9 @@ def score_distribution(in_sample: pd.DataFrame, parameters: dict[str, Any]) -> d
     return {
         "queries": len(in_sample),
         "base_rate": float((in_sample["label"] == "good").mean()),
-        "below_T_low": float((score < parameters["T_low"]).mean()),
-        "below_T_high": float((score < parameters["T_high"]).mean()),
-        "hitl": float((in_sample["top2_ratio"] >= parameters["R_hitl"]).mean()),
+        "below_T_low": float((score < policy.t_low).mean()),
+        "below_T_high": float((score < policy.t_high).mean()),
+        "hitl": float((in_sample["top2_ratio"] >= policy.r_hitl).mean()),
         # continuous quantiles (as quantile_cont): what --adapt quantile pairs a new domain's with
         QUANTILES_KEY: [float(v) for v in np.quantile(score.to_numpy(), QUANTILE_LEVELS)],
     }
@@ -299,7 +298,10 @@ def resolve_thresholds(
 
 
 def final_parameters(
-    base: Policy, fit: Fit, bounds: dict[str, dict[str, list[float]]], reference_features: list[str]
+    base: ScorePolicy,
+    fit: Fit,
+    bounds: dict[str, dict[str, list[float]]],
+    reference_features: list[str],
 ) -> dict[str, Any]:
     parameters = {**base.parameters.thawed(), **fit.parameters}
     parameters.update({k: fit.thresholds[k] for k in ("T_low", "T_high", "R_hitl")})
@@ -323,10 +325,10 @@ def final_parameters(
 
 def with_probability(
     session: Session,
-    policies: dict[str, Policy],
+    policies: dict[str, ScorePolicy],
     labels: pd.DataFrame,
     settings: CalibrationSettings,
-) -> tuple[dict[str, Policy], dict[str, Any], pd.DataFrame]:
+) -> tuple[dict[str, ScorePolicy], dict[str, Any], pd.DataFrame]:
     """Each fit's policy with a probability map fitted on its own training queries, the map (its
     method and features) chosen by the Brier score of the folds' held-out queries (a tie keeps
     the earlier, simpler variant)."""
@@ -343,15 +345,14 @@ def with_probability(
     chosen, held_out_brier = choose_variant(method, trained, held_out)
     levels = {"levels_by": settings.levels, "p_low": settings.p_low, "p_high": settings.p_high}
     with_maps = {
-        n: policy_from_parameters(
-            SCORE_POLICY,
+        n: score_policy_from_parameters(
             policy.version,
             {
                 **policy.parameters.thawed(),
                 "probability": at_written_precision(fit_map(chosen, trained[n])) | levels,
             },
             policy.source,
-            policy.parent_version,
+            policy.policy.parent_version,
         )
         for n, policy in policies.items()
     }
@@ -364,7 +365,7 @@ def with_probability(
     return with_maps, record, pd.concat(trained.values(), ignore_index=True)
 
 
-def score_fit(session: Session, policy: Policy, fit: str, scope: str) -> pd.DataFrame:
+def score_fit(session: Session, policy: ScorePolicy, fit: str, scope: str) -> pd.DataFrame:
     """Decisions of `policy` on the fit's queries of `scope`, by the policy's own SQL (score)."""
     session.execute(
         f"CREATE OR REPLACE TEMP VIEW cal_fit_features AS SELECT f.* FROM {FEATURES} AS f "

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from ..core.outputs import atomic_output_file
-from ..core.policy import Policy, at_written_precision, dump_yaml
+from ..core.policy import at_written_precision, dump_yaml
 from ..core.tables import OpenedInput
 from ..core.version import __version__
+from ..scoring.policy_view import ScorePolicy
 from .report import CalibrationReport
 from .settings import CalibrationSettings
 
@@ -20,7 +21,7 @@ from .settings import CalibrationSettings
 def write_policy(
     out: Path,
     version: str,
-    base: Policy,
+    base: ScorePolicy,
     parameters: dict[str, Any],
     label_hash: str,
     counts: dict[str, int],

@@ -31,7 +31,7 @@ from ..core.connection import EngineSettings
 from ..core.errors import DuckscoreError
 from ..core.inputs import Table
 from ..core.outputs import check_output_file
-from ..core.policy import Policy, at_written_precision, load_policy, policy_from_parameters
+from ..core.policy import at_written_precision
 from ..core.render import RenderedSQL, render
 from ..core.reporting import module_logger
 from ..core.session import Session
@@ -42,7 +42,7 @@ from ..fusion.policy_recipe import recipe_for_policy
 from ..fusion.recipe import recipe_record
 from ..fusion.recipe_view import Recipe
 from ..fusion.stages import fuse_graph
-from ..scoring.policy import SCORE_POLICY
+from ..scoring.policy_view import ScorePolicy, load_score_policy, score_policy_from_parameters
 from ..scoring.stages import FEATURES, SCORE_CONTRACT, query_columns, score_graph
 from .calibration_metrics import frame_metrics
 from .policy_file import write_policy_document
@@ -108,9 +108,9 @@ def recalibrate(
     if Path(policy).is_file():  # a policy file, not a packaged name
         inputs["--policy"] = policy
     check_output_file(out, "--out", inputs, "yaml")  # before any work
-    old = load_policy(SCORE_POLICY, policy)
+    old = load_score_policy(policy)
     block, recorded = _calibration_of(old, adapt)
-    loaded_recipe = recipe_for_policy(old, recipe, recipe_overrides, allow_recipe_mismatch)
+    loaded_recipe = recipe_for_policy(old.policy, recipe, recipe_overrides, allow_recipe_mismatch)
     with Session(engine) as session:
         opened, plan = open_log(session, log, loaded_recipe)
         where = f"--log ({opened.given})"
@@ -139,12 +139,12 @@ def recalibrate(
             adapted = compose(adapted, correction)
         thresholds, moves = _thresholds(session, old, recorded, labelled)
         parameters = at_written_precision(_new_parameters(old, adapted, thresholds))
-        candidate = policy_from_parameters(
-            SCORE_POLICY, "recalibrated", parameters, "recalibrate", old.version
+        candidate = score_policy_from_parameters(
+            "recalibrated", parameters, "recalibrate", old.version
         )
         new_version = version or f"{old.version}_recal_{candidate.parameters_sha256[:8]}"
-        new_policy = policy_from_parameters(
-            SCORE_POLICY, new_version, parameters, "recalibrate", old.version
+        new_policy = score_policy_from_parameters(
+            new_version, parameters, "recalibrate", old.version
         )
         new_decisions = _decisions(session, new_policy, where)
         mix = decision_mix(session, new_policy, new_decisions, labelled)
@@ -181,15 +181,15 @@ def recalibrate(
     return RecalibrationResult(Path(out), document, new_decisions, report)
 
 
-def _calibration_of(policy: Policy, adapt: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _calibration_of(policy: ScorePolicy, adapt: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The policy's p_good map and the score distribution it was calibrated on."""
-    block = policy.parameters.get("probability")
-    if block is None:
+    probability = policy.probability
+    if probability is None:
         raise CalibrationError(
             f"--policy: {policy.version} has no p_good map to recalibrate "
             "(`duckscore calibrate` fits one)"
         )
-    recorded = policy.metadata.get("score_distribution")
+    recorded = policy.policy.metadata.get("score_distribution")
     needed = DISTRIBUTION_KEYS + ((QUANTILES_KEY,) if adapt == "quantile" else ())
     if not isinstance(recorded, dict) or any(
         not isinstance(recorded.get(k), int | float | list) for k in needed
@@ -205,7 +205,7 @@ def _calibration_of(policy: Policy, adapt: str) -> tuple[dict[str, Any], dict[st
             f"--policy: {policy.version} records a base rate of {base_rate:g}; "
             "a map fitted on one class only cannot be moved to another domain"
         )
-    return block.thawed(), recorded
+    return probability.block.thawed(), recorded
 
 
 def _shares_of(recorded: dict[str, Any]) -> dict[str, float]:
@@ -291,7 +291,7 @@ def transported(
     } | levels
 
 
-def _decisions(session: Session, policy: Policy, where: str) -> pd.DataFrame:
+def _decisions(session: Session, policy: ScorePolicy, where: str) -> pd.DataFrame:
     session.materialise(score_graph(policy, top_n=2, where=where))
     return session.frame(
         f"SELECT {', '.join(query_columns(policy))} FROM {SCORE_CONTRACT} ORDER BY query_id"
@@ -363,7 +363,7 @@ def _refit(
 
 def _thresholds(
     session: Session,
-    old: Policy,
+    old: ScorePolicy,
     recorded: dict[str, float],
     labelled: pd.DataFrame | None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -376,8 +376,8 @@ def _thresholds(
     moved = _domain_thresholds(session, "moved", thresholds=None, levels=[0.5], **quantiles)
     chosen = {"T_low": moved["T_low"], "T_high": moved["T_high"], "R_hitl": moved["R_hitl"]}
     if recorded["hitl"] <= 0.0:
-        chosen["R_hitl"] = old.parameters["R_hitl"]  # no query was sent to a human: keep it so
-    method = old.metadata.get("method", {})
+        chosen["R_hitl"] = old.r_hitl  # no query was sent to a human: keep it so
+    method = old.policy.metadata.get("method", {})
     target = method.get("target_precision") if method.get("thresholds") == "precision" else None
     by_precision = None
     if labelled is not None and target is not None:
@@ -393,7 +393,7 @@ def _thresholds(
     if chosen["T_low"] == chosen["T_high"]:
         levels["below_T_low"] = levels["below_T_high"]
     moves = {
-        name: {"from": old.parameters[name], "to": chosen[name], "at_quantile": moved[name]}
+        name: {"from": old.thresholds[name], "to": chosen[name], "at_quantile": moved[name]}
         for name in chosen
     } | {
         "by_target_precision": None
@@ -446,7 +446,7 @@ def _domain_thresholds(session: Session, final: str, **context: Any) -> dict[str
 
 
 def _new_parameters(
-    old: Policy, block: dict[str, Any], thresholds: dict[str, Any]
+    old: ScorePolicy, block: dict[str, Any], thresholds: dict[str, Any]
 ) -> dict[str, Any]:
     parameters = {**old.parameters.thawed(), "probability": block}
     parameters.update({k: float(thresholds[k]) for k in ("T_low", "T_high", "R_hitl")})
@@ -459,8 +459,8 @@ def _new_parameters(
 
 def _write(
     out: Path,
-    policy: Policy,
-    old: Policy,
+    policy: ScorePolicy,
+    old: ScorePolicy,
     recipe: Recipe,
     report: Recalibration,
     distribution: dict[str, Any],
@@ -478,7 +478,7 @@ def _write(
             "duckscore_version": __version__,
             "recipe": recipe_record(recipe),
             "inputs": {name: opened.given for name, opened in inputs.items()},
-            "method": old.metadata.get("method"),
+            "method": old.policy.metadata.get("method"),
             "recalibration": report.as_record(),
             "score_distribution": distribution,
         },

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..core.policy import Policy
 from ..core.records import Report
 from ..core.session import Session
+from ..scoring.policy_view import ScorePolicy
 from ..scoring.scale import QUANTILES_KEY, share_below
 from ..scoring.stages import decision_counts
 
@@ -89,7 +89,7 @@ def medians(recorded: dict[str, Any], new_quantiles: list[float]) -> dict[str, f
 
 
 def decision_mix(
-    session: Session, policy: Policy, decisions: pd.DataFrame, labelled: pd.DataFrame | None
+    session: Session, policy: ScorePolicy, decisions: pd.DataFrame, labelled: pd.DataFrame | None
 ) -> dict[str, Any]:
     """The decisions the new policy makes on the log (score_contract holds them): each level,
     HITL and web fallback counted; with labels, the precision of `high` on them."""
@@ -115,19 +115,21 @@ def decision_mix(
     return mix
 
 
-def levels_by(policy: Policy) -> str:
+def levels_by(policy: ScorePolicy) -> str:
     """What sets a query's level: its best score (T_low, T_high) or its p_good (p_low, p_high)."""
-    probability = policy.parameters.get("probability") or {}
-    return "probability" if probability.get("levels_by") == "probability" else "score"
+    probability = policy.probability
+    return "probability" if probability and probability.levels_by == "probability" else "score"
 
 
-def band_collapses(policy: Policy, moves: dict[str, Any]) -> bool:
+def band_collapses(policy: ScorePolicy, moves: dict[str, Any]) -> bool:
     """T_low = T_high and the best score sets the levels: no query can be rated medium
     (the report's thresholds.band_collapsed)."""
     return levels_by(policy) == "score" and moves["T_low"]["to"] >= moves["T_high"]["to"]
 
 
-def collapsed_band(policy: Policy, decisions: pd.DataFrame, moves: dict[str, Any]) -> str | None:
+def collapsed_band(
+    policy: ScorePolicy, decisions: pd.DataFrame, moves: dict[str, Any]
+) -> str | None:
     """The warning when the band collapses (band_collapses), saying why, given the report's
     thresholds (`moves`)."""
     if not band_collapses(policy, moves):

@@ -14,9 +14,9 @@ import pandas as pd
 
 from ..common.report_html import cell, figure_png, pyplot, render_page
 from ..core.outputs import atomic_output_dir, write_json
-from ..core.policy import Policy
 from ..core.records import OMITTED_WHEN_NONE, Report
 from ..core.session import Session
+from ..scoring.policy_view import ScorePolicy
 from .calibration_metrics import frame_metrics
 from .probability_report import probability_figures, probability_rows
 from .settings import CalibrationSettings, Fit
@@ -141,7 +141,7 @@ def build_report(
     fits: dict[str, Fit],
     settings: CalibrationSettings,
     counts: dict[str, int],
-    base: Policy,
+    base: ScorePolicy,
     probability: dict[str, Any] | None,
     *,
     has_qrels: bool,

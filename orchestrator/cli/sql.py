@@ -68,11 +68,10 @@ def sql_score(
     duckscore sql score > score.sql
     duckdb -c "CREATE VIEW parent_features AS FROM 'features.parquet'; $(cat score.sql)"
     """
-    from ..core.policy import load_policy
-    from ..scoring.policy import SCORE_POLICY
+    from ..scoring.policy_view import load_score_policy
     from ..scoring.stages import render_stage
 
-    _echo(render_stage(load_policy(SCORE_POLICY, policy, list(overrides)), stage, top_n), dialect)
+    _echo(render_stage(load_score_policy(policy, list(overrides)), stage, top_n), dialect)
 
 
 @sql.command("fuse")
@@ -119,14 +118,10 @@ def sql_answers(
     duckscore sql answers > answers.sql
     duckdb -c "CREATE VIEW answers AS FROM 'answers.parquet'; CREATE VIEW citations AS ...; $(cat answers.sql)"
     """
-    from ..answering.policy import ANSWER_POLICY
+    from ..answering.policy import load_answer_policy
     from ..answering.stages import render_stage
-    from ..core.policy import load_policy
 
-    _echo(
-        render_stage(load_policy(ANSWER_POLICY, policy, list(overrides)), stage, with_events),
-        dialect,
-    )
+    _echo(render_stage(load_answer_policy(policy, list(overrides)), stage, with_events), dialect)
 
 
 @sql.command("macros")

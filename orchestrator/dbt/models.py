@@ -19,12 +19,12 @@ from typing import Any
 
 from ..core.errors import TemplateError
 from ..core.graph import Graph, Publication, Stage
-from ..core.policy import Policy
 from ..core.render import RenderedSQL, ident
 from ..core.version import __version__
 from ..fusion.recipe_view import Recipe
 from ..fusion.stages import FEATURES_FILE, FUSED_FILE
 from ..pack.table import RelationInput, TableMacro
+from ..scoring.policy_view import ScorePolicy
 from ..scoring.stages import CONTRACT_FILE, PARENTS_FILE, QUERIES_FILE
 
 SOURCE = "source(var('duckscore_source_name'), var('duckscore_source_table'))"
@@ -42,7 +42,7 @@ CONFIG = """{{ config(
 class Versions:
     """What generated the package, recorded in every model's meta and header."""
 
-    score: Policy
+    score: ScorePolicy
     recipe: Recipe
     sources: tuple[str, ...]
 

@@ -9,10 +9,9 @@ from typing import Any
 
 import yaml
 
-from ..answering.policy import ANSWER_POLICY
+from ..answering.policy import load_answer_policy
 from ..core.errors import InputError, OptionError, OutputError
 from ..core.outputs import atomic_output_dir
-from ..core.policy import load_policy
 from ..core.render import column
 from ..core.session import Session
 from ..core.version import __version__
@@ -20,11 +19,11 @@ from ..fusion.log import open_log
 from ..fusion.policy_recipe import recipe_for_policy
 from ..fusion.recipe import plan, refuse_rerank
 from ..fusion.recipe_view import Recipe
-from ..instincts.policy import INSTINCT_POLICY
+from ..instincts.policy import load_instinct_policy
 from ..pack.scalar import scalar_macros
 from ..pack.table import table_macros
 from ..runner.graph import run_graph
-from ..scoring.policy import SCORE_POLICY
+from ..scoring.policy_view import load_score_policy
 from .data_tests import SINGULAR_TESTS, SOURCES_TEST, model_properties, sources_test
 from .macros import PARTITION_MACROS, scalar_macros_file
 from .models import DbtModel, Versions, dbt_models
@@ -68,11 +67,11 @@ def build_package(
         )
     if sources is not None and not sources:
         raise OptionError("--sources is empty: name the sources of the log the models fuse")
-    score = load_policy(SCORE_POLICY, policy, list(overrides))
-    fusion = recipe_for_policy(score, recipe, list(recipe_overrides), allow_recipe_mismatch)
+    score = load_score_policy(policy, list(overrides))
+    fusion = recipe_for_policy(score.policy, recipe, list(recipe_overrides), allow_recipe_mismatch)
     refuse_rerank(fusion, "the dbt package")
-    instincts = load_policy(INSTINCT_POLICY, INSTINCT_POLICY_NAME)
-    answers = load_policy(ANSWER_POLICY, ANSWER_POLICY_NAME)
+    instincts = load_instinct_policy(INSTINCT_POLICY_NAME)
+    answers = load_answer_policy(ANSWER_POLICY_NAME)
     if log is not None:
         sources = log_sources(log, fusion)
     versions = Versions(score, fusion, tuple(sorted(sources or DEFAULT_SOURCES)))

@@ -1,7 +1,7 @@
 """`Recipe`: a loaded fusion recipe as typed, frozen attributes (the keys Python reads; the spec
 is fusion/recipe.py's FUSE_RECIPE). The templates read the plain parameters
 (`recipe.policy.parameters`, thawed by render); the Policy under it is the recipe's version,
-source and record."""
+source and record (core/policy_view.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 
 from ..core.frozen import FrozenMap
 from ..core.policy import Policy
+from ..core.policy_view import PolicyView
 
 
 @dataclass(frozen=True)
@@ -136,10 +137,9 @@ class Ltr:
 
 
 @dataclass(frozen=True)
-class Recipe:
+class Recipe(PolicyView):
     """A fusion recipe, read once from its validated parameters."""
 
-    policy: Policy
     target_granularity: str  # doc, block, or a code level: module, entity
     discover_sources: bool
     source_defaults: RecipeSource
@@ -172,11 +172,3 @@ class Recipe:
             plugins=tuple(p.get("plugins", ())),
             component_params=p.get("component_params", FrozenMap()),
         )
-
-    @property
-    def version(self) -> str:
-        return self.policy.version
-
-    @property
-    def source(self) -> str:
-        return self.policy.source

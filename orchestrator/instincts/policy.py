@@ -1,14 +1,17 @@
 """What an instinct policy (sql/instincts/policies/*.yaml, seed 004) may say: the update rules,
-frequency bins, Wilson effectiveness, the human loop, the composite, tiers and decay."""
+frequency bins, Wilson effectiveness, the human loop, the composite, tiers and decay; and
+InstinctPolicy, its typed view."""
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import PolicyError
-from ..core.policy import ListOf, Number, PolicyKind, Text
+from ..core.policy import ListOf, Number, Policy, PolicyKind, Text, load_policy
+from ..core.policy_view import PolicyView
 
 UNIT = Number(0.0, 1.0)
 DIMENSIONS = ("frequency", "effectiveness", "human")
@@ -78,3 +81,68 @@ INSTINCT_POLICY = PolicyKind(
     },
     cross_checks=(_ordered,),
 )
+
+
+@dataclass(frozen=True)
+class Tier:
+    """An active instinct whose composite is at least `at_least` (and below the tier above) is
+    injected by `injection_method`."""
+
+    tier: str
+    at_least: float
+    injection_method: str
+
+
+@dataclass(frozen=True)
+class Composite:
+    """The seed's penalty: a composite with a dimension below `low_dimension_below` is multiplied
+    by `low_dimension_factor`."""
+
+    low_dimension_below: float
+    low_dimension_factor: float
+
+
+@dataclass(frozen=True)
+class Decay:
+    """The weekly job: decay an instinct unseen for `inactive_days`, deprecate one whose composite
+    falls below `deprecate_below`, delete one deprecated for `delete_after_days`."""
+
+    inactive_days: int
+    deprecate_below: float
+    delete_after_days: int
+
+
+@dataclass(frozen=True)
+class InstinctPolicy(PolicyView):
+    """An instinct policy, read once from its validated parameters: the keys Python reads (the
+    templates render the plain `parameters`, core/policy_view.py)."""
+
+    weights: Mapping[str, float]  # by dimension: frequency, effectiveness, human
+    composite: Composite
+    tiers: tuple[Tier, ...]  # highest first, the last at 0
+    decay: Decay
+    weekly_decay: tuple[float, float, float]  # update_rules.weekly_decay's deltas
+    wilson_z: float  # effectiveness.z
+
+    @classmethod
+    def of(cls, policy: Policy) -> InstinctPolicy:
+        p = policy.parameters
+        composite, decay = p["composite"], p["decay"]
+        frequency, effectiveness, human = p["update_rules"]["weekly_decay"]
+        return cls(
+            policy=policy,
+            weights=p["weights"],
+            composite=Composite(
+                composite["low_dimension_below"], composite["low_dimension_factor"]
+            ),
+            tiers=tuple(Tier(t["tier"], t["at_least"], t["injection_method"]) for t in p["tiers"]),
+            decay=Decay(
+                decay["inactive_days"], decay["deprecate_below"], decay["delete_after_days"]
+            ),
+            weekly_decay=(frequency, effectiveness, human),
+            wilson_z=p["effectiveness"]["z"],
+        )
+
+
+def load_instinct_policy(name_or_path: str) -> InstinctPolicy:
+    return InstinctPolicy.of(load_policy(INSTINCT_POLICY, name_or_path))

@@ -9,6 +9,7 @@ query `duckscore instincts top` runs), the trends from confidence_history. matpl
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,12 +18,12 @@ from typing import Any
 from ..common.report_html import render_page
 from ..core.errors import InputError
 from ..core.outputs import atomic_output_dir, write_json
-from ..core.policy import Policy
 from ..core.records import Report
 from ..core.session import Session
 from ..core.version import __version__
 from . import postgres
 from .charts import FIGURES, TREND_SERIES, chart_files, draw_figures, shorten
+from .policy import InstinctPolicy
 from .scores import render_confidence
 from .workspace import Store, open_workspace
 
@@ -135,7 +136,7 @@ def write_report(
 
 
 def build_report(
-    session: Session, policy: Policy, limit: int, *, generated_at: str, store: str
+    session: Session, policy: InstinctPolicy, limit: int, *, generated_at: str, store: str
 ) -> InstinctsReport:
     rendered = render_confidence(policy)
     session.check(rendered)
@@ -158,14 +159,14 @@ def build_report(
     ids = top["instinct_id"].tolist()
     weekly = session.frame(TRENDS_SQL, {"ids": ids}) if ids else None
 
-    tiers = policy.parameters["tiers"]
+    tiers = policy.tiers
     tier_counts = [
         {
-            "tier": t["tier"],
-            "at_least": t["at_least"],
-            "below": tiers[i - 1]["at_least"] if i else None,
-            "injection_method": t["injection_method"],
-            "active_instincts": int(per_tier.get(t["tier"], 0)),
+            "tier": t.tier,
+            "at_least": t.at_least,
+            "below": tiers[i - 1].at_least if i else None,
+            "injection_method": t.injection_method,
+            "active_instincts": int(per_tier.get(t.tier, 0)),
         }
         for i, t in enumerate(tiers)
     ]
@@ -193,8 +194,8 @@ def build_report(
         duckscore_version=__version__,
         store=store,
         policy=policy.version,
-        weights=dict(policy.parameters["weights"]),
-        low_dimension=dict(policy.parameters["composite"]),
+        weights=dict(policy.weights),
+        low_dimension=dataclasses.asdict(policy.composite),
         limit=limit,
         instincts_total=int(sum(statuses.values())),
         status_counts={k: int(v) for k, v in statuses.items()},

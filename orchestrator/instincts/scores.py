@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..core.policy import Policy, load_policy
 from ..core.render import RenderedSQL, render
 from ..core.session import Session
-from .policy import INSTINCT_POLICY
+from .policy import InstinctPolicy, load_instinct_policy
 from .tables import COUNTS, EVENTS, START
 
 
 def render_scores(
-    policy: Policy, final: str = "tiered", counts: str = "instinct_counts"
+    policy: InstinctPolicy, final: str = "tiered", counts: str = "instinct_counts"
 ) -> RenderedSQL:
     return render(
         "instincts/scores.sql", policy=policy.parameters, final=final, inputs={"counts": counts}
@@ -21,7 +20,7 @@ def render_scores(
 
 
 def render_replay(
-    policy: Policy,
+    policy: InstinctPolicy,
     final: str = "after_events",
     events: str = "instinct_events",
     start: str = "instinct_start",
@@ -34,7 +33,7 @@ def render_replay(
     )
 
 
-def render_confidence(policy: Policy) -> RenderedSQL:
+def render_confidence(policy: InstinctPolicy) -> RenderedSQL:
     return render(
         "instincts/confidence.sql", policy=policy.parameters, inputs={"instincts": "instincts"}
     )
@@ -42,7 +41,7 @@ def render_confidence(policy: Policy) -> RenderedSQL:
 
 def score_counts(counts: pd.DataFrame, policy: str = "instinct_v1") -> pd.DataFrame:
     """Frequency, effectiveness, human score, composite and tier of each instinct, from counts."""
-    loaded = load_policy(INSTINCT_POLICY, policy)
+    loaded = load_instinct_policy(policy)
     with Session() as session:
         frame = counts.assign(reflect_approved=counts["reflect_approved"].astype(int))
         session.open("counts", COUNTS, frame, "counts")
@@ -57,7 +56,7 @@ def replay_events(
     events: pd.DataFrame, policy: str = "instinct_v1", start: pd.DataFrame | None = None
 ) -> pd.DataFrame:
     """The scores after each event (UPDATE_RULES, clamped per event, in event order)."""
-    loaded = load_policy(INSTINCT_POLICY, policy)
+    loaded = load_instinct_policy(policy)
     with Session() as session:
         session.open("events", EVENTS, events, "events")
         empty_start = pd.DataFrame(

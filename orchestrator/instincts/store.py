@@ -20,12 +20,12 @@ import duckdb
 import pandas as pd
 
 from ..core.errors import DuckscoreError, InputError, OptionError
-from ..core.policy import Policy, canonical_json, load_policy
+from ..core.policy import canonical_json
 from ..core.render import ident, lit, render, render_expression
 from ..core.session import Session
 from ..core.tables import OpenedInput
 from . import postgres
-from .policy import INSTINCT_POLICY
+from .policy import InstinctPolicy, load_instinct_policy
 from .scores import render_confidence, render_replay, render_scores
 from .tables import EVENTS, NEW_INSTINCTS
 from .workspace import (
@@ -48,7 +48,7 @@ NIL_SESSION = "00000000-0000-0000-0000-000000000000"  # the seed's applications 
 
 def init_store(db: Store, policy: str = "instinct_v1") -> str:
     """Create (or migrate) the store; records the schema version and the policy it uses."""
-    loaded = load_policy(INSTINCT_POLICY, policy)
+    loaded = load_instinct_policy(policy)
     if postgres.is_postgres(db):
         return _init_postgres(str(db), canonical_json(loaded.as_record()), loaded.parameters)
     db = Path(db)
@@ -241,7 +241,7 @@ def _add_instincts(session: Session, opened: OpenedInput, at: str) -> int:
 
 
 def _apply_events(
-    session: Session, policy: Policy, opened: OpenedInput, at: str, horizon: dt.datetime
+    session: Session, policy: InstinctPolicy, opened: OpenedInput, at: str, horizon: dt.datetime
 ) -> dict[str, int]:
     _check_uuids(session, opened, "instinct_id")
     _check_uuids(session, opened, "session_id")
@@ -277,7 +277,7 @@ def _apply_events(
     composite = render_expression(  # the store's composite column, as schema.sql declares it
         "{% from 'instincts/_stored_composite.sql' import stored_composite %}"
         "{{ stored_composite(weights) }}",
-        weights=policy.parameters["weights"],
+        weights=policy.weights,
     )
     session.execute(
         HISTORY_INSERT + f"SELECT CAST(instinct_id AS UUID), freq_score, eff_score, human_score, "
@@ -413,8 +413,8 @@ def decay(db: Store, now: dt.datetime | None = None) -> DecayResult:
     week_start = (moment - dt.timedelta(days=moment.weekday())).date()
     at = _now_literal(moment)
     with open_workspace(db) as work:
-        d = work.policy.parameters["decay"]
-        f, e, h = work.policy.parameters["update_rules"]["weekly_decay"]
+        d = work.policy.decay
+        f, e, h = work.policy.weekly_decay
         session = Session(connection=work.con)
 
         def apply() -> DecayResult:
@@ -424,7 +424,7 @@ def decay(db: Store, now: dt.datetime | None = None) -> DecayResult:
                 return DecayResult(week_start, True, 0, 0, 0)
             session.execute(
                 f"CREATE OR REPLACE TEMP TABLE decayed AS SELECT id FROM instincts WHERE status = 'active' "
-                f"AND last_seen < {at} - INTERVAL {int(d['inactive_days'])} DAY"
+                f"AND last_seen < {at} - INTERVAL {int(d.inactive_days)} DAY"
             )
             session.execute(f"""UPDATE instincts SET
                     freq_score = greatest(0, freq_score + CAST({lit(f)} AS DECIMAL(4, 3))),
@@ -435,7 +435,7 @@ def decay(db: Store, now: dt.datetime | None = None) -> DecayResult:
             decayed = _history(session, "decayed", "weekly_decay", at)
             session.execute(
                 f"CREATE OR REPLACE TEMP TABLE deprecated AS SELECT id FROM instincts WHERE status = 'active' "
-                f"AND composite < CAST({lit(d['deprecate_below'])} AS DECIMAL(4, 3))"
+                f"AND composite < CAST({lit(d.deprecate_below)} AS DECIMAL(4, 3))"
             )
             session.execute(
                 f"UPDATE instincts SET status = 'deprecated', updated_at = {at} "
@@ -444,7 +444,7 @@ def decay(db: Store, now: dt.datetime | None = None) -> DecayResult:
             deprecated = _history(session, "deprecated", "deprecated", at)
             session.execute(
                 f"CREATE OR REPLACE TEMP TABLE deleted AS SELECT id FROM instincts WHERE status = 'deprecated' "
-                f"AND updated_at < {at} - INTERVAL {int(d['delete_after_days'])} DAY"
+                f"AND updated_at < {at} - INTERVAL {int(d.delete_after_days)} DAY"
             )
             for child in ("instinct_applications", "instinct_evidence", "confidence_history"):
                 session.execute(
@@ -482,7 +482,7 @@ def top(db: Store, tier: str | None = None, limit: int = 20) -> pd.DataFrame:
     """Active instincts by the seed's (penalised) composite, highest first, with tier and
     injection method: what an agent injects."""
     with open_workspace(db, read_all=True) as work:
-        tiers = [t["tier"] for t in work.policy.parameters["tiers"]]
+        tiers = [t.tier for t in work.policy.tiers]
         if tier is not None and tier not in tiers:
             raise OptionError(
                 f"--tier {tier!r}: not a tier of policy {work.policy.version} "

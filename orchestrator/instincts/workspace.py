@@ -15,11 +15,11 @@ from typing import TypeVar
 import duckdb
 
 from ..core.errors import DuckscoreError, InputError
-from ..core.policy import Policy, policy_from_parameters
+from ..core.policy import policy_from_parameters
 from ..core.render import lit, render
 from ..core.session import Session
 from . import postgres
-from .policy import INSTINCT_POLICY
+from .policy import INSTINCT_POLICY, InstinctPolicy
 
 T = TypeVar("T")
 Store = Path | str  # a DuckDB database file, or a postgresql:// URL
@@ -84,7 +84,7 @@ class Workspace:
     that PostgreSQL lends the rows a command needs."""
 
     con: duckdb.DuckDBPyConnection
-    policy: Policy
+    policy: InstinctPolicy
     loan: postgres.Loan | None = None  # on PostgreSQL: what it lends, in which transaction
 
     def write(self, apply: Callable[[], T], lend: Callable[[postgres.Loan], None]) -> T:
@@ -128,7 +128,7 @@ def open_workspace(db: Store, read_all: bool = False) -> Iterator[Workspace]:
             con.close()
 
 
-def store_policy(con: duckdb.DuckDBPyConnection, db: Store) -> Policy:
+def store_policy(con: duckdb.DuckDBPyConnection, db: Store) -> InstinctPolicy:
     return policy_from_record(stored_record(con, f"--db {db}"), str(db))
 
 
@@ -142,13 +142,15 @@ def stored_record(con: duckdb.DuckDBPyConnection, label: str) -> str:
     return raw
 
 
-def policy_from_record(raw: str, where: str) -> Policy:
+def policy_from_record(raw: str, where: str) -> InstinctPolicy:
     record = json.loads(raw)
-    return policy_from_parameters(
-        INSTINCT_POLICY,
-        record["instinct_policy_version"],
-        record["parameters"],
-        source=f"store {where}",
+    return InstinctPolicy.of(
+        policy_from_parameters(
+            INSTINCT_POLICY,
+            record["instinct_policy_version"],
+            record["parameters"],
+            source=f"store {where}",
+        )
     )
 
 

@@ -8,16 +8,15 @@ from pathlib import Path
 
 import duckdb
 
-from ..answering.policy import ANSWER_POLICY
+from ..answering.policy import load_answer_policy
 from ..common.defaults import DEFAULT_POLICY, DEFAULT_RECIPE
 from ..core.connection import first_line
 from ..core.errors import OptionError, OutputError
-from ..core.policy import load_policy
 from ..core.render import lit
 from ..core.version import __version__
 from ..fusion.recipe import load_recipe, plan
-from ..instincts.policy import INSTINCT_POLICY
-from ..scoring.policy import SCORE_POLICY
+from ..instincts.policy import load_instinct_policy
+from ..scoring.policy_view import load_score_policy
 from .scalar import scalar_macros
 from .table import table_macros
 
@@ -41,10 +40,10 @@ def pack_script(
     check_prefix(prefix)
     if not sources:
         raise OptionError("--sources is empty: name the sources the fusion macros fuse")
-    score = load_policy(SCORE_POLICY, policy, list(overrides))
+    score = load_score_policy(policy, list(overrides))
     fusion = load_recipe(recipe, list(recipe_overrides))
-    instincts = load_policy(INSTINCT_POLICY, instinct_policy)
-    answers = load_policy(ANSWER_POLICY, answer_policy)
+    instincts = load_instinct_policy(instinct_policy)
+    answers = load_answer_policy(answer_policy)
     fused = plan(fusion, sorted(sources), has_rank=True).sources
     versions = {
         "duckscore": __version__,

@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..core.policy import Policy
 from ..core.render import SqlExpression, ident, lit, render_expression
 from ..fusion.recipe_view import Recipe
+from ..instincts.policy import InstinctPolicy
+from ..scoring.policy_view import ScorePolicy
 
 
 @dataclass(frozen=True)
@@ -83,10 +84,12 @@ def macro_head(
     )
 
 
-def scalar_macros(score: Policy, recipe: Recipe, instincts: Policy) -> list[ScalarMacro]:
+def scalar_macros(
+    score: ScorePolicy, recipe: Recipe, instincts: InstinctPolicy
+) -> list[ScalarMacro]:
     """The building blocks with the policies' values as their defaults."""
-    normalization = score.parameters["normalization"]
-    z = float(instincts.parameters["effectiveness"]["z"])
+    normalization = score.normalization
+    z = float(instincts.wilson_z)
     geomean_terms = [(f"x{i}", f"w{i}") for i in range(1, GEOMEAN_TERMS + 1)]
     geomean_call = ", ".join(f"(x{i}, w{i})" for i in range(1, GEOMEAN_TERMS + 1))
     return [
@@ -116,8 +119,8 @@ def scalar_macros(score: Policy, recipe: Recipe, instincts: Policy) -> list[Scal
             "(x - lo) / (hi - lo + eps) clamped to [0, 1]; zero_spread_value where hi = lo = x",
             ("x", "lo", "hi"),
             (
-                ("eps", float(normalization["eps"])),
-                ("zero_spread_value", float(normalization["zero_spread_value"])),
+                ("eps", float(normalization.eps)),
+                ("zero_spread_value", float(normalization.zero_spread_value)),
             ),
             "{{ quantile_norm(x, lo, hi, eps, zero_spread_value) }}",
         ),
@@ -132,7 +135,7 @@ def scalar_macros(score: Policy, recipe: Recipe, instincts: Policy) -> list[Scal
                     for x, w in geomean_terms[2:]
                     for name, value in ((x, None), (w, 0.0))
                 ),
-                ("floor", float(score.parameters["subscore_floor"])),
+                ("floor", float(score.subscore_floor)),
             ),
             f"{{{{ weighted_geomean([{geomean_call}], floor) }}}}",
         ),

@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from ..answering.policy import AnswerPolicy
 from ..answering.stages import render_answers
 from ..answering.tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
 from ..core.graph import Chain
-from ..core.policy import Policy
 from ..core.render import column, ident, lit
 from ..core.tables import TableContract
 from ..fusion.contract import RETRIEVAL_LOG
@@ -31,6 +31,7 @@ from ..metrics.labels import render_labels
 from ..metrics.retrieval import render_metrics
 from ..metrics.tables import QRELS_DOC_COLUMNS, RUN_DOC_COLUMNS
 from ..runner.graph import run_graph
+from ..scoring.policy_view import ScorePolicy
 from ..scoring.stages import FEATURES, SCORE_CONTRACT, SCORED_PARENTS
 from ..scoring.tables import PARENT_FEATURES
 from .scalar import macro_head
@@ -192,7 +193,7 @@ def _run_and_qrels() -> tuple[RelationInput, RelationInput]:
 
 
 def table_macros(
-    score: Policy, recipe: Recipe, answers: Policy, sources: Sequence[str]
+    score: ScorePolicy, recipe: Recipe, answers: AnswerPolicy, sources: Sequence[str]
 ) -> list[TableMacro]:
     """fuse, parent features, score, queries, eval, labels and answers, as table macros."""
     refuse_rerank(recipe, "the macro pack")

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from ..core.errors import TemplateError
 from ..core.graph import Graph
-from ..core.policy import Policy
 from ..core.render import ColumnParameter
 from ..fusion.code_stages import ENTITIES_INPUT
 from ..fusion.recipe import FusePlan
 from ..fusion.stages import FEATURES_FILE, FUSED_FILE, LOG, RERANK_INPUT, fuse_graph
 from ..fusion.traces import TRACE_SPANS
+from ..scoring.policy_view import ScorePolicy
 from ..scoring.stages import CONTRACT_FILE, PARENTS_FILE, QUERIES_FILE, QUERY_LIST, score_graph
 
 # what `run` writes of its stages, in order (a trace export adds spans.parquet)
@@ -21,7 +21,7 @@ RUN_OUTPUTS = (FUSED_FILE, FEATURES_FILE, PARENTS_FILE, QUERIES_FILE, CONTRACT_F
 
 def run_graph(
     fuse_plan: FusePlan,
-    policy: Policy,
+    policy: ScorePolicy,
     top_n: int | ColumnParameter = 5,
     *,
     sorted_outputs: bool = True,

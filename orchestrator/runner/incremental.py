@@ -29,7 +29,6 @@ from typing import Any, NamedTuple
 from ..core.errors import InputError, OptionError, OutputError
 from ..core.inputs import Table
 from ..core.outputs import OutputTarget, check_output_dir, output_target
-from ..core.policy import Policy
 from ..core.render import lit
 from ..core.reporting import module_logger, silenced
 from ..core.session import Session
@@ -37,6 +36,7 @@ from ..fusion.log import open_log
 from ..fusion.recipe import refuse_rerank
 from ..fusion.recipe_view import Recipe
 from ..fusion.traces import TraceLog
+from ..scoring.policy_view import ScorePolicy
 from ..scoring.stages import DecisionCounts
 from ..scoring.stages import decided as counted_and_warned
 from .job import DEFAULT_JOB, Job
@@ -91,7 +91,7 @@ class PartitionJob:
     def resolved(cls, job: Job, log_format: str = RETRIEVAL_LOG) -> PartitionJob:
         return cls(job.resolved(), log_format)
 
-    def loaded(self) -> tuple[Recipe, Policy, dict[str, Any]]:
+    def loaded(self) -> tuple[Recipe, ScorePolicy, dict[str, Any]]:
         """The recipe and the policy, loaded, and every setting that decides a partition's
         outputs (what the ledger records, and compares by its digest)."""
         recipe, policy = self.job.load()
@@ -211,7 +211,7 @@ def _decided(
     out_dir: Path,
     computed: Sequence[Computed],
     job: PartitionJob,
-    policy: Policy,
+    policy: ScorePolicy,
 ) -> DecisionCounts | None:
     """How the policy decided the queries of the partitions this run computed, read back from
     their published queries files, with the warnings a run prints about them; None when none

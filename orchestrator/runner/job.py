@@ -12,8 +12,8 @@ from ..core.setting import check_settings, setting
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
-    from ..core.policy import Policy
     from ..fusion.recipe_view import Recipe
+    from ..scoring.policy_view import ScorePolicy
 
 # The examples work as printed (tests/cli/test_help_examples.py runs each on its command); a
 # command that scores with a policy calibrated on a recipe (it has --allow-recipe-mismatch)
@@ -41,7 +41,7 @@ def policy_override_help(example: str) -> str:
 
 class Loaded(NamedTuple):
     recipe: Recipe
-    policy: Policy
+    policy: ScorePolicy
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,13 +96,12 @@ class Job:
 
     def load(self) -> Loaded:
         """The recipe and the policy, loaded and checked: one line naming what is wrong."""
-        from ..core.policy import load_policy
         from ..fusion.policy_recipe import recipe_for_policy
-        from ..scoring.policy import SCORE_POLICY
+        from ..scoring.policy_view import load_score_policy
 
-        policy = load_policy(SCORE_POLICY, self.policy, list(self.policy_overrides))
+        policy = load_score_policy(self.policy, list(self.policy_overrides))
         recipe = recipe_for_policy(
-            policy, self.recipe, list(self.recipe_overrides), self.allow_recipe_mismatch
+            policy.policy, self.recipe, list(self.recipe_overrides), self.allow_recipe_mismatch
         )
         return Loaded(recipe, policy)
 
@@ -111,7 +110,7 @@ class Job:
         paths that hand it on to partitions and Spark executors."""
         from ..fusion.policy_recipe import recipe_name_for
 
-        name = recipe_name_for(self.load().policy, self.recipe)
+        name = recipe_name_for(self.load().policy.policy, self.recipe)
         return replace(self, recipe=name, allow_recipe_mismatch=True)
 
 

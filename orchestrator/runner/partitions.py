@@ -26,9 +26,10 @@ from typing import Any
 
 from ..core.errors import InputError, OutputError
 from ..core.inputs import FileSet, fingerprint, resolve_files
-from ..core.policy import Policy, canonical_json
+from ..core.policy import canonical_json
 from ..core.version import __version__
 from ..fusion.recipe_view import Recipe
+from ..scoring.policy_view import ScorePolicy
 
 LEDGER = "ledger.json"
 LEDGER_FORMAT = "duckscore-ledger/1"
@@ -174,7 +175,7 @@ def state_of(
 
 
 def settings_record(
-    recipe: Recipe, policy: Policy, top_n: int, explain: bool, log_format: str
+    recipe: Recipe, policy: ScorePolicy, top_n: int, explain: bool, log_format: str
 ) -> dict[str, Any]:
     """What decides a partition's outputs besides its files: a change recomputes it."""
     return {

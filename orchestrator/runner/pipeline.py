@@ -10,7 +10,6 @@ import duckdb
 
 from ..core.inputs import Table
 from ..core.outputs import check_output_dir
-from ..core.policy import Policy
 from ..core.reporting import module_logger
 from ..core.session import Relations, Session, folder_of
 from ..fusion.code_plan import CodeTarget, code_inputs
@@ -18,6 +17,7 @@ from ..fusion.log import open_log, open_rerank_scores
 from ..fusion.recipe_view import Recipe
 from ..fusion.stages import keeps_source_parents, manifest_fields
 from ..fusion.traces import TraceLog, trace_queries
+from ..scoring.policy_view import ScorePolicy
 from ..scoring.stages import DecisionCounts, decided
 from ..scoring.tables import QUERY_IDS
 from .graph import run_graph
@@ -30,7 +30,7 @@ logger = module_logger(__name__)
 class RunResult:
     out_dir: Path | None  # None: the outputs are tables of the connection (Relations)
     recipe: Recipe
-    policy: Policy
+    policy: ScorePolicy
     queries: int
     parents: int
     manifest: dict[str, Any]

@@ -13,10 +13,9 @@ from ..core.connection import EngineSettings
 from ..core.errors import DuckscoreError
 from ..core.inputs import Table
 from ..core.outputs import check_output_dir
-from ..core.policy import Policy, load_policy
 from ..core.reporting import module_logger
 from ..core.session import Relations, Session, folder_of
-from .policy import SCORE_POLICY
+from .policy_view import ScorePolicy, load_score_policy
 from .stages import DecisionCounts, decided, score_graph
 from .tables import PARENT_FEATURES, QUERY_IDS
 
@@ -26,7 +25,7 @@ logger = module_logger(__name__)
 @dataclass(frozen=True)
 class ScoreResult:
     out_dir: Path | None  # None: the outputs are tables of the connection (Relations)
-    policy: Policy
+    policy: ScorePolicy
     queries: int
     parents: int
     manifest: dict[str, Any]
@@ -47,7 +46,7 @@ def score(
     manifest.json and the rendered SQL. Nothing is written unless everything succeeds."""
     if top_n < 1:
         raise DuckscoreError(f"--top-n must be at least 1, got {top_n}")
-    loaded = load_policy(SCORE_POLICY, policy, overrides)
+    loaded = load_score_policy(policy, overrides)
     check_output_dir(out_dir, "--out", {"--features": features, "--queries": queries})
     with Session(settings, connection=connection) as session:
         logger.info(f"checking inputs (policy {loaded.version})")

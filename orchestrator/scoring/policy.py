@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,15 +175,3 @@ SCORE_POLICY = PolicyKind(
         _probability_consistent,
     ),
 )
-
-
-def evidence_columns(parameters: Mapping[str, Any]) -> list[str]:
-    """The optional parent_features columns a policy reads (overall_v2's evidence)."""
-    needed = (
-        [parameters["strength_evidence"]] if parameters["strength_evidence"] != "rrf_sum" else []
-    )
-    if parameters["w_agreement"]:
-        needed.append("source_agreement")
-    if parameters["w_separation"]:
-        needed.append("score_lead")
-    return needed

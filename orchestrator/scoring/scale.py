@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.policy import Policy
 from ..core.session import Session
+from .policy_view import ScorePolicy
 
 QUANTILES_KEY = "best_score_quantiles"  # metadata.score_distribution: the best score at …
 QUANTILE_LEVELS = [k / 100 for k in range(101)]  # … 0, 0.01, …, 1
@@ -45,7 +45,7 @@ def off_scale(median: float, quantiles: list[float]) -> float | None:
 
 
 def scale_warning(
-    session: Session, policy: Policy, table: str, levels: Mapping[str, int]
+    session: Session, policy: ScorePolicy, table: str, levels: Mapping[str, int]
 ) -> str | None:
     """The warning when a calibrated policy scores a log whose best scores are on another scale
     than its calibration's — the log's median best score below (above) all but OFF_SCALE of the
@@ -53,11 +53,11 @@ def scale_warning(
     remedy, `duckscore recalibrate`, in one line. None for a policy that records no
     distribution, or a log on the calibration's scale. `table` holds the decisions
     (score_contract, or a run's queries.parquet read back), `levels` their count by level."""
-    recorded = policy.metadata.get("score_distribution")
+    recorded = policy.policy.metadata.get("score_distribution")
     quantiles = recorded.get(QUANTILES_KEY) if isinstance(recorded, dict) else None
     if not isinstance(quantiles, list) or len(quantiles) < 2:
         return None
-    with_p_good = "probability" in policy.parameters  # queries.parquet has p_good
+    with_p_good = policy.probability is not None  # queries.parquet has p_good
     found = session.first_row(
         "SELECT median(coalesce(best_overall_score, 0.0)), "
         + ("avg(p_good)" if with_p_good else "NULL")

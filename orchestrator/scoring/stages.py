@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 from ..core.errors import InputError, PolicyError
 from ..core.graph import Graph, Publication, Render, Stage
-from ..core.policy import Policy
 from ..core.render import ColumnParameter, RenderedSQL, ident, render
 from ..core.reporting import module_logger
 from ..core.session import Session
-from .policy import BETA_CLIP, evidence_columns
+from .policy import BETA_CLIP
+from .policy_view import ScorePolicy
 from .scale import scale_warning
 from .tables import PARENT_FEATURES, QUERY_IDS
 
@@ -44,9 +44,9 @@ STAGES = (
 )
 
 
-def query_columns(policy: Policy) -> tuple[str, ...]:
+def query_columns(policy: ScorePolicy) -> tuple[str, ...]:
     """queries.parquet's columns: the contract's flat ones, p_good when the policy maps to it."""
-    with_probability = ("p_good",) if "probability" in policy.parameters else ()
+    with_probability = ("p_good",) if policy.probability is not None else ()
     return (
         "query_id",
         "best_parent_id",
@@ -60,7 +60,7 @@ def query_columns(policy: Policy) -> tuple[str, ...]:
 
 
 def score_graph(
-    policy: Policy,
+    policy: ScorePolicy,
     top_n: int | ColumnParameter = 5,
     *,
     with_query_ids: bool = False,
@@ -106,7 +106,7 @@ def score_graph(
     return Graph((parents, contract), (FEATURES, QUERY_LIST) if with_query_ids else (FEATURES,))
 
 
-def _parents(policy: Policy) -> Render:
+def _parents(policy: ScorePolicy) -> Render:
     def rendered(
         inputs: Mapping[str, str], *, final: str | None = None, ordered: bool = False
     ) -> RenderedSQL:
@@ -115,7 +115,7 @@ def _parents(policy: Policy) -> Render:
     return rendered
 
 
-def _contract(policy: Policy, top_n: int | ColumnParameter) -> Render:
+def _contract(policy: ScorePolicy, top_n: int | ColumnParameter) -> Render:
     def rendered(
         inputs: Mapping[str, str], *, final: str | None = None, ordered: bool = False
     ) -> RenderedSQL:
@@ -133,7 +133,7 @@ def _contract(policy: Policy, top_n: int | ColumnParameter) -> Render:
 
 
 def render_parents(
-    policy: Policy,
+    policy: ScorePolicy,
     final: str = SCORED_PARENTS,
     features_table: str = FEATURES,
     ordered: bool = True,
@@ -149,7 +149,7 @@ def render_parents(
 
 
 def render_queries(
-    policy: Policy,
+    policy: ScorePolicy,
     top_n: int | ColumnParameter,
     standalone: bool,
     with_query_ids: bool,
@@ -176,9 +176,9 @@ def render_queries(
     )
 
 
-def render_stage(policy: Policy, stage: str, top_n: int = 5) -> RenderedSQL:
+def render_stage(policy: ScorePolicy, stage: str, top_n: int = 5) -> RenderedSQL:
     """One CTE of STAGES as a query over a table or view named parent_features."""
-    if stage == "probabilities" and "probability" not in policy.parameters:
+    if stage == "probabilities" and policy.probability is None:
         raise PolicyError(
             f"stage probabilities: policy {policy.version} has no probability map "
             "(`duckscore calibrate` fits one)"
@@ -189,10 +189,10 @@ def render_stage(policy: Policy, stage: str, top_n: int = 5) -> RenderedSQL:
 
 
 def check_evidence_columns(
-    session: Session, policy: Policy, where: str, features_table: str = FEATURES
+    session: Session, policy: ScorePolicy, where: str, features_table: str = FEATURES
 ) -> None:
     """An optional column the input lacks reads as NULL in the typed view: require values."""
-    for name in evidence_columns(policy.parameters):
+    for name in policy.evidence_columns:
         nulls = session.first_row(
             f"SELECT count(*) FILTER (WHERE {ident(name)} IS NULL) FROM {ident(features_table)}"
         )
@@ -225,7 +225,7 @@ class DecisionCounts:
             f"{self.web_fallback:,} (low without HITL, or no candidate)"
         )
 
-    def warnings(self, policy: Policy, off_scale: str | None = None) -> list[str]:
+    def warnings(self, policy: ScorePolicy, off_scale: str | None = None) -> list[str]:
         """What looks wrong in the decisions: a log on another score scale than the policy's
         calibration (`off_scale`: its warning, which names that cause and the remedy), else one
         level for every query; most sent to a human."""
@@ -234,7 +234,7 @@ class DecisionCounts:
         if not off_scale and self.queries >= WARN_FROM and one_level is not None:
             remedy = (
                 "`duckscore recalibrate` moves them to this log"
-                if "probability" in policy.parameters
+                if policy.probability is not None
                 else "`duckscore calibrate` fits a policy to labelled queries of this log, and "
                 "the default overall_v3 is calibrated"
             )
@@ -255,7 +255,7 @@ WARN_FROM = 10  # queries: fewer say little about a policy's thresholds
 HITL_WARN_SHARE = 0.5
 
 
-def decided(session: Session, policy: Policy, table: str = SCORE_CONTRACT) -> DecisionCounts:
+def decided(session: Session, policy: ScorePolicy, table: str = SCORE_CONTRACT) -> DecisionCounts:
     """The decisions of `table` counted, and what looks wrong in them warned about."""
     counts = decision_counts(session, policy, table)
     off_scale = (
@@ -269,7 +269,7 @@ def decided(session: Session, policy: Policy, table: str = SCORE_CONTRACT) -> De
 
 
 def decision_counts(
-    session: Session, policy: Policy, table: str = SCORE_CONTRACT
+    session: Session, policy: ScorePolicy, table: str = SCORE_CONTRACT
 ) -> DecisionCounts:
     """The decisions in `table` (score_contract, or a run's queries.parquet read back: one row a
     query with confidence_level, need_hitl and web_fallback), counted."""
@@ -280,17 +280,16 @@ def decision_counts(
         f"FROM {table}"
     )
     assert row is not None  # an aggregate has one row
-    p = policy.parameters
-    probability = p.get("probability")
-    if probability is not None and probability["levels_by"] == "probability":
-        rule = f"by p_good: p_low {probability['p_low']:.4g}, p_high {probability['p_high']:.4g}"
+    probability = policy.probability
+    if probability is not None and probability.levels_by == "probability":
+        rule = f"by p_good: p_low {probability.p_low:.4g}, p_high {probability.p_high:.4g}"
     else:
-        rule = f"by best score: T_low {p['T_low']:.4g}, T_high {p['T_high']:.4g}"
+        rule = f"by best score: T_low {policy.t_low:.4g}, T_high {policy.t_high:.4g}"
     return DecisionCounts(
         int(row[0]),
         dict(zip(LEVELS, (int(v) for v in row[1:4]))),
         int(row[4]),
         int(row[5]),
         rule,
-        p["R_hitl"],
+        policy.r_hitl,
     )

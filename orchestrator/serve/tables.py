@@ -39,9 +39,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..answering.policy import AnswerPolicy
 from ..answering.tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
 from ..core.errors import InputError
-from ..core.policy import Policy
 from ..core.tables import Column, TableContract
 from ..core.validate import MAX_COUNT
 from ..fusion.contract import RETRIEVAL_LOG
@@ -287,10 +287,10 @@ def hits_table(recipe: Recipe) -> RequestTable:
     )
 
 
-def answer_tables(answer_policy: Policy) -> dict[str, RequestTable]:
+def answer_tables(answer_policy: AnswerPolicy) -> dict[str, RequestTable]:
     """POST /v1/answers' tables, as `open_answer_inputs` checks them: the chunks' rerank_score
     within the answer policy's score_range."""
-    low, high = answer_policy.parameters["citation_relevance"]["score_range"]
+    low, high = answer_policy.score_range
     ranged = dataclasses.replace(CHUNKS.column("rerank_score"), min=low, max=high)
     return {
         "answers": RequestTable("answers", ANSWERS, description="The logged answers."),

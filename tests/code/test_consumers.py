@@ -9,13 +9,12 @@ from pathlib import Path
 import pytest
 
 from duckscore.core.errors import PolicyError
-from duckscore.core.policy import load_policy
 from duckscore.fusion.code_plan import CodeTarget
 from duckscore.fusion.recipe import load_recipe
 from duckscore.pack.table import table_macros
 from duckscore.runner.dispatch import Unsupported, run_log
 from duckscore.runner.job import Engine, Job
-from duckscore.scoring.policy import SCORE_POLICY
+from duckscore.scoring.policy_view import load_score_policy
 
 from ..helpers import FIXTURES
 
@@ -25,7 +24,7 @@ HIT = {"query_id": "q", "source": "bm25", "item_id": "a.py:1:2", "parent_id": "a
 
 def test_the_macro_pack_refuses_an_entity_target() -> None:
     recipe = load_recipe("code_rrf_v1", ["target_granularity=entity"])
-    score, answers = load_policy(SCORE_POLICY, "overall_v3"), None
+    score, answers = load_score_policy("overall_v3"), None
     with pytest.raises(PolicyError, match=r"target_granularity 'entity' maps blocks .* --entities"):
         table_macros(score, recipe, answers, ["bm25"])  # type: ignore[arg-type]
 

@@ -16,12 +16,11 @@ from click.testing import CliRunner
 
 from duckscore.cli.app import cli
 from duckscore.core.check import tables_read
-from duckscore.core.policy import load_policy
 from duckscore.core.render import RenderedSQL
 from duckscore.fusion.code_plan import CodePlan, LocTopK
 from duckscore.fusion.recipe import load_recipe, plan
 from duckscore.runner.graph import run_graph
-from duckscore.scoring.policy import SCORE_POLICY
+from duckscore.scoring.policy_view import load_score_policy
 
 from ..helpers import FIXTURES
 
@@ -127,7 +126,7 @@ def test_every_stage_of_a_code_run_is_recorded(run_out: Path) -> None:
     graph = run_graph(
         plan(load_recipe("code_rrf_v1"), ["bm25", "summary", "tfidf"], True,
              code=CodePlan("file", LocTopK(), parse_ids=False)),
-        load_policy(SCORE_POLICY, "overall_v3"),
+        load_score_policy("overall_v3"),
         shared=True,
     )  # fmt: skip
     made = {stage.name: stage.template for stage in graph}

@@ -39,11 +39,10 @@ def test_misspelt_column_names_template_and_column() -> None:
 
 
 def test_packaged_templates_pass_their_own_lint() -> None:
-    from duckscore.core.policy import load_policy
-    from duckscore.scoring.policy import SCORE_POLICY
+    from duckscore.scoring.policy_view import load_score_policy
     from duckscore.scoring.stages import render_parents, render_queries
 
-    policy = load_policy(SCORE_POLICY, "overall_v1")
+    policy = load_score_policy("overall_v1")
     features = dict.fromkeys(("rrf_sum", "max_score", "coverage", "coverage_ratio"), "DOUBLE")
     features.update(query_id="VARCHAR", parent_id="VARCHAR", total_chunks="BIGINT")
     check_sql(render_parents(policy), {"parent_features": features})

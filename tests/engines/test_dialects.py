@@ -17,13 +17,13 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from duckscore.answering.policy import ANSWER_POLICY
+from duckscore.answering.policy import load_answer_policy
 from duckscore.answering.stages import render_answers, render_contract
 from duckscore.answering.tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
 from duckscore.cli import cli
 from duckscore.core.errors import TemplateError
 from duckscore.core.inputs import open_input
-from duckscore.core.policy import dump_yaml, load_policy
+from duckscore.core.policy import dump_yaml
 from duckscore.core.render import RenderedSQL, lit
 from duckscore.core.resources import fixtures_dir
 from duckscore.engines import DIALECTS
@@ -34,7 +34,7 @@ from duckscore.fusion.recipe import load_recipe, plan
 from duckscore.fusion.stages import render_fused
 from duckscore.runner.job import Job
 from duckscore.runner.pipeline import run
-from duckscore.scoring.policy import SCORE_POLICY
+from duckscore.scoring.policy_view import load_score_policy
 from duckscore.scoring.stages import render_parents, render_queries
 from duckscore.scoring.tables import PARENT_FEATURES
 
@@ -242,7 +242,7 @@ def test_score_on(
     engine: str, policy: str, features: str, overrides: list[str], tables, request
 ) -> None:
     server = request.getfixturevalue(engine)
-    loaded = load_policy(SCORE_POLICY, policy, overrides)
+    loaded = load_score_policy(policy, overrides)
     inputs = {"parent_features": f"{features}_features"}
     _check(engine, tables, inputs, render_parents(loaded), ("query_id", "parent_id"), server)
     _check(
@@ -363,7 +363,7 @@ def test_answers_on(engine: str, with_events: bool, policy: str, tables, request
     inputs = {name: f"fixture_{name}" for name in ("answers", "citations", "chunks")}
     if with_events:
         inputs["events"] = "fixture_events"
-    rendered = render_answers(load_policy(ANSWER_POLICY, policy, []), with_events)
+    rendered = render_answers(load_answer_policy(policy, []), with_events)
     _check(engine, tables, inputs, rendered, ("answer_id",), server)
     hits = tables.execute(
         f"SELECT sum(uncertain_hits + vague_hits + assertive_hits), "
@@ -418,7 +418,7 @@ def test_regular_expressions_match_as_in_duckdb(engine: str, tables, request) ->
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_answer_contract_text_is_refused(dialect: str) -> None:
-    rendered = render_contract(load_policy(ANSWER_POLICY, "answer_v1", []), True, standalone=True)
+    rendered = render_contract(load_answer_policy("answer_v1", []), True, standalone=True)
     with pytest.raises(TemplateError, match=f"sql/answers/contract.sql for {dialect}: printf"):
         to_dialect(rendered, dialect)
 

@@ -12,14 +12,13 @@ import jinja2
 from click.testing import CliRunner, Result
 
 from duckscore.cli import cli
-from duckscore.core.policy import load_policy
 from duckscore.dbt.macros import dbt_macro
 from duckscore.dbt.models import jinja_literal
 from duckscore.dbt.package import build_package
 from duckscore.fusion.recipe import load_recipe
-from duckscore.instincts.policy import INSTINCT_POLICY
+from duckscore.instincts.policy import load_instinct_policy
 from duckscore.pack.scalar import scalar_macros
-from duckscore.scoring.policy import SCORE_POLICY
+from duckscore.scoring.policy_view import load_score_policy
 
 from ..helpers import ROOT, SCIFACT
 
@@ -78,10 +77,10 @@ def test_each_dbt_macro_is_the_macro_packs_body_with_its_arguments() -> None:
     """Rendered with every argument named as the DuckDB macro's parameter, the dbt macro is the
     DuckDB macro's body, character for character; and no parameter is left unreplaced."""
     score, recipe = (
-        load_policy(SCORE_POLICY, "overall_v3"),
+        load_score_policy("overall_v3"),
         load_recipe("canonical_rrf"),
     )
-    macros = scalar_macros(score, recipe, load_policy(INSTINCT_POLICY, "instinct_v1"))
+    macros = scalar_macros(score, recipe, load_instinct_policy("instinct_v1"))
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     for macro in macros:
         names = [*macro.required, *(name for name, _ in macro.optional)]

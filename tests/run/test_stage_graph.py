@@ -15,13 +15,12 @@ from click.testing import CliRunner
 from duckscore.cli.app import cli
 from duckscore.core.check import tables_read
 from duckscore.core.graph import Graph
-from duckscore.core.policy import load_policy
 from duckscore.core.render import ColumnParameter, RenderedSQL, column
 from duckscore.fusion.code_plan import CodePlan, LocTopK
 from duckscore.fusion.recipe import load_recipe, plan
 from duckscore.fusion.stages import FUSE_HITS, RANKED_LOG, SOURCE_PARENTS
 from duckscore.runner.graph import run_graph
-from duckscore.scoring.policy import SCORE_POLICY
+from duckscore.scoring.policy_view import load_score_policy
 
 from ..helpers import SCIFACT
 
@@ -64,7 +63,7 @@ def graph_of(variant: str, top_n: int | ColumnParameter = 5) -> Graph:
     )
     return run_graph(
         fuse_plan,
-        load_policy(SCORE_POLICY, "overall_v3"),
+        load_score_policy("overall_v3"),
         top_n,
         shared=bool(options.get("shared")),
         spans=bool(options.get("spans")),

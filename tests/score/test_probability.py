@@ -18,10 +18,11 @@ from click.testing import CliRunner
 
 from duckscore.cli import cli
 from duckscore.core.errors import PolicyError
-from duckscore.core.policy import load_policy, policy_from_parameters
+from duckscore.core.policy import load_policy
 from duckscore.core.resources import contract_schema
 from duckscore.scoring.pipeline import score
 from duckscore.scoring.policy import SCORE_POLICY
+from duckscore.scoring.policy_view import score_policy_from_parameters
 from duckscore.scoring.stages import render_queries
 
 SCHEMA = json.loads(contract_schema("score").read_text())
@@ -167,7 +168,7 @@ def _stage_p_good(probability: dict, x: float) -> float:
     """The stage on its own over one query whose best score is x."""
     policy = load_policy(SCORE_POLICY, "overall_v1")
     parameters = {**policy.parameters, "probability": probability}
-    mapped = policy_from_parameters(SCORE_POLICY, "t", parameters, "test")
+    mapped = score_policy_from_parameters("t", parameters, "test")
     con = duckdb.connect()
     con.execute(
         "CREATE TABLE scored_parents AS SELECT 'q' AS query_id, 'p' AS parent_id, 1 AS rank, "
