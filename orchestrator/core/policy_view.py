@@ -39,3 +39,10 @@ class PolicyView:
 
     def as_record(self) -> dict[str, Any]:
         return self.policy.as_record()
+
+    def __getattr__(self, name: str) -> Any:
+        """The loaded Policy's other fields (metadata, overrides, base_version, description …):
+        a view stands where a Policy stood, for the public API's readers too."""
+        if name == "policy" or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.policy, name)

@@ -5,7 +5,9 @@ changed."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import pickle
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -157,3 +159,12 @@ def test_evidence_columns_follow_the_weights_and_the_strength_evidence() -> None
         ["strength_evidence=parent_rrf", "w_agreement=0.1", "w_separation=0.1", "w3=0.0"],
     )
     assert both.evidence_columns == ["parent_rrf", "source_agreement", "score_lead"]
+
+
+def test_a_view_gives_its_policys_other_fields_as_a_policy_did() -> None:
+    view = load_score_policy("overall_v3")
+    assert (view.metadata, view.overrides) == (view.policy.metadata, view.policy.overrides)
+    assert (view.base_version, view.description) == ("overall_v3", view.policy.description)
+    with pytest.raises(AttributeError):
+        view.no_such_field  # noqa: B018
+    assert copy.deepcopy(view) == view and pickle.loads(pickle.dumps(view)) == view
