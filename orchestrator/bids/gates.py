@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from ..core.records import OMITTED_WHEN_NONE, Report
 from ..core.render import RenderedSQL
 from ..core.session import Session
-from .policy import BidPolicy
+from .policy import RAGAS_GATES, BidPolicy
 
 GATES = (  # name, comparison
     ("citation_resolution_rate", ">="),
@@ -17,7 +17,10 @@ GATES = (  # name, comparison
     ("scoring_p95_ms", "<="),
     ("rerank_degradation_ratio", "<="),
 )
-NOT_COMPUTED = ("ragas_precision", "ragas_recall", "faithfulness")
+# §12.1's RAGAS gates: the --ragas column each is the mean of, all compared with >=
+RAGAS_METRICS = dict(
+    zip(RAGAS_GATES, ("context_precision", "context_recall", "faithfulness"), strict=True)
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,6 +33,9 @@ class Gate(Report):
     comparison: str | None  # >= or <=
     status: str
     why: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    measured: int | None = field(
+        default=None, metadata=OMITTED_WHEN_NONE
+    )  # RAGAS: queries with a value
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,42 +66,56 @@ def _short(number: float) -> str:
     return f"{round(number, 4):g}"
 
 
-def gates_report(session: Session, gates_sql: RenderedSQL, policy: BidPolicy) -> GatesReport:
-    """§12: pass / fail / no_data per gate, with the value, threshold and comparison."""
+def gates_report(
+    session: Session, gates_sql: RenderedSQL, policy: BidPolicy, ragas: bool = False
+) -> GatesReport:
+    """§12: pass / fail / no_data per gate, with the value, threshold and comparison; the RAGAS
+    gates from the --ragas table's means when `ragas`, else not_computed."""
     session.create("__gates", gates_sql)
     values = session.first_row("SELECT * FROM __gates")
     assert values is not None
-    thresholds = policy.gates
-    gates = []
-    for (name, comparison), value in zip(GATES, values):
-        threshold = thresholds[name]
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            status = "no_data"
-        else:
-            ok = value >= threshold if comparison == ">=" else value <= threshold
-            status = "pass" if ok else "fail"
-        gates.append(
+    gates = [
+        _decided(name, comparison, value, policy.gates[name])
+        for (name, comparison), value in zip(GATES, values)
+    ]
+    if ragas:
+        measured = values[len(GATES) :]
+        gates += [
+            _decided(name, ">=", mean, policy.gates[name], count)
+            for name, mean, count in zip(RAGAS_GATES, measured[::2], measured[1::2], strict=True)
+        ]
+    else:
+        gates += [
             Gate(
                 name=name,
-                value=None if value is None else float(value),
-                threshold=threshold,
-                comparison=comparison,
-                status=status,
+                value=None,
+                threshold=None,
+                comparison=None,
+                status="not_computed",
+                why="needs an LLM judge over the answers; not in the logs",
             )
-        )
-    gates += [
-        Gate(
-            name=name,
-            value=None,
-            threshold=None,
-            comparison=None,
-            status="not_computed",
-            why="needs an LLM judge over the answers; not in the logs",
-        )
-        for name in NOT_COMPUTED
-    ]
+            for name in RAGAS_GATES
+        ]
     return GatesReport(
         policy_version=policy.version,
         gates=gates,
         passed=all(g.status != "fail" for g in gates),
+    )
+
+
+def _decided(
+    name: str, comparison: str, value: float | None, threshold: float, measured: int | None = None
+) -> Gate:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        status = "no_data"
+    else:
+        ok = value >= threshold if comparison == ">=" else value <= threshold
+        status = "pass" if ok else "fail"
+    return Gate(
+        name=name,
+        value=None if value is None else float(value),
+        threshold=threshold,
+        comparison=comparison,
+        status=status,
+        measured=measured,
     )

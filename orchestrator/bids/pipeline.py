@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from ..core.connection import EngineSettings
-from ..core.errors import InputError, WhitelistError
+from ..core.errors import InputError, PolicyError, WhitelistError
+from ..core.inputs import Table
 from ..core.outputs import check_output_dir
 from ..core.render import ident, render
 from ..core.reporting import module_logger
 from ..core.session import Session
 from ..core.tables import OpenedInput
-from .gates import GatesReport, gates_report
+from .gates import RAGAS_METRICS, GatesReport, gates_report
 from .policy import (
     DATE_PATTERN,
     FULL_WIDTH,
@@ -33,7 +34,7 @@ from .policy import (
     load_bid_policy,
 )
 from .rules import Rule, check_rules_match_criteria, load_rules, rule_record
-from .tables import check_synonym_conflicts, check_synonyms, open_bid_inputs
+from .tables import check_synonym_conflicts, check_synonyms, open_bid_inputs, open_ragas
 from .whitelist import Compiled, parse_condition
 
 logger = module_logger(__name__)
@@ -88,22 +89,29 @@ def score_bids(
     rules: str | Path | None = None,
     overrides: list[str] | None = None,
     settings: EngineSettings | None = None,
+    ragas: Table | None = None,
 ) -> BidsResult:
-    """Evaluate the bids of `input_dir` into `out_dir` (nothing is written unless all succeeds)."""
+    """Evaluate the bids of `input_dir` into `out_dir` (nothing is written unless all succeeds).
+    `ragas`: §12.1's precomputed per-query RAGAS values (a file or a DataFrame), which decide
+    the RAGAS gates of a policy that sets their thresholds."""
     loaded = load_bid_policy(policy, overrides)
+    if ragas is not None:
+        check_ragas_thresholds(loaded)
     input_dir = Path(input_dir)
     if not input_dir.is_dir():
         raise InputError(f"--input: no such folder: {input_dir}")
     rules_path = Path(rules) if rules is not None else input_dir / "rules.yaml"
     rule_list = load_rules(rules_path) if rules is not None or rules_path.is_file() else []
-    check_output_dir(out_dir, "--out", {"--input": input_dir, "--rules": rules})
+    check_output_dir(out_dir, "--out", {"--input": input_dir, "--rules": rules, "--ragas": ragas})
     with Session(settings) as session:
         logger.info(f"checking inputs in {input_dir} (policy {loaded.version})")
         opened = open_bid_inputs(session, input_dir)
         check_rules_match_criteria(session, rule_list, rules_path)
         branches = sql_branches(session, opened["queries"])
         check_synonyms(session, opened)
-        context = _context(loaded, rule_list, branches)
+        if ragas is not None:
+            open_ragas(session, ragas, opened["queries"])
+        context = _context(loaded, rule_list, branches, ragas is not None)
         params = {
             name: value for branch in branches for name, value in _branch_params(branch).items()
         }
@@ -142,7 +150,7 @@ def score_bids(
                 check_finite(session, "__out", keys, name)
                 out.copy(name, f"SELECT * FROM __out ORDER BY {_order(keys)}", sql)
             out.copy("contract.jsonl", contract_sql.text, contract_sql)
-            gates = gates_report(session, gates_sql, loaded)
+            gates = gates_report(session, gates_sql, loaded, ragas is not None)
             out.json("gates.json", gates.as_record())
             # every stage renders bids.sql; the one kept selects the last stage, evaluation_results
             manifest = out.manifest(
@@ -187,8 +195,22 @@ def _order(keys: tuple[str, ...]) -> str:
     return ", ".join(f"{ident(k)} ASC NULLS LAST" for k in keys)
 
 
-def _context(policy: BidPolicy, rules: list[Rule], branches: list[SqlBranch]) -> dict[str, Any]:
+def check_ragas_thresholds(policy: BidPolicy) -> None:
+    """A --ragas table needs the policy's thresholds for the gates it decides."""
+    unset = [name for name in RAGAS_METRICS if name not in policy.gates]
+    if unset:
+        raise PolicyError(
+            f"--ragas: policy {policy.version} sets no threshold for "
+            f"{', '.join(f'gates.{name}' for name in unset)} "
+            "(bid_v2 sets §12.1's: --policy bid_v2, or --set gates.<name>=VALUE)"
+        )
+
+
+def _context(
+    policy: BidPolicy, rules: list[Rule], branches: list[SqlBranch], ragas: bool = False
+) -> dict[str, Any]:
     return dict(
+        ragas_metrics=list(RAGAS_METRICS.values()) if ragas else [],
         policy=policy.parameters,
         policy_version=policy.version,
         rules=rules,

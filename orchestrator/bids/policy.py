@@ -9,12 +9,24 @@ from typing import Any
 
 from ..common.patterns import term_regex
 from ..core.errors import PolicyError
-from ..core.policy import Choice, Flag, ListOf, Number, Policy, PolicyKind, Text, Words, load_policy
+from ..core.policy import (
+    Choice,
+    Flag,
+    ListOf,
+    Number,
+    Omissible,
+    Policy,
+    PolicyKind,
+    Text,
+    Words,
+    load_policy,
+)
 from ..core.policy_view import PolicyView
 from .tables import QUERY_TYPES
 from .whitelist import FIELD_TYPES
 
 MODES = ("local", "global", "hybrid", "mix")
+RAGAS_GATES = ("ragas_precision", "ragas_recall", "faithfulness")
 UNIT = Number(0.0, 1.0)
 NUMERIC_FIELDS = tuple(f for f, kind in FIELD_TYPES.items() if kind == "number")
 # §3.1: full-width ASCII (U+FF01…U+FF5E) and the ideographic space fold to their ASCII forms
@@ -90,6 +102,9 @@ BID_POLICY = PolicyKind(
             "retrieval_p95_ms": Number(0.0),
             "scoring_p95_ms": Number(0.0),
             "rerank_degradation_ratio": UNIT,
+            # §12.1's RAGAS gates, decided from a --ragas table (bid_v2 on): a policy without
+            # them, bid_v1, keeps the three not_computed and refuses the table
+            **{name: Omissible(UNIT) for name in RAGAS_GATES},
         },
     },
     cross_checks=(_types_known,),

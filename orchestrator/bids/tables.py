@@ -9,7 +9,7 @@ from operator import itemgetter
 from pathlib import Path
 
 from ..core.errors import InputError
-from ..core.inputs import FORMATS, create_empty_view
+from ..core.inputs import FORMATS, Table, create_empty_view
 from ..core.render import RenderedSQL, ident
 from ..core.session import Params, Session
 from ..core.tables import Column, OpenedInput, TableContract
@@ -193,6 +193,21 @@ SYNONYMS = TableContract(
     allow_empty=True,
 )
 
+# §12.1's precomputed RAGAS values (`--ragas FILE`): one row per evaluated query, each metric in
+# [0, 1] or NULL (not evaluated); a query without a row was not evaluated
+RAGAS = TableContract(
+    name="ragas",
+    columns=(
+        Column("query_id", "id"),
+        *(
+            Column(metric, "number", min=0, max=1, required=False, nullable=True)
+            for metric in ("context_precision", "context_recall", "faithfulness")
+        ),
+    ),
+    key=("query_id",),
+    allow_empty=True,
+)
+
 # name -> (contract, required); the order is the order of checking
 TABLES: dict[str, tuple[TableContract, bool]] = {
     "evaluations": (EVALUATIONS, True),
@@ -344,6 +359,13 @@ def check_bid_references(session: Session, opened: dict[str, OpenedInput]) -> No
         check_references(
             session.con, opened["claim_citations"], "claim_id", opened["claims"], "claim_id"
         )
+
+
+def open_ragas(session: Session, ragas: Table, queries: OpenedInput) -> OpenedInput:
+    """The --ragas table, typed and checked: each row names a query of the queries table."""
+    opened = session.open("ragas", RAGAS, ragas, "--ragas table")
+    check_references(session.con, opened, "query_id", queries, "query_id")
+    return opened
 
 
 def check_synonyms(session: Session, opened: dict[str, OpenedInput]) -> None:

@@ -49,6 +49,13 @@ HEADLINE_OUTPUTS = (  # named first in the line a run prints
     is_flag=True,
     help="Exit with status 1 (after writing everything) when an acceptance gate fails.",
 )
+@click.option(
+    "--ragas",
+    type=click.Path(dir_okay=True, path_type=Path),
+    help="Precomputed RAGAS values per query (query_id, context_precision, context_recall, "
+    "faithfulness; each in [0, 1] or empty): decides §12.1's RAGAS gates with a policy that "
+    "sets their thresholds (bid_v2). Without it they stay not_computed.",
+)
 @policy_options("bid_v1", "hitl.min_confidence=0.7")
 @engine_options
 def bids(
@@ -56,6 +63,7 @@ def bids(
     out_dir: Path,
     rules: Path | None,
     strict_gates: bool,
+    ragas: Path | None,
     policy: str,
     overrides: tuple[str, ...],
     settings: EngineSettings,
@@ -77,7 +85,7 @@ def bids(
     from ..bids.gates import describe_failures
     from ..bids.pipeline import score_bids
 
-    result = score_bids(input_dir, out_dir, policy, rules, list(overrides), settings)
+    result = score_bids(input_dir, out_dir, policy, rules, list(overrides), settings, ragas)
     logger.info(f"done: {result.evaluations:,} supplier evaluations -> {out_dir}")
     written(
         f"scored {result.evaluations:,} supplier evaluations",

@@ -40,8 +40,19 @@ def packaged(capability: str) -> list[Path]:
 
 
 def file_parameters(path: Path) -> dict[str, Any]:
-    parameters: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))["parameters"]
-    return parameters
+    """The file's parameters, over those of the packaged file it `extends` (bid_v2: bid_v1)."""
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    parameters: dict[str, Any] = document["parameters"]
+    if "extends" not in document:
+        return parameters
+    return merged(file_parameters(path.with_name(f"{document['extends']}.yaml")), parameters)
+
+
+def merged(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    return {
+        key: merged(base[key], value) if isinstance(value, dict) and key in base else value
+        for key, value in {**base, **top}.items()
+    }
 
 
 def check_score(view: ScorePolicy, p: dict[str, Any]) -> None:

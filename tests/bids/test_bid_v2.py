@@ -1,0 +1,155 @@
+"""Policy bid_v2 on the bundled tender: what bid_v1 only records now decides (issue 50, seed 002).
+
+§12.1's RAGAS gates from a --ragas table of precomputed per-query values. Every expected value
+is computed by hand from the fixture (fixtures/bids/tender/) and docs/bids.md, in the comments;
+bid_v1's outputs are compared with bid_v2's where bid_v2 must not differ."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from duckscore.bids.pipeline import score_bids
+from duckscore.cli import cli
+
+from ..helpers import FIXTURES
+
+TENDER = FIXTURES / "bids" / "tender"
+# three of the tender's twelve queries evaluated; the other nine have no row (not evaluated)
+RAGAS = """\
+query_id,context_precision,context_recall,faithfulness
+q_a_tech,0.9,0.8,1
+q_b_tech,0.7,,0.8
+q_x_tech,0.95,0.9,
+"""
+
+
+def evaluate(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["-q", "bids", *args], catch_exceptions=False)
+    return result.exit_code, result.stderr
+
+
+def gates(out: Path) -> dict[str, dict[str, Any]]:
+    return {g["name"]: g for g in json.loads((out / "gates.json").read_text())["gates"]}
+
+
+def ragas_file(tmp_path: Path, text: str = RAGAS) -> Path:
+    path = tmp_path / "ragas.csv"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# §12.1 RAGAS gates
+# ---------------------------------------------------------------------------------------------
+
+
+def test_ragas_gates_are_the_means_of_the_evaluated_queries(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    code, err = evaluate(
+        "--input", str(TENDER), "--out", str(out), "--policy", "bid_v2",
+        "--ragas", str(ragas_file(tmp_path)),
+    )  # fmt: skip
+    assert code == 0, err
+    found = gates(out)
+    # precision (0.9 + 0.7 + 0.95) / 3 = 0.85 >= 0.80; recall (0.8 + 0.9) / 2 = 0.85 >= 0.80 (an
+    # empty cell is not evaluated, not 0); faithfulness (1 + 0.8) / 2 = 0.9 >= 0.90: at the boundary
+    expected = {
+        "ragas_precision": (0.85, 0.80, 3),
+        "ragas_recall": (0.85, 0.80, 2),
+        "faithfulness": (0.90, 0.90, 2),
+    }
+    for name, (value, threshold, measured) in expected.items():
+        gate = found[name]
+        assert gate["value"] == pytest.approx(value, abs=1e-12), name
+        assert (gate["threshold"], gate["comparison"], gate["status"], gate["measured"]) == (
+            threshold,
+            ">=",
+            "pass",
+            measured,
+        ), name
+        assert "why" not in gate
+
+
+def test_a_ragas_mean_below_its_threshold_fails_the_gate(tmp_path: Path) -> None:
+    # faithfulness (1 + 0.78) / 2 = 0.89 < 0.90; precision, recall unchanged
+    text = RAGAS.replace("q_b_tech,0.7,,0.8", "q_b_tech,0.7,,0.78")
+    result = score_bids(TENDER, tmp_path / "out", policy="bid_v2", ragas=ragas_file(tmp_path, text))
+    assert gates(tmp_path / "out")["faithfulness"]["status"] == "fail"
+    assert result.gates_failed[-1] == "faithfulness"
+    assert gates(tmp_path / "out")["ragas_precision"]["status"] == "pass"
+
+
+def test_the_python_api_takes_a_dataframe_and_an_empty_table_measures_nothing(
+    tmp_path: Path,
+) -> None:
+    frame = pd.DataFrame(
+        {"query_id": ["q_c_tech"], "context_precision": [0.5], "faithfulness": [None]}
+    )
+    score_bids(TENDER, tmp_path / "one", policy="bid_v2", ragas=frame)
+    found = gates(tmp_path / "one")
+    assert (found["ragas_precision"]["status"], found["ragas_precision"]["value"]) == ("fail", 0.5)
+    # context_recall absent and faithfulness NULL: nothing measured
+    for name in ("ragas_recall", "faithfulness"):
+        assert (found[name]["status"], found[name]["value"], found[name]["measured"]) == (
+            "no_data",
+            None,
+            0,
+        )
+    score_bids(TENDER, tmp_path / "none", policy="bid_v2", ragas=frame.iloc[0:0])
+    assert {gates(tmp_path / "none")[n]["status"] for n in ("ragas_precision", "faithfulness")} == {
+        "no_data"
+    }
+
+
+def test_without_the_table_the_ragas_gates_stay_not_computed(tmp_path: Path) -> None:
+    score_bids(TENDER, tmp_path / "v1")
+    score_bids(TENDER, tmp_path / "v2", policy="bid_v2")
+    v1 = json.loads((tmp_path / "v1" / "gates.json").read_text())
+    v2 = json.loads((tmp_path / "v2" / "gates.json").read_text())
+    assert v2["policy_version"] == "bid_v2"
+    assert v2["gates"] == v1["gates"]
+    assert [g["status"] for g in v2["gates"][-3:]] == ["not_computed"] * 3
+
+
+def test_a_policy_without_ragas_thresholds_refuses_the_table(tmp_path: Path) -> None:
+    ragas = str(ragas_file(tmp_path))
+    code, err = evaluate("--input", str(TENDER), "--out", str(tmp_path / "v1"), "--ragas", ragas)
+    assert code == 2
+    assert err.startswith("duckscore: error: --ragas: policy bid_v1 sets no threshold for ")
+    assert not (tmp_path / "v1").exists()
+    code, err = evaluate(
+        "--input", str(TENDER), "--out", str(tmp_path / "set"), "--ragas", ragas,
+        "--set", "gates.ragas_precision=0.9", "--set", "gates.ragas_recall=0.8",
+        "--set", "gates.faithfulness=0.9",
+    )  # fmt: skip
+    assert code == 0, err
+    assert gates(tmp_path / "set")["ragas_precision"]["status"] == "fail"  # 0.85 < 0.9
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("query_id,faithfulness\nq_zz,0.5\n", "query_id 'q_zz' is not in queries table"),
+        ("query_id,faithfulness\nq_a_tech,1.5\n", "faithfulness"),
+        ("query_id,faithfulness\nq_a_tech,0.5\nq_a_tech,0.6\n", "q_a_tech"),
+    ],
+    ids=["unknown query", "out of range", "duplicate key"],
+)
+def test_a_bad_ragas_table_is_one_line_and_writes_nothing(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    out = tmp_path / "out"
+    code, err = evaluate(
+        "--input", str(TENDER), "--out", str(out), "--policy", "bid_v2",
+        "--ragas", str(ragas_file(tmp_path, text)),
+    )  # fmt: skip
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("duckscore: error: --ragas table")
+    assert message in err
+    assert not out.exists()
