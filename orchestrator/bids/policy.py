@@ -95,6 +95,9 @@ BID_POLICY = PolicyKind(
             "min_confidence": UNIT,
             "min_citation_coverage": UNIT,
             "max_score_deviation_pct": Number(0.0),
+            # bid_v2: §6.2's evidence minimum and §10.1's one-to-one mapping as HITL reasons
+            "insufficient_evidence": Omissible(Flag()),
+            "citation_mapping": Omissible(Flag()),
         },
         "gates": {
             "citation_resolution_rate": UNIT,

@@ -55,6 +55,9 @@ SELECT CAST(NULL AS VARCHAR) AS tenant_id, CAST(NULL AS VARCHAR) AS project_id,
 {% set p = policy %}
 {% set pk = p.packing %}
 {% set cw = p.confidence.weights %}
+{#- bid_v2's HITL reasons (docs/bids.md#what-bid_v2-changes); absent, the SQL is bid_v1's -#}
+{% set short_evidence_reviewed = p.hitl.get('insufficient_evidence', False) %}
+{% set citation_mapping_reviewed = p.hitl.get('citation_mapping', False) %}
 -- §3.1 steps 1-3: width fold, lower case, whitespace
 folded_queries AS (
     SELECT
@@ -567,7 +570,10 @@ claim_summary AS (
         evaluation_id, supplier_id,
         count(*) AS claims,
         count(*) FILTER (WHERE status = 'unsupported_claim') AS unsupported_claims,
-        count(*) FILTER (WHERE status = 'supported') / NULLIF(count(*), 0) AS citation_coverage
+        count(*) FILTER (WHERE status = 'supported') / NULLIF(count(*), 0) AS citation_coverage{{ ',' if citation_mapping_reviewed }}
+        {% if citation_mapping_reviewed %}
+        count(*) FILTER (WHERE NOT one_to_one) AS claims_not_one_to_one
+        {% endif %}
     FROM claim_results
     GROUP BY evaluation_id, supplier_id
 ),
@@ -592,7 +598,10 @@ evaluation_totals AS (
                      / NULLIF(list_sum(list(weight ORDER BY criteria_id ASC NULLS LAST)), 0)
             ELSE list_avg(list(confidence ORDER BY criteria_id ASC NULLS LAST))
         END AS confidence,
-        count(*) AS criteria
+        count(*) AS criteria{{ ',' if short_evidence_reviewed }}
+        {% if short_evidence_reviewed %}
+        count(*) FILTER (WHERE evidence_short) AS evidence_short_criteria
+        {% endif %}
     FROM criteria_results
     GROUP BY evaluation_id, supplier_id
 ),
@@ -615,7 +624,13 @@ evaluation_flags AS (
         coalesce(d.candidates, 0) AS candidates,
         coalesce(d.degraded_candidates, 0) AS degraded_candidates,
         coalesce(d.degraded_candidates / NULLIF(d.candidates, 0), {{ 0.0 | lit }}) AS rerank_degraded_ratio,
-        coalesce(d.degraded_candidates / NULLIF(d.candidates, 0), {{ 0.0 | lit }}) > {{ p.rerank.alert_ratio | lit }} AS rerank_alert
+        coalesce(d.degraded_candidates / NULLIF(d.candidates, 0), {{ 0.0 | lit }}) > {{ p.rerank.alert_ratio | lit }} AS rerank_alert{{ ',' if short_evidence_reviewed or citation_mapping_reviewed }}
+        {% if short_evidence_reviewed %}
+        coalesce(t.evidence_short_criteria, 0) AS evidence_short_criteria{{ ',' if citation_mapping_reviewed }}
+        {% endif %}
+        {% if citation_mapping_reviewed %}
+        coalesce(cl.claims_not_one_to_one, 0) AS claims_not_one_to_one
+        {% endif %}
     FROM evaluations AS e
     LEFT JOIN evaluation_totals AS t ON t.evaluation_id = e.evaluation_id AND t.supplier_id = e.supplier_id
     LEFT JOIN consistency AS cs ON cs.evaluation_id = e.evaluation_id AND cs.supplier_id = e.supplier_id
@@ -630,7 +645,13 @@ evaluation_decisions AS (
             CASE WHEN citation_coverage < {{ p.hitl.min_citation_coverage | lit }} THEN 'low_citation_coverage' END,
             CASE WHEN score_deviation_pct > {{ p.hitl.max_score_deviation_pct | lit }} THEN 'score_deviation' END,
             CASE WHEN redline_conflict THEN 'redline_conflict' END,
-            CASE WHEN forced_review THEN 'forced_review' END
+            CASE WHEN forced_review THEN 'forced_review' END{{ ',' if short_evidence_reviewed or citation_mapping_reviewed }}
+            {% if short_evidence_reviewed %}
+            CASE WHEN evidence_short_criteria > 0 THEN 'insufficient_evidence' END{{ ',' if citation_mapping_reviewed }}
+            {% endif %}
+            {% if citation_mapping_reviewed %}
+            CASE WHEN claims_not_one_to_one > 0 THEN 'citation_mapping' END
+            {% endif %}
         ], lambda reason: reason IS NOT NULL) AS hitl_reasons,
         len(hitl_reasons) > 0 AS needs_human_review,
         CASE WHEN unsupported_claims > 0 THEN NULL

@@ -1,6 +1,7 @@
 """Policy bid_v2 on the bundled tender: what bid_v1 only records now decides (issue 50, seed 002).
 
-§12.1's RAGAS gates from a --ragas table of precomputed per-query values. Every expected value
+§12.1's RAGAS gates from a --ragas table of precomputed per-query values; §6.2's evidence
+minimum and §10.1's one-to-one claim -> citation mapping as HITL reasons. Every expected value
 is computed by hand from the fixture (fixtures/bids/tender/) and docs/bids.md, in the comments;
 bid_v1's outputs are compared with bid_v2's where bid_v2 must not differ."""
 
@@ -10,12 +11,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pandas as pd
 import pytest
 from click.testing import CliRunner
 
 from duckscore.bids.pipeline import score_bids
 from duckscore.cli import cli
+from duckscore.core.resources import contract_schema
 
 from ..helpers import FIXTURES
 
@@ -153,3 +156,85 @@ def test_a_bad_ragas_table_is_one_line_and_writes_nothing(
     assert err.count("\n") == 1 and err.startswith("duckscore: error: --ragas table")
     assert message in err
     assert not out.exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# §6.2 the evidence minimum, §10.1 the one-to-one claim -> citation mapping: HITL reasons
+# ---------------------------------------------------------------------------------------------
+
+
+def evaluations(out: Path) -> dict[str, dict[str, Any]]:
+    frame = pd.read_parquet(out / "evaluations.parquet")
+    return {row["supplier_id"]: row for row in frame.to_dict("records")}
+
+
+@pytest.fixture(scope="module")
+def v2_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("bid_v2") / "out"
+    score_bids(TENDER, out, policy="bid_v2")
+    return out
+
+
+def test_short_evidence_and_unmapped_claims_send_an_evaluation_to_a_human(v2_run: Path) -> None:
+    found = evaluations(v2_run)
+    # packed evidence per criterion (docs/bids.md step 5, test_tender.py): sp_a has exactly 2
+    # items in each of its six criteria (2 = min_items: not short); sp_b has no query for
+    # c1_qualification, c2_documents, c4_delivery, c6_service (0 items each: 4 short); sp_c none
+    # for c2_documents, c3_price, c4_delivery, c6_service (4); sp_x's c3_price packs its ck90 only
+    # (1). claim_citations.csv: cl_a2 cites ck03 twice, pages 5 and 6 (two citations: not
+    # one-to-one); every other claim cites once, resolvable or not.
+    expected = {
+        "sp_a": (0, 1, ["citation_mapping"], "human_review", "medium"),
+        "sp_b": (
+            4,
+            0,
+            ["low_citation_coverage", "score_deviation", "insufficient_evidence"],
+            "blocked",
+            "high",
+        ),
+        "sp_c": (
+            4,
+            0,
+            ["low_confidence", "redline_conflict", "insufficient_evidence"],
+            "human_review",
+            "high",
+        ),
+        "sp_x": (1, 0, ["forced_review", "insufficient_evidence"], "human_review", "medium"),
+    }
+    for supplier, (short, unmapped, reasons, status, risk) in expected.items():
+        row = found[supplier]
+        assert (
+            row["evidence_short_criteria"],
+            row["claims_not_one_to_one"],
+            list(row["hitl_reasons"]),
+            row["recommendation_status"],
+            row["risk_level"],
+        ) == (short, unmapped, reasons, status, risk), supplier
+    # a human must look, the recommendation and rank stay
+    assert found["sp_a"]["rank"] == 1 and found["sp_a"]["recommendation"] == "qualified"
+
+
+def test_the_contract_carries_the_new_reasons_within_its_schema(v2_run: Path) -> None:
+    schema = json.loads(contract_schema("bids").read_text())
+    lines = [json.loads(line) for line in (v2_run / "contract.jsonl").read_text().splitlines()]
+    for line in lines:
+        jsonschema.validate(line, schema)
+    assert lines[0]["hitl_reasons"] == ["citation_mapping"]
+    assert {line["policy_version"] for line in lines} == {"bid_v2"}
+
+
+@pytest.mark.parametrize(
+    ("switched_off", "sp_a", "sp_x"),
+    [
+        ("hitl.citation_mapping=false", [], ["forced_review", "insufficient_evidence"]),
+        ("hitl.insufficient_evidence=false", ["citation_mapping"], ["forced_review"]),
+    ],
+)
+def test_each_reason_is_its_own_parameter(
+    tmp_path: Path, switched_off: str, sp_a: list[str], sp_x: list[str]
+) -> None:
+    score_bids(TENDER, tmp_path / "out", policy="bid_v2", overrides=[switched_off])
+    found = evaluations(tmp_path / "out")
+    assert list(found["sp_a"]["hitl_reasons"]) == sp_a
+    assert list(found["sp_x"]["hitl_reasons"]) == sp_x
+    assert found["sp_a"]["recommendation_status"] == ("final" if not sp_a else "human_review")
