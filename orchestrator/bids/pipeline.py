@@ -17,7 +17,7 @@ from ..core.connection import EngineSettings
 from ..core.errors import InputError, PolicyError, WhitelistError
 from ..core.inputs import Table
 from ..core.outputs import check_output_dir
-from ..core.render import ident, render
+from ..core.render import RenderedSQL, ident, render
 from ..core.reporting import module_logger
 from ..core.session import Session
 from ..core.tables import OpenedInput
@@ -52,6 +52,7 @@ STAGE_OUTPUTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "claims.parquet": ("claim_results", ("claim_id",)),
     "evaluations.parquet": ("evaluation_results", ("evaluation_id", "supplier_id")),
 }
+CALIBRATION_KEYS = ("evaluation_id", "supplier_id", "criteria_id", "run_id")
 # what contract.sql and gates.sql read, besides the inputs
 MATERIALISED = (
     "candidates",
@@ -138,6 +139,14 @@ def score_bids(
         session.check(stage_sql["evaluation_results"])
         for stage in MATERIALISED:
             session.create(stage, stage_sql[stage], params=params, check=False)
+        if loaded.calibration is not None:
+            calibrate(session, stage_sql, params)
+        elif "anchors" in opened:
+            raise PolicyError(
+                f"{opened['anchors'].label} ({opened['anchors'].given}): policy "
+                f"{loaded.version} does not calibrate "
+                "(no calibration.method; bid_v2 calibrates by anchor samples)"
+            )
         contract_sql = render("bids/contract.sql", **context)
         gates_sql = render("bids/gates.sql", **context)
         session.check(contract_sql)
@@ -149,6 +158,9 @@ def score_bids(
                 session.create("__out", sql, params=params, check=False)
                 check_finite(session, "__out", keys, name)
                 out.copy(name, f"SELECT * FROM __out ORDER BY {_order(keys)}", sql)
+            if loaded.calibration is not None:
+                sql = render("bids/calibration.sql", final="calibration", order_by=CALIBRATION_KEYS)
+                out.copy("calibration.parquet", sql.text, sql)
             out.copy("contract.jsonl", contract_sql.text, contract_sql)
             gates = gates_report(session, gates_sql, loaded, ragas is not None)
             out.json("gates.json", gates.as_record())
@@ -163,6 +175,20 @@ def score_bids(
                 },
             )
     return BidsResult(Path(out_dir), loaded, out.counts["evaluations.parquet"], gates, manifest)
+
+
+def calibrate(session: Session, stage_sql: dict[str, RenderedSQL], params: dict[str, Any]) -> None:
+    """§8.4: the first pass's flags choose the soft scores to calibrate (sql/bids/calibration.sql);
+    the stages then run again over the calibrated scores, which replace the input's."""
+    for table, stage in (
+        ("calibration_before", "calibration_runs"),
+        ("calibrated_scores", "calibrated_scores"),
+    ):
+        session.create(table, render("bids/calibration.sql", final=stage, order_by=()))
+    # the second pass reads the calibrated scores where it read the input's typed view
+    session.con.execute("CREATE OR REPLACE TEMP VIEW soft_scores AS FROM calibrated_scores")
+    for stage in MATERIALISED:
+        session.create(stage, stage_sql[stage], params=params, check=False)
 
 
 def check_finite(session: Session, table: str, keys: tuple[str, ...], output: str) -> None:

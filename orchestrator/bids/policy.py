@@ -26,6 +26,7 @@ from .tables import QUERY_TYPES
 from .whitelist import FIELD_TYPES
 
 MODES = ("local", "global", "hybrid", "mix")
+CALIBRATION_METHODS = ("anchor_offset",)
 RAGAS_GATES = ("ragas_precision", "ragas_recall", "faithfulness")
 UNIT = Number(0.0, 1.0)
 NUMERIC_FIELDS = tuple(f for f, kind in FIELD_TYPES.items() if kind == "number")
@@ -99,6 +100,8 @@ BID_POLICY = PolicyKind(
             "insufficient_evidence": Omissible(Flag()),
             "citation_mapping": Omissible(Flag()),
         },
+        # §8.4 (bid_v2): a deviation above hitl.max_score_deviation_pct runs this calibration
+        "calibration": Omissible({"method": Choice(CALIBRATION_METHODS)}),
         "gates": {
             "citation_resolution_rate": UNIT,
             "unsupported_claim_rate": UNIT,
@@ -139,6 +142,7 @@ class BidPolicy(PolicyView):
 
     query_types: tuple[QueryType, ...]  # in the file's order: the first whose keywords match
     gates: Mapping[str, float]  # §12's thresholds, by gate
+    calibration: str | None  # §8.4's method; None: calibration_needed is only flagged
 
     @classmethod
     def of(cls, policy: Policy) -> BidPolicy:
@@ -147,6 +151,7 @@ class BidPolicy(PolicyView):
             policy=policy,
             query_types=tuple(QueryType(e["type"], tuple(e["keywords"])) for e in p["query_types"]),
             gates=p["gates"],
+            calibration=p["calibration"]["method"] if "calibration" in p else None,
         )
 
 

@@ -193,6 +193,21 @@ SYNONYMS = TableContract(
     allow_empty=True,
 )
 
+# §8.4's anchor samples: the LLM's score of each anchor in each run, and the agreed score
+ANCHORS = TableContract(
+    name="anchors",
+    columns=(
+        Column("evaluation_id", "id"),
+        Column("anchor_id", "id"),
+        Column("criteria_id", "id"),
+        Column("run_id", "id"),
+        Column("score", "number", min=0),
+        Column("reference_score", "number", min=0),
+    ),
+    key=("evaluation_id", "anchor_id", "criteria_id", "run_id"),
+    allow_empty=True,
+)
+
 # §12.1's precomputed RAGAS values (`--ragas FILE`): one row per evaluated query, each metric in
 # [0, 1] or NULL (not evaluated); a query without a row was not evaluated
 RAGAS = TableContract(
@@ -221,6 +236,7 @@ TABLES: dict[str, tuple[TableContract, bool]] = {
     "claims": (CLAIMS, False),
     "claim_citations": (CLAIM_CITATIONS, False),
     "synonyms": (SYNONYMS, False),
+    "anchors": (ANCHORS, False),
 }
 
 
@@ -353,11 +369,38 @@ def check_bid_references(session: Session, opened: dict[str, OpenedInput]) -> No
             "score {value} is above the criterion's max_score",
             shown=col("soft_scores", "score"),
         )
+    if "anchors" in opened:
+        check_anchors(session, opened["anchors"])
     if "claim_citations" in opened:
         if "claims" not in opened:
             raise InputError("claim_citations table: given without a claims table")
         check_references(
             session.con, opened["claim_citations"], "claim_id", opened["claims"], "claim_id"
+        )
+
+
+def check_anchors(session: Session, anchors: OpenedInput) -> None:
+    """An anchor scores an llm criterion of its evaluation's project, within its max_score."""
+    evaluation, criterion = (typed_column(anchors, c) for c in ("evaluation_id", "criteria_id"))
+    criterion_of = (
+        "(SELECT k.max_score FROM evaluations AS e JOIN criteria AS k "
+        "ON k.tenant_id = e.tenant_id AND k.project_id = e.project_id "
+        f"WHERE e.evaluation_id = {evaluation} AND k.criteria_id = {criterion} "
+        "AND k.method = 'llm' LIMIT 1)"
+    )
+    check_rows(
+        session.con,
+        anchors,
+        f"{criterion_of} IS NULL",
+        "(evaluation_id, criteria_id) is not an llm criterion of an evaluation's project",
+    )
+    for column in ("score", "reference_score"):
+        check_rows(
+            session.con,
+            anchors,
+            f"{typed_column(anchors, column)} > {criterion_of}",
+            f"{column} {{value}} is above the criterion's max_score",
+            shown=typed_column(anchors, column),
         )
 
 

@@ -35,7 +35,7 @@ HEADLINE_OUTPUTS = (  # named first in the line a run prints
     required=True,
     type=click.Path(path_type=Path),
     help="Folder of tables: evaluations, criteria, queries, chunks, hits, bid_fields "
-    "(required); rerank, soft_scores, claims, claim_citations, synonyms (optional). "
+    "(required); rerank, soft_scores, claims, claim_citations, synonyms, anchors (optional). "
     "Each <name>.csv|.parquet|.json|.jsonl or a folder <name>/.",
 )
 @out_dir_option()

@@ -8,6 +8,7 @@ bid_v1's outputs are compared with bid_v2's where bid_v2 must not differ."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -238,3 +239,117 @@ def test_each_reason_is_its_own_parameter(
     assert list(found["sp_a"]["hitl_reasons"]) == sp_a
     assert list(found["sp_x"]["hitl_reasons"]) == sp_x
     assert found["sp_a"]["recommendation_status"] == ("final" if not sp_a else "human_review")
+
+
+# ---------------------------------------------------------------------------------------------
+# §8.4 calibration by anchor samples
+# ---------------------------------------------------------------------------------------------
+
+# two anchors of c5_tech, scored in runs r1 and r2 of ev_2026_01, agreed at 80 and 64:
+# r1's offset = mean(80 - 90, 64 - 70) = mean(-10, -6) = -8; r2's = mean(80 - 60, 64 - 50) = +17
+ANCHORS = """\
+evaluation_id,anchor_id,criteria_id,run_id,score,reference_score
+ev_2026_01,an1,c5_tech,r1,90,80
+ev_2026_01,an1,c5_tech,r2,60,80
+ev_2026_01,an2,c5_tech,r1,70,64
+ev_2026_01,an2,c5_tech,r2,50,64
+"""
+
+
+def tender_with_anchors(tmp_path: Path, text: str = ANCHORS) -> Path:
+    folder = tmp_path / "tender"
+    shutil.copytree(TENDER, folder)
+    (folder / "anchors.csv").write_text(text, encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp_path = tmp_path_factory.mktemp("calibrated")
+    out = tmp_path / "out"
+    score_bids(tender_with_anchors(tmp_path), out, policy="bid_v2")
+    return out
+
+
+def test_a_deviation_above_the_threshold_runs_the_calibration(calibrated: Path) -> None:
+    record = pd.read_parquet(calibrated / "calibration.parquet")
+    # sp_b's runs (test_tender.py): r1 0.4·96 + 0.2·70 + 0.3·95 + 0.1·60 = 86.9, r2 0.4·96 +
+    # 0.2·70 + 0.3·40 + 0.1·62 = 70.6; deviation 100 · 16.3 / 78.75 = 20.698… % > 20: calibrated.
+    # sp_a (runs 92.5, 91.0, 92.2: 1.6 %) and sp_x (75, 77: 2.6 %) are not, though anchors exist
+    # for sp_a's runs r1 and r2.
+    assert set(record["supplier_id"]) == {"sp_b"}
+    rows = {(r["criteria_id"], r["run_id"]): r for r in record.to_dict("records")}
+    # c5_tech: 95 - 8 = 87, 40 + 17 = 57; c6_service has no anchor: kept, offset NULL
+    expected = {
+        ("c5_tech", "r1"): (95.0, 2, ["an1", "an2"], -8.0, 87.0),
+        ("c5_tech", "r2"): (40.0, 2, ["an1", "an2"], 17.0, 57.0),
+        ("c6_service", "r1"): (60.0, 0, [], None, 60.0),
+        ("c6_service", "r2"): (62.0, 0, [], None, 62.0),
+    }
+    assert set(rows) == set(expected)
+    for key, (raw, anchors, ids, offset, calibrated_score) in expected.items():
+        row = rows[key]
+        assert (row["raw_score"], row["anchors"], list(row["anchor_ids"])) == (raw, anchors, ids)
+        assert (None if pd.isna(row["score_offset"]) else row["score_offset"]) == offset, key
+        assert row["calibrated_score"] == calibrated_score, key
+        assert row["deviation_before_pct"] == pytest.approx(100 * 16.3 / 78.75, rel=1e-12)
+        # calibrated runs: r1 38.4 + 14 + 0.3·87 + 6 = 84.5, r2 38.4 + 14 + 0.3·57 + 6.2 = 75.7
+        assert row["deviation_after_pct"] == pytest.approx(100 * 8.8 / 80.1, rel=1e-12)
+
+
+def test_the_calibrated_scores_are_what_the_evaluation_reports(calibrated: Path) -> None:
+    found = evaluations(calibrated)
+    sp_b = found["sp_b"]
+    # total: 0.4·96 + 0.2·70 + 0.3·mean(87, 57) + 0.1·mean(60, 62) = 38.4 + 14 + 21.6 + 6.1
+    assert sp_b["total_score"] == pytest.approx(80.1, rel=1e-12)
+    assert sp_b["score_deviation_pct"] == pytest.approx(100 * 8.8 / 80.1, rel=1e-12)
+    # the deviation after calibration is below 20: no score_deviation reason, nothing to flag
+    assert not sp_b["calibration_needed"]
+    assert list(sp_b["hitl_reasons"]) == ["low_citation_coverage", "insufficient_evidence"]
+    criteria = pd.read_parquet(calibrated / "criteria.parquet").set_index(
+        ["supplier_id", "criteria_id"]
+    )
+    # model_stability 1 - (87 - 57) / 100 = 0.7 (uncalibrated: 1 - 55 / 100 = 0.45)
+    assert criteria.at[("sp_b", "c5_tech"), "model_stability"] == pytest.approx(0.7, rel=1e-12)
+    assert criteria.at[("sp_a", "c5_tech"), "score"] == pytest.approx(83.0, rel=1e-12)  # untouched
+    consistency = pd.read_parquet(calibrated / "consistency.parquet")
+    sp_b_runs = consistency[consistency["supplier_id"] == "sp_b"]["run_total"].tolist()
+    assert sp_b_runs == pytest.approx([84.5, 75.7], rel=1e-12)
+
+
+def test_a_calibrated_score_stays_within_the_criterion_s_scale(tmp_path: Path) -> None:
+    # one anchor: r1's offset 100 - 90 = +10 takes 95 to 100 (not 105); r2's 0 - 60 = -60 takes
+    # 40 to 0 (not -20)
+    text = "evaluation_id,anchor_id,criteria_id,run_id,score,reference_score\n"
+    text += "ev_2026_01,an1,c5_tech,r1,90,100\nev_2026_01,an1,c5_tech,r2,60,0\n"
+    score_bids(tender_with_anchors(tmp_path, text), tmp_path / "out", policy="bid_v2")
+    record = pd.read_parquet(tmp_path / "out" / "calibration.parquet")
+    c5 = record[record["criteria_id"] == "c5_tech"].sort_values("run_id")
+    assert c5["calibrated_score"].tolist() == [100.0, 0.0]
+
+
+def test_without_anchors_the_calibration_keeps_every_score(v2_run: Path) -> None:
+    record = pd.read_parquet(v2_run / "calibration.parquet")
+    assert (record["supplier_id"] == "sp_b").all() and (record["anchors"] == 0).all()
+    assert (record["calibrated_score"] == record["raw_score"]).all()
+    assert evaluations(v2_run)["sp_b"]["total_score"] == pytest.approx(78.75, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("policy", "text", "message"),
+    [
+        ("bid_v1", ANCHORS, "policy bid_v1 does not calibrate"),
+        ("bid_v2", ANCHORS.replace("c5_tech,r1,90", "c3_price,r1,90"), "is not an llm criterion"),
+        ("bid_v2", ANCHORS.replace("r2,60,80", "r2,60,101"), "reference_score '101.0' is above"),
+    ],
+    ids=["bid_v1", "formula criterion", "above max_score"],
+)
+def test_bad_anchors_are_one_line_and_write_nothing(
+    tmp_path: Path, policy: str, text: str, message: str
+) -> None:
+    out = tmp_path / "out"
+    folder = tender_with_anchors(tmp_path, text)
+    code, err = evaluate("--input", str(folder), "--out", str(out), "--policy", policy)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("duckscore: error: anchors table")
+    assert message in err
+    assert not out.exists()

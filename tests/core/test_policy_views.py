@@ -97,6 +97,7 @@ def check_bids(view: BidPolicy, p: dict[str, Any]) -> None:
         QueryType(entry["type"], tuple(entry["keywords"])) for entry in p["query_types"]
     )
     assert dict(view.gates) == p["gates"]
+    assert view.calibration == p.get("calibration", {}).get("method")
 
 
 def check_instincts(view: InstinctPolicy, p: dict[str, Any]) -> None:
