@@ -3,6 +3,7 @@ built from it, and BidPolicy, its typed view."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +61,20 @@ def _types_known(p: dict[str, Any]) -> None:
         raise PolicyError(f"parameters.confidence.weights must sum to 1, got {total:.12g}")
 
 
+def _term_patterns_compile(p: dict[str, Any]) -> None:
+    for kind in ("must_include", "must_exclude"):
+        for pattern in p.get("constraints", {}).get(kind, []):
+            try:
+                groups = re.compile(pattern).groups
+            except re.error as exc:
+                raise PolicyError(f"parameters.constraints.{kind}: {pattern!r}: {exc}") from None
+            if groups != 1:
+                raise PolicyError(
+                    f"parameters.constraints.{kind}: {pattern!r} needs exactly one capturing "
+                    f"group (the term), has {groups}"
+                )
+
+
 BID_POLICY = PolicyKind(
     capability="bids",
     version_key="bid_policy_version",
@@ -100,6 +115,8 @@ BID_POLICY = PolicyKind(
             "insufficient_evidence": Omissible(Flag()),
             "citation_mapping": Omissible(Flag()),
         },
+        # §3.2's term patterns (one capturing group: the term) and §3.3's rewrite guard (bid_v3)
+        "constraints": Omissible({"must_include": Words(), "must_exclude": Words()}),
         # §8.4 (bid_v2): a deviation above hitl.max_score_deviation_pct runs this calibration
         "calibration": Omissible({"method": Choice(CALIBRATION_METHODS)}),
         "gates": {
@@ -113,7 +130,7 @@ BID_POLICY = PolicyKind(
             **{name: Omissible(UNIT) for name in RAGAS_GATES},
         },
     },
-    cross_checks=(_types_known,),
+    cross_checks=(_types_known, _term_patterns_compile),
 )
 
 

@@ -38,6 +38,32 @@ array_to_string(list_transform({{ token_list }}, lambda e: e.t), '')
 {% macro constraints_of(token_list, kind) -%}
 list_transform(list_filter({{ token_list }}, lambda e: e.kind = {{ kind | lit }}), lambda e: e.t)
 {%- endmacro %}
+{% macro lost_constraints() -%}
+{#- the numbers and dates of the query the rewrite lost, as a multiset difference -#}
+list_transform(
+            list_filter(
+                list_transform(numeric_constraints || time_constraints, lambda x, i: {'x': x, 'i': i}),
+                lambda e: len(list_filter((numeric_constraints || time_constraints)[1:e.i], lambda y: y = e.x))
+                          > len(list_filter(rewritten_numbers || rewritten_times, lambda y: y = e.x))),
+            lambda e: e.x)
+{%- endmacro %}
+{% macro folded(text) -%}
+trim(regexp_replace(lower(translate({{ text }}, {{ full_width | lit }}, {{ half_width | lit }})), '\s+', ' ', 'g'))
+{%- endmacro %}
+{% macro with_synonyms(text, pattern, synonym_map) -%}
+CASE WHEN {{ pattern }} IS NULL THEN {{ text }}
+     ELSE array_to_string(list_transform(regexp_extract_all({{ text }}, {{ pattern }}),
+         lambda piece: coalesce({{ synonym_map }}[piece], piece)), '') END
+{%- endmacro %}
+{% macro terms_of(text, patterns) -%}
+{%- if patterns -%}
+list_sort(list_distinct(list_filter(flatten([
+    {%- for pattern in patterns %}regexp_extract_all({{ text }}, {{ pattern | lit }}, 1){{ ', ' if not loop.last }}{% endfor -%}
+]), lambda term: trim(term) <> '')))
+{%- else -%}
+CAST([] AS VARCHAR[])
+{%- endif -%}
+{%- endmacro %}
 {% macro in_list(value, comma_list) -%}
 list_contains(list_transform(string_split({{ comma_list }}, ','), lambda item: trim(item)), {{ value }})
 {%- endmacro %}
@@ -55,6 +81,8 @@ SELECT CAST(NULL AS VARCHAR) AS tenant_id, CAST(NULL AS VARCHAR) AS project_id,
 {% set p = policy %}
 {% set pk = p.packing %}
 {% set cw = p.confidence.weights %}
+{#- bid_v3's §3.2 constraint rules and §3.3 rewrite guard; absent, the SQL is bid_v1's -#}
+{% set cx = p.get('constraints') %}
 {#- bid_v2's HITL reasons (docs/bids.md#what-bid_v2-changes); absent, the SQL is bid_v1's -#}
 {% set short_evidence_reviewed = p.hitl.get('insufficient_evidence', False) %}
 {% set citation_mapping_reviewed = p.hitl.get('citation_mapping', False) %}
@@ -126,18 +154,80 @@ constrained_queries AS (
         {{ constraints_of(tokens('rewritten_query'), 'date') }} AS rewritten_times
     FROM rewritten_queries
 ),
+{% if cx %}
+-- §3.2 entity constraints (the project dictionary's entities the query names, by term or by
+-- standard name), must-include and must-exclude terms (the policy's patterns), each also in the
+-- dictionary's standard names (`*_canon`) as the filters compare them; the rewrite's own, for §3.3
+scoped_queries AS (
+    SELECT
+        q.*,
+        coalesce((
+            SELECT list_sort(list(DISTINCT e.canonical_norm))
+            FROM synonym_entries AS e
+            WHERE e.tenant_id = q.tenant_id AND e.project_id = q.project_id AND e.term_norm <> ''
+              AND (contains(q.query_norm, e.term_norm) OR contains(q.query_norm, e.canonical_norm))
+        ), CAST([] AS VARCHAR[])) AS entity_constraints,
+        {{ terms_of('q.query_norm', cx.must_include) }} AS must_include_terms,
+        {{ terms_of('q.query_norm', cx.must_exclude) }} AS must_exclude_terms,
+        list_transform(must_include_terms, lambda term: {{ with_synonyms('term', 'q.synonym_pattern', 'q.synonym_map') }}) AS include_canon,
+        list_transform(must_exclude_terms, lambda term: {{ with_synonyms('term', 'q.synonym_pattern', 'q.synonym_map') }}) AS exclude_canon,
+        {{ terms_of('q.rewritten_query', cx.must_include + cx.must_exclude) }} AS rewritten_terms,
+        list_transform(
+            list_filter(coalesce(regexp_extract_all(q.query_norm, q.synonym_pattern), CAST([] AS VARCHAR[])),
+                        lambda piece: q.synonym_map[piece] IS NOT NULL),
+            lambda piece: piece || ' -> ' || q.synonym_map[piece]) AS applied_synonyms
+    FROM constrained_queries AS q
+),
+-- §3.3 a rewrite that changes a hard constraint (a number or date lost) or widens the authorised
+-- scope (drops a must-include or must-exclude term or an entity) is refused: the normalised
+-- query stays, and rewrite_reason says why
+guarded_queries AS (
+    SELECT
+        * REPLACE (
+            CASE WHEN rewrite_refused THEN query_norm ELSE rewritten_query END AS rewritten_query,
+            CASE WHEN rewrite_refused THEN numeric_constraints ELSE rewritten_numbers END AS rewritten_numbers,
+            CASE WHEN rewrite_refused THEN time_constraints ELSE rewritten_times END AS rewritten_times
+        ),
+        CASE
+            WHEN len(attempted_diff) > 0
+                THEN 'refused: changes hard constraints (' || array_to_string(attempted_diff, ', ') || ')'
+            WHEN len(scope_lost) > 0
+                THEN 'refused: widens the authorised scope (drops ' || array_to_string(scope_lost, ', ') || ')'
+            WHEN len(applied_synonyms) = 0 THEN 'no rewrite'
+            ELSE 'synonyms: ' || array_to_string(applied_synonyms, '; ')
+        END AS rewrite_reason
+    FROM (
+        SELECT
+            *,
+            {{ lost_constraints() }} AS attempted_diff,
+            list_filter(must_include_terms || must_exclude_terms,
+                        lambda term: NOT list_contains(rewritten_terms, term)
+                                     AND NOT list_contains(rewritten_terms, {{ with_synonyms('term', 'synonym_pattern', 'synonym_map') }}))
+                || list_filter(entity_constraints, lambda entity: NOT contains(rewritten_query, entity)) AS scope_lost,
+            len(attempted_diff) > 0 OR len(scope_lost) > 0 AS rewrite_refused
+        FROM scoped_queries
+    )
+),
+-- chunk texts normalised and rewritten like the queries, for the §3.2 filters
+chunk_terms AS (
+    SELECT
+        c.tenant_id,
+        c.chunk_id,
+        {{ with_synonyms(text_of(tokens(folded('c.text'))), 's.synonym_pattern', 's.synonym_map') }} AS chunk_canon
+    FROM chunks AS c
+    LEFT JOIN synonym_sets AS s ON s.tenant_id = c.tenant_id AND s.project_id = c.project_id
+),
+{% endif %}
 -- §3.2/§3.3 constraint check, §3.1.4 query typing, §4 retrieval mode
 typed_queries AS (
     SELECT
         query_id, tenant_id, project_id, evaluation_id, supplier_id, criteria_id, query_text,
         query_norm, rewritten_query, numeric_constraints, time_constraints,
         numeric_constraints = rewritten_numbers AND time_constraints = rewritten_times AS constraints_preserved,
-        list_transform(
-            list_filter(
-                list_transform(numeric_constraints || time_constraints, lambda x, i: {'x': x, 'i': i}),
-                lambda e: len(list_filter((numeric_constraints || time_constraints)[1:e.i], lambda y: y = e.x))
-                          > len(list_filter(rewritten_numbers || rewritten_times, lambda y: y = e.x))),
-            lambda e: e.x) AS constraint_diff,
+        {{ lost_constraints() }} AS constraint_diff,
+        {% if cx %}
+        rewrite_reason, entity_constraints, must_include_terms, must_exclude_terms,
+        {% endif %}
         CASE
             {% for entry in type_patterns %}
             WHEN regexp_matches(rewritten_query, {{ entry.pattern | lit }}) THEN {{ entry.type | lit }}
@@ -159,7 +249,7 @@ typed_queries AS (
         doc_scope,
         sql_condition,
         retrieval_ms
-    FROM constrained_queries
+    FROM {{ 'guarded_queries' if cx else 'constrained_queries' }}
 ),
 -- §5.1 LightRAG hits, capped at chunk_top_k by rank
 lightrag_branch AS (
@@ -207,10 +297,19 @@ screened AS (
             WHEN q.doc_scope IS NOT NULL AND NOT {{ in_list('c.doc_type', 'q.doc_scope') }} THEN 'doc_scope'
             WHEN c.supplier_id IS NOT NULL AND c.supplier_id <> q.supplier_id THEN 'supplier_scope'
             WHEN c.rule_scope IS NOT NULL AND NOT {{ in_list('q.criteria_id', 'c.rule_scope') }} THEN 'rule_scope'
+            {% if cx %}
+            WHEN len(list_filter(g.entity_constraints, lambda entity: NOT contains(t.chunk_canon, entity))) > 0 THEN 'entity_constraints'
+            WHEN len(list_filter(g.include_canon, lambda term: NOT contains(t.chunk_canon, term))) > 0 THEN 'must_include_terms'
+            WHEN len(list_filter(g.exclude_canon, lambda term: contains(t.chunk_canon, term))) > 0 THEN 'must_exclude_terms'
+            {% endif %}
         END AS dropped_by
     FROM merged AS m
     JOIN queries AS q ON q.query_id = m.query_id
     LEFT JOIN chunks AS c ON c.tenant_id = q.tenant_id AND c.chunk_id = m.chunk_id
+    {% if cx %}
+    JOIN guarded_queries AS g ON g.query_id = m.query_id
+    LEFT JOIN chunk_terms AS t ON t.tenant_id = q.tenant_id AND t.chunk_id = m.chunk_id
+    {% endif %}
 ),
 filter_log AS (
     SELECT query_id, chunk_id, 'chunk_top_k' AS dropped_by

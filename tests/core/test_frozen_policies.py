@@ -51,8 +51,9 @@ BEFORE_THE_VIEWS = {
     ("answers", "answer_v1"): "819c2e163fc61bfc1d94de13aacab222557f9920059550411e77cb4e3e044374",
     ("answers", "answer_v1_en"): "03cda6a97b99db32fcc82c0cf685ff7e0405f739b93040fc1fcc6dbd9986563f",
     ("bids", "bid_v1"): "6a8b193d83cf8811964985c4f90405c8a0a1a07fa92bc0ad0c352e2907b3d6f8",
-    # issue 50: bid_v2, added after the views, frozen as it was written
+    # issue 50: bid_v2 and bid_v3, added after the views, each frozen as it was written
     ("bids", "bid_v2"): "9230792fc451dfbdf413b344f39d37d718f4d5dac5a9d3c7a4295034b3376b74",
+    ("bids", "bid_v3"): "812f032afb711161c7b9f934c276b059e1e2259a6dbb00f522c73c4b91bf43aa",
     ("instincts", "instinct_v1"): "15316492726b4ee4ac49fe2374f78974f9d885a699c6a2815c222c25d8ce87dd",
 }  # fmt: skip
 RESOLVED_RECORDS = {
