@@ -1,5 +1,7 @@
 """What an instinct policy (sql/instincts/policies/*.yaml, seed 004) may say: the update rules,
-frequency bins, Wilson effectiveness, the human loop, the composite, tiers and decay."""
+frequency bins, Wilson effectiveness, the human loop, the composite, tiers and decay; and, where
+the seed is silent (instinct_v2), the lifecycle's evolve and archive rules and the outcome an
+application's OutcomeSignals give."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import PolicyError
-from ..core.policy import ListOf, Number, PolicyKind, Text
+from ..core.policy import Flag, ListOf, Number, Omissible, PolicyKind, Text
 
 UNIT = Number(0.0, 1.0)
 DIMENSIONS = ("frequency", "effectiveness", "human")
@@ -24,6 +26,9 @@ TRIGGERS = (
     "reflect_rejected",
     "weekly_decay",
 )
+# seed 004's OutcomeSignals: three booleans and timeSaved (ms saved against the average)
+SIGNAL_FLAGS = ("userAccepted", "taskCompleted", "noErrorsIntroduced")
+TIME_SAVED = "timeSaved"
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,16 @@ class Deltas:
         if not isinstance(value, list) or len(value) != 3:
             raise PolicyError(f"{key}: expected [frequency, effectiveness, human] deltas")
         return [Number(-1.0, 1.0).check(f"{key}[{i}]", v) for i, v in enumerate(value)]
+
+
+@dataclass(frozen=True)
+class SignalNames:
+    """A list of OutcomeSignals flags (userAccepted, taskCompleted, noErrorsIntroduced)."""
+
+    def check(self, key: str, value: Any) -> Any:
+        if not isinstance(value, list) or not value or any(v not in SIGNAL_FLAGS for v in value):
+            raise PolicyError(f"{key}: expected a list of {', '.join(SIGNAL_FLAGS)}")
+        return list(value)
 
 
 def _ordered(p: dict[str, Any]) -> None:
@@ -75,6 +90,23 @@ INSTINCT_POLICY = PolicyKind(
             "deprecate_below": UNIT,
             "delete_after_days": Number(0.0, integer=True),
         },
+        "lifecycle": Omissible(
+            {
+                "evolve": {
+                    "min_composite": UNIT,
+                    "min_successes": Number(0.0, integer=True),
+                    "require_reflect_approved": Flag(),
+                },
+                "archive_evolved_after_days": Number(0.0, integer=True),
+            }
+        ),
+        "outcome_signals": Omissible(
+            {
+                "negative_unless": SignalNames(),
+                "positive_if": SignalNames(),
+                "positive_min_time_saved_ms": Number(),
+            }
+        ),
     },
     cross_checks=(_ordered,),
 )

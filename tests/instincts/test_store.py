@@ -327,13 +327,13 @@ INTERRUPTED_JOB = textwrap.dedent("""
     import datetime as dt, os, sys, time
     from pathlib import Path
     import duckscore.instincts.store as instincts
-    real = instincts._history
+    real = instincts.history_rows
     def slow(session, ids_table, reason, at):
         count = real(session, ids_table, reason, at)
         print("inside", flush=True)
         time.sleep(60)
         return count
-    instincts._history = slow
+    instincts.history_rows = slow
     db = sys.argv[1] if sys.argv[1].startswith("postgresql://") else Path(sys.argv[1])
     instincts.decay(db, dt.datetime(2026, 3, 2, tzinfo=dt.timezone.utc))
 """)
@@ -365,14 +365,14 @@ def test_a_failing_decay_job_rolls_back(store_location, monkeypatch: pytest.Monk
 
     db = _stale_store(store_location)
     before = snapshot(db)
-    real = instincts._history
+    real = instincts.history_rows
 
     def fail_on_deprecation(session: Session, ids_table: str, reason: str, at: str) -> int:
         if reason == "deprecated":
             raise RuntimeError("disk full")
         return real(session, ids_table, reason, at)
 
-    monkeypatch.setattr(instincts, "_history", fail_on_deprecation)
+    monkeypatch.setattr(instincts, "history_rows", fail_on_deprecation)
     with pytest.raises(RuntimeError, match="disk full"):
         decay(db, dt.datetime(2026, 3, 2, tzinfo=dt.UTC))
     assert snapshot(db) == before
