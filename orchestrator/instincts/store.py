@@ -29,6 +29,7 @@ from .history import HISTORY_INSERT, history_rows, now_literal
 from .lifecycle import archive_evolved
 from .policy import INSTINCT_POLICY
 from .scores import render_confidence, render_replay, render_scores
+from .signals import check_signals, outcome_sql
 from .tables import EVENTS, NEW_INSTINCTS
 from .workspace import (
     Store,
@@ -241,6 +242,7 @@ def _apply_events(
         "ANTI JOIN ingested_events AS done ON done.event_id = e.event_id"
     )
     fresh = session.first_row("SELECT count(*) FROM fresh_events")[0]  # type: ignore[index]
+    check_signals(session, policy, opened, "fresh_events")
     unknown = session.first_row(
         "SELECT instinct_id FROM fresh_events WHERE CAST(instinct_id AS UUID) "
         "NOT IN (SELECT id FROM instincts) LIMIT 1"
@@ -303,7 +305,7 @@ def _apply_events(
     session_id = f"coalesce(CAST(session_id AS UUID), CAST({lit(NIL_SESSION)} AS UUID))"
     session.execute(f"""INSERT INTO instinct_applications (instinct_id, session_id, outcome, signals, applied_at)
                     SELECT CAST(instinct_id AS UUID), {session_id},
-                           coalesce(outcome, CASE event_type WHEN 'applied_successfully' THEN 'positive' ELSE 'negative' END),
+                           {outcome_sql(policy)},
                            CAST(coalesce(signals, '{{}}') AS JSON), occurred_at
                     FROM fresh_events WHERE event_type IN ('applied_successfully', 'applied_failed')
                     ORDER BY occurred_at, event_id""")
