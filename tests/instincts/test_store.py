@@ -445,3 +445,32 @@ def test_cli_runs_the_lifecycle(store_location, tmp_path: Path) -> None:
         cli, ["-q", "instincts", "decay", "--db", str(tmp_path / "none.duckdb")]
     )
     assert missing.exit_code == 2 and "no such store" in missing.stderr
+
+
+def test_the_duckdb_store_has_the_seeds_indexes(tmp_path: Path) -> None:
+    db = store(lambda: tmp_path / "store.duckdb")
+
+    def indexes() -> dict[str, str]:
+        with open_store(db, read_only=True) as con:
+            rows = con.execute(
+                "SELECT index_name, expressions FROM duckdb_indexes() "
+                "WHERE table_name = 'instincts' ORDER BY index_name"
+            ).fetchall()
+        return dict(rows)
+
+    assert indexes() == {
+        "idx_instincts_composite": "[composite]",
+        "idx_instincts_status": "[status]",
+        "idx_instincts_user_domain": "[user_id, '\"domain\"']",
+    }
+    # the index follows the scores an ingest changes: 0.30 + 0.05 -> 0.35 frequency, composite
+    # 0.35 * 0.35 + 0.40 * 0.50 + 0.25 * 0.50 = 0.4475 -> 0.448 (the others stay at 0.430)
+    first = ids(2)[0]
+    ingest(db, events([("o1", first, "pattern_observed_again", START)]), new_instincts(ids(2)))
+    with open_store(db, read_only=True) as con:
+        found = con.execute("SELECT CAST(id AS VARCHAR) FROM instincts WHERE composite = 0.448")
+        assert found.fetchall() == [(first,)]
+    with open_store(db) as con:  # a store created before the index gets it from init
+        con.execute("DROP INDEX idx_instincts_composite")
+    assert init_store(db) == "up to date"
+    assert "idx_instincts_composite" in indexes()
