@@ -52,6 +52,8 @@ BEFORE_THE_VIEWS = {
     ("answers", "answer_v1_en"): "03cda6a97b99db32fcc82c0cf685ff7e0405f739b93040fc1fcc6dbd9986563f",
     ("bids", "bid_v1"): "6a8b193d83cf8811964985c4f90405c8a0a1a07fa92bc0ad0c352e2907b3d6f8",
     ("instincts", "instinct_v1"): "15316492726b4ee4ac49fe2374f78974f9d885a699c6a2815c222c25d8ce87dd",
+    # issue 50: instinct_v1 and the lifecycle and outcome-signal rules (taken when it was added)
+    ("instincts", "instinct_v2"): "656f763b775b61208ab1243cc3d7f4a8f40ce998c6655ca96c1e5691eea76dad",
 }  # fmt: skip
 RESOLVED_RECORDS = {
     "canonical_rrf": "dba196dc9c99cb82957a9f93933f1e3e70be8d059dca45d42ef07f5c393974a8",
