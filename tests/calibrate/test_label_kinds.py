@@ -14,7 +14,7 @@ from duckscore.calibrate.tables import MIN_LABELS_PER_KIND
 from duckscore.cli import cli
 
 from .test_calibrate import _overlapping
-from .test_refusals import SEPARATED
+from .test_refusals import SEPARATED, _files
 
 OPTIONS = ["--thresholds", "precision", "--folds", "2", "--passes", "1"]
 OPTIONS += ["--target-precision", "0.8"]
@@ -24,14 +24,9 @@ def calibrated(tmp_path: Path, labels: pd.DataFrame) -> tuple[dict, list[str]]:
     """The policy file's metadata and the warnings of `duckscore calibrate` on `labels`."""
     features, _ = _overlapping(lead=SEPARATED)
     tmp_path.mkdir(exist_ok=True)
-    features.to_parquet(tmp_path / "f.parquet")
-    labels.to_parquet(tmp_path / "l.parquet")
     out = tmp_path / "p.yaml"
-    result = CliRunner().invoke(
-        cli,
-        ["calibrate", "--features", str(tmp_path / "f.parquet"), "--labels",
-         str(tmp_path / "l.parquet"), "--out", str(out), *OPTIONS],
-    )  # fmt: skip
+    args = [*_files(tmp_path, features, labels), "--out", str(out), *OPTIONS]
+    result = CliRunner().invoke(cli, ["calibrate", *args])
     assert result.exit_code == 0, result.output
     warnings = [line for line in result.stderr.splitlines() if "warning" in line]
     return yaml.safe_load(out.read_text(encoding="utf-8"))["metadata"], warnings

@@ -36,11 +36,10 @@ from duckscore.scoring.policy import SCORE_POLICY
 
 from .test_properties import (
     PROPERTY_SETTINGS,
-    chunk_values,
-    coverage_values,
     parent_ids,
     ratio_values,
     score_values,
+    seed_features,
 )
 
 POLICIES = available_policies(SCORE_POLICY)
@@ -59,13 +58,8 @@ def one_query(draw: st.DrawFn) -> list[dict[str, Any]]:
     pool = draw(st.lists(score_values, min_size=1, max_size=3))  # shared values: ties
     shared = st.one_of(st.sampled_from(pool), score_values)
     return [
-        {
-            "parent_id": parent_id,
-            "rrf_sum": draw(shared),
-            "max_score": draw(shared),
-            "coverage": draw(coverage_values),
-            "total_chunks": draw(chunk_values),
-            "coverage_ratio": draw(ratio_values),
+        seed_features(draw, parent_id, shared)
+        | {
             "parent_rrf": abs(draw(shared)),
             "source_agreement": draw(ratio_values),
             "score_lead": draw(ratio_values),
