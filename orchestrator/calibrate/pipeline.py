@@ -55,7 +55,7 @@ from .probability import choose_variant, chosen_method, fit_map, outcome
 from .recalibration import QUANTILE_LEVELS, QUANTILES_KEY
 from .report import build_report, write_report
 from .settings import CLASSES, DEFAULT_SETTINGS, CalibrationError, CalibrationSettings, Fit
-from .tables import keep_labels_in, open_labels
+from .tables import keep_labels_in, kind_counts, open_labels
 
 logger = module_logger(__name__)
 
@@ -193,6 +193,7 @@ def calibrate(
         report,
         session.inputs,
         {"labels_not_in_log": inputs.labels_not_in_input}
+        | ({"label_kinds": inputs.kinds} if inputs.kinds is not None else {})
         | ({"recipe": inputs.recipe} if inputs.recipe is not None else {}),
         score_distribution(decisions[decisions["fit"] == "all"], policies["all"]),
     )
@@ -207,6 +208,7 @@ class CalibrationInputs:
     labels: pd.DataFrame  # the labelled queries that occur in the input
     counts: dict[str, int]
     labels_not_in_input: int
+    kinds: dict[str, int] | None  # labels per query kind, when the labels have a kind column
     recipe: dict[str, str] | None  # the fusion recipe of the parent features, when known
 
 
@@ -246,7 +248,7 @@ def open_inputs(
     if qrels is not None:
         session.open("qrels", QRELS, qrels, "--qrels")
         session.execute("CREATE OR REPLACE TEMP TABLE cal_qrels AS SELECT * FROM qrels")
-    return CalibrationInputs(kept, counts, missing, record)
+    return CalibrationInputs(kept, counts, missing, kind_counts(session, opened_labels), record)
 
 
 def class_counts(labels: pd.DataFrame) -> dict[str, int]:

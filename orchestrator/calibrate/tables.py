@@ -15,9 +15,17 @@ logger = module_logger(__name__)
 
 LABELS = TableContract(
     name="labels",
-    columns=(Column("query_id", "id"), Column("label", "text")),
+    columns=(
+        Column("query_id", "id"),
+        Column("label", "text"),
+        # the query's kinds, comma-separated (seed 000 §9.1's kinds: SEED_KINDS, or your own)
+        Column("kind", "text", required=False, nullable=True),
+    ),
     key=("query_id",),
 )
+# seed 000 §9.1's query kinds a calibration set covers: 推荐 / 教学 / 问答, 宽泛 / 细节
+SEED_KINDS = ("recommendation", "tutorial", "qa", "broad", "detailed")
+MIN_LABELS_PER_KIND = 10  # §9.1's 50 queries at the least, over its five kinds
 
 
 def open_labels(session: Session, given: Table) -> tuple[OpenedInput, pd.DataFrame]:
@@ -69,3 +77,28 @@ def keep_labels_in(
 def _examples(session: Session, table: str) -> str:
     frame = session.frame(f"SELECT DISTINCT query_id FROM {table} ORDER BY query_id LIMIT 3")
     return ", ".join(repr(q) for q in frame["query_id"])
+
+
+def kind_counts(session: Session, opened: OpenedInput) -> dict[str, int] | None:
+    """Of the kept labels (cal_labels), how many are of each kind: the seed's kinds first, in
+    SEED_KINDS' order, then the others by name. None when the labels have no `kind` column.
+    A kind the seed names that is missing or has fewer than MIN_LABELS_PER_KIND labels is a
+    warning (§9.1: the set covers every kind)."""
+    if "kind" not in opened.columns:
+        return None
+    found = session.frame(
+        "SELECT kind, count(DISTINCT l.query_id) AS n FROM cal_labels AS l "
+        "JOIN (SELECT query_id, trim(unnest(string_split(lower(kind), ','))) AS kind "
+        "FROM labels) AS k ON k.query_id = l.query_id WHERE kind <> '' GROUP BY kind"
+    )
+    given = {str(kind): int(n) for kind, n in zip(found["kind"], found["n"], strict=True)}
+    counts = {kind: given.get(kind, 0) for kind in SEED_KINDS}
+    counts |= {kind: given[kind] for kind in sorted(given) if kind not in SEED_KINDS}
+    short = [f"{kind} {counts[kind]}" for kind in SEED_KINDS if counts[kind] < MIN_LABELS_PER_KIND]
+    if short:
+        logger.warning(
+            f"--labels: seed 000 §9.1's query kinds are covered unevenly: {', '.join(short)} "
+            f"labels (fewer than {MIN_LABELS_PER_KIND}); thresholds fitted on them may not hold "
+            "for those queries"
+        )
+    return counts

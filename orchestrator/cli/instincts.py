@@ -1,4 +1,4 @@
-"""`duckscore instincts init|ingest|recompute|decay|top|report`."""
+"""`duckscore instincts init|ingest|recompute|decay|evolve|archive|top|report`."""
 
 from __future__ import annotations
 
@@ -114,10 +114,50 @@ def instincts_decay(db: Store, now: dt.datetime | None) -> None:
     if result.already_ran:
         done(f"Decay job already ran for the week of {result.week_start}: nothing changed")
     else:
+        archived = "" if result.archived is None else f", {result.archived} archived"
         done(
             f"Decay job complete: {result.decayed} decayed, {result.deprecated} deprecated, "
-            f"{result.deleted} deleted"
+            f"{result.deleted} deleted{archived}"
         )
+
+
+ids_option = click.option(
+    "--id", "ids", multiple=True, metavar="UUID", help="An instinct (repeat for more)."
+)
+
+
+@instincts.command("evolve")
+@db_option
+@ids_option
+@click.option(
+    "--eligible", is_flag=True, help="Every active instinct the policy's evolve rule accepts."
+)
+@now_option
+def instincts_evolve(
+    db: Store, ids: tuple[str, ...], eligible: bool, now: dt.datetime | None
+) -> None:
+    """Move mature instincts to `evolved` (the policy's lifecycle.evolve rule: composite,
+    successes, a /reflect approval); an --id that does not meet it is refused."""
+    from ..instincts.lifecycle import evolve
+
+    if bool(ids) == eligible:
+        raise click.UsageError("give --id (one or more) or --eligible")
+    moved = evolve(db, ids, eligible, now)
+    done(f"{len(moved):,} instinct{'s' * (len(moved) != 1)} evolved")
+
+
+@instincts.command("archive")
+@db_option
+@ids_option
+@now_option
+def instincts_archive(db: Store, ids: tuple[str, ...], now: dt.datetime | None) -> None:
+    """Move instincts to `archived`: kept with their history, never decayed nor deleted."""
+    from ..instincts.lifecycle import archive
+
+    if not ids:
+        raise click.UsageError("give --id (one or more)")
+    counts = archive(db, ids, now)
+    done(f"{counts['archived']:,} archived, {counts['already_archived']:,} already archived")
 
 
 @instincts.command("top")

@@ -44,6 +44,12 @@ EXTRA = needs_extra("duckscore serve", "serve")
     type=click.IntRange(min=1),
     help="Requests scored at once, each on a thread of its own  [default: the CPU count].",
 )
+@click.option(
+    "--instincts-db",
+    metavar="STORE",
+    help="Also serve seed 004's instinct confidence from this store (a DuckDB file or a "
+    "postgresql:// URL): GET /v1/instincts, GET /v1/instincts/{id}, POST /v1/instincts/events.",
+)
 def serve(
     job: Job,
     host: str,
@@ -51,6 +57,7 @@ def serve(
     workers: int,
     max_body_bytes: int,
     scoring_threads: int | None,
+    instincts_db: str | None,
 ) -> None:
     """Serve the policy's decisions over HTTP: POST /v1/score {"hits": […]} answers the
     contract lines `duckscore run` would write for those queries.
@@ -69,5 +76,5 @@ def serve(
     from ..serve.server import serve as run_server
 
     one_thread = replace(job, settings=EngineSettings(threads=1))
-    settings = ScorerSettings(one_thread, max_body_bytes, scoring_threads)
+    settings = ScorerSettings(one_thread, max_body_bytes, scoring_threads, instincts_db)
     run_server(settings, host, port, workers)

@@ -193,6 +193,8 @@ class PolicyKind:
     override_option: str = "--set"  # the command-line option that overrides these files
     # one file's parameters in the spec's words (seed 003 §8's spellings), before bases merge
     read_as: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # the overrides ({dotted key: value}) in the spec's words, as read_as reads a file
+    read_overrides_as: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     # the base of a file that names none and leaves out keys or its version (recipes: hybrid_v1)
     default_base: str | None = None
     # a file's (or the overrides') parameters with the files they name read, relative to the
@@ -259,6 +261,8 @@ def load_policy(kind: PolicyKind, name_or_path: str, overrides: list[str] | None
     parsed_overrides = parse_overrides(
         overrides or [], strip_prefix=not kind.flat, option=kind.override_option
     )
+    if kind.read_overrides_as is not None:
+        parsed_overrides = _prepared(kind.read_overrides_as, kind.override_option, parsed_overrides)
     locate = kind.locate_files
     if locate is not None:
         parsed_overrides = _prepared(

@@ -30,6 +30,11 @@ BODY = (
     "SELECT coalesce(list(annotation ORDER BY query_id, position), CAST([] AS JSON[])) AS data "
     "FROM phoenix_annotations"
 )
+# the contract's top_parents (seed 000 §10) as the annotations read them: sub-scores and flags
+TOP_PARENTS = (
+    "STRUCT(parent_id VARCHAR, overall_score DOUBLE, strength DOUBLE, coverage DOUBLE, "
+    "stability DOUBLE, risk_flags VARCHAR[])[]"
+)
 ROWS = "SELECT query_id, annotation FROM phoenix_annotations ORDER BY query_id, position"
 
 
@@ -106,7 +111,8 @@ def _annotated(
             session,
             "scored_policies",
             f"read_json({lit(contract)}, format = 'newline_delimited', "
-            "columns = {query_id: 'VARCHAR', score_policy_version: 'VARCHAR'})",
+            f"columns = {{query_id: 'VARCHAR', score_policy_version: 'VARCHAR', "
+            f"top_parents: {lit(TOP_PARENTS)}}})",
         )
         rendered = render(
             "export/phoenix_annotations.sql",

@@ -32,6 +32,7 @@ from ..core.policy import (
     canonical_json,
     load_policy,
 )
+from ..core.reporting import module_logger
 from .code_plan import MAPPED_TARGETS, CodePlan, fell_back
 from .components import recipe_value
 from .contract import GRANULARITIES as LOG_GRANULARITIES
@@ -46,6 +47,8 @@ from .plugins import (
     used_components,
 )
 from .recipe_view import Recipe, RecipeSource
+
+logger = module_logger(__name__)
 
 # the built-in names (sql/fuse/components/; a recipe's plugins add names of their own)
 NORMALIZERS = tuple(builtins().names("normalizer"))
@@ -93,15 +96,57 @@ class Granularity:
         return Choice(GRANULARITIES).check(key, value)
 
 
+# seed 003's names of what duckscore names otherwise: §12.1's `sum_decay` aligner is `max_decay`
+# (§6.2 calls it Max-Decay: s1 + 0.5 s2 + 0.25 s3 …, a decayed sum led by the maximum)
+ALIGNER_ALIASES = {"sum_decay": "max_decay"}
+# seed 003 §6.3 and §12.1: weighted_sum's normaliser when the recipe names none
+WEIGHTED_SUM_NORMALIZER = "sigmoid"
+
+
 def _seed_spellings(parameters: dict[str, Any]) -> dict[str, Any]:
-    """Seed 003 §8 names the fusion method `fusion.type`."""
+    """One recipe file in duckscore's words: seed 003 §8 names the fusion method `fusion.type`,
+    §12.1 the aligner `sum_decay`; a file that fuses by `weighted_sum` and names no
+    `source_defaults.normalize` gets §6.3's (§12.1's) `sigmoid` there."""
     fusion = parameters.get("fusion")
-    if not isinstance(fusion, dict) or "type" not in fusion:
-        return parameters
-    if "method" in fusion:
-        raise PolicyError("fusion: give `method` or seed 003's `type`, not both")
-    renamed = {("method" if key == "type" else key): value for key, value in fusion.items()}
-    return {**parameters, "fusion": renamed}
+    if isinstance(fusion, dict) and "type" in fusion:
+        if "method" in fusion:
+            raise PolicyError("fusion: give `method` or seed 003's `type`, not both")
+        renamed = {("method" if key == "type" else key): value for key, value in fusion.items()}
+        parameters = {**parameters, "fusion": renamed}
+    aligner = parameters.get("aligner")
+    if isinstance(aligner, dict) and aligner.get("method") in ALIGNER_ALIASES:
+        aligner = {**aligner, "method": ALIGNER_ALIASES[aligner["method"]]}
+        parameters = {**parameters, "aligner": aligner}
+    fusion = parameters.get("fusion")
+    defaults = parameters.get("source_defaults") or {}
+    method = fusion.get("method") if isinstance(fusion, dict) else None
+    if method == "weighted_sum" and isinstance(defaults, dict) and "normalize" not in defaults:
+        defaults = {**defaults, "normalize": WEIGHTED_SUM_NORMALIZER}
+        parameters = {**parameters, "source_defaults": defaults}
+    return parameters
+
+
+def _seed_override_spellings(overrides: dict[str, Any]) -> dict[str, Any]:
+    """--set-recipe overrides read as _seed_spellings reads a file: `fusion.type` is
+    `fusion.method`, `aligner.method=sum_decay` is `max_decay`, and `fusion.method=weighted_sum`
+    without `source_defaults.normalize` sets it to `sigmoid` (recorded among the overrides)."""
+    if "fusion.type" in overrides:
+        if "fusion.method" in overrides:
+            raise PolicyError("fusion: give `method` or seed 003's `type`, not both")
+        overrides = {
+            ("fusion.method" if key == "fusion.type" else key): value
+            for key, value in overrides.items()
+        }
+    aligner = overrides.get("aligner.method")
+    if isinstance(aligner, str) and aligner in ALIGNER_ALIASES:
+        overrides = {**overrides, "aligner.method": ALIGNER_ALIASES[aligner]}
+    if (
+        overrides.get("fusion.method") == "weighted_sum"
+        and "source_defaults.normalize" not in overrides
+        and "source_defaults" not in overrides
+    ):
+        overrides = {**overrides, "source_defaults.normalize": WEIGHTED_SUM_NORMALIZER}
+    return overrides
 
 
 def _merge_source_defaults(parameters: dict[str, Any]) -> dict[str, Any]:
@@ -174,6 +219,7 @@ FUSE_RECIPE = PolicyKind(
     flat=True,
     prepare=_merge_source_defaults,
     read_as=_seed_spellings,
+    read_overrides_as=_seed_override_spellings,
     default_base=DEFAULT_BASE,
     spec={
         "target_granularity": Granularity(),
@@ -385,6 +431,8 @@ def plan(
             f"{recipe.source}: every source's weight is 0, so {method} gives no item a score "
             "that ranks it: give at least one source a positive weight"
         )
+    if not fusion.ranks:
+        _warn_minmax(recipe, [name for name in sources if declared[name].normalize == "minmax"])
     missing = (
         recipe.fusion.missing if recipe.fusion.missing != "default" else fusion.default_missing
     )
@@ -409,6 +457,17 @@ def plan(
         payload,
         code,
     )
+
+
+def _warn_minmax(recipe: Recipe, minmax_sources: list[str]) -> None:
+    """Seed 003 §6.3's caution, where minmax enters the fused score (a method over scores, not
+    ranks): it follows one query's score distribution and magnifies small differences."""
+    if minmax_sources:
+        logger.warning(
+            f"recipe {recipe.version}: sources {', '.join(minmax_sources)} normalize by minmax, "
+            "which follows each query's score distribution and magnifies small differences "
+            "(seed 003 §6.3, which prefers sigmoid or zscore where scores are fused)"
+        )
 
 
 def _fills_candidates(

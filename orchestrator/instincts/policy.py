@@ -1,6 +1,7 @@
 """What an instinct policy (sql/instincts/policies/*.yaml, seed 004) may say: the update rules,
-frequency bins, Wilson effectiveness, the human loop, the composite, tiers and decay; and
-InstinctPolicy, its typed view."""
+frequency bins, Wilson effectiveness, the human loop, the composite, tiers and decay; where the
+seed is silent (instinct_v2), the lifecycle's evolve and archive rules and the outcome an
+application's OutcomeSignals give; and InstinctPolicy, its typed view."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import PolicyError
-from ..core.policy import ListOf, Number, Policy, PolicyKind, Text, load_policy
+from ..core.policy import Flag, ListOf, Number, Omissible, Policy, PolicyKind, Text, load_policy
 from ..core.policy_view import PolicyView
 
 UNIT = Number(0.0, 1.0)
@@ -27,6 +28,9 @@ TRIGGERS = (
     "reflect_rejected",
     "weekly_decay",
 )
+# seed 004's OutcomeSignals: three booleans and timeSaved (ms saved against the average)
+SIGNAL_FLAGS = ("userAccepted", "taskCompleted", "noErrorsIntroduced")
+TIME_SAVED = "timeSaved"
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,16 @@ class Deltas:
         if not isinstance(value, list) or len(value) != 3:
             raise PolicyError(f"{key}: expected [frequency, effectiveness, human] deltas")
         return [Number(-1.0, 1.0).check(f"{key}[{i}]", v) for i, v in enumerate(value)]
+
+
+@dataclass(frozen=True)
+class SignalNames:
+    """A list of OutcomeSignals flags (userAccepted, taskCompleted, noErrorsIntroduced)."""
+
+    def check(self, key: str, value: Any) -> Any:
+        if not isinstance(value, list) or not value or any(v not in SIGNAL_FLAGS for v in value):
+            raise PolicyError(f"{key}: expected a list of {', '.join(SIGNAL_FLAGS)}")
+        return list(value)
 
 
 def _ordered(p: dict[str, Any]) -> None:
@@ -78,6 +92,23 @@ INSTINCT_POLICY = PolicyKind(
             "deprecate_below": UNIT,
             "delete_after_days": Number(0.0, integer=True),
         },
+        "lifecycle": Omissible(
+            {
+                "evolve": {
+                    "min_composite": UNIT,
+                    "min_successes": Number(0.0, integer=True),
+                    "require_reflect_approved": Flag(),
+                },
+                "archive_evolved_after_days": Number(0.0, integer=True),
+            }
+        ),
+        "outcome_signals": Omissible(
+            {
+                "negative_unless": SignalNames(),
+                "positive_if": SignalNames(),
+                "positive_min_time_saved_ms": Number(),
+            }
+        ),
     },
     cross_checks=(_ordered,),
 )
@@ -113,6 +144,55 @@ class Decay:
 
 
 @dataclass(frozen=True)
+class Evolution:
+    """lifecycle.evolve: an active instinct evolves at a composite of at least `min_composite`
+    after `min_successes` successful applications (and its last review an approval, if asked)."""
+
+    min_composite: float
+    min_successes: int
+    require_reflect_approved: bool
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    """instinct_v2's lifecycle rules: evolve, and archive an instinct evolved for
+    `archive_evolved_after_days`."""
+
+    evolve: Evolution
+    archive_evolved_after_days: int
+
+    @classmethod
+    def of(cls, given: Mapping[str, Any] | None) -> Lifecycle | None:
+        if given is None:
+            return None
+        rule = given["evolve"]
+        evolve = Evolution(
+            rule["min_composite"], int(rule["min_successes"]), rule["require_reflect_approved"]
+        )
+        return cls(evolve, int(given["archive_evolved_after_days"]))
+
+
+@dataclass(frozen=True)
+class OutcomeRule:
+    """outcome_signals: negative unless every `negative_unless` flag holds; positive when every
+    `positive_if` flag holds and timeSaved is at least `positive_min_time_saved_ms`; else neutral."""
+
+    negative_unless: tuple[str, ...]
+    positive_if: tuple[str, ...]
+    positive_min_time_saved_ms: float
+
+    @classmethod
+    def of(cls, given: Mapping[str, Any] | None) -> OutcomeRule | None:
+        if given is None:
+            return None
+        return cls(
+            tuple(given["negative_unless"]),
+            tuple(given["positive_if"]),
+            given["positive_min_time_saved_ms"],
+        )
+
+
+@dataclass(frozen=True)
 class InstinctPolicy(PolicyView):
     """An instinct policy, read once from its validated parameters: the keys Python reads (the
     templates render the plain `parameters`, core/policy_view.py)."""
@@ -123,6 +203,8 @@ class InstinctPolicy(PolicyView):
     decay: Decay
     weekly_decay: tuple[float, float, float]  # update_rules.weekly_decay's deltas
     wilson_z: float  # effectiveness.z
+    lifecycle: Lifecycle | None  # None: the policy has no lifecycle rules (instinct_v1)
+    outcome_signals: OutcomeRule | None  # None: signals are stored, not read (instinct_v1)
 
     @classmethod
     def of(cls, policy: Policy) -> InstinctPolicy:
@@ -141,6 +223,8 @@ class InstinctPolicy(PolicyView):
             ),
             weekly_decay=(frequency, effectiveness, human),
             wilson_z=p["effectiveness"]["z"],
+            lifecycle=Lifecycle.of(p.get("lifecycle")),
+            outcome_signals=OutcomeRule.of(p.get("outcome_signals")),
         )
 
 

@@ -25,8 +25,11 @@ from ..core.render import ident, lit, render, render_expression
 from ..core.session import Session
 from ..core.tables import OpenedInput
 from . import postgres
+from .history import HISTORY_INSERT, history_rows, now_literal
+from .lifecycle import archive_evolved
 from .policy import InstinctPolicy, load_instinct_policy
 from .scores import render_confidence, render_replay, render_scores
+from .signals import check_signals, outcome_sql
 from .tables import EVENTS, NEW_INSTINCTS
 from .workspace import (
     Store,
@@ -141,11 +144,6 @@ def _init_postgres(dsn: str, record: str, parameters: Mapping[str, Any]) -> str:
         return postgres.retrying(pg, attempt)
 
 
-def _now_literal(now: dt.datetime | None) -> str:
-    moment = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC).replace(tzinfo=None)
-    return f"CAST({lit(moment.isoformat(sep=' '))} AS TIMESTAMP)"
-
-
 FUTURE_TOLERANCE = dt.timedelta(days=1)  # producers' clocks drift
 
 
@@ -153,12 +151,6 @@ def _horizon(now: dt.datetime | None) -> dt.datetime:
     """The latest time an event may carry: a day past the clock, or past a later `now`."""
     clock = dt.datetime.now(dt.UTC)
     return max(clock, (now or clock).astimezone(dt.UTC)) + FUTURE_TOLERANCE
-
-
-HISTORY_INSERT = (
-    "INSERT INTO confidence_history (instinct_id, freq_score, eff_score, human_score, composite, "
-    "reason, recorded_at) "
-)
 
 
 def ingest(
@@ -170,7 +162,7 @@ def ingest(
     """Add instincts and apply events (UPDATE_RULES) in one transaction; event ids already
     ingested are skipped, so re-running an ingest changes nothing."""
     with open_workspace(db) as work:
-        at = _now_literal(now)
+        at = now_literal(now)
         session = Session(connection=work.con)
         added = (
             None
@@ -250,13 +242,14 @@ def _apply_events(
         "ANTI JOIN ingested_events AS done ON done.event_id = e.event_id"
     )
     fresh = session.first_row("SELECT count(*) FROM fresh_events")[0]  # type: ignore[index]
+    check_signals(session, policy, opened, "fresh_events")
     unknown = session.first_row(
         "SELECT instinct_id FROM fresh_events WHERE CAST(instinct_id AS UUID) "
         "NOT IN (SELECT id FROM instincts) LIMIT 1"
     )
     if unknown:
         raise InputError(f"{opened.label}: instinct_id {unknown[0]!r} is not in the store")
-    latest = _now_literal(horizon)
+    latest = now_literal(horizon)
     future = session.first_row(
         f"SELECT event_id, CAST(occurred_at AS VARCHAR), CAST({latest} AS VARCHAR) "
         f"FROM fresh_events WHERE occurred_at > {latest} "
@@ -312,7 +305,7 @@ def _apply_events(
     session_id = f"coalesce(CAST(session_id AS UUID), CAST({lit(NIL_SESSION)} AS UUID))"
     session.execute(f"""INSERT INTO instinct_applications (instinct_id, session_id, outcome, signals, applied_at)
                     SELECT CAST(instinct_id AS UUID), {session_id},
-                           coalesce(outcome, CASE event_type WHEN 'applied_successfully' THEN 'positive' ELSE 'negative' END),
+                           {outcome_sql(policy)},
                            CAST(coalesce(signals, '{{}}') AS JSON), occurred_at
                     FROM fresh_events WHERE event_type IN ('applied_successfully', 'applied_failed')
                     ORDER BY occurred_at, event_id""")
@@ -330,7 +323,7 @@ def recompute(db: Store, now: dt.datetime | None = None) -> dict[str, int]:
     the human loop); a history row for every instinct whose scores change."""
     with open_workspace(db) as work:
         policy = work.policy
-        at = _now_literal(now)
+        at = now_literal(now)
         session = Session(connection=work.con)
         session.execute("""
             CREATE OR REPLACE TEMP VIEW instinct_counts AS
@@ -372,7 +365,7 @@ def recompute(db: Store, now: dt.datetime | None = None) -> dict[str, int]:
                 f"UPDATE instincts AS i SET freq_score = c.freq_score, eff_score = c.eff_score, "
                 f"human_score = c.human_score, updated_at = {at} FROM changed AS c WHERE i.id = c.id"
             )
-            return _history(session, "changed", "recompute", at)
+            return history_rows(session, "changed", "recompute", at)
 
         def lend(loan: postgres.Loan) -> None:
             loan.pg.execute("LOCK TABLE instincts IN SHARE ROW EXCLUSIVE MODE")
@@ -385,16 +378,6 @@ def recompute(db: Store, now: dt.datetime | None = None) -> dict[str, int]:
         return {"instincts": total, "changed": changed}
 
 
-def _history(session: Session, ids_table: str, reason: str, at: str) -> int:
-    """A confidence_history row, with the scores as they are now, for every id in `ids_table`."""
-    row = session.first_row(
-        HISTORY_INSERT + f"SELECT i.id, i.freq_score, i.eff_score, i.human_score, i.composite, "
-        f"{lit(reason)}, {at} FROM instincts AS i WHERE i.id IN (SELECT id FROM {ident(ids_table)}) "
-        f"ORDER BY i.id"
-    )
-    return int(row[0]) if row else 0
-
-
 @dataclass(frozen=True)
 class DecayResult:
     week_start: dt.date
@@ -402,16 +385,18 @@ class DecayResult:
     decayed: int
     deprecated: int
     deleted: int
+    archived: int | None = None  # None: the policy has no lifecycle rules (instinct_v1)
 
 
 def decay(db: Store, now: dt.datetime | None = None) -> DecayResult:
     """The seed's weekly job, once per ISO week of `now`: decay the inactive, deprecate the weak,
     delete the long deprecated (with their applications, evidence and history: the seed's
-    ON DELETE CASCADE). One transaction; a second run in the same week changes nothing. On
+    ON DELETE CASCADE), then (a policy with lifecycle rules) archive the long evolved. One
+    transaction; a second run in the same week changes nothing. On
     PostgreSQL it holds an advisory lock: two schedulers started together apply it once."""
     moment = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
     week_start = (moment - dt.timedelta(days=moment.weekday())).date()
-    at = _now_literal(moment)
+    at = now_literal(moment)
     with open_workspace(db) as work:
         d = work.policy.decay
         f, e, h = work.policy.weekly_decay
@@ -432,7 +417,7 @@ def decay(db: Store, now: dt.datetime | None = None) -> DecayResult:
                     human_score = greatest(0, human_score + CAST({lit(h)} AS DECIMAL(4, 3))),
                     updated_at = {at}
                 WHERE id IN (SELECT id FROM decayed)""")
-            decayed = _history(session, "decayed", "weekly_decay", at)
+            decayed = history_rows(session, "decayed", "weekly_decay", at)
             session.execute(
                 f"CREATE OR REPLACE TEMP TABLE deprecated AS SELECT id FROM instincts WHERE status = 'active' "
                 f"AND composite < CAST({lit(d.deprecate_below)} AS DECIMAL(4, 3))"
@@ -441,7 +426,7 @@ def decay(db: Store, now: dt.datetime | None = None) -> DecayResult:
                 f"UPDATE instincts SET status = 'deprecated', updated_at = {at} "
                 f"WHERE id IN (SELECT id FROM deprecated)"
             )
-            deprecated = _history(session, "deprecated", "deprecated", at)
+            deprecated = history_rows(session, "deprecated", "deprecated", at)
             session.execute(
                 f"CREATE OR REPLACE TEMP TABLE deleted AS SELECT id FROM instincts WHERE status = 'deprecated' "
                 f"AND updated_at < {at} - INTERVAL {int(d.delete_after_days)} DAY"
@@ -453,8 +438,9 @@ def decay(db: Store, now: dt.datetime | None = None) -> DecayResult:
             deleted = session.first_row(
                 "DELETE FROM instincts WHERE id IN (SELECT id FROM deleted)"
             )
+            archived = archive_evolved(session, work.policy, at)
             result = DecayResult(
-                week_start, False, decayed, deprecated, int(deleted[0]) if deleted else 0
+                week_start, False, decayed, deprecated, int(deleted[0]) if deleted else 0, archived
             )
             session.execute(
                 "INSERT INTO decay_runs VALUES (?, CAST(? AS TIMESTAMP), ?, ?, ?)",

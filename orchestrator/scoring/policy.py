@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import PolicyError
-from ..core.policy import Bounds, Choice, Number, Omissible, PolicyKind, Rule
+from ..core.policy import Bounds, Choice, Flag, Number, Omissible, PolicyKind, Rule
 
 UNIT = Number(0.0, 1.0)
 EVIDENCE = (
@@ -129,6 +129,54 @@ def _probability_consistent(p: dict[str, Any]) -> None:
         )
 
 
+# §7.3's flags, each with its thresholds, in the order of risk_flags
+RISK_FLAG_THRESHOLDS: dict[str, Rule] = {
+    "low_coverage": {"strength_at_least": UNIT, "coverage_below": UNIT},
+    "single_spike": {"max_score_norm_at_least": UNIT, "rrf_sum_norm_below": UNIT},
+    "sparse_evidence": {"coverage_ratio_below": UNIT},
+    "huge_doc_sparse": {"total_chunks_at_least": Number(0.0), "coverage_ratio_below": UNIT},
+    "ambiguous_candidate": {"ratio_at_least": UNIT},
+}
+RISK_FLAGS = tuple(RISK_FLAG_THRESHOLDS)
+# §13's actions (issue 50) a diagnostic may recommend
+ACTIONS = ("clarify", "lock_parent", "raise_threshold", "re_retrieve")
+
+
+@dataclass(frozen=True)
+class ActionList:
+    """A diagnostic's recommended actions: at least one of ACTIONS, none twice."""
+
+    def check(self, key: str, value: Any) -> Any:
+        if not isinstance(value, list) or not value:
+            raise PolicyError(f"{key}: expected a list of actions ({', '.join(ACTIONS)})")
+        for i, action in enumerate(value):
+            Choice(ACTIONS).check(f"{key}[{i}]", action)
+        if len(set(value)) != len(value):
+            raise PolicyError(f"{key}: an action is listed twice in {value!r}")
+        return list(value)
+
+
+# §13: what a query whose best parent carries a flag should do next (the sorted union of the
+# rules of its flags), and whether that flag also asks a human (need_hitl, as §8.1's ratio does)
+DIAGNOSTIC: dict[str, Rule] = {"actions": ActionList(), "need_hitl": Flag()}
+
+# §4.4's optional smoothing of coverage_ratio: the ratio's chunks shrunk towards `prior` by
+# `pseudo_chunks` imaginary chunks, (coverage_ratio·total_chunks + pseudo_chunks·prior) /
+# (total_chunks + pseudo_chunks); absent, coverage_ratio is used as is
+COVERAGE_SMOOTHING: dict[str, Rule] = {
+    "pseudo_chunks": Number(0.0, lo_open=True),
+    "prior": UNIT,
+}
+
+
+def _diagnostics_given(p: dict[str, Any]) -> None:
+    if p.get("diagnostics") == {}:
+        raise PolicyError(
+            f"parameters.diagnostics: give the rule of at least one flag ({', '.join(RISK_FLAGS)})"
+            ", or leave the block out"
+        )
+
+
 SCORE_POLICY = PolicyKind(
     capability="score",
     version_key="score_policy_version",
@@ -158,20 +206,18 @@ SCORE_POLICY = PolicyKind(
             "coverage_max": Number(0.0, lo_open=True, nullable=True),
             "reference": {f: Bounds() for f in REFERENCE_FEATURES},
         },
-        "risk_flags": {
-            "low_coverage": {"strength_at_least": UNIT, "coverage_below": UNIT},
-            "single_spike": {"max_score_norm_at_least": UNIT, "rrf_sum_norm_below": UNIT},
-            "sparse_evidence": {"coverage_ratio_below": UNIT},
-            "huge_doc_sparse": {"total_chunks_at_least": Number(0.0), "coverage_ratio_below": UNIT},
-            "ambiguous_candidate": {"ratio_at_least": UNIT},
-        },
+        "risk_flags": RISK_FLAG_THRESHOLDS,
         # issue 24: P(good answer) mapped from the best OverallScore, fitted by `calibrate`
         "probability": Omissible(PROBABILITY),
+        # issue 50: §13's diagnostics act, §4.4's smoothing; both absent in overall_v1..v3
+        "diagnostics": Omissible({flag: Omissible(DIAGNOSTIC) for flag in RISK_FLAGS}),
+        "coverage_smoothing": Omissible(COVERAGE_SMOOTHING),
     },
     cross_checks=(
         _weights_sum_to_one,
         _thresholds_ordered,
         _normalisation_complete,
         _probability_consistent,
+        _diagnostics_given,
     ),
 )

@@ -56,6 +56,14 @@ class Probability:
 
 
 @dataclass(frozen=True)
+class Diagnostic:
+    """A risk flag's rule (§13): the actions it recommends, and whether it raises need_hitl."""
+
+    actions: tuple[str, ...]
+    need_hitl: bool
+
+
+@dataclass(frozen=True)
 class ScorePolicy(PolicyView):
     """A score policy, read once from its validated parameters."""
 
@@ -69,6 +77,7 @@ class ScorePolicy(PolicyView):
     r_hitl: float
     normalization: Normalization
     probability: Probability | None
+    diagnostics: Mapping[str, Diagnostic]  # by risk flag: §13's rules (none: no actions)
 
     @classmethod
     def of(cls, policy: Policy) -> ScorePolicy:
@@ -85,7 +94,18 @@ class ScorePolicy(PolicyView):
             r_hitl=p["R_hitl"],
             normalization=Normalization.of(p["normalization"]),
             probability=Probability.of(p.get("probability")),
+            diagnostics=FrozenMap(
+                {
+                    flag: Diagnostic(tuple(rule["actions"]), rule["need_hitl"])
+                    for flag, rule in (p.get("diagnostics") or {}).items()
+                }
+            ),
         )
+
+    @property
+    def hitl_flags(self) -> list[str]:
+        """The flags whose diagnostic rule raises need_hitl (§13's clarification)."""
+        return [flag for flag, rule in self.diagnostics.items() if rule.need_hitl]
 
     @property
     def combination(self) -> dict[str, float]:

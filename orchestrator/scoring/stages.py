@@ -38,6 +38,7 @@ STAGES = (
     "scored_parents",
     "per_query",
     "all_queries",
+    "query_actions",  # only with diagnostics (issue 50)
     "probabilities",  # only with a probability map (issue 24)
     "decisions",
     "contract",
@@ -45,8 +46,10 @@ STAGES = (
 
 
 def query_columns(policy: ScorePolicy) -> tuple[str, ...]:
-    """queries.parquet's columns: the contract's flat ones, p_good when the policy maps to it."""
+    """queries.parquet's columns: the contract's flat ones, p_good when the policy maps to it,
+    actions when it has diagnostics."""
     with_probability = ("p_good",) if policy.probability is not None else ()
+    with_actions = ("actions",) if policy.diagnostics else ()
     return (
         "query_id",
         "best_parent_id",
@@ -56,6 +59,7 @@ def query_columns(policy: ScorePolicy) -> tuple[str, ...]:
         "top2_ratio",
         "need_hitl",
         "web_fallback",
+        *with_actions,
     )
 
 
@@ -183,6 +187,11 @@ def render_stage(policy: ScorePolicy, stage: str, top_n: int = 5) -> RenderedSQL
             f"stage probabilities: policy {policy.version} has no probability map "
             "(`duckscore calibrate` fits one)"
         )
+    if stage == "query_actions" and not policy.diagnostics:
+        raise PolicyError(
+            f"stage query_actions: policy {policy.version} has no diagnostics block "
+            "(docs/score.md#diagnostics-that-act-13)"
+        )
     if STAGES.index(stage) <= STAGES.index("scored_parents"):
         return render_parents(policy, final=stage)
     return render_queries(policy, top_n, standalone=True, with_query_ids=False, final=stage)
@@ -213,7 +222,7 @@ class DecisionCounts:
     need_hitl: int
     web_fallback: int
     level_rule: str  # the thresholds behind the levels
-    r_hitl: float
+    hitl_rule: str  # what raises need_hitl
 
     def summary(self) -> str:
         """One line: the levels, HITL and web fallback, each beside the threshold behind it."""
@@ -221,7 +230,7 @@ class DecisionCounts:
         return (
             f"{self.queries:,} quer{'y' if self.queries == 1 else 'ies'}: {levels} "
             f"({self.level_rule}); need_hitl "
-            f"{self.need_hitl:,} (top-2 ratio >= R_hitl {self.r_hitl:.4g}); web_fallback "
+            f"{self.need_hitl:,} ({self.hitl_rule}); web_fallback "
             f"{self.web_fallback:,} (low without HITL, or no candidate)"
         )
 
@@ -245,7 +254,7 @@ class DecisionCounts:
         if self.queries >= WARN_FROM and self.need_hitl > HITL_WARN_SHARE * self.queries:
             found.append(
                 f"policy {policy.version} asks a human about {self.need_hitl:,} of "
-                f"{self.queries:,} queries (top-2 ratio >= R_hitl {self.r_hitl:.4g})"
+                f"{self.queries:,} queries ({self.hitl_rule})"
             )
         return found
 
@@ -291,5 +300,6 @@ def decision_counts(
         int(row[4]),
         int(row[5]),
         rule,
-        policy.r_hitl,
+        f"top-2 ratio >= R_hitl {policy.r_hitl:.4g}"
+        + "".join(f", or {flag}" for flag in policy.hitl_flags),
     )

@@ -1,5 +1,6 @@
 """The Starlette app of `duckscore serve`: POST /v1/score, GET /v1/policy, POST /v1/reload,
-GET /healthz, GET /openapi.json.
+GET /healthz, GET /openapi.json; with an instinct store, GET /v1/instincts, GET
+/v1/instincts/{id} and POST /v1/instincts/events (instincts.py).
 
 Every answer carries the policy version that computed it (`policy_version` in the body and the
 X-Duckscore-Policy-Version header). A reload builds the new Scorer first, then swaps it in at
@@ -38,12 +39,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..api.scorer import Scorer
 from ..core.errors import DuckscoreError
+from .instincts import InstinctService, limit_of
 from .openapi import openapi_schema
 from .tables import answer_tables, hits_table, json_type
 
 VERSION_HEADER = "X-Duckscore-Policy-Version"
 ANSWER_TABLES = ("answers", "citations", "chunks")
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
+NO_STORE = "no instinct store: start the server with --instincts-db STORE"
 log = logging.getLogger("duckscore.serve")
 _T = TypeVar("_T")
 
@@ -166,6 +169,7 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     access_log: bool = True,
     scoring_threads: int | None = None,
+    instincts: InstinctService | None = None,
 ) -> Starlette:
     """The app; `make_scorer` is called once now and again by each reload. Requests are scored
     `scoring_threads` at a time (default: one a CPU), each on a thread of a pool of that size:
@@ -274,6 +278,54 @@ def create_app(
             )
         return _answer(documents[key], version=scorer.policy.version)
 
+    def instinct_answer(work: Callable[[], tuple[int, dict[str, Any]]]) -> Callable[[], Response]:
+        """A store call's answer: 422 for what the store refuses, in one line."""
+
+        def answer() -> Response:
+            if instincts is None:
+                return _answer({"error": NO_STORE}, 404)
+            version = instincts.policy_version
+            try:
+                status, body = work()
+            except DuckscoreError as exc:
+                return _answer({"error": one_line(str(exc))}, 422, version)
+            return _answer(body | {"instinct_policy_version": version}, status, version)
+
+        return answer
+
+    def store() -> InstinctService:
+        assert instincts is not None  # instinct_answer answered 404 first
+        return instincts
+
+    async def instinct_list(request: Request) -> Response:
+        tier, limit = request.query_params.get("tier"), request.query_params.get("limit")
+        return await on_pool(
+            instinct_answer(lambda: (200, {"instincts": store().top(tier, limit_of(limit))}))
+        )
+
+    async def instinct_one(request: Request) -> Response:
+        wanted = str(request.path_params["instinct_id"])
+
+        def read() -> tuple[int, dict[str, Any]]:
+            found = store().one(wanted)
+            if found is None:
+                return 404, {"error": f"instinct {wanted!r}: no such instinct in the store"}
+            return 200, {"instinct": found}
+
+        return await on_pool(instinct_answer(read))
+
+    async def instinct_events(request: Request) -> Response:
+        version = instincts.policy_version if instincts is not None else None
+        try:
+            body = await _read_body(request, max_body_bytes)
+        except _TooLarge:
+            too_large = f"the body is over {max_body_bytes} bytes (--max-body-bytes)"
+            return _answer({"error": too_large}, 413, version)
+        lists = _lists_of(body, ("events",))
+        if isinstance(lists, str):
+            return _answer({"error": lists}, 400, version)
+        return await on_pool(instinct_answer(lambda: (200, store().ingest(lists["events"]))))
+
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
@@ -297,6 +349,9 @@ def create_app(
             Route("/v1/reload", reload, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/openapi.json", openapi, methods=["GET"]),
+            Route("/v1/instincts", instinct_list, methods=["GET"]),
+            Route("/v1/instincts/events", instinct_events, methods=["POST"]),
+            Route("/v1/instincts/{instinct_id}", instinct_one, methods=["GET"]),
         ],
         exception_handlers={HTTPException: http_error, Exception: internal_error},
         lifespan=lifespan,

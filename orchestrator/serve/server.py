@@ -41,6 +41,7 @@ class ScorerSettings:
     job: Job
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     scoring_threads: int | None = None
+    instincts_db: str | None = None  # a DuckDB store file or a postgresql:// URL
 
     def make_scorer(self) -> Scorer:
         return Scorer(self.job)
@@ -57,7 +58,7 @@ class ScorerSettings:
         }
         if job["settings"] is not None:
             job["settings"] = EngineSettings(**job["settings"])
-        return cls(Job(**job), raw["max_body_bytes"], raw["scoring_threads"])
+        return cls(Job(**job), raw["max_body_bytes"], raw["scoring_threads"], raw["instincts_db"])
 
 
 def app_from_environment() -> Any:
@@ -74,10 +75,14 @@ def _server_log() -> None:
 
 
 def app_of(settings: ScorerSettings) -> Any:
+    from .instincts import InstinctService
+
+    store = settings.instincts_db
     return create_app(
         settings.make_scorer,
         max_body_bytes=settings.max_body_bytes,
         scoring_threads=settings.scoring_threads,
+        instincts=None if store is None else InstinctService(store),
     )
 
 

@@ -10,8 +10,9 @@ What DuckDB changes in the seed's schema, forced by DuckDB:
 - `composite` is a VIRTUAL generated column (DuckDB has no STORED ones);
 - no FOREIGN KEYs: DuckDB cannot delete a parent row in the transaction that deletes its
   children, so the seed's ON DELETE CASCADE is done by the runner, in the decay transaction;
-- JSONB is JSON; the partial index on active status is a plain one and the index on the
-  generated composite is absent (DuckDB indexes neither predicates nor generated columns).
+- JSONB is JSON; the partial index on active status is a plain one (DuckDB indexes no
+  predicate); the index on the generated composite is DuckDB's ART index, which has no order
+  (DuckDB accepts and drops DESC).
 On both: `composite` is the seed's exact decimal sum (_stored_composite.sql), and `user_id` and
 `project_id` reference no table — the seed references `users` and `projects` without defining
 them. Numbers reach the SQL through `lit` (CAST(… AS DOUBLE)), the type renamed for PostgreSQL.
@@ -53,8 +54,8 @@ CREATE TABLE IF NOT EXISTS instincts (
     updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS idx_instincts_user_domain ON instincts (user_id, domain);
-{% if pg %}
 CREATE INDEX IF NOT EXISTS idx_instincts_composite ON instincts (composite DESC);
+{% if pg %}
 CREATE INDEX IF NOT EXISTS idx_instincts_status ON instincts (status) WHERE status = 'active';
 {% else %}
 CREATE INDEX IF NOT EXISTS idx_instincts_status ON instincts (status);

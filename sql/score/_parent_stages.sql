@@ -9,11 +9,18 @@ geometric mean with a non-zero weight: S_agreement = source_agreement and
 S_separation = separation_base + (1 − separation_base) · score_lead (see
 sql/fuse/parent_features.sql). Optional `carry`: input columns passed through every
 stage up to `flagged` (calibrate's candidate parameters; policy values may be column(...)).
+
+§4.4's optional smoothing (issue 50; a `coverage_smoothing` block, absent in overall_v1..v3, which
+then render as before): the sub-scores read coverage_ratio_smoothed =
+(coverage_ratio·total_chunks + pseudo_chunks·prior) / (total_chunks + pseudo_chunks), the hit
+chunks shrunk towards `prior` by `pseudo_chunks` imaginary ones; the §7.3 flags keep the input's.
 -#}
 {% set p = policy %}
 {% set nz = p.normalization %}
 {% set evidence = p.strength_evidence %}
 {% set carried = carry | default([]) %}
+{% set smoothing = p.get('coverage_smoothing') %}
+{% set ratio = 'coverage_ratio_smoothed' if smoothing else 'coverage_ratio' %}
 {% set features_normalised = [evidence, 'max_score', 'coverage', 'log_chunks'] %}
 {% set extra_subscores = [('agreement', p.w_agreement), ('separation', p.w_separation)] | selectattr(1, 'ne', 0) | map(attribute=0) | list %}
 {% set subscore_names = ['strength', 'coverage', 'stability'] + extra_subscores %}
@@ -38,6 +45,10 @@ features AS (
         coverage,
         total_chunks,
         coverage_ratio,
+{% if smoothing %}
+        (coverage_ratio * total_chunks + {{ (smoothing.pseudo_chunks * smoothing.prior) | lit }})
+            / (total_chunks + {{ smoothing.pseudo_chunks | lit }}) AS coverage_ratio_smoothed,
+{% endif %}
 {% for c in evidence_columns + carried %}
         {{ c | ident }},
 {% endfor %}
@@ -85,14 +96,14 @@ subscores AS (
     SELECT
         *,
         {{ p.alpha | lit }} * {{ evidence }}_norm + (1 - {{ p.alpha | lit }}) * max_score_norm AS s_strength,
-        {{ p.beta | lit }} * coverage_norm + (1 - {{ p.beta | lit }}) * coverage_ratio AS s_coverage,
+        {{ p.beta | lit }} * coverage_norm + (1 - {{ p.beta | lit }}) * {{ ratio }} AS s_coverage,
 {% if 'agreement' in extra_subscores %}
         source_agreement AS s_agreement,
 {% endif %}
 {% if 'separation' in extra_subscores %}
         {{ p.separation_base | lit }} + (1 - {{ p.separation_base | lit }}) * score_lead AS s_separation,
 {% endif %}
-        {{ clamp('coverage_ratio * (' ~ (p.stability_base | lit) ~ ' + ' ~ (p.stability_size_weight | lit) ~ ' * log_chunks_norm)') }} AS s_stability
+        {{ clamp(ratio ~ ' * (' ~ (p.stability_base | lit) ~ ' + ' ~ (p.stability_size_weight | lit) ~ ' * log_chunks_norm)') }} AS s_stability
     FROM normalized
 ),
 combined AS (
@@ -147,6 +158,9 @@ scored_parents AS (
         coverage,
         total_chunks,
         coverage_ratio,
+{% if smoothing %}
+        coverage_ratio_smoothed,
+{% endif %}
         log_chunks,
 {% for f in features_normalised %}
         {{ f }}_norm,

@@ -6,10 +6,16 @@ the top-N parents. Reads `inputs.scored_parents`: the stage a runner materialise
 With `inputs.query_ids` set, every query listed there gets a row even without candidates.
 A policy with a `probability` map (issue 24, fitted by `duckscore calibrate`) adds the stage
 `probabilities` and `p_good` to the decisions and the contract; without one, neither appears.
+A policy with `diagnostics` (§13, issue 50) adds the stage `query_actions` and `actions` — the
+sorted union of the actions its rules give the query's flags (the best parent's, and
+ambiguous_candidate, which sits on the runner-up) — and a rule with `need_hitl` raises it;
+without the block, neither appears.
 -#}
 {% from 'score/_parent_stages.sql' import parent_stages with context %}
 {% set p = policy %}
 {% set prob = p.get('probability') %}
+{% set diagnostics = p.get('diagnostics') %}
+{% set hitl_flags = (diagnostics or {}).items() | selectattr('1.need_hitl') | map(attribute=0) | list %}
 {% set zero, one = 0.0 | lit, 1.0 | lit %}
 WITH
 {% if standalone %}
@@ -44,6 +50,39 @@ all_queries AS (
     SELECT query_id FROM {{ inputs.query_ids | ident }}
 {% endif %}
 ),
+{% if diagnostics is not none %}
+query_actions AS (
+    -- §13: a flag of the query (the best parent's, or the runner-up's ambiguous_candidate)
+    -- gives its rule's actions, each once, in order; a query without such a flag has none
+    SELECT
+        query_id,
+        list(action ORDER BY action ASC NULLS LAST) AS actions,
+        bool_or(need_hitl) AS rule_needs_hitl
+    FROM (
+        SELECT f.query_id, r.action, bool_or(r.need_hitl) AS need_hitl
+        FROM (
+            SELECT query_id, unnest(risk_flags) AS flag
+            FROM {{ inputs.scored_parents | ident }}
+            WHERE rank = 1
+            UNION ALL
+            SELECT query_id, 'ambiguous_candidate' AS flag
+            FROM {{ inputs.scored_parents | ident }}
+            WHERE rank = 2 AND flag_ambiguous_candidate
+        ) AS f
+        JOIN (
+            VALUES
+{% for flag, rule in diagnostics.items() %}
+{% set outer = loop %}
+{% for action in rule.actions %}
+                ({{ flag | lit }}, {{ action | lit }}, {{ rule.need_hitl | lit }}){{ ',' if not (loop.last and outer.last) }}
+{% endfor %}
+{% endfor %}
+        ) AS r (flag, action, need_hitl) ON r.flag = f.flag
+        GROUP BY f.query_id, r.action
+    ) AS acting
+    GROUP BY query_id
+),
+{% endif %}
 {% if prob %}
 probabilities AS (
     -- P(good answer) from the best OverallScore (0 for a query without candidates)
@@ -127,11 +166,17 @@ decisions AS (
             ELSE 'high'
         END AS confidence_level,
         q.top2_ratio,
-        coalesce(q.top2_ratio >= {{ p.R_hitl | lit }}, FALSE) AS need_hitl,
+        coalesce(q.top2_ratio >= {{ p.R_hitl | lit }}, FALSE){{ ' OR coalesce(qa.rule_needs_hitl, FALSE)' if hitl_flags }} AS need_hitl,
         q.best_parent_id IS NULL AS empty_result,
-        coalesce(q.top_parents, []) AS top_parents
+        coalesce(q.top_parents, []) AS top_parents{{ ',' if diagnostics is not none }}
+{% if diagnostics is not none %}
+        coalesce(qa.actions, []) AS actions
+{% endif %}
     FROM all_queries AS a
     LEFT JOIN per_query AS q ON q.query_id = a.query_id
+{% if diagnostics is not none %}
+    LEFT JOIN query_actions AS qa ON qa.query_id = a.query_id
+{% endif %}
 {% if prob %}
     LEFT JOIN probabilities AS pr ON pr.query_id = a.query_id
 {% endif %}
@@ -156,6 +201,9 @@ contract AS (
             R_hitl := {{ p.R_hitl | lit }}
         ) AS thresholds_used,
         top_parents,
+{% if diagnostics is not none %}
+        actions,
+{% endif %}
         need_hitl,
         empty_result OR (confidence_level = 'low' AND NOT need_hitl) AS web_fallback,
         top2_ratio

@@ -21,7 +21,7 @@ from duckscore.cli import cli
          "overall_v3 is a score policy: duckscore policy show overall_v3 --capability score"),
         ("answer_v1", "score", "overall_v1, overall_v2, overall_v3",
          "answer_v1 is an answers policy: duckscore policy show answer_v1 --capability answers"),
-        ("bid_v1", "instincts", "instinct_v1",
+        ("bid_v1", "instincts", "instinct_v1, instinct_v2",
          "bid_v1 is a bids policy: duckscore policy show bid_v1 --capability bids"),
     ],
 )  # fmt: skip

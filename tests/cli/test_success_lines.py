@@ -274,7 +274,7 @@ def _annotations(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[list[s
     scored, traces = request.getfixturevalue("traced")
     out = tmp_path / "annotations.json"
     return ["export", "annotations", "--scored", str(scored), "--out", str(out)], [
-        f"wrote {3 * traces} phoenix annotations of {traces} traces to {out}"
+        f"wrote {4 * traces} phoenix annotations of {traces} traces to {out}"
     ]
 
 

@@ -40,19 +40,19 @@ def packaged(capability: str) -> list[Path]:
 
 
 def file_parameters(path: Path) -> dict[str, Any]:
-    """The file's parameters, over those of the packaged file it `extends` (bid_v2: bid_v1)."""
-    document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    parameters: dict[str, Any] = document["parameters"]
-    if "extends" not in document:
-        return parameters
-    return merged(file_parameters(path.with_name(f"{document['extends']}.yaml")), parameters)
+    """The file's parameters over those of the file it extends (a sibling), merged by key."""
+    written = yaml.safe_load(path.read_text(encoding="utf-8"))
+    base = written.get("extends")
+    inherited = file_parameters(path.with_name(f"{base}.yaml")) if base else {}
+    return merged(inherited, written.get("parameters") or {})
 
 
-def merged(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
-    return {
-        key: merged(base[key], value) if isinstance(value, dict) and key in base else value
-        for key, value in {**base, **top}.items()
-    }
+def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    both = {**base, **over}
+    for key in base.keys() & over.keys():
+        if isinstance(base[key], dict) and isinstance(over[key], dict):
+            both[key] = merged(base[key], over[key])
+    return both
 
 
 def check_score(view: ScorePolicy, p: dict[str, Any]) -> None:
@@ -107,6 +107,15 @@ def check_instincts(view: InstinctPolicy, p: dict[str, Any]) -> None:
     assert view.decay == Decay(**p["decay"])
     assert list(view.weekly_decay) == p["update_rules"]["weekly_decay"]
     assert view.wilson_z == p["effectiveness"]["z"]
+    lifecycle, signals = p.get("lifecycle"), p.get("outcome_signals")
+    assert (view.lifecycle is None) == (lifecycle is None)
+    if view.lifecycle is not None:
+        assert dataclasses.asdict(view.lifecycle.evolve) == lifecycle["evolve"]
+        assert view.lifecycle.archive_evolved_after_days == lifecycle["archive_evolved_after_days"]
+    assert (view.outcome_signals is None) == (signals is None)
+    if view.outcome_signals is not None:
+        assert {k: list(v) if isinstance(v, tuple) else v
+                for k, v in dataclasses.asdict(view.outcome_signals).items()} == signals  # fmt: skip
 
 
 KINDS: dict[str, tuple[Callable[[str], PolicyView], Callable[[Any, dict[str, Any]], None]]] = {

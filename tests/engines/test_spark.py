@@ -84,6 +84,24 @@ def test_scifact_equals_the_duckdb_engine(
     assert_same_outputs(tmp_path / "duck", tmp_path / "spark")
 
 
+# issue 50's optional blocks, which no packaged policy has: §13's diagnostics (the query_actions
+# stage, actions on the contract, a rule raising need_hitl) and §4.4's smoothing
+ISSUE_50_BLOCKS = (
+    "diagnostics={single_spike: {actions: [raise_threshold, clarify], need_hitl: false}, "
+    "ambiguous_candidate: {actions: [clarify], need_hitl: true}}",
+    "coverage_smoothing={pseudo_chunks: 2, prior: 0.5}",
+)
+
+
+@pytest.mark.spark
+@pytest.mark.extended
+def test_diagnostics_and_smoothing_equal_the_duckdb_engine(spark, tmp_path: Path) -> None:
+    job = Job(policy="overall_v3", policy_overrides=ISSUE_50_BLOCKS)
+    run(SCIFACT_LOG, tmp_path / "duck", job)
+    run_on_spark(SCIFACT_LOG, tmp_path / "spark", job, shards=3)
+    assert_same_outputs(tmp_path / "duck", tmp_path / "spark")
+
+
 RECIPES = sorted(path.stem for path in (ROOT / "sql" / "fuse" / "recipes").glob("*.yaml"))
 POLICIES = sorted(path.stem for path in (ROOT / "sql" / "score" / "policies").glob("*.yaml"))
 CISI_LOG = fixtures_dir() / "cisi" / "retrieval_log.parquet"

@@ -32,7 +32,12 @@ from duckscore.cli import cli
 
 from ..fuse.test_traces import invoke, otlp_export, scifact_slice, spans_of
 
-NAMES = ("duckscore.confidence", "duckscore.need_hitl", "duckscore.web_fallback")
+NAMES = (
+    "duckscore.confidence",
+    "duckscore.need_hitl",
+    "duckscore.web_fallback",
+    "duckscore.risk_flags",
+)
 
 
 def scored(spans: pd.DataFrame | str, folder: Path, *extra: str) -> Path:
@@ -152,12 +157,14 @@ def test_the_file_is_the_body_phoenix_takes(
     data = body["data"]
     assert posted(lambda c: c.spans.log_span_annotations(span_annotations=data, sync=True)) == body
     queries = duckdb.execute(f"FROM '{phoenix_run / 'queries.parquet'}' ORDER BY query_id").df()
+    best = best_parents(phoenix_run)
     assert sorted(queries["query_id"]) == sorted(f"trace-{q}" for q in log["query_id"].unique())
     assert len(data) == len(NAMES) * len(queries)
     for decision, i in zip(
         queries.to_dict("records"), range(0, len(data), len(NAMES)), strict=True
     ):
         trio = data[i : i + len(NAMES)]
+        parent = best[decision["query_id"]]
         assert [a["name"] for a in trio] == list(NAMES)
         assert {a["span_id"] for a in trio} == {f"{decision['query_id']}-root"}  # the fixture's
         assert {a["annotator_kind"] for a in trio} == {"CODE"}
@@ -168,8 +175,12 @@ def test_the_file_is_the_body_phoenix_takes(
             "best_overall_score": decision["best_overall_score"],
             "top2_ratio": None if pd.isna(decision["top2_ratio"]) else decision["top2_ratio"],
             "score_policy_version": "overall_v3",
+            "strength": parent["s_strength"],
+            "coverage": parent["s_coverage"],
+            "stability": parent["s_stability"],
+            "risk_flags": parent["flags"],
         }] * len(NAMES)  # fmt: skip
-        confidence, hitl, fallback = (a["result"] for a in trio)
+        confidence, hitl, fallback, flags = (a["result"] for a in trio)
         assert confidence["label"] == decision["confidence_level"]
         assert confidence["score"] == decision["best_overall_score"]
         assert decision["best_parent_id"] in confidence["explanation"]
@@ -179,11 +190,35 @@ def test_the_file_is_the_body_phoenix_takes(
         assert fallback["score"] == float(decision["web_fallback"])
         why = "low confidence and no human review" if decision["web_fallback"] else None
         assert fallback.get("explanation") == why
+        assert flags["label"] == (",".join(parent["flags"]) or "none")
+        assert flags["score"] == len(parent["flags"])
+        assert flags["explanation"].startswith(
+            f"best parent {decision['best_parent_id']}: strength"
+        )
+    flagged = [a for a in data if a["name"] == "duckscore.risk_flags" and a["result"]["score"]]
+    assert flagged  # the slice has flagged queries: the check above saw flags, not only none
+
+
+def best_parents(run: Path) -> dict[str, dict[str, Any]]:
+    """Per query, from parents.parquet (not the contract the export reads): the rank-1 parent's
+    sub-scores and its risk flags, with ambiguous_candidate when the rank-2 parent has it."""
+    rows = duckdb.execute(
+        f"SELECT query_id, rank, s_strength, s_coverage, s_stability, risk_flags, "
+        f"flag_ambiguous_candidate FROM '{run / 'parents.parquet'}' WHERE rank <= 2"
+    ).df()
+    found: dict[str, dict[str, Any]] = {}
+    for row in rows.sort_values(["query_id", "rank"]).to_dict("records"):
+        if row["rank"] == 1:
+            found[row["query_id"]] = row | {"flags": list(row["risk_flags"])}
+        elif row["flag_ambiguous_candidate"]:
+            found[row["query_id"]]["flags"].append("ambiguous_candidate")
+    return found
 
 
 def test_every_kind_of_decision(tmp_path: Path) -> None:
-    """A folder written by hand: a high-confidence query that needs review, a medium one, one
-    without candidates (listed by --queries); the first trace's root known, the others not."""
+    """A folder written by hand: a high-confidence query that needs review, its best parent and
+    runner-up flagged, a medium one without flags, one without candidates (listed by
+    --queries); the first trace's root known, the others not."""
     folder = tmp_path / "scored"
     folder.mkdir()
     pd.DataFrame({
@@ -197,9 +232,40 @@ def test_every_kind_of_decision(tmp_path: Path) -> None:
         "trace_id": ["t1", "t1", "t2", "t2", "t3"], "span_id": ["s1b", "s1a", "s2b", "s2a", "s3"],
         "root_span_id": ["r1", "r1", None, None, None],
     }).to_parquet(folder / "spans.parquet", index=False)  # fmt: skip
+    top_parents = {
+        "t1": [
+            {
+                "parent_id": "p1",
+                "overall_score": 0.9,
+                "strength": 0.8,
+                "coverage": 0.7,
+                "stability": 0.6,
+                "risk_flags": ["low_coverage"],
+            },
+            {
+                "parent_id": "p2",
+                "overall_score": 0.86,
+                "strength": 0.9,
+                "coverage": 0.5,
+                "stability": 0.5,
+                "risk_flags": ["single_spike", "ambiguous_candidate"],
+            },
+        ],
+        "t2": [
+            {
+                "parent_id": "p7",
+                "overall_score": 0.55,
+                "strength": 0.5,
+                "coverage": 0.25,
+                "stability": 0.125,
+                "risk_flags": [],
+            }
+        ],
+        "t3": [],
+    }
     (folder / "contract.jsonl").write_text("".join(
-        json.dumps({"score_policy_version": "v9", "query_id": q, "top_parents": []}) + "\n"
-        for q in ("t1", "t2", "t3")))  # fmt: skip
+        json.dumps({"score_policy_version": "v9", "query_id": q, "top_parents": top}) + "\n"
+        for q, top in top_parents.items()))  # fmt: skip
 
     def annotations(span: str, query: str, results: list[dict[str, Any]], **meta: Any) -> list[Any]:
         metadata = {"query_id": query, **meta, "score_policy_version": "v9"}
@@ -211,18 +277,26 @@ def test_every_kind_of_decision(tmp_path: Path) -> None:
         *annotations("r1", "t1", [
             {"label": "high", "score": 0.9, "explanation": "best parent p1, OverallScore 0.9000"},
             {"label": "true", "score": 1.0, "explanation": "top-2 ratio (score 2 / score 1) 0.9500"},
-            {"label": "false", "score": 0.0}],
-            best_parent_id="p1", best_overall_score=0.9, top2_ratio=0.95),
+            {"label": "false", "score": 0.0},
+            {"label": "low_coverage,ambiguous_candidate", "score": 2.0,
+             "explanation": "best parent p1: strength 0.8000, coverage 0.7000, stability 0.6000"}],
+            best_parent_id="p1", best_overall_score=0.9, top2_ratio=0.95, strength=0.8,
+            coverage=0.7, stability=0.6, risk_flags=["low_coverage", "ambiguous_candidate"]),
         *annotations("s2a", "t2", [
             {"label": "medium", "score": 0.55, "explanation": "best parent p7, OverallScore 0.5500"},
             {"label": "false", "score": 0.0},
-            {"label": "false", "score": 0.0}],
-            best_parent_id="p7", best_overall_score=0.55, top2_ratio=None),
+            {"label": "false", "score": 0.0},
+            {"label": "none", "score": 0.0,
+             "explanation": "best parent p7: strength 0.5000, coverage 0.2500, stability 0.1250"}],
+            best_parent_id="p7", best_overall_score=0.55, top2_ratio=None, strength=0.5,
+            coverage=0.25, stability=0.125, risk_flags=[]),
         *annotations("s3", "t3", [
             {"label": "low", "explanation": "no candidate parent"},
             {"label": "false", "score": 0.0},
-            {"label": "true", "score": 1.0, "explanation": "no candidate parent"}],
-            best_parent_id=None, best_overall_score=None, top2_ratio=None),
+            {"label": "true", "score": 1.0, "explanation": "no candidate parent"},
+            {"label": "none", "score": 0.0, "explanation": "no candidate parent"}],
+            best_parent_id=None, best_overall_score=None, top2_ratio=None, strength=None,
+            coverage=None, stability=None, risk_flags=[]),
     ]  # fmt: skip
     body = exported(folder, tmp_path / "a.json")
     assert body == {"data": expected}
@@ -298,7 +372,7 @@ def test_queries_without_spans_are_left_out(log: pd.DataFrame, tmp_path: Path) -
     traces = log["query_id"].nunique()
     assert done.stdout == ""  # a message, on stderr (docs/outputs.md#what-a-command-prints)
     assert done.stderr == (
-        f"duckscore: wrote {3 * traces} phoenix annotations of {traces} traces to "
+        f"duckscore: wrote {len(NAMES) * traces} phoenix annotations of {traces} traces to "
         f"{tmp_path / 'a.json'}; left out 1 query without spans\n"
     )
     data = json.loads((tmp_path / "a.json").read_text())["data"]

@@ -327,13 +327,13 @@ INTERRUPTED_JOB = textwrap.dedent("""
     import datetime as dt, os, sys, time
     from pathlib import Path
     import duckscore.instincts.store as instincts
-    real = instincts._history
+    real = instincts.history_rows
     def slow(session, ids_table, reason, at):
         count = real(session, ids_table, reason, at)
         print("inside", flush=True)
         time.sleep(60)
         return count
-    instincts._history = slow
+    instincts.history_rows = slow
     db = sys.argv[1] if sys.argv[1].startswith("postgresql://") else Path(sys.argv[1])
     instincts.decay(db, dt.datetime(2026, 3, 2, tzinfo=dt.timezone.utc))
 """)
@@ -365,14 +365,14 @@ def test_a_failing_decay_job_rolls_back(store_location, monkeypatch: pytest.Monk
 
     db = _stale_store(store_location)
     before = snapshot(db)
-    real = instincts._history
+    real = instincts.history_rows
 
     def fail_on_deprecation(session: Session, ids_table: str, reason: str, at: str) -> int:
         if reason == "deprecated":
             raise RuntimeError("disk full")
         return real(session, ids_table, reason, at)
 
-    monkeypatch.setattr(instincts, "_history", fail_on_deprecation)
+    monkeypatch.setattr(instincts, "history_rows", fail_on_deprecation)
     with pytest.raises(RuntimeError, match="disk full"):
         decay(db, dt.datetime(2026, 3, 2, tzinfo=dt.UTC))
     assert snapshot(db) == before
@@ -445,3 +445,32 @@ def test_cli_runs_the_lifecycle(store_location, tmp_path: Path) -> None:
         cli, ["-q", "instincts", "decay", "--db", str(tmp_path / "none.duckdb")]
     )
     assert missing.exit_code == 2 and "no such store" in missing.stderr
+
+
+def test_the_duckdb_store_has_the_seeds_indexes(tmp_path: Path) -> None:
+    db = store(lambda: tmp_path / "store.duckdb")
+
+    def indexes() -> dict[str, str]:
+        with open_store(db, read_only=True) as con:
+            rows = con.execute(
+                "SELECT index_name, expressions FROM duckdb_indexes() "
+                "WHERE table_name = 'instincts' ORDER BY index_name"
+            ).fetchall()
+        return dict(rows)
+
+    assert indexes() == {
+        "idx_instincts_composite": "[composite]",
+        "idx_instincts_status": "[status]",
+        "idx_instincts_user_domain": "[user_id, '\"domain\"']",
+    }
+    # the index follows the scores an ingest changes: 0.30 + 0.05 -> 0.35 frequency, composite
+    # 0.35 * 0.35 + 0.40 * 0.50 + 0.25 * 0.50 = 0.4475 -> 0.448 (the others stay at 0.430)
+    first = ids(2)[0]
+    ingest(db, events([("o1", first, "pattern_observed_again", START)]), new_instincts(ids(2)))
+    with open_store(db, read_only=True) as con:
+        found = con.execute("SELECT CAST(id AS VARCHAR) FROM instincts WHERE composite = 0.448")
+        assert found.fetchall() == [(first,)]
+    with open_store(db) as con:  # a store created before the index gets it from init
+        con.execute("DROP INDEX idx_instincts_composite")
+    assert init_store(db) == "up to date"
+    assert "idx_instincts_composite" in indexes()

@@ -43,7 +43,12 @@ METADATA = "document.metadata"
 
 MORNING = pd.Timestamp("2025-03-01T10:00:00Z")  # the first six traces of project rag
 AFTERNOON = pd.Timestamp("2025-03-01T14:00:00Z")  # the other six
-NAMES = ("duckscore.confidence", "duckscore.need_hitl", "duckscore.web_fallback")
+NAMES = (
+    "duckscore.confidence",
+    "duckscore.need_hitl",
+    "duckscore.web_fallback",
+    "duckscore.risk_flags",
+)
 
 
 def hex_id(name: str, digits: int) -> str:
@@ -284,7 +289,7 @@ def test_posting_again_updates_the_annotations_and_never_adds_one(
     scored = scored_from_phoenix(phoenix, tmp_path)
     post(phoenix, scored)
     first = [*held(phoenix, oracle)[0], *held(phoenix, oracle)[1]]
-    assert len(first) == 2 * 3 * 12  # three per trace, on its span and on the trace
+    assert len(first) == 2 * len(NAMES) * 12  # each per trace, on its span and on the trace
     ids = sorted(a["id"] for a in first)
 
     post(phoenix, scored)
@@ -300,8 +305,8 @@ def test_posting_again_updates_the_annotations_and_never_adds_one(
     for annotation in edits:
         assert (annotation["result"]["label"], annotation["result"]["score"]) == ("high", 0.99)
         assert annotation["metadata"]["best_overall_score"] == 0.99
-    # the trace's three annotations (their metadata hold the score), on the span and the trace
-    assert len(set(values(changed)) - set(values(first))) == 6
+    # the trace's annotations (their metadata hold the score), on the span and the trace
+    assert len(set(values(changed)) - set(values(first))) == 2 * len(NAMES)
 
     post(phoenix, scored)  # the run's own decisions again
     assert values([*held(phoenix, oracle)[0], *held(phoenix, oracle)[1]]) == values(first)

@@ -40,8 +40,9 @@ DEPENDS_ON: dict[str, set[str]] = {
     "pack": BASE | {"fusion", "scoring", "runner", "instincts", "metrics", "answering"},
     "api": BASE | {"fusion", "scoring", "runner", "answering", "metrics", "pack"},
     "serve": BASE
-    | {"api", "answering", "runner", "fusion"},  # duckscore serve: the live scorer over HTTP, its
-    # OpenAPI document read off the retrieval_log contract (fuse/contract.py)
+    | {"api", "answering", "runner", "fusion", "instincts"},  # duckscore serve: the live scorer
+    # over HTTP, its OpenAPI document read off the retrieval_log contract (fuse/contract.py), and
+    # seed 004's instinct store (--instincts-db)
     # duckscore dbt package: the macro pack and the score templates as a dbt package
     "dbt": BASE | {"fusion", "scoring", "runner", "instincts", "answering", "pack"},
     "phoenix": BASE | {"export"},  # a running Phoenix: pull spans, post annotations

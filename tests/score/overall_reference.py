@@ -17,6 +17,10 @@ The comments of every function say which.
 and two sub-scores joining the geometric mean only when their weight is non-zero:
 ``S_agreement = source_agreement`` and ``S_separation = b + (1 - b) * score_lead``.
 
+Issue 50 adds two optional blocks, absent from ``OVERALL_V1_PARAMS``: ``diagnostics`` (§13: each
+flag of the query → recommended actions, and whether it asks a human) and ``coverage_smoothing``
+(§4.4: the ratio the sub-scores read, shrunk towards a prior by pseudo-chunks).
+
 This module deliberately uses only the standard library (``math``): it must not share numeric
 code with the production (SQL) implementation, nor with numpy.
 """
@@ -93,6 +97,9 @@ OVERALL_V1_PARAMS: dict[str, Any] = {
 }
 """Default policy parameters (``score_policy_version = overall_v1``, §9.4)."""
 
+OPTIONAL_BLOCKS: tuple[str, ...] = ("diagnostics", "coverage_smoothing")
+"""Top-level parameter blocks a policy may add (issue 50); absent, they change nothing."""
+
 
 # --------------------------------------------------------------------------------------------
 # Parameters
@@ -121,7 +128,8 @@ def with_overrides(
             if not isinstance(node, dict) or part not in node:
                 raise KeyError(f"unknown parameter path {dotted!r}")
             node = node[part]
-        if not isinstance(node, dict) or parts[-1] not in node:
+        optional = len(parts) == 1 and parts[0] in OPTIONAL_BLOCKS
+        if not isinstance(node, dict) or (parts[-1] not in node and not optional):
             raise KeyError(f"unknown parameter path {dotted!r}")
         node[parts[-1]] = copy.deepcopy(value)
     return result
@@ -288,6 +296,37 @@ def web_fallback(has_candidates: bool, level: str, hitl: bool) -> bool:
     return (not has_candidates) or (level == "low" and not hitl)
 
 
+def coverage_ratio_smoothed(
+    coverage_ratio: float, total_chunks: float, pseudo_chunks: float, prior: float
+) -> float:
+    """§4.4 "可选做平滑", read as additive smoothing of a proportion: the hit chunks
+    (``coverage_ratio * total_chunks``) plus ``pseudo_chunks`` imaginary chunks hit at the rate
+    ``prior``, over ``total_chunks + pseudo_chunks``. ``pseudo_chunks = 2, prior = 0.5`` is
+    Laplace's rule of succession (hits + 1) / (chunks + 2)."""
+    hits = coverage_ratio * total_chunks
+    return (hits + pseudo_chunks * prior) / (total_chunks + pseudo_chunks)
+
+
+def query_flags(ranked: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The flags a query's diagnostics read: those of its best parent, and ambiguous_candidate,
+    which §7.3 sets on the runner-up (it says that the top two are close, a property of the
+    query)."""
+    flags = list(ranked[0]["risk_flags"])
+    if len(ranked) > 1 and "ambiguous_candidate" in ranked[1]["risk_flags"]:
+        flags.append("ambiguous_candidate")
+    return flags
+
+
+def diagnosed(
+    flags: Sequence[str], rules: Mapping[str, Mapping[str, Any]]
+) -> tuple[list[str], bool]:
+    """§13: the recommended actions of the flags that have a rule (each once, alphabetical), and
+    whether one of those rules asks a human."""
+    acting = [rules[flag] for flag in flags if flag in rules]
+    actions = sorted({action for rule in acting for action in rule["actions"]})
+    return actions, any(rule["need_hitl"] for rule in acting)
+
+
 def risk_flags_of(
     row: Mapping[str, Any], ratio: float | None, thresholds: Mapping[str, Mapping[str, float]]
 ) -> dict[str, bool]:
@@ -404,8 +443,18 @@ def _score_query(
             row["coverage_norm"] = coverage_norm_divide_by_max(row["coverage"], coverage_max)
         row["evidence_norm"] = row[f"{evidence}_norm"]
         row["s_strength"] = s_strength(row["evidence_norm"], row["max_score_norm"], params["alpha"])
-        row["s_coverage"] = s_coverage(row["coverage_norm"], row["coverage_ratio"], params["beta"])
-        row["s_stability"] = s_stability(row["coverage_ratio"], row["log_chunks_norm"])
+        ratio_read = row["coverage_ratio"]
+        smoothing = params.get("coverage_smoothing")
+        if smoothing is not None:
+            ratio_read = coverage_ratio_smoothed(
+                row["coverage_ratio"],
+                row["total_chunks"],
+                smoothing["pseudo_chunks"],
+                smoothing["prior"],
+            )
+            row["coverage_ratio_smoothed"] = ratio_read
+        row["s_coverage"] = s_coverage(row["coverage_norm"], ratio_read, params["beta"])
+        row["s_stability"] = s_stability(ratio_read, row["log_chunks_norm"])
         if "agreement" in names:
             row["s_agreement"] = row["source_agreement"]
         if "separation" in names:
@@ -433,6 +482,11 @@ def _score_query(
     best = ranked[0]
     level = confidence_level(best["overall_score"], params["T_low"], params["T_high"])
     hitl = need_hitl(ratio, params["R_hitl"])
+    rules = params.get("diagnostics")
+    actions: list[str] = []
+    if rules is not None:
+        actions, asks_human = diagnosed(query_flags(ranked), rules)
+        hitl = hitl or asks_human
     query_row = {
         "query_id": best["query_id"],
         "best_parent_id": best["parent_id"],
@@ -442,12 +496,15 @@ def _score_query(
         "need_hitl": hitl,
         "web_fallback": web_fallback(True, level, hitl),
     }
+    if rules is not None:
+        query_row["actions"] = actions
     return ranked, query_row
 
 
-def _empty_query_row(query_id: str) -> dict[str, Any]:
-    """§8.2 "或者检索结果为空": a listed query without candidates falls back to the web."""
-    return {
+def _empty_query_row(query_id: str, diagnostics: bool) -> dict[str, Any]:
+    """§8.2 "或者检索结果为空": a listed query without candidates falls back to the web; it has
+    no flags, so no diagnostic acts on it."""
+    row: dict[str, Any] = {
         "query_id": query_id,
         "best_parent_id": None,
         "best_overall_score": None,
@@ -456,6 +513,9 @@ def _empty_query_row(query_id: str) -> dict[str, Any]:
         "need_hitl": False,
         "web_fallback": True,
     }
+    if diagnostics:
+        row["actions"] = []
+    return row
 
 
 def score_reference(
@@ -481,7 +541,7 @@ def score_reference(
     for query_id in sorted(all_ids):
         candidates = groups.get(query_id)
         if not candidates:
-            query_rows.append(_empty_query_row(query_id))
+            query_rows.append(_empty_query_row(query_id, "diagnostics" in params))
             continue
         ranked, query_row = _score_query(candidates, params)
         parent_rows.extend(ranked)

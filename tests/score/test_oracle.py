@@ -102,8 +102,27 @@ def scifact_features(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
                 "log_chunks": [0.5, 2.0],
             },
         },
+        {  # issue 50: §13's diagnostics (every flag, one asking a human) and §4.4's smoothing
+            "diagnostics": {
+                "single_spike": {"actions": ["raise_threshold", "clarify"], "need_hitl": False},
+                "low_coverage": {"actions": ["re_retrieve", "clarify"], "need_hitl": False},
+                "sparse_evidence": {"actions": ["re_retrieve"], "need_hitl": False},
+                "huge_doc_sparse": {"actions": ["lock_parent", "re_retrieve"], "need_hitl": True},
+                "ambiguous_candidate": {"actions": ["clarify"], "need_hitl": False},
+            },
+            "coverage_smoothing": {"pseudo_chunks": 3.0, "prior": 0.2},
+            # thresholds that make SciFact's queries take every path: rules that ask a human
+            # and rules that do not, low queries sent to a human or to the web
+            "T_low": 0.8,
+            "T_high": 0.9,
+            "R_hitl": 0.99,
+            "risk_flags.ambiguous_candidate.ratio_at_least": 0.99,
+            "risk_flags.huge_doc_sparse.total_chunks_at_least": 4,
+            "risk_flags.huge_doc_sparse.coverage_ratio_below": 0.5,
+            "risk_flags.low_coverage.coverage_below": 0.6,
+        },
     ],
-    ids=["overall_v1", "divide_by_max", "reference"],
+    ids=["overall_v1", "divide_by_max", "reference", "diagnostics_smoothing"],
 )
 def test_sql_matches_oracle_on_scifact(
     scifact_features: pd.DataFrame, overrides: dict, tmp_path: Path

@@ -20,6 +20,9 @@ Fixture format (one case per YAML file)::
         - {query_id, best_parent_id, best_overall_score, confidence_level, top2_ratio,
            need_hitl, web_fallback}
 
+A case whose params_override adds ``coverage_smoothing`` expects ``coverage_ratio_smoothed`` on
+each parent, one that adds ``diagnostics`` ``actions`` on each query (issue 50): exactly then.
+
 ``risk_flags`` lists the true risk flags in the order low_coverage, single_spike,
 sparse_evidence, huge_doc_sparse, ambiguous_candidate; the boolean columns
 ``flag_<name>`` are expected to equal ``<name> in risk_flags``. YAML numbers in exponent form
@@ -83,6 +86,8 @@ QUERY_KEYS = (
     "need_hitl",
     "web_fallback",
 )
+# issue 50's optional blocks, and the output key each adds
+SMOOTHED_KEY, ACTIONS_KEY = "coverage_ratio_smoothed", "actions"
 INPUT_NUMERIC_KEYS = ("rrf_sum", "max_score", "coverage", "total_chunks", "coverage_ratio")
 OUTPUT_PARENT_KEYS = (
     *INPUT_NUMERIC_KEYS,
@@ -106,16 +111,24 @@ def load_case(path: Path) -> dict[str, Any]:
             assert _is_number(row[key]), (path.name, key, row)
     expected = case["expected"]
     assert set(expected) == {"parents", "queries"}, path
+    parent_keys, query_keys = expected_keys(case["params_override"])
     for entry in expected["parents"]:
-        assert set(entry) == set(PARENT_KEYS), (path.name, sorted(set(PARENT_KEYS) ^ set(entry)))
+        assert set(entry) == parent_keys, (path.name, sorted(parent_keys ^ set(entry)))
         for key in FLOAT_PARENT_KEYS:
             assert _is_number(entry[key]), (path.name, key, entry)
         assert set(entry["risk_flags"]) <= set(RISK_FLAGS), entry
     for entry in expected["queries"]:
-        assert set(entry) == set(QUERY_KEYS), (path.name, sorted(set(QUERY_KEYS) ^ set(entry)))
+        assert set(entry) == query_keys, (path.name, sorted(query_keys ^ set(entry)))
         for key in ("best_overall_score", "top2_ratio"):
             assert entry[key] is None or _is_number(entry[key]), (path.name, key, entry)
     return case
+
+
+def expected_keys(overrides: dict[str, Any]) -> tuple[set[str], set[str]]:
+    """The keys of a parent and of a query under a case's overrides."""
+    parents = set(PARENT_KEYS) | ({SMOOTHED_KEY} if "coverage_smoothing" in overrides else set())
+    queries = set(QUERY_KEYS) | ({ACTIONS_KEY} if "diagnostics" in overrides else set())
+    return parents, queries
 
 
 def _is_number(value: Any) -> bool:
@@ -169,7 +182,7 @@ def test_fixture_case(path: Path) -> None:
     assert set(by_query) == set(expected_queries)
     for query_id, exp in expected_queries.items():
         got = by_query[query_id]
-        assert set(got) == set(QUERY_KEYS)
+        assert set(got) == expected_keys(case["params_override"])[1]
         for column, value in exp.items():
             _assert_value(f"{path.name} query {query_id!r}", column, got[column], value)
 

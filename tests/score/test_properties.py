@@ -99,18 +99,20 @@ def parent_rows(draw: st.DrawFn) -> list[dict[str, Any]]:
         pool = draw(st.lists(score_values, min_size=1, max_size=3))
         shared = st.one_of(st.sampled_from(pool), score_values)
         for parent_id in parents:
-            rows.append(
-                {
-                    "query_id": query_id,
-                    "parent_id": parent_id,
-                    "rrf_sum": draw(shared),
-                    "max_score": draw(shared),
-                    "coverage": draw(coverage_values),
-                    "total_chunks": draw(chunk_values),
-                    "coverage_ratio": draw(ratio_values),
-                }
-            )
+            rows.append({"query_id": query_id, **seed_features(draw, parent_id, shared)})
     return rows
+
+
+def seed_features(draw: st.DrawFn, parent_id: str, shared: st.SearchStrategy) -> dict[str, Any]:
+    """One parent's seed 000 §1.2 features; `shared` draws rrf_sum and max_score (ties)."""
+    return {
+        "parent_id": parent_id,
+        "rrf_sum": draw(shared),
+        "max_score": draw(shared),
+        "coverage": draw(coverage_values),
+        "total_chunks": draw(chunk_values),
+        "coverage_ratio": draw(ratio_values),
+    }
 
 
 def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
