@@ -34,9 +34,8 @@ from ..core.policy import (
 )
 from ..core.reporting import module_logger
 from .code_plan import MAPPED_TARGETS, CodePlan, fell_back
-from .components import recipe_value
 from .contract import GRANULARITIES as LOG_GRANULARITIES
-from .ltr import LTR_SPEC, check_ltr
+from .ltr import LTR_SPEC
 from .plugins import (
     Components,
     ParameterValues,
@@ -44,9 +43,10 @@ from .plugins import (
     builtins,
     locate_plugins,
     recipe_components,
-    used_components,
 )
+from .recipe_checks import RECIPE_CHECKS
 from .recipe_view import Recipe, RecipeSource
+from .seed_spellings import seed_override_spellings, seed_spellings
 
 logger = module_logger(__name__)
 
@@ -96,59 +96,6 @@ class Granularity:
         return Choice(GRANULARITIES).check(key, value)
 
 
-# seed 003's names of what duckscore names otherwise: §12.1's `sum_decay` aligner is `max_decay`
-# (§6.2 calls it Max-Decay: s1 + 0.5 s2 + 0.25 s3 …, a decayed sum led by the maximum)
-ALIGNER_ALIASES = {"sum_decay": "max_decay"}
-# seed 003 §6.3 and §12.1: weighted_sum's normaliser when the recipe names none
-WEIGHTED_SUM_NORMALIZER = "sigmoid"
-
-
-def _seed_spellings(parameters: dict[str, Any]) -> dict[str, Any]:
-    """One recipe file in duckscore's words: seed 003 §8 names the fusion method `fusion.type`,
-    §12.1 the aligner `sum_decay`; a file that fuses by `weighted_sum` and names no
-    `source_defaults.normalize` gets §6.3's (§12.1's) `sigmoid` there."""
-    fusion = parameters.get("fusion")
-    if isinstance(fusion, dict) and "type" in fusion:
-        if "method" in fusion:
-            raise PolicyError("fusion: give `method` or seed 003's `type`, not both")
-        renamed = {("method" if key == "type" else key): value for key, value in fusion.items()}
-        parameters = {**parameters, "fusion": renamed}
-    aligner = parameters.get("aligner")
-    if isinstance(aligner, dict) and aligner.get("method") in ALIGNER_ALIASES:
-        aligner = {**aligner, "method": ALIGNER_ALIASES[aligner["method"]]}
-        parameters = {**parameters, "aligner": aligner}
-    fusion = parameters.get("fusion")
-    defaults = parameters.get("source_defaults") or {}
-    method = fusion.get("method") if isinstance(fusion, dict) else None
-    if method == "weighted_sum" and isinstance(defaults, dict) and "normalize" not in defaults:
-        defaults = {**defaults, "normalize": WEIGHTED_SUM_NORMALIZER}
-        parameters = {**parameters, "source_defaults": defaults}
-    return parameters
-
-
-def _seed_override_spellings(overrides: dict[str, Any]) -> dict[str, Any]:
-    """--set-recipe overrides read as _seed_spellings reads a file: `fusion.type` is
-    `fusion.method`, `aligner.method=sum_decay` is `max_decay`, and `fusion.method=weighted_sum`
-    without `source_defaults.normalize` sets it to `sigmoid` (recorded among the overrides)."""
-    if "fusion.type" in overrides:
-        if "fusion.method" in overrides:
-            raise PolicyError("fusion: give `method` or seed 003's `type`, not both")
-        overrides = {
-            ("fusion.method" if key == "fusion.type" else key): value
-            for key, value in overrides.items()
-        }
-    aligner = overrides.get("aligner.method")
-    if isinstance(aligner, str) and aligner in ALIGNER_ALIASES:
-        overrides = {**overrides, "aligner.method": ALIGNER_ALIASES[aligner]}
-    if (
-        overrides.get("fusion.method") == "weighted_sum"
-        and "source_defaults.normalize" not in overrides
-        and "source_defaults" not in overrides
-    ):
-        overrides = {**overrides, "source_defaults.normalize": WEIGHTED_SUM_NORMALIZER}
-    return overrides
-
-
 def _merge_source_defaults(parameters: dict[str, Any]) -> dict[str, Any]:
     defaults = parameters.get("source_defaults") or {}
     sources = parameters.get("sources") or {}
@@ -158,59 +105,6 @@ def _merge_source_defaults(parameters: dict[str, Any]) -> dict[str, Any]:
     return {**parameters, "sources": merged}
 
 
-def _required_keys_set(p: dict[str, Any]) -> None:
-    """Each used built-in's required_keys given (bounds: normalizer_params.bounds)."""
-    for kind, key, name in used_components(p):
-        component = builtins().components.get((kind, name))
-        for required in component.required_keys if component else ():
-            if recipe_value(p, required) is None:
-                raise PolicyError(f"{required} is required by {key}: {name}")
-
-
-def _first_rank_positive(p: dict[str, Any]) -> None:
-    if p["fusion"]["k"] - 1 + p["fusion"]["rank_base"] <= 0:
-        raise PolicyError(
-            "fusion.k - 1 + fusion.rank_base must be positive (the first rank's denominator)"
-        )
-
-
-def _quantiles_ordered(p: dict[str, Any]) -> None:
-    q = p["normalizer_params"]
-    if q["quantile_p_lo"] >= q["quantile_p_hi"]:
-        raise PolicyError("normalizer_params.quantile_p_lo must be below quantile_p_hi")
-
-
-def _rerank_weighted(p: dict[str, Any]) -> None:
-    rerank = p.get("rerank")
-    if rerank is None:
-        return
-    if rerank["mode"] == "weight" and "weight" not in rerank:
-        raise PolicyError("rerank.weight (in [0, 1]) is needed with rerank.mode: weight")
-    if rerank["mode"] == "replace" and "weight" in rerank:
-        raise PolicyError("rerank.weight is read only with rerank.mode: weight, not replace")
-
-
-def _source_keys_read(p: dict[str, Any]) -> None:
-    """A source's key that built-in normalisers read (their recipe keys sources.<name>.<key>:
-    minmax's lower_bound and upper_bound) is set only where such a normaliser reads it."""
-    readers: dict[str, list[str]] = {}
-    for (kind, name), component in builtins().components.items():
-        for key in component.source_keys if kind == "normalizer" else ():
-            readers.setdefault(key, []).append(name)
-    entries = {"source_defaults": p["source_defaults"]}
-    entries |= {f"sources.{name}": entry for name, entry in p["sources"].items()}
-    for where, entry in entries.items():
-        for key, names in readers.items():
-            if key in entry and entry["normalize"] not in names:
-                raise PolicyError(
-                    f"{where}.{key} needs normalize: {' or '.join(names)}, not {entry['normalize']}"
-                )
-
-
-def _components_registered(p: dict[str, Any]) -> None:
-    recipe_components(p)
-
-
 FUSE_RECIPE = PolicyKind(
     capability="fuse",
     version_key="recipe_id",
@@ -218,8 +112,8 @@ FUSE_RECIPE = PolicyKind(
     override_option="--set-recipe",
     flat=True,
     prepare=_merge_source_defaults,
-    read_as=_seed_spellings,
-    read_overrides_as=_seed_override_spellings,
+    read_as=seed_spellings,
+    read_overrides_as=seed_override_spellings,
     default_base=DEFAULT_BASE,
     spec={
         "target_granularity": Granularity(),
@@ -287,15 +181,7 @@ FUSE_RECIPE = PolicyKind(
         "plugins": Omissible(PluginFiles()),
         "component_params": Omissible(MapOf(ParameterValues(), name_pattern=r"[A-Za-z_]\w*")),
     },
-    cross_checks=(
-        _components_registered,
-        _required_keys_set,
-        _first_rank_positive,
-        _quantiles_ordered,
-        _source_keys_read,
-        check_ltr,
-        _rerank_weighted,
-    ),
+    cross_checks=RECIPE_CHECKS,
     locate_files=locate_plugins,
 )
 

@@ -66,7 +66,8 @@ def test_a_recipe_file_over_a_base_reads_as_written(tmp_path: Path) -> None:
     assert recipe.discover_sources is False
     assert dict(recipe.sources) == {
         "dense": RecipeSource(50, "minmax", 0.7, False, Bound("clip", 0.25), None),
-        "bm25": RecipeSource(None, "rank", 0.3, True, None, None),
+        # weighted_sum in a file that names no normaliser: seed 003 §6.3's sigmoid
+        "bm25": RecipeSource(None, "sigmoid", 0.3, True, None, None),
     }
     assert recipe.aligner == Aligner("max_decay", None, 0.5, "after_fusion")
     assert recipe.fusion == Fusion("weighted_sum", 20.0, 1, "zero")
