@@ -31,6 +31,11 @@ LOC_K_HELP = "; ".join(f"{level} {','.join(map(str, ks))}" for level, ks in LOC_
 RETRIEVAL_OPTIONS = ("run_path", "qrels_path", "metrics", "baseline_path", "test", "alpha",
                      "permutations", "seed")  # fmt: skip
 LOC_OPTIONS = ("gold_path", "levels", "k_specs", "merge_init", "entities_path")
+QUALITY_OPTIONS = ("scored_paths", "report_path")
+# what --answers-quality refuses: the retrieval options but the test's, and --loc's
+NOT_QUALITY = ("run_path", "qrels_path", "metrics", "baseline_path", "test", "per_query_path",
+               "loc_path", *LOC_OPTIONS)  # fmt: skip
+REPORT_SUFFIXES = {".json": "json", ".md": "markdown", ".markdown": "markdown"}
 
 
 @cli.command(name="eval")
@@ -136,6 +141,30 @@ LOC_OPTIONS = ("gold_path", "levels", "k_specs", "merge_init", "entities_path")
     help="With --loc: the table of `duckscore entities`; a gold location in a file it does not "
     "list is refused.",
 )
+@click.option(
+    "--answers-quality",
+    "quality_path",
+    metavar="PATH",
+    help="Seed 000 §11: regress each policy version of --scored against this table of "
+    "per-query answer quality (query_id, faithfulness, answer_relevancy, context_precision, "
+    "context_recall in [0, 1] as RAGAS names them; optional needed_web, needed_clarification), "
+    "instead of a run against qrels (docs/metrics.md#answer-quality-by-policy-version).",
+)
+@click.option(
+    "--scored",
+    "scored_paths",
+    multiple=True,
+    metavar="DIR",
+    help="With --answers-quality: a `duckscore score` or `run` output folder (its "
+    "contract.jsonl); repeat it to set versions side by side.",
+)
+@click.option(
+    "--out",
+    "report_path",
+    type=OutputPath(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="With --answers-quality: also write the report, JSON (.json) or Markdown (.md).",
+)
 @engine_options
 @click.pass_context
 def eval_command(
@@ -156,6 +185,9 @@ def eval_command(
     k_specs: tuple[str, ...],
     merge_init: bool,
     entities_path: str | None,
+    quality_path: str | None,
+    scored_paths: tuple[str, ...],
+    report_path: Path | None,
     settings: EngineSettings,
 ) -> None:
     """Evaluate a run against relevance judgments: nDCG, recall, precision, MRR, MAP, hit rate.
@@ -197,7 +229,24 @@ def eval_command(
     --json prints {"file": {"Acc@1": …}, "module": {…}, "function": {…}}; --per-query FILE
     writes instance_id, level, n_gold, n_predicted and one column per metric.
     docs/metrics.md#code-localization-eval---loc has the rules.
+
+    \b
+    With --answers-quality FILE --scored DIR [--scored DIR2 …] (seed 000 §11): per policy
+    version and confidence level, the mean faithfulness and answer relevancy (t interval at
+    1 - --alpha), the shares routed to the web and to a human; side by side over the queries
+    every version scored; per version, whether `high` answers are more faithful than `low`
+    ones (one-sided permutation test, --permutations, --seed) and, given needed_web or
+    needed_clarification, the routing's precision and recall against them. --json prints
+    the report as JSON; --out FILE writes it (.json or .md).
     """
+    if quality_path is not None:
+        _refuse_given(ctx, NOT_QUALITY, "cannot be used with --answers-quality")
+        if not scored_paths:
+            raise click.UsageError("--answers-quality needs --scored (a scored output folder)")
+        _answer_quality(quality_path, scored_paths, report_path, as_json,
+                        (alpha, permutations, seed), settings)  # fmt: skip
+        return
+    _refuse_given(ctx, QUALITY_OPTIONS, "needs --answers-quality")
     if loc_path is not None:
         _refuse_given(ctx, RETRIEVAL_OPTIONS, "cannot be used with --loc")
         if gold_path is None:
@@ -274,6 +323,50 @@ def _localization(
     click.echo(json_line(result.means) if as_json else format_tables(result))
     evaluated = ", ".join(f"{s.evaluated:,} at {level}" for level, s in result.summaries.items())
     logger.info(f"done: instances evaluated {evaluated}")
+
+
+def _answer_quality(
+    quality_path: str,
+    scored_paths: tuple[str, ...],
+    report_path: Path | None,
+    as_json: bool,
+    test_options: tuple[float, int, int],
+    settings: EngineSettings,
+) -> None:
+    """`eval --answers-quality`: the report printed and (--out) written."""
+    from ..core.outputs import atomic_output_file, check_output_file
+    from ..metrics.answer_quality import evaluate_answer_quality
+    from ..metrics.answer_quality_report import (
+        format_markdown,
+        format_text,
+        report_document,
+        report_tables,
+    )
+
+    inputs = {"--answers-quality": quality_path} | {
+        f"--scored {path}": path for path in scored_paths
+    }
+    if report_path is not None:
+        check_output_file(report_path, "--out", inputs)
+        if report_path.suffix.lower() not in REPORT_SUFFIXES:
+            raise click.UsageError(f"--out {report_path}: use .json or .md")
+    alpha, permutations, seed = test_options
+    report = evaluate_answer_quality(quality_path, scored_paths, permutations, seed, alpha,
+                                     settings)  # fmt: skip
+    tables = report_tables(report)
+    if report_path is not None:
+        markdown = REPORT_SUFFIXES[report_path.suffix.lower()] == "markdown"
+        with atomic_output_file(report_path, "--out", inputs) as staging:
+            staging.write_text(
+                format_markdown(tables, report.ignored_queries) if markdown
+                else json.dumps(report_document(report), indent=2, allow_nan=False) + "\n",
+                encoding="utf-8",
+            )  # fmt: skip
+    if as_json:
+        click.echo(json_line(report_document(report)))
+    else:
+        click.echo(format_text(tables, report.ignored_queries))
+    logger.info(f"done: {len(report.versions)} versions regressed against answer quality")
 
 
 def json_line(value: Any) -> str:

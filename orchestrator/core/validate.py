@@ -60,6 +60,7 @@ _WANTED = {
     "number": "a number",
     "count": "a whole number",
     "time": "a timestamp or text",
+    "flag": "true/false (or 1/0)",
 }
 
 
@@ -112,6 +113,8 @@ def _type_fits(kind: Kind, dtype: str) -> bool:
         return base == "VARCHAR"
     if kind == "time":
         return base == "VARCHAR" or base.startswith(("TIMESTAMP", "DATE"))
+    if kind == "flag":
+        return base == "BOOLEAN" or base in _INTEGER_TYPES
     return base in _NUMERIC_TYPES
 
 
@@ -190,6 +193,15 @@ def _value_checks(
                 (
                     f"column {column.name!r} is not a timestamp",
                     f"TRY_CAST({col} AS TIMESTAMP) IS NULL",
+                    col,
+                )
+            )
+            continue
+        if column.kind == "flag":
+            checks.append(
+                (
+                    f"column {column.name!r} is not true/false (or 1/0)",
+                    f"{number} NOT IN (0, 1)",
                     col,
                 )
             )
