@@ -1,0 +1,228 @@
+"""`duckscore eval --answers-quality` (seed 000 §11) against independent oracles.
+
+* By version and level: n, mean, the t interval, the shares routed — pandas groupby and
+  scipy's t.interval on seeded random contracts and quality tables (missing values, a query in
+  one version only, a quality row of no scored query); the routing's precision and recall —
+  scikit-learn.
+* The one-sided permutation test: p by hand on a tiny case, by enumerating every split with
+  itertools on a larger one, and (random splits) within four standard errors of the exact p.
+* The command line: the report as text, JSON and Markdown, the bad inputs (one line, exit 2,
+  nothing written) and the options the mode refuses.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner, Result
+from scipy import stats
+from sklearn.metrics import precision_score, recall_score
+
+from duckscore.cli import cli
+from duckscore.metrics.answer_quality import QualityReport, evaluate_answer_quality
+
+LEVELS = ("high", "medium", "low")
+
+
+def write_scored(folder: Path, version: str, rows: list[dict[str, Any]]) -> str:
+    """A scored output folder holding only the contract lines the report reads."""
+    folder.mkdir(parents=True)
+    with open(folder / "contract.jsonl", "w", encoding="utf-8") as lines:
+        for row in rows:
+            lines.write(json.dumps({"score_policy_version": version, **row}) + "\n")
+    return str(folder)
+
+
+def contract_row(query_id: str, level: str, web: bool, hitl: bool) -> dict[str, Any]:
+    return {"query_id": query_id, "confidence_level": level, "need_hitl": hitl,
+            "web_fallback": web, "top_parents": []}  # fmt: skip
+
+
+def random_case(tmp_path: Path, seed: int) -> tuple[list[str], pd.DataFrame, pd.DataFrame]:
+    """Two versions' contracts (as one frame) and a quality table, seeded."""
+    rng = random.Random(seed)
+    ids = [f"q{i:03d}" for i in range(40)]
+    scored, folders = [], []
+    for version in ("v_a", "v_b"):
+        rows = []
+        for query_id in ids[: 38 if version == "v_a" else 40]:
+            level = rng.choice(LEVELS)
+            rows.append(contract_row(query_id, level, level == "low" and rng.random() < 0.7,
+                                     rng.random() < 0.2))  # fmt: skip
+        folders.append(write_scored(tmp_path / version, version, rows))
+        scored += [{"version": version, **r} for r in rows]
+    quality = pd.DataFrame({
+        "query_id": ids + ["stranger"],
+        "faithfulness": [None if rng.random() < 0.1 else round(rng.random(), 3) for _ in range(41)],
+        "answer_relevancy": [None if rng.random() < 0.2 else rng.random() for _ in range(41)],
+        "needed_web": [None if rng.random() < 0.1 else rng.random() < 0.3 for _ in range(41)],
+    })  # fmt: skip
+    quality["needed_web"] = quality["needed_web"].astype("boolean")
+    return folders, pd.DataFrame(scored), quality
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_levels_and_routing_match_pandas_scipy_and_sklearn(tmp_path: Path, seed: int) -> None:
+    folders, scored, quality = random_case(tmp_path, seed)
+    report = evaluate_answer_quality(quality, folders, permutations=200, seed=3)
+    assert report.versions == ["v_a", "v_b"] and report.ignored_queries == 1
+    assert report.common_queries == 38
+    joined = scored.merge(quality, on="query_id", how="left")
+    common = joined[joined["query_id"].isin(set(scored[scored.version == "v_a"].query_id))]
+    for scope, frame in (("all", joined), ("common", common)):
+        for (version, level, metric), got in _stats(report, scope).items():
+            values = frame[(frame.version == version) & (frame.confidence_level == level)][metric]
+            present = values.dropna().astype(float)
+            assert got["n_queries"] == len(values) and got["n_evaluated"] == len(present)
+            assert math.isclose(got["mean"], present.mean(), abs_tol=1e-12)
+            if len(present) >= 2:
+                low, high = stats.t.interval(0.95, len(present) - 1, loc=present.mean(),
+                                             scale=present.std(ddof=1) / math.sqrt(len(present)))  # fmt: skip
+                assert math.isclose(got["ci_low"], max(0, low), abs_tol=1e-9)
+                assert math.isclose(got["ci_high"], min(1, high), abs_tol=1e-9)
+        expected = frame.groupby(["version", "confidence_level"]).agg(
+            n=("query_id", "size"), web=("web_fallback", "mean"), hitl=("need_hitl", "mean")
+        )
+        routed = {(r["version"], r["level"]): r for r in report.routing if r["scope"] == scope}
+        assert set(routed) == set(expected.index)
+        for key, row in expected.iterrows():
+            got = routed[key]  # type: ignore[index]
+            assert (got["n_queries"], got["share_web"], got["share_hitl"]) == (
+                row["n"], pytest.approx(row["web"]), pytest.approx(row["hitl"]))  # fmt: skip
+    for check in report.routing_checks:
+        known = joined[(joined.version == check["version"]) & joined.needed_web.notna()]
+        truth, routed_web = known.needed_web.astype(bool), known.web_fallback
+        assert check["known"] == len(known)
+        assert check["routing_precision"] == pytest.approx(precision_score(truth, routed_web))
+        assert check["routing_recall"] == pytest.approx(recall_score(truth, routed_web))
+
+
+def _stats(report: QualityReport, scope: str) -> dict[tuple[str, str, str], dict[str, Any]]:
+    return {(s["version"], s["level"], s["metric"]): s for s in report.level_stats
+            if s["scope"] == scope}  # fmt: skip
+
+
+def one_version(tmp_path: Path, high: list[float], low: list[float]) -> list[str]:
+    rows = [contract_row(f"h{i}", "high", False, False) for i in range(len(high))]
+    rows += [contract_row(f"l{i}", "low", True, False) for i in range(len(low))]
+    return [write_scored(tmp_path / "v", "v", rows)]
+
+
+def quality_of(high: list[float], low: list[float]) -> pd.DataFrame:
+    ids = [f"h{i}" for i in range(len(high))] + [f"l{i}" for i in range(len(low))]
+    return pd.DataFrame({"query_id": ids, "faithfulness": high + low})
+
+
+def test_exact_p_by_hand(tmp_path: Path) -> None:
+    # high {0.9, 0.7}, low {0.2, 0.4}: of the C(4, 2) = 6 splits only the observed one puts a sum
+    # as large as 1.6 on the high side, so p = 1/6; all values equal: every split ties, p = 1
+    high, low = [0.9, 0.7], [0.2, 0.4]
+    (check,) = evaluate_answer_quality(
+        quality_of(high, low), one_version(tmp_path, high, low)
+    ).tests
+    assert check["exact"] and check["splits"] == 6
+    assert check["p_value"] == pytest.approx(1 / 6) and check["difference"] == pytest.approx(0.5)
+    assert check["verdict"] == "not shown"
+    tied = evaluate_answer_quality(
+        quality_of([0.5, 0.5], [0.5]), one_version(tmp_path / "t", [0.5, 0.5], [0.5])
+    )
+    assert tied.tests[0]["p_value"] == 1.0
+
+
+def enumerated_p(high: list[float], low: list[float]) -> float:
+    """The exact one-sided p: every way of choosing len(high) of the pooled values as `high`."""
+    pool, observed = high + low, sum(high) / len(high) - sum(low) / len(low)
+    extreme = total = 0
+    for chosen in itertools.combinations(range(len(pool)), len(high)):
+        picked = [pool[i] for i in chosen]
+        rest = [pool[i] for i in range(len(pool)) if i not in chosen]
+        total += 1
+        extreme += sum(picked) / len(picked) - sum(rest) / len(rest) >= observed - 1e-12
+    return extreme / total
+
+
+def test_exact_p_enumerates_every_split_and_random_splits_approach_it(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    high = [round(rng.uniform(0.3, 1), 3) for _ in range(6)]
+    low = [round(rng.uniform(0, 0.8), 3) for _ in range(7)]
+    folders, quality = one_version(tmp_path, high, low), quality_of(high, low)
+    exact = enumerated_p(high, low)
+    (check,) = evaluate_answer_quality(quality, folders, permutations=8192).tests  # 2^13
+    assert check["exact"] and check["splits"] == math.comb(13, 6)
+    assert check["p_value"] == pytest.approx(exact, abs=1e-12)
+    drawn = evaluate_answer_quality(quality, folders, permutations=4000, seed=5).tests[0]
+    assert not drawn["exact"] and drawn["splits"] == 4000
+    assert abs(drawn["p_value"] - exact) < 4 * math.sqrt(exact * (1 - exact) / 4000) + 1 / 4001
+    again = evaluate_answer_quality(quality, folders, permutations=4000, seed=5).tests[0]
+    assert again["p_value"] == drawn["p_value"]
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(cli, ["-q", "eval", *args])
+
+
+def test_cli_text_json_and_markdown(tmp_path: Path) -> None:
+    high, low = [0.9, 0.8, 0.95], [0.1, 0.3]
+    folders = one_version(tmp_path, high, low)
+    path = tmp_path / "quality.csv"
+    quality_of(high, low).assign(needed_web=[False, False, False, True, False]).to_csv(
+        path, index=False
+    )
+    text = invoke(
+        "--answers-quality", str(path), "--scored", folders[0], "--out", str(tmp_path / "r.md")
+    )
+    assert text.exit_code == 0, text.output
+    assert "faithfulness: high above low" in text.output and "0.1000" in text.output  # p = 1/10
+    assert (
+        "| v | web_fallback vs needed_web | 5 | 1 | 2 | 0.5000 | 1.0000 |"
+        in (tmp_path / "r.md").read_text()
+    )
+    as_json = invoke("--answers-quality", str(path), "--scored", folders[0], "--json")
+    document = json.loads(as_json.output)
+    assert document["checks"][0]["p_value"] == pytest.approx(0.1)
+    assert document["by_level"][0]["metrics"]["faithfulness"]["n"] == 3
+
+
+def test_bad_inputs_are_one_line_and_write_nothing(tmp_path: Path) -> None:
+    folders = one_version(tmp_path, [0.9], [0.1])
+    bad = tmp_path / "bad.csv"
+    bad.write_text("query_id,faithfulness\nh0,0.9\nl0,1.2\n", encoding="utf-8")
+    out = tmp_path / "r.json"
+    result = invoke("--answers-quality", str(bad), "--scored", folders[0], "--out", str(out))
+    assert result.exit_code == 2 and not out.exists()
+    assert (
+        f"--answers-quality ({bad}, row 2, query_id='l0', value 1.2): column 'faithfulness' is above 1"
+        in result.output
+    )
+    none = tmp_path / "none.csv"
+    none.write_text("query_id,score\nh0,0.9\n", encoding="utf-8")
+    result = invoke("--answers-quality", str(none), "--scored", folders[0])
+    assert result.exit_code == 2 and "needs a column faithfulness" in result.output
+    flags = tmp_path / "flags.csv"
+    flags.write_text("query_id,faithfulness,needed_web\nh0,0.9,1\nl0,0.1,2\n", encoding="utf-8")
+    result = invoke("--answers-quality", str(flags), "--scored", folders[0])
+    assert (
+        result.exit_code == 2 and "column 'needed_web' is not true/false (or 1/0)" in result.output
+    )
+    strangers = tmp_path / "strangers.csv"
+    strangers.write_text("query_id,faithfulness\nx,0.5\n", encoding="utf-8")
+    result = invoke("--answers-quality", str(strangers), "--scored", str(tmp_path))
+    assert result.exit_code == 2 and "no contract.jsonl here" in result.output
+    result = invoke("--answers-quality", str(strangers), "--scored", folders[0])
+    assert result.exit_code == 2 and "share no query" in result.output
+
+
+def test_the_modes_refuse_each_others_options(tmp_path: Path) -> None:
+    result = invoke("--answers-quality", "q.csv", "--scored", "s", "--run", "r.csv")
+    assert result.exit_code == 2 and "--run cannot be used with --answers-quality" in result.output
+    result = invoke("--answers-quality", "q.csv")
+    assert result.exit_code == 2 and "needs --scored" in result.output
+    result = invoke("--run", "r.csv", "--qrels", "q.csv", "--scored", "s")
+    assert result.exit_code == 2 and "--scored needs --answers-quality" in result.output
