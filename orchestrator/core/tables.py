@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-Kind = Literal["id", "number", "count", "text", "time"]
+Kind = Literal["id", "number", "count", "text", "time", "flag"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ class Column:
             "number": "DOUBLE",
             "count": "BIGINT",
             "time": "TIMESTAMP",
+            "flag": "BOOLEAN",
         }[self.kind]
 
 

@@ -60,6 +60,7 @@ _WANTED = {
     "number": "a number",
     "count": "a whole number",
     "time": "a timestamp or text",
+    "flag": "true or false",
 }
 
 
@@ -112,6 +113,8 @@ def _type_fits(kind: Kind, dtype: str) -> bool:
         return base == "VARCHAR"
     if kind == "time":
         return base == "VARCHAR" or base.startswith(("TIMESTAMP", "DATE"))
+    if kind == "flag":
+        return base == "BOOLEAN"
     return base in _NUMERIC_TYPES
 
 
@@ -180,6 +183,8 @@ def _value_checks(
         number = f"CAST({col} AS DOUBLE)"
         if not column.nullable:
             checks.append((f"column {column.name!r} is null", f"{col} IS NULL", None))
+        if column.kind == "flag":
+            continue
         if column.kind == "id":
             checks.append(
                 (f"column {column.name!r} is empty", f"CAST({col} AS VARCHAR) = ''", None)
