@@ -14,10 +14,9 @@ from ..core.connection import EngineSettings, first_row
 from ..core.errors import OptionError, PolicyError
 from ..core.inputs import Table
 from ..core.outputs import check_output_dir
-from ..core.reporting import module_logger
 from ..core.render import lit
+from ..core.reporting import module_logger
 from ..core.session import Relations, Session, folder_of
-from ..core.tables import OpenedInput
 from ..core.validate import check_references, check_rows, typed_column
 from .policy import AnswerPolicy, load_answer_policy
 from .stages import render_answers, render_contract
@@ -71,10 +70,14 @@ def score_answers(
         extra = open_feedback(session, feedback, as_of)
         logger.info(f"scoring {session.inputs['answers'].rows:,} answers")
         with_events = events is not None
-        given = {"logprobs": logprobs is not None, "feedback": feedback is not None}
-        answers_sql = render_answers(loaded, with_events, ordered=False, **given)
+        with_logprobs, with_feedback = logprobs is not None, feedback is not None
+        answers_sql = render_answers(
+            loaded, with_events, ordered=False, logprobs=with_logprobs, feedback=with_feedback
+        )
         session.create("scored_answers", answers_sql)
-        contract_sql = render_contract(loaded, with_events, standalone=False, **given)
+        contract_sql = render_contract(
+            loaded, with_events, standalone=False, logprobs=with_logprobs, feedback=with_feedback
+        )
         session.check(contract_sql)
         logger.info("writing outputs")
         with session.publish(out_dir) as out:
