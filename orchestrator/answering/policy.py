@@ -11,12 +11,23 @@ from typing import Any
 from ..common.patterns import term_regex
 from ..core.errors import PolicyError
 from ..core.frozen import FrozenMap
-from ..core.policy import Bounds, Choice, ListOf, Number, Policy, PolicyKind, Words, load_policy
+from ..core.policy import (
+    Bounds,
+    Choice,
+    ListOf,
+    Number,
+    Omissible,
+    Policy,
+    PolicyKind,
+    Words,
+    load_policy,
+)
 from ..core.policy_view import PolicyView
 
 UNIT = Number(0.0, 1.0)
 BAND_LISTS = ("citation_count", "length", "retrieved_count", "citation_rate")
 LEXICONS = ("uncertain", "vague", "assertive")
+LEVELS = ("low", "medium", "high")
 LEVEL_CHANGES = ("low", "medium", "warn")  # the level a contradiction lowers to, or a warning only
 GAP = "…"  # in a conclusion phrase: any text between its parts (综合…来看)
 # RE2 (DuckDB's regex engine): a blank line ends a paragraph; \s there is [\t\n\f\r ]
@@ -110,6 +121,12 @@ ANSWER_POLICY = PolicyKind(
         "certainty": {"base": UNIT, "uncertain": HITS, "vague": HITS, "assertive": HITS},
         "contradictions": {s: Choice(LEVEL_CHANGES) for s in ("high", "medium", "low")},
         "lexicons": {name: Words() for name in (*LEXICONS, "conclusion")},
+        # answer_v2 (seed 001 §未来改进 1, 2 and §使用方式's streaming start): absent, v1's rules
+        "logprob_certainty": Omissible({"weight": UNIT}),
+        "feedback": Omissible(
+            {"weight": Number(0.0, 100.0), "half_life_days": Number(0.0, lo_open=True)}
+        ),
+        "streaming": Omissible({"start_level": Choice(LEVELS)}),
     },
     cross_checks=(
         _bands_descend_to_zero,
@@ -179,6 +196,10 @@ class AnswerPolicy(PolicyView):
             score_range=(low, high),
             lexicons=p["lexicons"],
         )
+
+    def has(self, block: str) -> bool:
+        """Whether the policy holds an optional block (logprob_certainty, feedback, streaming)."""
+        return block in self.parameters
 
 
 def load_answer_policy(name_or_path: str, overrides: list[str] | None = None) -> AnswerPolicy:

@@ -38,39 +38,67 @@ STAGES = (
 
 
 def render_answers(
-    policy: AnswerPolicy, with_events: bool, final: str = "scored_answers", ordered: bool = True
+    policy: AnswerPolicy,
+    with_events: bool,
+    final: str = "scored_answers",
+    ordered: bool = True,
+    *,
+    logprobs: bool = False,
+    feedback: bool = False,
 ) -> RenderedSQL:
     """The stages up to scored_answers (or the stage `final`) over answers, citations, chunks
-    (and events)."""
-    return render(
-        "answers/answers.sql", final=final, ordered=ordered, **_context(policy, with_events)
-    )
+    (and events, logprobs, feedback)."""
+    context = _context(policy, with_events, logprobs, feedback)
+    return render("answers/answers.sql", final=final, ordered=ordered, **context)
 
 
-def render_contract(policy: AnswerPolicy, with_events: bool, standalone: bool) -> RenderedSQL:
+def render_contract(
+    policy: AnswerPolicy,
+    with_events: bool,
+    standalone: bool,
+    *,
+    logprobs: bool = False,
+    feedback: bool = False,
+) -> RenderedSQL:
     """The contract rows, by answer_id, from the materialised scored_answers or (standalone) from
     the inputs."""
-    return render("answers/contract.sql", standalone=standalone, **_context(policy, with_events))
+    context = _context(policy, with_events, logprobs, feedback)
+    return render("answers/contract.sql", standalone=standalone, **context)
 
 
-def render_stage(policy: AnswerPolicy, stage: str, with_events: bool) -> RenderedSQL:
-    """One stage of STAGES as a query over tables named answers, citations, chunks (and events)."""
+def render_stage(
+    policy: AnswerPolicy,
+    stage: str,
+    with_events: bool,
+    *,
+    logprobs: bool = False,
+    feedback: bool = False,
+) -> RenderedSQL:
+    """One stage of STAGES as a query over tables named answers, citations, chunks (and events,
+    logprobs, feedback)."""
     if stage == "contract":
-        return render_contract(policy, with_events, standalone=True)
-    return render_answers(policy, with_events, final=stage)
+        return render_contract(
+            policy, with_events, standalone=True, logprobs=logprobs, feedback=feedback
+        )
+    return render_answers(policy, with_events, final=stage, logprobs=logprobs, feedback=feedback)
 
 
-def _context(policy: AnswerPolicy, with_events: bool) -> dict[str, Any]:
+def _context(
+    policy: AnswerPolicy, with_events: bool, logprobs: bool, feedback: bool
+) -> dict[str, Any]:
     lexicons = policy.lexicons
+    given = {"events": with_events, "logprobs": logprobs, "feedback": feedback}
     return dict(
         policy=policy.parameters,
         policy_version=policy.version,
         with_events=with_events,
+        with_logprobs=logprobs,
+        with_feedback=feedback,
         inputs={
             "answers": "answers",
             "citations": "citations",
             "chunks": "chunks",
-            "events": "events" if with_events else None,
+            **{name: name if present else None for name, present in given.items()},
         },
         lexicons={name: [t.lower() for t in lexicons[name]] for name in LEXICONS},
         lexicon_pattern=lexicon_pattern(lexicons),

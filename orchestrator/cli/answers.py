@@ -23,7 +23,8 @@ logger = module_logger(__name__)
     "--answers",
     required=True,
     metavar="PATH",
-    help="answers table: answer_id, query_id, answer_text, retrieved_count.",
+    help="answers table: answer_id, query_id, answer_text, retrieved_count (answer_v2: an "
+    "optional streaming column, true or false).",
 )
 @click.option(
     "--citations",
@@ -42,6 +43,24 @@ logger = module_logger(__name__)
     metavar="PATH",
     help="Optional streaming contradiction events: answer_id, severity (high / medium / low).",
 )
+@click.option(
+    "--logprobs",
+    metavar="PATH",
+    help="Optional model logprobs (answer_v2): answer_id, token_index, logprob <= 0, a row per "
+    "token; they blend into the certainty factor.",
+)
+@click.option(
+    "--feedback",
+    metavar="PATH",
+    help="Optional user ratings (answer_v2): answer_id, rating in [-1, 1], given_at; their "
+    "decayed mean moves the percentage.",
+)
+@click.option(
+    "--as-of",
+    metavar="TIMESTAMP",
+    help="When the ratings are read (ISO timestamp): a rating given later is an error. "
+    "Default: the latest given_at of --feedback.",
+)
 @out_dir_option()
 @policy_options("answer_v1", "levels.high_at_least=80")
 @engine_options
@@ -50,6 +69,9 @@ def answers(
     citations: str,
     chunks: str,
     events: str | None,
+    logprobs: str | None,
+    feedback: str | None,
+    as_of: str | None,
     out_dir: Path,
     policy: str,
     overrides: tuple[str, ...],
@@ -57,7 +79,7 @@ def answers(
 ) -> None:
     """Score logged answers (seed 001): citation quality, answer quality, retrieval recall and
     language certainty into a 0–10 total, a percentage and a level; contradiction events lower
-    the level.
+    the level. answer_v2 also reads the model's logprobs, users' ratings and streaming answers.
 
     \b
     Writes to --out:
@@ -70,7 +92,17 @@ def answers(
     from ..answering.pipeline import score_answers
 
     result = score_answers(
-        answers, citations, chunks, out_dir, policy, events, list(overrides), settings
+        answers,
+        citations,
+        chunks,
+        out_dir,
+        policy,
+        events,
+        list(overrides),
+        settings,
+        logprobs=logprobs,
+        feedback=feedback,
+        as_of=as_of,
     )
     logger.info(f"done: {result.answers:,} answers -> {out_dir}")
     written(f"scored {result.answers:,} answers", out_dir, result.manifest)

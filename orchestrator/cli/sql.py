@@ -107,10 +107,22 @@ def sql_fuse(
 @sql.command("answers")
 @stage_option(_answer_stages, default="scored_answers")
 @click.option("--events", "with_events", is_flag=True, help="Read a table named events too.")
+@click.option(
+    "--logprobs", is_flag=True, help="Read a table named logprobs too (answer_v2's policies)."
+)
+@click.option(
+    "--feedback", is_flag=True, help="Read a table named feedback too (answer_v2's policies)."
+)
 @policy_options("answer_v1", "levels.high_at_least=80")
 @dialect_option
 def sql_answers(
-    stage: str, with_events: bool, policy: str, overrides: tuple[str, ...], dialect: str
+    stage: str,
+    with_events: bool,
+    logprobs: bool,
+    feedback: bool,
+    policy: str,
+    overrides: tuple[str, ...],
+    dialect: str,
 ) -> None:
     """The answers SQL over tables or views named answers, citations, chunks (and events).
 
@@ -121,7 +133,9 @@ def sql_answers(
     from ..answering.policy import load_answer_policy
     from ..answering.stages import render_stage
 
-    _echo(render_stage(load_answer_policy(policy, list(overrides)), stage, with_events), dialect)
+    loaded = load_answer_policy(policy, list(overrides))
+    rendered = render_stage(loaded, stage, with_events, logprobs=logprobs, feedback=feedback)
+    _echo(rendered, dialect)
 
 
 @sql.command("macros")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from ..answering.policy import AnswerPolicy
 from ..answering.stages import render_answers
-from ..answering.tables import ANSWERS, CHUNKS, CITATIONS, EVENTS
+from ..answering.tables import CHUNKS, CITATIONS, EVENTS, answers_contract
 from ..core.graph import Chain
 from ..core.render import column, ident, lit
 from ..core.tables import TableContract
@@ -208,7 +208,8 @@ def table_macros(
     k = column("k")
     metrics = [{"name": name, "k": k, "suffix": "", "column": name} for name in METRICS]
     answer_inputs = tuple(
-        contract_input(table.name, table.name, table) for table in (ANSWERS, CITATIONS, CHUNKS)
+        contract_input(table.name, table.name, table)
+        for table in (answers_contract(answers.has("streaming")), CITATIONS, CHUNKS)
     )
     events = contract_input("events", "events", EVENTS)
     return [

@@ -3,6 +3,9 @@ Seed 001's stages, answer_rows … scored_answers, as named CTEs (a macro shared
 contract.sql). Reads `inputs.answers`, `inputs.citations`, `inputs.chunks` and, when `with_events`,
 `inputs.events`. The lexicon and conclusion patterns are regular expressions built and escaped by
 the runner from the policy's word lists (orchestrator/answering/policy.py); here they are values, through `lit`.
+answer_v2's optional blocks add columns whether or not their inputs are given: `logprob_certainty`
+reads `inputs.logprobs` when `with_logprobs`, `feedback` reads `inputs.feedback` when
+`with_feedback`, `streaming` reads the answers' `streaming` column.
 -#}
 {% macro answer_stages() %}
 {% set p = policy %}
@@ -10,9 +13,12 @@ the runner from the policy's word lists (orchestrator/answering/policy.py); here
 {% set s = p.structure %}
 {% set c = p.certainty %}
 {% set w = p.weights %}
+{% set lp = p.get('logprob_certainty') %}
+{% set fb = p.get('feedback') %}
+{% set st = p.get('streaming') %}
 {% set level_order = {'low': 0, 'medium': 1} %}
 answer_rows AS (
-    SELECT answer_id, query_id, answer_text, retrieved_count
+    SELECT answer_id, query_id, answer_text, retrieved_count{{ ', streaming' if st }}
     FROM {{ inputs.answers | ident }}
 ),
 citation_counts AS (
@@ -82,6 +88,43 @@ contradiction_counts AS (
     GROUP BY answer_id
 ),
 {% endif %}
+{% if with_logprobs %}
+token_logprobs AS (
+    -- the logprobs summed in token order (one list per answer), so the mean does not depend on
+    -- how threads split the rows
+    SELECT
+        answer_id,
+        count(*) AS logprob_tokens,
+        list_sum(list(logprob ORDER BY token_index ASC NULLS LAST)) / NULLIF(count(*), 0) AS mean_logprob
+    FROM {{ inputs.logprobs | ident }}
+    GROUP BY answer_id
+),
+{% endif %}
+{% if with_feedback %}
+{% set rating_order = 'ORDER BY given_at ASC NULLS LAST, rating ASC NULLS LAST' %}
+feedback_decay AS (
+    -- 0.5^(age / half-life) with the age counted from the answer's newest rating: the weighted
+    -- mean is the same for every as_of (all ages move alike), and no old rating underflows
+    -- the weights' sum to 0
+    SELECT
+        answer_id,
+        rating,
+        given_at,
+        pow({{ 0.5 | lit }}, date_diff('microsecond', given_at, max(given_at) OVER (PARTITION BY answer_id))
+            / {{ 86400e6 | lit }} / {{ fb.half_life_days | lit }}) AS decay
+    FROM {{ inputs.feedback | ident }}
+),
+feedback_means AS (
+    -- summed in one order per answer (equal keys have equal terms), so threads change nothing
+    SELECT
+        answer_id,
+        count(*) AS feedback_count,
+        list_sum(list(rating * decay {{ rating_order }}))
+            / NULLIF(list_sum(list(decay {{ rating_order }})), {{ 0.0 | lit }}) AS feedback_rating
+    FROM feedback_decay
+    GROUP BY answer_id
+),
+{% endif %}
 sub_factors AS (
     SELECT
         a.answer_id,
@@ -105,8 +148,19 @@ sub_factors AS (
         l.{{ name }}_terms,
         {% endfor %}
         {% for severity in ('high', 'medium', 'low') %}
-        {{ 'coalesce(e.contradictions_' ~ severity ~ ', 0)' if with_events else '0' }} AS contradictions_{{ severity }}{{ ',' if not loop.last }}
+        {{ 'coalesce(e.contradictions_' ~ severity ~ ', 0)' if with_events else '0' }} AS contradictions_{{ severity }}{{ ',' if not loop.last or lp or fb or st }}
         {% endfor %}
+        {% if lp %}
+        {{ 'coalesce(tl.logprob_tokens, 0)' if with_logprobs else 'CAST(0 AS BIGINT)' }} AS logprob_tokens,
+        {{ 'tl.mean_logprob' if with_logprobs else 'CAST(NULL AS DOUBLE)' }} AS mean_logprob{{ ',' if fb or st }}
+        {% endif %}
+        {% if fb %}
+        {{ 'coalesce(fm.feedback_count, 0)' if with_feedback else 'CAST(0 AS BIGINT)' }} AS feedback_count,
+        {{ 'fm.feedback_rating' if with_feedback else 'CAST(NULL AS DOUBLE)' }} AS feedback_rating{{ ',' if st }}
+        {% endif %}
+        {% if st %}
+        coalesce(a.streaming, FALSE) AS streaming
+        {% endif %}
     FROM answer_rows AS a
     LEFT JOIN citation_counts AS cc ON cc.answer_id = a.answer_id
     LEFT JOIN relevance AS r ON r.answer_id = a.answer_id
@@ -114,6 +168,12 @@ sub_factors AS (
     JOIN lexicon_hits AS l ON l.answer_id = a.answer_id
     {% if with_events %}
     LEFT JOIN contradiction_counts AS e ON e.answer_id = a.answer_id
+    {% endif %}
+    {% if with_logprobs %}
+    LEFT JOIN token_logprobs AS tl ON tl.answer_id = a.answer_id
+    {% endif %}
+    {% if with_feedback %}
+    LEFT JOIN feedback_means AS fm ON fm.answer_id = a.answer_id
     {% endif %}
 ),
 certainty_parts AS (
@@ -132,18 +192,40 @@ factors AS (
         citation_count_points + citation_relevance AS citation_quality,
         length_points + paragraph_points + conclusion_points AS answer_quality,
         retrieval_count_points + citation_rate_points AS retrieval,
-        {{ clamp(c.base | lit ~ ' - uncertain_penalty - vague_penalty + assertive_bonus') }} AS certainty
+        {% set lexicon_certainty = clamp(c.base | lit ~ ' - uncertain_penalty - vague_penalty + assertive_bonus') %}
+        {% if lp %}
+        {{ lexicon_certainty }} AS lexicon_certainty,
+        exp(mean_logprob) AS token_probability,
+        -- an answer without logprobs keeps its lexicon certainty; the clamp only absorbs rounding
+        {{ clamp('coalesce(' ~ ((1 - lp.weight) | lit) ~ ' * ' ~ lexicon_certainty ~ ' + ' ~ (lp.weight | lit) ~ ' * exp(mean_logprob), ' ~ lexicon_certainty ~ ')') }} AS certainty
+        {% else %}
+        {{ lexicon_certainty }} AS certainty
+        {% endif %}
     FROM certainty_parts
 ),
 totals AS (
     SELECT
         *,
-        {{ w.citation_quality | lit }} * citation_quality + {{ w.answer_quality | lit }} * answer_quality
-            + {{ w.retrieval | lit }} * retrieval + {{ w.certainty | lit }} * certainty AS total
+        {% if st %}
+        -- a streaming answer has no score (yet)
+        {% endif %}
+        {{ 'CASE WHEN streaming THEN NULL ELSE ' if st }}{{ w.citation_quality | lit }} * citation_quality + {{ w.answer_quality | lit }} * answer_quality
+            + {{ w.retrieval | lit }} * retrieval + {{ w.certainty | lit }} * certainty{{ ' END' if st }} AS total
     FROM factors
 ),
 percentages AS (
-    SELECT *, {{ 100.0 | lit }} * total / {{ max_total | lit }} AS percentage
+    {% set factor_percentage = (100.0 | lit) ~ ' * total / ' ~ (max_total | lit) %}
+    {% if fb %}
+    {% set feedback_points = (fb.weight | lit) ~ ' * coalesce(feedback_rating, ' ~ (0.0 | lit) ~ ')' %}
+    -- users' ratings move the percentage by feedback.weight points at a mean rating of ±1
+    SELECT
+        *,
+        {{ factor_percentage }} AS factor_percentage,
+        {{ feedback_points }} AS feedback_points,
+        {{ clamp(factor_percentage ~ ' + ' ~ feedback_points, 0.0, 100.0) }} AS percentage
+    {% else %}
+    SELECT *, {{ factor_percentage }} AS percentage
+    {% endif %}
     FROM totals
 ),
 score_levels AS (
@@ -151,6 +233,9 @@ score_levels AS (
     SELECT
         *,
         CASE
+            {% if st %}
+            WHEN streaming THEN {{ st.start_level | lit }}
+            {% endif %}
             WHEN round(percentage, 6) >= {{ p.levels.high_at_least | lit }} THEN 'high'
             WHEN round(percentage, 6) >= {{ p.levels.medium_at_least | lit }} THEN 'medium'
             ELSE 'low'
@@ -181,7 +266,10 @@ scored_answers AS (
         uncertain_hits, uncertain_terms, uncertain_penalty,
         vague_hits, vague_terms, vague_penalty,
         assertive_hits, assertive_terms, assertive_bonus,
-        certainty, total, percentage, score_level,
+        {% if lp %}
+        lexicon_certainty, logprob_tokens, mean_logprob, token_probability,
+        {% endif %}
+        certainty, {{ 'streaming, ' if st }}total, {{ 'factor_percentage, feedback_count, feedback_rating, feedback_points, ' if fb }}percentage, score_level,
         contradictions_high, contradictions_medium, contradictions_low, contradiction_warning,
         ['low', 'medium', 'high'][level_ordinal + 1] AS level,
         {{ policy_version | lit }} AS answer_policy_version

@@ -1,6 +1,7 @@
 {#-
 Seed 001's contract: one JSON object per answer — the level (after contradiction events) and the
-score's level, the percentage, the four factor scores and why, in plain words. Reads the
+score's level, the percentage, the four factor scores and why, in plain words (answer_v2: also
+the logprobs' share of the certainty, the feedback's points and the streaming start). Reads the
 materialised `scored_answers`, or, when `standalone` is true, computes it in the same statement.
 -#}
 {% from 'answers/_answer_stages.sql' import answer_stages with context %}
@@ -8,6 +9,9 @@ materialised `scored_answers`, or, when `standalone` is true, computes it in the
 {% set cq = p.citation_relevance %}
 {% set s = p.structure %}
 {% set c = p.certainty %}
+{% set lp = p.get('logprob_certainty') %}
+{% set fb = p.get('feedback') %}
+{% set st = p.get('streaming') %}
 WITH
 {% if standalone %}
 {{ answer_stages() }},
@@ -52,6 +56,22 @@ contract AS (
                    round(vague_penalty, 4), assertive_hits, round(assertive_bonus, 4)),
             CASE WHEN uncertain_hits + vague_hits + assertive_hits > 0 THEN
                 'words: ' || array_to_string(list_concat(uncertain_terms, vague_terms, assertive_terms), ', ') END,
+            {% if lp %}
+            CASE WHEN token_probability IS NOT NULL THEN
+                printf('logprobs: certainty %.3f = %g × lexicon certainty %.3f + %g × token probability %.4f (exp of the mean logprob %.4g of %d token(s))',
+                       certainty, {{ (1 - lp.weight) | lit }}, lexicon_certainty, {{ lp.weight | lit }},
+                       token_probability, mean_logprob, logprob_tokens) END,
+            {% endif %}
+            {% if fb %}
+            CASE WHEN feedback_count > 0 AND total IS NOT NULL THEN
+                printf('feedback: %d rating(s), decayed mean %.4g (half-life %g days), %+.2f points: the percentage %.2f became %.2f',
+                       feedback_count, feedback_rating, {{ fb.half_life_days | lit }}, feedback_points,
+                       factor_percentage, percentage) END,
+            {% endif %}
+            {% if st %}
+            CASE WHEN streaming THEN
+                printf('streaming: no score yet; the level starts at %s', {{ st.start_level | lit }}) END,
+            {% endif %}
             CASE WHEN level <> score_level THEN
                 printf('contradictions (high %d, medium %d) lowered the level from %s to %s',
                        contradictions_high, contradictions_medium, score_level, level) END,

@@ -325,7 +325,7 @@ def test_bad_policy_is_named(override: str, message: str) -> None:
 
 def test_policies_are_listed_and_shown() -> None:
     listed = run("policy", "list", "answers")
-    assert listed.output.split() == ["answer_v1", "answer_v1_en"]
+    assert listed.output.split() == ["answer_v1", "answer_v1_en", "answer_v2", "answer_v2_en"]
     shown = json.loads(run("policy", "show", "answer_v1_en", "--capability", "answers").output)
     assert shown["parent_version"] == "answer_v1"
     assert shown["parameters"]["weights"] == {
