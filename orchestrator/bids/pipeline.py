@@ -31,6 +31,7 @@ from .policy import (
     PIECE_PATTERN,
     SEPARATOR_ENDS,
     SEPARATOR_RUN,
+    SEPARATOR_SPACED,
     SEPARATOR_SQUEEZE,
     TOKEN_PATTERN,
     BidPolicy,
@@ -256,6 +257,7 @@ def _context(
         filler_pattern=keyword_pattern(policy.fillers) if policy.fillers else None,
         piece_pattern=PIECE_PATTERN,
         separator_run=SEPARATOR_RUN,
+        separator_spaced=SEPARATOR_SPACED,
         separator_squeeze=SEPARATOR_SQUEEZE,
         separator_ends=SEPARATOR_ENDS,
         type_patterns=[

@@ -49,7 +49,11 @@ SEPARATORS = ",;!?、。"
 _SEPARATOR = f"[\\s{SEPARATORS}]"
 PIECE_PATTERN = f"[^\\s{SEPARATORS}]+|{_SEPARATOR}+"
 SEPARATOR_RUN = f"{_SEPARATOR}+"
-SEPARATOR_SQUEEZE = f"\\s*([{SEPARATORS}]){_SEPARATOR}*"
+# a run of spaces and separators becomes its first separator, and one space if it held a space
+SEPARATOR_SPACED = (
+    f"\\s+([{SEPARATORS}]){_SEPARATOR}*|([{SEPARATORS}])[{SEPARATORS}]*\\s{_SEPARATOR}*"
+)
+SEPARATOR_SQUEEZE = f"([{SEPARATORS}])[{SEPARATORS}]*"
 SEPARATOR_ENDS = f"^{_SEPARATOR}+|{_SEPARATOR}+$"
 
 

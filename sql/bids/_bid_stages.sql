@@ -237,10 +237,11 @@ compression_attempts AS (
     SELECT
         *,
         list_filter(pieces, lambda piece, i: {{ repeated('pieces', 'i') }}) AS duplicate_terms,
-        regexp_replace(regexp_replace(regexp_replace(
+        regexp_replace(regexp_replace(regexp_replace(regexp_replace(
             array_to_string(list_filter(pieces, lambda piece, i:
                 NOT {{ repeated('pieces', 'i') }} AND NOT (i < len(pieces) AND {{ repeated('pieces', 'i + 1') }})), ''),
-            {{ separator_squeeze | lit }}, '\1', 'g'), '\s+', ' ', 'g'), {{ separator_ends | lit }}, '', 'g') AS compressed_text
+            {{ separator_spaced | lit }}, '\1\2 ', 'g'), {{ separator_squeeze | lit }}, '\1', 'g'),
+            '\s+', ' ', 'g'), {{ separator_ends | lit }}, '', 'g') AS compressed_text
     FROM compression_pieces
 ),
 -- the compression is refused, the rewrite kept, when it would lose a number, date, term or entity
