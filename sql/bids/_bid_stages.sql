@@ -224,8 +224,8 @@ guarded_queries AS (
 {% if cz %}
 -- §3.3 expression compression of the guarded rewrite: the policy's filler phrases removed; a
 -- term (a run between spaces and separators) that repeats an earlier one dropped with the
--- separator before it; a run of spaces and separators reduced to its first separator (else one
--- space), none at either end
+-- separator before it; a run of spaces and separators reduced to its first separator (and one
+-- space if it held one), else to one space; none at either end
 compression_pieces AS (
     SELECT
         *,
