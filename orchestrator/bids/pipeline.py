@@ -28,6 +28,11 @@ from .policy import (
     HALF_WIDTH,
     NUMBER_PATTERN,
     NUMERIC_FIELDS,
+    PIECE_PATTERN,
+    SEPARATOR_ENDS,
+    SEPARATOR_RUN,
+    SEPARATOR_SPACED,
+    SEPARATOR_SQUEEZE,
     TOKEN_PATTERN,
     BidPolicy,
     keyword_pattern,
@@ -35,6 +40,7 @@ from .policy import (
 )
 from .rules import Rule, check_rules_match_criteria, load_rules, rule_record
 from .tables import check_synonym_conflicts, check_synonyms, open_bid_inputs, open_ragas
+from .tender_fields import refuse_unread_fields
 from .whitelist import Compiled, parse_condition
 
 logger = module_logger(__name__)
@@ -107,6 +113,7 @@ def score_bids(
     with Session(settings) as session:
         logger.info(f"checking inputs in {input_dir} (policy {loaded.version})")
         opened = open_bid_inputs(session, input_dir)
+        refuse_unread_fields(opened.get("tender_fields"), loaded.version, loaded.reads_fields)
         check_rules_match_criteria(session, rule_list, rules_path)
         branches = sql_branches(session, opened["queries"])
         check_synonyms(session, opened)
@@ -247,6 +254,12 @@ def _context(
         date_pattern=DATE_PATTERN,
         number_pattern=NUMBER_PATTERN,
         token_pattern=TOKEN_PATTERN,
+        filler_pattern=keyword_pattern(policy.fillers) if policy.fillers else None,
+        piece_pattern=PIECE_PATTERN,
+        separator_run=SEPARATOR_RUN,
+        separator_spaced=SEPARATOR_SPACED,
+        separator_squeeze=SEPARATOR_SQUEEZE,
+        separator_ends=SEPARATOR_ENDS,
         type_patterns=[
             {"type": entry.type, "pattern": keyword_pattern(entry.keywords)}
             for entry in policy.query_types

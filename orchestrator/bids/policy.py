@@ -14,6 +14,7 @@ from ..core.policy import (
     Choice,
     Flag,
     ListOf,
+    MapOf,
     Number,
     Omissible,
     Policy,
@@ -28,6 +29,8 @@ from .whitelist import FIELD_TYPES
 
 MODES = ("local", "global", "hybrid", "mix")
 CALIBRATION_METHODS = ("anchor_offset",)
+# §3.2's constraint kinds a tender's own field may become (bid_v4's constraints.tender_fields)
+CONSTRAINT_KINDS = ("entity", "must_include", "must_exclude")
 RAGAS_GATES = ("ragas_precision", "ragas_recall", "faithfulness")
 UNIT = Number(0.0, 1.0)
 NUMERIC_FIELDS = tuple(f for f, kind in FIELD_TYPES.items() if kind == "number")
@@ -40,6 +43,18 @@ DATE_PATTERN = (
 )
 NUMBER_PATTERN = r"[0-9]+(?:,[0-9]{3})*(?:\.[0-9]+)?[万亿]?"
 TOKEN_PATTERN = f"(?:{DATE_PATTERN})|(?:{NUMBER_PATTERN})|[\\s\\S]"
+# §3.3's compression: a term is a run between spaces and these separators (the full-width forms
+# fold to them first); ASCII '.', ':' and '-' stay inside terms (3.5, 9001:2015, 2026-03-05)
+SEPARATORS = ",;!?、。"
+_SEPARATOR = f"[\\s{SEPARATORS}]"
+PIECE_PATTERN = f"[^\\s{SEPARATORS}]+|{_SEPARATOR}+"
+SEPARATOR_RUN = f"{_SEPARATOR}+"
+# a run of spaces and separators becomes its first separator, and one space if it held a space
+SEPARATOR_SPACED = (
+    f"\\s+([{SEPARATORS}]){_SEPARATOR}*|([{SEPARATORS}])[{SEPARATORS}]*\\s{_SEPARATOR}*"
+)
+SEPARATOR_SQUEEZE = f"([{SEPARATORS}])[{SEPARATORS}]*"
+SEPARATOR_ENDS = f"^{_SEPARATOR}+|{_SEPARATOR}+$"
 
 
 def _types_known(p: dict[str, Any]) -> None:
@@ -73,6 +88,25 @@ def _term_patterns_compile(p: dict[str, Any]) -> None:
                     f"parameters.constraints.{kind}: {pattern!r} needs exactly one capturing "
                     f"group (the term), has {groups}"
                 )
+
+
+def _compression_guarded(p: dict[str, Any]) -> None:
+    if "compression" not in p:
+        return
+    if "constraints" not in p:
+        # the compression guard keeps the constraints §3.2's rules produce: without them it
+        # could not tell a filler from a term
+        raise PolicyError("parameters.compression needs parameters.constraints (bid_v3's rules)")
+    if not p["compression"]["fillers"]:
+        raise PolicyError("parameters.compression.fillers: expected at least one phrase")
+    for filler in p["compression"]["fillers"]:
+        if not folded(filler):
+            raise PolicyError(f"parameters.compression.fillers: {filler!r} is only spaces")
+
+
+def folded(text: str) -> str:
+    """§3.1's first steps: full width folded, lower case, single spaces, trimmed."""
+    return " ".join(text.translate(str.maketrans(FULL_WIDTH, HALF_WIDTH)).lower().split())
 
 
 BID_POLICY = PolicyKind(
@@ -115,8 +149,17 @@ BID_POLICY = PolicyKind(
             "insufficient_evidence": Omissible(Flag()),
             "citation_mapping": Omissible(Flag()),
         },
-        # §3.2's term patterns (one capturing group: the term) and §3.3's rewrite guard (bid_v3)
-        "constraints": Omissible({"must_include": Words(), "must_exclude": Words()}),
+        # §3.2's term patterns (one capturing group: the term) and §3.3's rewrite guard (bid_v3);
+        # the tender's own fields, each by its declared kind (bid_v4)
+        "constraints": Omissible(
+            {
+                "must_include": Words(),
+                "must_exclude": Words(),
+                "tender_fields": Omissible(MapOf(Choice(CONSTRAINT_KINDS))),
+            }
+        ),
+        # §3.3's expression compression (bid_v4): filler phrases removed, guarded like a rewrite
+        "compression": Omissible({"fillers": Words()}),
         # §8.4 (bid_v2): a deviation above hitl.max_score_deviation_pct runs this calibration
         "calibration": Omissible({"method": Choice(CALIBRATION_METHODS)}),
         "gates": {
@@ -130,19 +173,13 @@ BID_POLICY = PolicyKind(
             **{name: Omissible(UNIT) for name in RAGAS_GATES},
         },
     },
-    cross_checks=(_types_known, _term_patterns_compile),
+    cross_checks=(_types_known, _term_patterns_compile, _compression_guarded),
 )
 
 
 def keyword_pattern(keywords: Sequence[str]) -> str:
     """Any of the keywords, normalised like a query (folded, lower case, single spaces)."""
-    terms = sorted(
-        {
-            " ".join(k.translate(str.maketrans(FULL_WIDTH, HALF_WIDTH)).lower().split())
-            for k in keywords
-        },
-        key=lambda t: (-len(t), t),
-    )
+    terms = sorted({folded(k) for k in keywords}, key=lambda t: (-len(t), t))
     return "(?:" + "|".join(term_regex(t) for t in terms if t) + ")"
 
 
@@ -160,6 +197,8 @@ class BidPolicy(PolicyView):
     query_types: tuple[QueryType, ...]  # in the file's order: the first whose keywords match
     gates: Mapping[str, float]  # §12's thresholds, by gate
     calibration: str | None  # §8.4's method; None: calibration_needed is only flagged
+    reads_fields: bool  # §3.2: the tender_fields table becomes constraints (bid_v4)
+    fillers: tuple[str, ...]  # §3.3's compression; empty: the rewrite is not compressed
 
     @classmethod
     def of(cls, policy: Policy) -> BidPolicy:
@@ -169,6 +208,8 @@ class BidPolicy(PolicyView):
             query_types=tuple(QueryType(e["type"], tuple(e["keywords"])) for e in p["query_types"]),
             gates=p["gates"],
             calibration=p["calibration"]["method"] if "calibration" in p else None,
+            reads_fields="tender_fields" in p.get("constraints", {}),
+            fillers=tuple(p["compression"]["fillers"]) if "compression" in p else (),
         )
 
 

@@ -22,6 +22,7 @@ from ..core.validate import (
     row_label_sql,
     typed_column,
 )
+from .tender_fields import TENDER_FIELDS, check_tender_fields
 
 
 def _flag(name: str, nullable: bool = False) -> Column:
@@ -237,6 +238,7 @@ TABLES: dict[str, tuple[TableContract, bool]] = {
     "claim_citations": (CLAIM_CITATIONS, False),
     "synonyms": (SYNONYMS, False),
     "anchors": (ANCHORS, False),
+    "tender_fields": (TENDER_FIELDS, False),
 }
 
 
@@ -371,6 +373,8 @@ def check_bid_references(session: Session, opened: dict[str, OpenedInput]) -> No
         )
     if "anchors" in opened:
         check_anchors(session, opened["anchors"])
+    if "tender_fields" in opened:
+        check_tender_fields(session, opened["tender_fields"])
     if "claim_citations" in opened:
         if "claims" not in opened:
             raise InputError("claim_citations table: given without a claims table")

@@ -38,14 +38,26 @@ array_to_string(list_transform({{ token_list }}, lambda e: e.t), '')
 {% macro constraints_of(token_list, kind) -%}
 list_transform(list_filter({{ token_list }}, lambda e: e.kind = {{ kind | lit }}), lambda e: e.t)
 {%- endmacro %}
-{% macro lost_constraints() -%}
+{% macro lost_constraints(kept='rewritten_numbers || rewritten_times') -%}
 {#- the numbers and dates of the query the rewrite lost, as a multiset difference -#}
 list_transform(
             list_filter(
                 list_transform(numeric_constraints || time_constraints, lambda x, i: {'x': x, 'i': i}),
                 lambda e: len(list_filter((numeric_constraints || time_constraints)[1:e.i], lambda y: y = e.x))
-                          > len(list_filter(rewritten_numbers || rewritten_times, lambda y: y = e.x))),
+                          > len(list_filter({{ kept }}, lambda y: y = e.x))),
             lambda e: e.x)
+{%- endmacro %}
+{% macro scope_lost(terms, text) -%}
+{#- the must-include and must-exclude terms a text's own terms lack (nor their standard names),
+    and the entities it does not name -#}
+list_filter(must_include_terms || must_exclude_terms,
+                        lambda term: NOT list_contains({{ terms }}, term)
+                                     AND NOT list_contains({{ terms }}, {{ with_synonyms('term', 'synonym_pattern', 'synonym_map') }}))
+                || list_filter(entity_constraints, lambda entity: NOT contains({{ text }}, entity))
+{%- endmacro %}
+{% macro repeated(pieces, i) -%}
+{#- piece i is a term (no separator) that an earlier piece already is -#}
+(NOT regexp_full_match({{ pieces }}[{{ i }}], {{ separator_run | lit }}) AND list_contains({{ pieces }}[1:{{ i }} - 1], {{ pieces }}[{{ i }}]))
 {%- endmacro %}
 {% macro folded(text) -%}
 trim(regexp_replace(lower(translate({{ text }}, {{ full_width | lit }}, {{ half_width | lit }})), '\s+', ' ', 'g'))
@@ -83,6 +95,10 @@ SELECT CAST(NULL AS VARCHAR) AS tenant_id, CAST(NULL AS VARCHAR) AS project_id,
 {% set cw = p.confidence.weights %}
 {#- bid_v3's §3.2 constraint rules and §3.3 rewrite guard; absent, the SQL is bid_v1's -#}
 {% set cx = p.get('constraints') %}
+{#- bid_v4's §3.2 tender-field rules and §3.3 expression compression; absent, the SQL is bid_v3's -#}
+{% set fields = cx.get('tender_fields') if cx else none %}
+{% set cz = p.get('compression') %}
+{% set query_stage = 'fielded_queries' if fields else ('compressed_queries' if cz else ('guarded_queries' if cx else 'constrained_queries')) %}
 {#- bid_v2's HITL reasons (docs/bids.md#what-bid_v2-changes); absent, the SQL is bid_v1's -#}
 {% set short_evidence_reviewed = p.hitl.get('insufficient_evidence', False) %}
 {% set citation_mapping_reviewed = p.hitl.get('citation_mapping', False) %}
@@ -200,14 +216,116 @@ guarded_queries AS (
         SELECT
             *,
             {{ lost_constraints() }} AS attempted_diff,
-            list_filter(must_include_terms || must_exclude_terms,
-                        lambda term: NOT list_contains(rewritten_terms, term)
-                                     AND NOT list_contains(rewritten_terms, {{ with_synonyms('term', 'synonym_pattern', 'synonym_map') }}))
-                || list_filter(entity_constraints, lambda entity: NOT contains(rewritten_query, entity)) AS scope_lost,
+            {{ scope_lost('rewritten_terms', 'rewritten_query') }} AS scope_lost,
             len(attempted_diff) > 0 OR len(scope_lost) > 0 AS rewrite_refused
         FROM scoped_queries
     )
 ),
+{% if cz %}
+-- §3.3 expression compression of the guarded rewrite: the policy's filler phrases removed; a
+-- term (a run between spaces and separators) that repeats an earlier one dropped with the
+-- separator before it; a run of spaces and separators reduced to its first separator (and one
+-- space if it held one), else to one space; none at either end
+compression_pieces AS (
+    SELECT
+        *,
+        regexp_extract_all(rewritten_query, {{ filler_pattern | lit }}) AS removed_fillers,
+        regexp_extract_all(regexp_replace(rewritten_query, {{ filler_pattern | lit }}, '', 'g'), {{ piece_pattern | lit }}) AS pieces
+    FROM guarded_queries
+),
+compression_attempts AS (
+    SELECT
+        *,
+        list_filter(pieces, lambda piece, i: {{ repeated('pieces', 'i') }}) AS duplicate_terms,
+        regexp_replace(regexp_replace(regexp_replace(regexp_replace(
+            array_to_string(list_filter(pieces, lambda piece, i:
+                NOT {{ repeated('pieces', 'i') }} AND NOT (i < len(pieces) AND {{ repeated('pieces', 'i + 1') }})), ''),
+            {{ separator_spaced | lit }}, '\1\2 ', 'g'), {{ separator_squeeze | lit }}, '\1', 'g'),
+            '\s+', ' ', 'g'), {{ separator_ends | lit }}, '', 'g') AS compressed_text
+    FROM compression_pieces
+),
+-- the compression is refused, the rewrite kept, when it would lose a number, date, term or entity
+compressed_queries AS (
+    SELECT
+        * REPLACE (
+            CASE WHEN len(compression_lost) > 0 THEN rewritten_query ELSE compressed_text END AS rewritten_query,
+            CASE WHEN len(compression_lost) > 0 THEN rewritten_numbers ELSE compressed_numbers END AS rewritten_numbers,
+            CASE WHEN len(compression_lost) > 0 THEN rewritten_times ELSE compressed_times END AS rewritten_times
+        ),
+        rewritten_query AS uncompressed_query,
+        length(rewritten_query) AS uncompressed_length,
+        length(CASE WHEN len(compression_lost) > 0 THEN rewritten_query ELSE compressed_text END) AS rewritten_length,
+        CASE
+            WHEN len(compression_lost) > 0
+                THEN 'refused: drops a constraint (' || array_to_string(compression_lost, ', ') || ')'
+            WHEN compressed_text = rewritten_query THEN 'no compression'
+            ELSE 'compressed: ' || coalesce(nullif(concat_ws('; ',
+                CASE WHEN len(removed_fillers) > 0 THEN 'fillers (' || array_to_string(list_sort(list_distinct(removed_fillers)), ', ') || ')' END,
+                CASE WHEN len(duplicate_terms) > 0 THEN 'duplicate terms (' || array_to_string(list_sort(list_distinct(duplicate_terms)), ', ') || ')' END), ''),
+                'spaces and punctuation')
+        END AS compression_reason
+    FROM (
+        SELECT
+            *,
+            {{ lost_constraints('compressed_numbers || compressed_times') }}
+                || {{ scope_lost('compressed_terms', with_synonyms('compressed_text', 'synonym_pattern', 'synonym_map')) }} AS compression_lost
+        FROM (
+            SELECT
+                *,
+                {{ terms_of('compressed_text', cx.must_include + cx.must_exclude) }} AS compressed_terms,
+                {{ constraints_of(tokens('compressed_text'), 'number') }} AS compressed_numbers,
+                {{ constraints_of(tokens('compressed_text'), 'date') }} AS compressed_times
+            FROM compression_attempts
+        )
+    )
+),
+{% endif %}
+{% if fields %}
+-- §3.2 the tender's own fields: each field the policy names, of the query's tenant and project
+-- and scoped to its criterion, becomes a constraint of the policy's kind, normalised like a query
+-- and in the dictionary's standard name (`value_canon`) as the filters compare it
+field_constraints AS (
+    SELECT
+        query_id, field, kind, value_norm,
+        {{ with_synonyms('value_norm', 'synonym_pattern', 'synonym_map') }} AS value_canon
+    FROM (
+        SELECT
+            q.query_id, f.field, r.kind, s.synonym_pattern, s.synonym_map,
+            {{ text_of(tokens(folded('f.value'))) }} AS value_norm
+        FROM queries AS q
+        JOIN tender_fields AS f
+          ON f.tenant_id = q.tenant_id AND f.project_id = q.project_id
+         AND (f.criteria_scope IS NULL OR {{ in_list('q.criteria_id', 'f.criteria_scope') }})
+        JOIN (VALUES {% for field, kind in fields.items() %}({{ field | lit }}, {{ kind | lit }}){{ ', ' if not loop.last }}{% endfor %}) AS r(field, kind)
+          ON r.field = f.field
+        LEFT JOIN synonym_sets AS s ON s.tenant_id = q.tenant_id AND s.project_id = q.project_id
+    )
+),
+field_constraint_sets AS (
+    SELECT
+        query_id,
+        {% for kind, column in (('entity', 'value_canon'), ('must_include', 'value_norm'), ('must_include', 'value_canon'), ('must_exclude', 'value_norm'), ('must_exclude', 'value_canon')) %}
+        coalesce(list({{ column }} ORDER BY {{ column }} ASC NULLS LAST) FILTER (WHERE kind = {{ kind | lit }}), CAST([] AS VARCHAR[])) AS {{ kind }}_{{ column }},
+        {% endfor %}
+        list(field || ': ' || value_norm || ' (' || kind || ')' ORDER BY field ASC NULLS LAST, value_norm ASC NULLS LAST) AS tender_constraints
+    FROM field_constraints
+    GROUP BY query_id
+),
+-- the query's own constraints, guarded by §3.3, and its tender's, enforced alike
+fielded_queries AS (
+    SELECT
+        g.* REPLACE (
+            list_sort(list_distinct(g.entity_constraints || coalesce(f.entity_value_canon, CAST([] AS VARCHAR[])))) AS entity_constraints,
+            list_sort(list_distinct(g.must_include_terms || coalesce(f.must_include_value_norm, CAST([] AS VARCHAR[])))) AS must_include_terms,
+            list_sort(list_distinct(g.must_exclude_terms || coalesce(f.must_exclude_value_norm, CAST([] AS VARCHAR[])))) AS must_exclude_terms,
+            g.include_canon || coalesce(f.must_include_value_canon, CAST([] AS VARCHAR[])) AS include_canon,
+            g.exclude_canon || coalesce(f.must_exclude_value_canon, CAST([] AS VARCHAR[])) AS exclude_canon
+        ),
+        coalesce(f.tender_constraints, CAST([] AS VARCHAR[])) AS tender_constraints
+    FROM {{ 'compressed_queries' if cz else 'guarded_queries' }} AS g
+    LEFT JOIN field_constraint_sets AS f ON f.query_id = g.query_id
+),
+{% endif %}
 -- chunk texts normalised and rewritten like the queries, for the §3.2 filters
 chunk_terms AS (
     SELECT
@@ -227,6 +345,12 @@ typed_queries AS (
         {{ lost_constraints() }} AS constraint_diff,
         {% if cx %}
         rewrite_reason, entity_constraints, must_include_terms, must_exclude_terms,
+        {% endif %}
+        {% if fields %}
+        tender_constraints,
+        {% endif %}
+        {% if cz %}
+        uncompressed_query, uncompressed_length, rewritten_length, compression_reason,
         {% endif %}
         CASE
             {% for entry in type_patterns %}
@@ -249,7 +373,7 @@ typed_queries AS (
         doc_scope,
         sql_condition,
         retrieval_ms
-    FROM {{ 'guarded_queries' if cx else 'constrained_queries' }}
+    FROM {{ query_stage }}
 ),
 -- §5.1 LightRAG hits, capped at chunk_top_k by rank
 lightrag_branch AS (
@@ -307,7 +431,7 @@ screened AS (
     JOIN queries AS q ON q.query_id = m.query_id
     LEFT JOIN chunks AS c ON c.tenant_id = q.tenant_id AND c.chunk_id = m.chunk_id
     {% if cx %}
-    JOIN guarded_queries AS g ON g.query_id = m.query_id
+    JOIN {{ query_stage }} AS g ON g.query_id = m.query_id
     LEFT JOIN chunk_terms AS t ON t.tenant_id = q.tenant_id AND t.chunk_id = m.chunk_id
     {% endif %}
 ),

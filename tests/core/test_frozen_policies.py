@@ -57,6 +57,8 @@ BEFORE_THE_VIEWS = {
     # issue 50: bid_v2 and bid_v3, added after the views, each frozen as it was written
     ("bids", "bid_v2"): "9230792fc451dfbdf413b344f39d37d718f4d5dac5a9d3c7a4295034b3376b74",
     ("bids", "bid_v3"): "812f032afb711161c7b9f934c276b059e1e2259a6dbb00f522c73c4b91bf43aa",
+    # issue 50: bid_v3 and §3.2's tender fields, §3.3's compression (taken when it was added)
+    ("bids", "bid_v4"): "b107f3f5907eedfc234509b348819dfe159e27456827823567d4e49cf089157a",
     ("instincts", "instinct_v1"): "15316492726b4ee4ac49fe2374f78974f9d885a699c6a2815c222c25d8ce87dd",
     # issue 50: instinct_v1 and the lifecycle and outcome-signal rules (taken when it was added)
     ("instincts", "instinct_v2"): "656f763b775b61208ab1243cc3d7f4a8f40ce998c6655ca96c1e5691eea76dad",
