@@ -76,18 +76,19 @@ innermost AS (
 ),
 {% if module_paths %}
 summaries AS (
-    {#- the modules the file-level hits name, each with its own entity in their file, or NULL -#}
+    {#- each module_path of the log with the module of its file it names, or NULL (read for the
+    file-level hits alone: the joins below); a module's own entity has its id (`duckscore entities`) -#}
     SELECT s.revision, s.code_file, s.module_path, m.module_id
     FROM (
         SELECT r.revision, r.code_file, r.module_path
         FROM resolved AS r
-        WHERE r.code_level NOT IN {{ lined }} AND r.module_path IS NOT NULL
+        WHERE r.module_path IS NOT NULL
         GROUP BY r.revision, r.code_file, r.module_path
     ) AS s
     LEFT JOIN (
         SELECT e.revision, e.file_path AS code_file, e.module_id
         FROM {{ inputs.entities | ident }} AS e
-        WHERE e.kind <> 'file' AND e.entity_id = e.module_id
+        WHERE e.module_id IS NOT NULL
         GROUP BY e.revision, e.file_path, e.module_id
     ) AS m
         ON {{ same_place('m', 's') }} AND m.module_id = s.module_path
