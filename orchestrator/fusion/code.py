@@ -28,7 +28,10 @@ def open_code(session: Session, code: CodeTarget, opened: OpenedInput, recipe: R
     entities = session.open("entities", ENTITIES, code.entities, code.label)
     parse_ids = "start_line" not in opened.columns
     _check_lines(session, opened, parse_ids)
-    plan = CodePlan(CODE_LEVELS[recipe.target_granularity], code.top_k, parse_ids)
+    module_paths = "module_path" in opened.columns
+    plan = CodePlan(
+        CODE_LEVELS[recipe.target_granularity], code.top_k, parse_ids, module_paths=module_paths
+    )
     fault = mapper_check(session, plan, opened.contract.name, ENTITIES_INPUT, "first_fault")
     if fault is not None:
         raise InputError(_fault(fault, opened, entities))
@@ -127,6 +130,11 @@ def _fault(fault: dict[str, Any], opened: OpenedInput, entities: OpenedInput) ->
     lines = f"lines {fault['code_start']}-{fault['code_end']}"
     if fault["fault"] == "past its file":
         return f"{log}: {lines} run past the end of {file}, {fault['last_line']} lines {at}"
+    if fault["fault"] == "unknown module":
+        return (
+            f"{log}: module_path {fault['other']!r} is not a module (a top-level class or "
+            f"function) of {file} in {entities.label} ({entities.given}) {at}"
+        )
     if fault["fault"] == "two spans":
         return f"{log}: the source gives this item_id more than one line range (one is {file}:{fault['code_start']}-{fault['code_end']})"
     return f"{log}: {file} {lines} also has the item_id {fault['other']!r} in this source: one span, one id"

@@ -74,12 +74,15 @@ def code_inputs(code: CodeTarget | None) -> dict[str, Table]:
 class CodePlan:
     """A code run's plan beside its recipe's: `level` fused into fused.parquet (file, module,
     entity or block); `parse_ids`: the log gives no lines, read off `path:start:end` ids;
-    `fallback`: why block-level fusion fell back to file level (seed 003 §9.4), or None."""
+    `fallback`: why block-level fusion fell back to file level (seed 003 §9.4), or None;
+    `module_paths`: the log has a module_path column, which places its file-level hits at their
+    module (seed 003 §7.2)."""
 
     level: str
     top_k: LocTopK
     parse_ids: bool
     fallback: str | None = None
+    module_paths: bool = False
 
     def record(self) -> dict[str, Any]:
         """What the manifest says of it (`code`)."""

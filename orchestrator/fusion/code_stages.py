@@ -112,6 +112,7 @@ def render_code_map(code: CodePlan, inputs: Mapping[str, str], final: str) -> Re
         "fuse/code_map.sql",
         inputs=dict(inputs),
         parse_ids=code.parse_ids,
+        module_paths=code.module_paths,
         pattern=ITEM_LINES,
         final=final,
     )

@@ -13,9 +13,9 @@ MAX_SCORE = 1e100
 # a hit's level, as seed 003 names them: doc (a parent; `file` is its name for a source file),
 # block (an item of a parent: a chunk, lines of a file), module and entity (a class or function)
 GRANULARITIES = ("doc", "block", "file", "module", "entity")
-# what a hit carries of its place in the code (seed 003 §5.1's payload); passed through to
-# fused.parquet's best_provenance with any other column of the log
-PAYLOAD = ("file_path", "start_line", "end_line", "qualified_name", "revision")
+# what a hit carries of its place in the code (seed 003 §5.1's payload, §7.2's module_path);
+# passed through to fused.parquet's best_provenance with any other column of the log
+PAYLOAD = ("file_path", "start_line", "end_line", "qualified_name", "revision", "module_path")
 
 RETRIEVAL_LOG = TableContract(
     name="retrieval_log",
@@ -36,6 +36,7 @@ RETRIEVAL_LOG = TableContract(
         Column("end_line", "count", min=1, required=False, nullable=True),
         Column("qualified_name", "text", required=False, nullable=True),
         Column("revision", "text", required=False, nullable=True),
+        Column("module_path", "text", required=False, nullable=True),
     ),
     key=("query_id", "source", "item_id"),
     passes_others=True,

@@ -3,11 +3,13 @@ The code mapper (docs/code.md, "Fusing code"): each hit of a code log with its f
 that has lines — a block, or a module- or entity-level hit — with the innermost entity its lines
 overlap in the entities table of its revision (`duckscore entities`): the entity with the
 largest overlap, ties by the smallest span, then by entity_id. A hit that overlaps no entity,
-and a file-level hit (granularity doc or file), map to their file alone.
+and a file-level hit (granularity doc or file), map to their file alone — but a file-level hit
+naming a module_path (`module_paths`: the log has the column), a summary document of a module
+(seed 003 §7.2), maps to that module and to its entity (the top-level class or function).
 
 Context: inputs.retrieval_log (the typed log, or its ranked view), inputs.entities (the entities
 table), parse_ids (the log gives no lines: they are read off ids `path:start:end`, `pattern`),
-final (the CTE to select).
+module_paths (the log has a module_path column), final (the CTE to select).
 
 A hit's file is its file_path, else the path of its id (parse_ids), else its parent_id; its
 revision is the log's (NULL: the working tree), matched NULL-safe. `code_hits` is every log row
@@ -16,7 +18,7 @@ resolved, and code_module_id, code_entity_id (NULL when it maps to no entity).
 
 Checks, each its CTE: `faults` (a file the entities table does not hold at the hit's revision,
 lines past its file's end, a block id given two spans by a source at a revision, a span two
-ids), `chunking` (seed 003 §9.4: whether the block sources share their ids and line ranges)
+ids, a module_path that is not a module of its hit's file at its revision), `chunking` (seed 003 §9.4: whether the block sources share their ids and line ranges)
 and `entity_coverage` (how many of the hits' line ranges an entity overlaps: none is a map
 worth a warning).
 -#}
@@ -72,6 +74,26 @@ innermost AS (
     FROM candidates
     GROUP BY revision, code_file, code_start, code_end
 ),
+{% if module_paths %}
+summaries AS (
+    {#- each module_path of the log with the module of its file it names, or NULL (read for the
+    file-level hits alone: the joins below); a module's own entity has its id (`duckscore entities`) -#}
+    SELECT s.revision, s.code_file, s.module_path, m.module_id
+    FROM (
+        SELECT r.revision, r.code_file, r.module_path
+        FROM resolved AS r
+        WHERE r.module_path IS NOT NULL
+        GROUP BY r.revision, r.code_file, r.module_path
+    ) AS s
+    LEFT JOIN (
+        SELECT e.revision, e.file_path AS code_file, e.module_id
+        FROM {{ inputs.entities | ident }} AS e
+        WHERE e.module_id IS NOT NULL
+        GROUP BY e.revision, e.file_path, e.module_id
+    ) AS m
+        ON {{ same_place('m', 's') }} AND m.module_id = s.module_path
+),
+{% endif %}
 entity_coverage AS (
     SELECT (SELECT count(*) FROM spans) AS line_ranges, (SELECT count(*) FROM innermost) AS in_entities
 ),
@@ -81,12 +103,21 @@ code_hits AS (
             r.code_file AS parent_id, r.code_file AS file_path,
             CAST(r.code_start AS BIGINT) AS start_line, CAST(r.code_end AS BIGINT) AS end_line
         ),
+{% if module_paths %}
+        coalesce(i.code_module_id, s.module_id) AS code_module_id,
+        coalesce(i.code_entity_id, s.module_id) AS code_entity_id
+{% else %}
         i.code_module_id,
         i.code_entity_id
+{% endif %}
     FROM resolved AS r
     LEFT JOIN innermost AS i
         ON r.code_level IN {{ lined }} AND {{ same_place('i', 'r') }}
         AND i.code_start = r.code_start AND i.code_end = r.code_end
+{% if module_paths %}
+    LEFT JOIN summaries AS s
+        ON r.code_level NOT IN {{ lined }} AND {{ same_place('s', 'r') }} AND s.module_path = r.module_path
+{% endif %}
 ),
 faults AS (
     SELECT
@@ -122,6 +153,16 @@ faults AS (
     WHERE r.code_level IN {{ lined }}
     GROUP BY r.source, r.revision, r.code_file, r.code_start, r.code_end
     HAVING min(r.item_id) <> max(r.item_id)
+{% if module_paths %}
+    UNION ALL
+    SELECT
+        5 AS priority, 'unknown module' AS fault, r.query_id, r.source, r.item_id, r.code_file, r.revision,
+        CAST(NULL AS BIGINT) AS code_start, CAST(NULL AS BIGINT) AS code_end, r.module_path AS other, CAST(NULL AS BIGINT) AS last_line
+    FROM resolved AS r
+    JOIN summaries AS s
+        ON r.code_level NOT IN {{ lined }} AND {{ same_place('s', 'r') }} AND s.module_path = r.module_path
+    WHERE s.module_id IS NULL
+{% endif %}
 ),
 unknown_files AS (
     {#- how many of the log's files the entities table does not hold (another repository's?) -#}

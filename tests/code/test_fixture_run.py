@@ -1,7 +1,8 @@
 """`duckscore run --entities` on the bundled collection (fixtures/code/): loc_outputs.jsonl's
 lists equal a plain-Python computation written from the rules alone — each block mapped to the
 entity of largest overlap (then smallest span, then id) in entities.parquet at its revision, a
-source ranking a file, module or entity by its best hit, RRF (k = 60) over the sources."""
+file-level hit naming a module_path (seed 003 §7.2) to that module, a source ranking a file,
+module or entity by its best hit, RRF (k = 60) over the sources."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
@@ -37,11 +39,13 @@ def entities_by_file() -> dict[tuple[str | None, str], list[dict[str, Any]]]:
 
 
 def mapped(hit: dict[str, Any], known: dict) -> dict[str, str]:
-    """The hit's file, module and entity; a file-level hit, or a block in no entity, its file."""
+    """The hit's file, module and entity; a file-level hit its module_path's module (the module's
+    own entity) when it names one, else, as a block in no entity, its file."""
     file = hit["file_path"]
     levels = {"file": file, "module": file, "entity": file}
-    if hit["start_line"] is None:
-        return levels
+    if hit["granularity"] in ("doc", "file"):
+        module = hit.get("module_path")
+        return levels if module is None else levels | {"module": module, "entity": module}
     best = None
     for entity in known[(hit["revision"], file)]:
         overlap = (
@@ -59,9 +63,9 @@ def mapped(hit: dict[str, Any], known: dict) -> dict[str, str]:
     return levels
 
 
-def expected_lists() -> dict[str, dict[str, list[str]]]:
+def expected_lists(log: Path = CODE / "retrieval_log.parquet") -> dict[str, dict[str, list[str]]]:
     known = entities_by_file()
-    hits = pq.read_table(CODE / "retrieval_log.parquet").to_pylist()
+    hits = pq.read_table(log).to_pylist()
     # per (query, level, source, item): the best hit (max score, then lowest rank)
     best: dict[tuple[str, str, str, str], tuple[float, int]] = {}
     for hit in hits:
@@ -85,16 +89,19 @@ def expected_lists() -> dict[str, dict[str, list[str]]]:
     return result
 
 
-@pytest.fixture(scope="module")
-def run_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("code") / "out"
+def ran(log: Path, out: Path) -> Path:
     done = CliRunner().invoke(
         cli,
-        ["-q", "run", "--log", str(CODE / "retrieval_log.parquet"), "--entities",
-         str(CODE / "entities.parquet"), "--recipe", "code_rrf_v1", "--out", str(out)],
+        ["-q", "run", "--log", str(log), "--entities", str(CODE / "entities.parquet"), "--recipe",
+         "code_rrf_v1", "--out", str(out)],
     )  # fmt: skip
     assert done.exit_code == 0, done.output
     return out
+
+
+@pytest.fixture(scope="module")
+def run_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return ran(CODE / "retrieval_log.parquet", tmp_path_factory.mktemp("code") / "out")
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +110,36 @@ def loc_outputs(run_out: Path) -> list[str]:
 
 
 def test_the_lists_equal_the_plain_python_reference(loc_outputs: list[str]) -> None:
-    expected = expected_lists()
+    assert_lists(loc_outputs, expected_lists())
+
+
+def with_module_paths(path: Path) -> Path:
+    """The bundled log with a module_path on every other summary hit (its rank odd) of a file that
+    has modules: its file's first module by id at its revision, as if it summarised that module."""
+    modules: dict[tuple[str | None, str], str] = {}
+    for (revision, file), rows in entities_by_file().items():
+        modules[(revision, file)] = min(r["module_id"] for r in rows)
+    hits = pq.read_table(CODE / "retrieval_log.parquet").to_pylist()
+    for hit in hits:
+        summarised = hit["source"] == "summary" and hit["rank"] % 2 == 1
+        key = (hit["revision"], hit["file_path"])
+        hit["module_path"] = modules.get(key) if summarised else None
+    assert sum(hit["module_path"] is not None for hit in hits) > 500
+    pq.write_table(pa.Table.from_pylist(hits), path)
+    return path
+
+
+def test_module_summaries_equal_the_plain_python_reference(tmp_path: Path) -> None:
+    log = with_module_paths(tmp_path / "log.parquet")
+    found = (ran(log, tmp_path / "out") / "loc_outputs.jsonl").read_text(encoding="utf-8")
+    expected = expected_lists(log)
+    assert_lists(found.splitlines(), expected)
+    # the summaries' modules are listed: the module lists of many instances change
+    plain = expected_lists()
+    assert sum(expected[q]["module"] != plain[q]["module"] for q in plain) > 50
+
+
+def assert_lists(loc_outputs: list[str], expected: dict[str, dict[str, list[str]]]) -> None:
     found = [json.loads(line) for line in loc_outputs]
     assert [line["instance_id"] for line in found] == sorted(expected)
     for line in found:

@@ -136,7 +136,7 @@ def test_a_complete_recipe_without_extends_is_read_as_before(tmp_path: Path) -> 
     [
         ("sources: [{name: dense, index_dir: ''}]\n", "sources.dense.index_dir: expected a non-empty string"),
         ("sources: [{name: dense, type: 7}]\n", "sources.dense.type: expected a non-empty string, got 7"),
-        ("extends: hybrid_v2\n", "extends: unknown fuse policy 'hybrid_v2' (packaged: canonical_rrf, code_rrf_v1, elasticsearch_linear, elasticsearch_rrf, hybrid_v1, opensearch_hybrid, qdrant_dbsf, qdrant_rrf, weaviate_relative)"),
+        ("extends: hybrid_v2\n", "extends: unknown fuse policy 'hybrid_v2' (packaged: canonical_rrf, code_rrf_v1, elasticsearch_linear, elasticsearch_rrf, hybrid_v1, opensearch_hybrid, qdrant_dbsf, qdrant_rrf, seed003_sum_top_n, weaviate_relative)"),
         ("recipe_id: hybrid_v1\nfusion: {k: 20}\n", "recipe_id 'hybrid_v1' is the version of a base it extends"),
     ],
 )  # fmt: skip

@@ -140,3 +140,23 @@ def test_the_command_line_prints_the_minmax_warning(tmp_path: Path) -> None:
     assert "sources b normalize by minmax" in warning
     quiet = CliRunner().invoke(cli, ["-q", *args, *sets])
     assert quiet.exit_code == 0 and quiet.stderr == ""
+
+
+def test_the_seeds_sum_top_n_recipe_sums_a_parents_three_best_hits() -> None:
+    """Seed 003 §7.1's default aligner as the packaged recipe seed003_sum_top_n: a parent's score
+    in a source is the sum of its three best hits, then RRF (k = 60). By hand, in source a:
+    x's hits 5, 4, 3, 2 sum to 12 (14 with all four), y's one hit is 13, z's is 6 — the three
+    best rank y, x, z, where max ranks y, z, x and a sum of all x, y, z."""
+    hits = {"x": [5.0, 4.0, 3.0, 2.0], "y": [13.0], "z": [6.0]}
+    log = pd.DataFrame(
+        [
+            {"query_id": "q", "source": "a", "item_id": f"{parent}#{i}", "parent_id": parent,
+             "score": score}
+            for parent, scores in hits.items()
+            for i, score in enumerate(scores)
+        ]
+    )  # fmt: skip
+    assert record("seed003_sum_top_n")["parameters"]["aligner"]["top_n"] == 3
+    fused = fuse(log, "seed003_sum_top_n", features=False).fused.df().sort_values("rank")
+    assert list(fused["item_id"]) == ["y", "x", "z"]
+    assert list(fused["fused_score"]) == pytest.approx([1 / 61, 1 / 62, 1 / 63], abs=1e-15)
