@@ -5,11 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import click
-
 from ..core.reporting import module_logger
 from .app import cli
-from .options import engine_options, out_dir_option, policy_options
+from .options import answer_input_options, engine_options, out_dir_option, policy_options
 from .summary import written
 
 if TYPE_CHECKING:
@@ -19,29 +17,7 @@ logger = module_logger(__name__)
 
 
 @cli.command()
-@click.option(
-    "--answers",
-    required=True,
-    metavar="PATH",
-    help="answers table: answer_id, query_id, answer_text, retrieved_count.",
-)
-@click.option(
-    "--citations",
-    required=True,
-    metavar="PATH",
-    help="citations table: answer_id, chunk_id (zero rows allowed, e.g. a header-only CSV).",
-)
-@click.option(
-    "--chunks",
-    required=True,
-    metavar="PATH",
-    help="reranked chunks: answer_id, chunk_id, rerank_score (zero rows allowed).",
-)
-@click.option(
-    "--events",
-    metavar="PATH",
-    help="Optional streaming contradiction events: answer_id, severity (high / medium / low).",
-)
+@answer_input_options
 @out_dir_option()
 @policy_options("answer_v1", "levels.high_at_least=80")
 @engine_options
