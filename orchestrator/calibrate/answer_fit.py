@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .ltr_fit import halving_step
 from .settings import CalibrationError
 
 L2 = 1.0  # scikit-learn's default C = 1: keeps the fit finite when the labels separate
@@ -141,14 +142,8 @@ def _newton(x: np.ndarray, y: np.ndarray, l2: float) -> np.ndarray:
             break
         hessian = (design * (p * (1 - p))[:, None]).T @ design + penalty
         step = np.linalg.solve(hessian + 1e-12 * np.eye(len(theta)), gradient)
-        size = 1.0
-        while size > 1e-12:
-            candidate = theta - size * step
-            value = loss(candidate)
-            if value <= current:
-                break
-            size /= 2
-        else:
+        found = halving_step(loss, theta, step, current)
+        if found is None:
             break
-        theta, current = candidate, value
+        theta, current = found
     return theta

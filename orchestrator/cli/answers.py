@@ -5,15 +5,41 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import click
+
 from ..core.reporting import module_logger
 from .app import cli
-from .options import answer_input_options, engine_options, out_dir_option, policy_options
+from .options import F, engine_options, out_dir_option, policy_options
 from .summary import written
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings
 
 logger = module_logger(__name__)
+
+
+# the inputs of `duckscore answers` (seed 001): option, required, help
+ANSWER_INPUTS = (
+    ("--answers", True, "answers table: answer_id, query_id, answer_text, retrieved_count."),
+    (
+        "--citations",
+        True,
+        "citations table: answer_id, chunk_id (zero rows allowed, e.g. a header-only CSV).",
+    ),
+    ("--chunks", True, "reranked chunks: answer_id, chunk_id, rerank_score (zero rows allowed)."),
+    (
+        "--events",
+        False,
+        "Optional streaming contradiction events: answer_id, severity (high / medium / low).",
+    ),
+)
+
+
+def answer_input_options(command: F) -> F:
+    """--answers, --citations, --chunks and --events, in that order in --help."""
+    for name, required, text in reversed(ANSWER_INPUTS):
+        command = click.option(name, required=required, metavar="PATH", help=text)(command)
+    return command
 
 
 @cli.command()

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 import click
 
 from ..core.reporting import module_logger
+from .answers import answer_input_options
 from .app import cli
-from .options import answer_input_options, engine_options, out_dir_option
+from .options import engine_options, out_dir_option
 
 if TYPE_CHECKING:
     from ..core.connection import EngineSettings

@@ -496,31 +496,3 @@ def now_option(command: F) -> F:
         help="The time the job runs at: ISO 8601, converted to UTC; without an offset it is "
         "UTC (default: now). Makes runs reproducible.",
     )(command)
-
-
-def answer_input_options(command: F) -> F:
-    """The inputs of `duckscore answers` (seed 001): --answers, --citations, --chunks, --events."""
-    command = click.option(
-        "--events",
-        metavar="PATH",
-        help="Optional streaming contradiction events: answer_id, severity (high / medium / low).",
-    )(command)
-    command = click.option(
-        "--chunks",
-        required=True,
-        metavar="PATH",
-        help="reranked chunks: answer_id, chunk_id, rerank_score (zero rows allowed).",
-    )(command)
-    command = click.option(
-        "--citations",
-        required=True,
-        metavar="PATH",
-        help="citations table: answer_id, chunk_id (zero rows allowed, e.g. a header-only CSV).",
-    )(command)
-    command = click.option(
-        "--answers",
-        required=True,
-        metavar="PATH",
-        help="answers table: answer_id, query_id, answer_text, retrieved_count.",
-    )(command)
-    return command
