@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ from .answer_fit import fit_non_negative, level_cuts, rescaled
 from .answer_report import (
     AnswerCalibrationReport,
     AnswerFit,
+    HeldOutFold,
     fold_figures,
     mean_figures,
     render_markdown,
@@ -120,7 +120,7 @@ def calibrate_answers(
         logger.info(f"fitting on {len(labelled)} labelled answers, {settings.folds}-fold")
         fits = [fitter.fold(k, folds) for k in range(settings.folds)]
         chosen, mean, reason = fitter.final(fits)
-        predictions = fitter.predictions(fits, chosen)
+        predictions = fitter.predictions(folds, fits, chosen)
     version = f"{base_policy.version}_cal_{chosen.policy.parameters_sha256[:8]}"
     report = _report(version, base_policy, labelled, settings, chosen, fits, mean, reason)
     paths = {option: str(t) for option, t in inputs.items() if isinstance(t, str | Path)}
@@ -245,7 +245,7 @@ class _Fitter:
         self.session.execute(f"DROP TABLE {ident(table)}")
         return frame
 
-    def fold(self, k: int, folds: pd.Series) -> dict[str, Any]:
+    def fold(self, k: int, folds: pd.Series) -> HeldOutFold:
         test = (folds == k).to_numpy()
         fit = self.fit(f"fold{k}", ~test)
         y = self.labelled["correct"].to_numpy()
@@ -253,12 +253,12 @@ class _Fitter:
             name: fold_figures(self.session, self.labelled, scores, ~test, y)
             for name, scores in (("base", self.base_scores), ("fitted", fit.scores))
         }
-        return {"fold": k, "test": test, "fit": fit, "figures": figures}
+        return HeldOutFold(k, test, fit, figures)
 
-    def final(self, folds: list[dict[str, Any]]) -> tuple[AnswerFit, dict[str, Any], str]:
+    def final(self, folds: list[HeldOutFold]) -> tuple[AnswerFit, dict[str, Any], str]:
         """The `all` fit, its fitted weights adopted only when the folds' mean held-out log-loss
         is not worse than the base weights'; the mean figures and why."""
-        mean = mean_figures([f["figures"] for f in folds])
+        mean = mean_figures(folds)
         fitted, base = mean["fitted"]["log_loss"], mean["base"]["log_loss"]
         assert fitted is not None and base is not None  # every fold holds answers out
         adopt = fitted <= base
@@ -272,20 +272,22 @@ class _Fitter:
             reason = f"{compared} not worse than the base weights' {base:.4f}: adopted"
         return chosen, mean, reason
 
-    def predictions(self, folds: list[dict[str, Any]], chosen: AnswerFit) -> pd.DataFrame:
+    def predictions(
+        self, folds: pd.Series, fits: list[HeldOutFold], chosen: AnswerFit
+    ) -> pd.DataFrame:
         """Every labelled answer's fold and label; its percentage and level under the base
         policy, its fold's fit (held out) and the policy written."""
-        frame = self.labelled[["answer_id", "query_id", "correct"]].copy()
-        frame["correct"] = frame["correct"].astype(bool)
-        frame["fold"] = -1
-        frame[["base_percentage", "base_level"]] = self.base_scores.to_numpy()
-        for fold in folds:
-            test = fold["test"]
-            held_out = fold["fit"].scores.to_numpy()[test]
-            frame.loc[test, "fold"] = fold["fold"]
-            frame.loc[test, ["held_out_percentage", "held_out_level"]] = held_out
-        frame[["percentage", "level"]] = chosen.scores.to_numpy()
-        return frame
+        held_out = pd.concat([f.fit.scores[f.test] for f in fits]).sort_index()
+        return self.labelled[["answer_id", "query_id"]].assign(
+            correct=self.labelled["correct"] > 0,
+            fold=folds,
+            base_percentage=self.base_scores["percentage"],
+            base_level=self.base_scores["level"],
+            held_out_percentage=held_out["percentage"],
+            held_out_level=held_out["level"],
+            percentage=chosen.scores["percentage"],
+            level=chosen.scores["level"],
+        )
 
 
 def _report(
@@ -294,7 +296,7 @@ def _report(
     labelled: pd.DataFrame,
     settings: AnswerCalibrationSettings,
     chosen: AnswerFit,
-    folds: list[dict[str, Any]],
+    folds: list[HeldOutFold],
     mean: dict[str, Any],
     reason: str,
 ) -> AnswerCalibrationReport:
@@ -320,7 +322,7 @@ def _report(
             "base": dict(base.parameters["levels"]),
             "notes": chosen.notes,
         },
-        folds=[_fold_record(f) for f in folds],
+        folds=[f.record() for f in folds],
         mean=mean,
     )
 
@@ -342,16 +344,4 @@ def _method(settings: AnswerCalibrationSettings) -> dict[str, Any]:
         "seed": settings.seed,
         "high_precision": settings.high_precision,
         "medium_precision": settings.medium_precision,
-    }
-
-
-def _fold_record(fold: Mapping[str, Any]) -> dict[str, Any]:
-    fit: AnswerFit = fold["fit"]
-    return {
-        "fold": fold["fold"],
-        "answers": int(fold["test"].sum()),
-        "weights": dict(fit.policy.weights),
-        "levels": dict(fit.policy.parameters["levels"]),
-        "notes": fit.notes,
-        **fold["figures"],
     }

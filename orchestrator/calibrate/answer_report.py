@@ -33,6 +33,24 @@ class AnswerFit:
 
 
 @dataclass(frozen=True)
+class HeldOutFold:
+    fold: int
+    test: np.ndarray  # which labelled answers the fold holds out
+    fit: AnswerFit  # fitted on the others
+    figures: dict[str, dict[str, float | None]]  # base, fitted: fold_figures on `test`
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "fold": self.fold,
+            "answers": int(self.test.sum()),
+            "weights": dict(self.fit.policy.weights),
+            "levels": dict(self.fit.policy.parameters["levels"]),
+            "notes": self.fit.notes,
+            **self.figures,
+        }
+
+
+@dataclass(frozen=True)
 class AnswerCalibrationReport(Report):
     version: str  # the policy written
     base_version: str
@@ -70,12 +88,10 @@ def fold_figures(
     }
 
 
-def mean_figures(
-    folds: list[dict[str, dict[str, float | None]]],
-) -> dict[str, dict[str, float | None]]:
+def mean_figures(folds: list[HeldOutFold]) -> dict[str, dict[str, float | None]]:
     """Per policy (base, fitted), each figure's mean over the folds that have it."""
     return {
-        name: {figure: _mean([f[name][figure] for f in folds]) for figure in FIGURES}
+        name: {figure: _mean([f.figures[name][figure] for f in folds]) for figure in FIGURES}
         for name in ("base", "fitted")
     }
 

@@ -217,3 +217,24 @@ def test_bad_labels_are_one_line_naming_file_row_and_column(
     assert str(tmp_path / "labels.csv") in message and problem in message
     assert f"row {len(labels)}" in message  # the last data row
     assert not out.exists()
+
+
+@pytest.mark.slow
+def test_two_runs_write_the_same_bytes(tmp_path: Path) -> None:
+    for name in ("one", "two"):
+        result = run("calibrate-answers", *inputs(), "--folds", "2", "--out", str(tmp_path / name))
+        assert result.exit_code == 0, result.output
+    for written in ("policy.yaml", "report.json", "report.md", "predictions.csv"):
+        assert (tmp_path / "one" / written).read_bytes() == (
+            tmp_path / "two" / written
+        ).read_bytes()
+
+
+def test_more_folds_than_labelled_queries_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "cal"
+    result = CliRunner().invoke(
+        cli, ["-q", "calibrate-answers", *inputs(), "--folds", "41", "--out", str(out)]
+    )
+    assert result.exit_code != 0
+    assert "--folds 41: needs at least 2 and at most the 40 labelled queries" in result.output
+    assert not out.exists()
