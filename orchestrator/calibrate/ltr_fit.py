@@ -274,17 +274,27 @@ def _newton(
         if not np.any(hessian) or np.max(np.abs(gradient)) < 1e-13:
             break
         step = np.linalg.solve(hessian + 1e-12 * np.eye(n), gradient)
-        t = 1.0
-        while t > 1e-12:
-            candidate = w - t * step
-            value = loss(candidate)
-            if value <= current:
-                break
-            t /= 2
-        else:
+        found = halving_step(loss, w, step, current)
+        if found is None:
             break
+        candidate, value = found
         if np.max(np.abs(candidate - w)) <= 1e-15 * max(1.0, float(np.max(np.abs(w)))):
             w = candidate
             break
         w, current = candidate, value
     return w
+
+
+def halving_step(
+    loss: Callable[[np.ndarray], float], x: np.ndarray, step: np.ndarray, current: float
+) -> tuple[np.ndarray, float] | None:
+    """x - t · step and its loss for the largest t of 1, 1/2, 1/4, … (above 1e-12) whose loss
+    is not above `current`; None when there is none."""
+    t = 1.0
+    while t > 1e-12:
+        candidate = x - t * step
+        value = loss(candidate)
+        if value <= current:
+            return candidate, value
+        t /= 2
+    return None

@@ -7,6 +7,7 @@ from . import (  # noqa: F401
     answers,
     bids,
     calibrate,
+    calibrate_answers,
     dbt,
     demo,
     entities,

@@ -9,7 +9,7 @@ import click
 
 from ..core.reporting import module_logger
 from .app import cli
-from .options import engine_options, out_dir_option, policy_options
+from .options import F, engine_options, out_dir_option, policy_options
 from .summary import written
 
 if TYPE_CHECKING:
@@ -18,31 +18,37 @@ if TYPE_CHECKING:
 logger = module_logger(__name__)
 
 
+# the inputs of `duckscore answers` (seed 001): option, required, help
+ANSWER_INPUTS = (
+    (
+        "--answers",
+        True,
+        "answers table: answer_id, query_id, answer_text, retrieved_count (answer_v2: an "
+        "optional streaming column, true or false).",
+    ),
+    (
+        "--citations",
+        True,
+        "citations table: answer_id, chunk_id (zero rows allowed, e.g. a header-only CSV).",
+    ),
+    ("--chunks", True, "reranked chunks: answer_id, chunk_id, rerank_score (zero rows allowed)."),
+    (
+        "--events",
+        False,
+        "Optional streaming contradiction events: answer_id, severity (high / medium / low).",
+    ),
+)
+
+
+def answer_input_options(command: F) -> F:
+    """--answers, --citations, --chunks and --events, in that order in --help."""
+    for name, required, text in reversed(ANSWER_INPUTS):
+        command = click.option(name, required=required, metavar="PATH", help=text)(command)
+    return command
+
+
 @cli.command()
-@click.option(
-    "--answers",
-    required=True,
-    metavar="PATH",
-    help="answers table: answer_id, query_id, answer_text, retrieved_count (answer_v2: an "
-    "optional streaming column, true or false).",
-)
-@click.option(
-    "--citations",
-    required=True,
-    metavar="PATH",
-    help="citations table: answer_id, chunk_id (zero rows allowed, e.g. a header-only CSV).",
-)
-@click.option(
-    "--chunks",
-    required=True,
-    metavar="PATH",
-    help="reranked chunks: answer_id, chunk_id, rerank_score (zero rows allowed).",
-)
-@click.option(
-    "--events",
-    metavar="PATH",
-    help="Optional streaming contradiction events: answer_id, severity (high / medium / low).",
-)
+@answer_input_options
 @click.option(
     "--logprobs",
     metavar="PATH",

@@ -33,7 +33,7 @@ DEPENDS_ON: dict[str, set[str]] = {
     "code": BASE,  # the entities of a Python repository (duckscore entities)
     "export": BASE,  # decisions for other tools, read from output folders
     "runner": BASE | {"fusion", "scoring"},
-    "calibrate": BASE | {"fusion", "scoring", "metrics"},
+    "calibrate": BASE | {"fusion", "scoring", "answering", "metrics"},
     "demo": BASE | {"runner", "fusion", "scoring", "metrics", "calibrate", "bids"},
     "engines": BASE,  # the SQL transpiled (run --engine spark is run/spark.py)
     # the macro pack compiles the run graph (run/graph.py) to table macros
