@@ -9,6 +9,7 @@ from . import (  # noqa: F401
     calibrate,
     dbt,
     demo,
+    drift,
     entities,
     export,
     fuse,
