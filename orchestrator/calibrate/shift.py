@@ -139,7 +139,12 @@ class Diagnosis:
             f"{self.log_queries} and {self.reference_queries} queries), PSI {self.psi:.3f} "
             f"(noise {self.psi_noise:.3f})"
         )
-        return f"{SHIFT_MEANING[self.shift]}: {found}{self._rates()}"
+        return f"{SHIFT_MEANING[self.shift]}: {found}{self._ratio()}{self._rates()}"
+
+    def _ratio(self) -> str:
+        if self.ratio_ks is None or self.ratio_ks_noise is None:
+            return ""
+        return f"; the top-2 ratio's KS {self.ratio_ks:.3f} (noise {self.ratio_ks_noise:.3f})"
 
     def _rates(self) -> str:
         parts = []
@@ -376,6 +381,13 @@ def choose(diagnosis: Diagnosis, shipped_mean: float) -> Choice:
             "quantile",
             f"the scale moved; the shipped map's rate on the log, "
             f"{shipped_mean:.3f}, is outside {moved[0]:.2f}–{moved[1]:.2f}",
+        )
+    if diagnosis.shift == "scale" and not DEGENERATE <= shipped_mean <= 1.0 - DEGENERATE:
+        # a moved scale lets any rate fit, the shipped map's too; but kept, it would be a
+        # degenerate map on this log (every query p_good ≈ 0 or 1)
+        return Choice(
+            "quantile",
+            f"the scale moved, and on it the shipped map's rate, {shipped_mean:.3f}, is degenerate",
         )
     if diagnosis.shift == "none":
         return Choice("keep", "no shift: the shipped map holds")

@@ -16,6 +16,7 @@ from .policy_view import ScorePolicy
 
 QUANTILES_KEY = "best_score_quantiles"  # metadata.score_distribution: the best score at …
 QUANTILE_LEVELS = [k / 100 for k in range(101)]  # … 0, 0.01, …, 1
+RATIO_QUANTILES_KEY = "top2_ratio_quantiles"  # the top-2 ratio (0 without two candidates) at …
 OFF_SCALE = 0.05  # a median best score below (above) all but this share of the calibration's
 
 

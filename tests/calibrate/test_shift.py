@@ -169,3 +169,26 @@ def test_what_the_diagnosis_does_not_support_keeps_the_shipped_map(shift: str) -
     choice = choose(_diagnosis(shift, 0.3, (0.25, 0.35)), shipped_mean=0.5)
     assert choice.adapt == "keep"
     assert shift == "none" or "30 labelled queries" in choice.reason
+
+
+@pytest.mark.parametrize("shipped_mean", [0.002, 0.99])
+def test_a_moved_scale_that_leaves_the_shipped_map_degenerate_moves_it_by_quantile(
+    shipped_mean: float,
+) -> None:
+    """Any rate fits a moved scale, the shipped map's too; but a shipped map whose p_good on the
+    log averages 0.002 (the default on a two-retriever log) is a degenerate map there."""
+    diagnosis = _diagnosis("scale", None, None)
+    assert choose(diagnosis, shipped_mean=shipped_mean).adapt == "quantile"
+    assert choose(diagnosis, shipped_mean=0.3).adapt == "keep"
+
+
+def test_the_sentence_gives_the_top2_ratios_ks_when_both_sides_record_it() -> None:
+    scores = draw(500, RATE, 0)
+    ratios = np.random.default_rng(1).uniform(0.5, 1.0, 500)
+    recorded = np.quantile(ratios, LEVELS)  # the same distribution: a small KS
+    with_ratio = diagnose(EXACT, scores, (recorded, ratios))
+    assert with_ratio.ratio_ks == pytest.approx(
+        stats.kstest(ratios, lambda r: np.interp(r, recorded, LEVELS)).statistic, abs=1e-9
+    )
+    assert f"; the top-2 ratio's KS {with_ratio.ratio_ks:.3f} (noise " in with_ratio.sentence()
+    assert "top-2 ratio" not in diagnose(EXACT, scores).sentence()
