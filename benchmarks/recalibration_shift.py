@@ -39,7 +39,6 @@ import pandas as pd
 
 from duckscore.api.functions import run
 from duckscore.calibrate.calibration_metrics import frame_metrics
-from duckscore.calibrate.drift import calibration_reference, drift
 from duckscore.calibrate.probability_report import ece_consistency
 from duckscore.calibrate.recalibrate import ADAPT_METHODS, recalibrate
 from duckscore.calibrate.settings import CalibrationError
@@ -48,7 +47,6 @@ from duckscore.core.connection import EngineSettings
 from duckscore.core.resources import fixtures_dir
 from duckscore.core.session import Session
 from duckscore.metrics.labels import make_labels
-from duckscore.scoring.policy_view import load_score_policy
 
 COLLECTIONS = ("scifact", "cisi")
 RATES = (0.3, 0.5, 0.8)
@@ -92,12 +90,10 @@ def subsample(outcome: pd.Series, rate: float, seed: int) -> list[str]:
 
 
 class Measure:
-    """One worker's policy, calibration and metrics session, and the collections it loaded."""
+    """One worker's metrics session and scratch folder, and the collections it loaded."""
 
     def __init__(self, work: Path) -> None:
         self.work = work
-        self.policy = load_score_policy(DEFAULT_POLICY)
-        self.reference = calibration_reference(self.policy)
         self.session = Session(ONE_THREAD)
         self.collections: dict[str, Collection] = {}
 
@@ -110,16 +106,6 @@ class Measure:
         frame = pd.DataFrame({"query_id": ids, "score": p_good, "outcome": y})
         return float(frame_metrics(self.session, frame)["ece"])
 
-    def recalibrated(self, log: pd.DataFrame, ids: list[str], **options: Any) -> np.ndarray | None:
-        """p_good of the subsample's queries under the recalibrated policy; None if refused."""
-        try:
-            result = recalibrate(
-                DEFAULT_POLICY, log, self.work / "recalibrated.yaml", engine=ONE_THREAD, **options
-            )
-        except CalibrationError:
-            return None
-        return result.decisions.set_index("query_id").loc[ids, "p_good"].to_numpy(dtype=float)
-
     def subsample(self, name: str, rate: float, seed: int) -> dict[str, Any]:
         """Every figure of one subsample."""
         c = self.collection(name)
@@ -127,37 +113,48 @@ class Measure:
         log = c.log[c.log["query_id"].isin(ids)]
         y = c.outcome.loc[ids].to_numpy()
         shipped = c.shipped.loc[ids].reset_index()
-        found = drift(self.policy, self.reference, shipped, None)
         p_shipped = shipped["p_good"].to_numpy(dtype=float)
         noise = ece_consistency(self.session, shipped[["query_id", "p_good"]], seed)
         row: dict[str, Any] = {
             "collection": name, "rate": rate, "seed": seed, "n": len(ids), "good": int(y.sum()),
-            "shift": found.diagnosis.shift, "chosen": found.choice.adapt,
             "noise_mean": noise["ece_mean"], "noise_p95": noise["ece_p95"],
             "shipped": self.ece(ids, p_shipped, y), "shipped_p_good_mean": float(p_shipped.mean()),
         }  # fmt: skip
         for mode in LABEL_FREE:
-            row |= self.figures(mode, ids, y, row["shipped"], log, adapt=mode)
+            p, facts = self.recalibrated(log, ids, p_shipped, adapt=mode)
+            row |= {mode: self.ece(ids, p, y)} | {f"{mode}_{k}": v for k, v in facts.items()}
+        # the same diagnosis in every mode: the one of the first that ran
+        row["shift"] = next((row[f"{m}_shift"] for m in LABEL_FREE if row[f"{m}_shift"]), None)
         for count in LABEL_COUNTS:
             drawn = np.random.default_rng([seed, count]).choice(ids, count, replace=False)
             labels = c.labels[c.labels["query_id"].isin(drawn)]
-            row |= self.figures(
-                f"labels_{count}", ids, y, row["shipped"], log, labels=labels, seed=seed
-            )
+            p, facts = self.recalibrated(log, ids, p_shipped, labels=labels, seed=seed)
+            rest = ~np.isin(ids, drawn)  # the queries the labels did not see
+            held_out = self.ece(list(np.asarray(ids)[rest]), p[rest], y[rest])
+            name = f"labels_{count}"
+            row |= {name: self.ece(ids, p, y), f"{name}_held_out": held_out}
+            row |= {f"{name}_{k}": v for k, v in facts.items()}
         return row
 
-    def figures(
-        self,
-        name: str,
-        ids: list[str],
-        y: np.ndarray,
-        shipped: float,
-        log: pd.DataFrame,
-        **options: Any,
-    ) -> dict[str, Any]:
-        """The ECE of `name`'s recalibration (the shipped map's when refused)."""
-        p = self.recalibrated(log, ids, **options)
-        return {name: shipped if p is None else self.ece(ids, p, y), f"{name}_refused": p is None}
+    def recalibrated(
+        self, log: pd.DataFrame, ids: list[str], shipped: np.ndarray, **options: Any
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """p_good of the subsample's queries under the recalibrated policy (the shipped map's
+        when refused), whether it was refused, what it chose (without labels: keep, prior,
+        quantile; with: the map the labels chose) and the shift it diagnosed."""
+        try:
+            done = recalibrate(
+                DEFAULT_POLICY, log, self.work / "recalibrated.yaml", engine=ONE_THREAD, **options
+            )
+        except CalibrationError:
+            return shipped, {"refused": True, "chosen": "refused", "shift": None}
+        report = done.report
+        p = done.decisions.set_index("query_id").loc[ids, "p_good"].to_numpy(dtype=float)
+        return p, {
+            "refused": False,
+            "chosen": report.chosen["adapt"] if report.labels is None else report.labels.chosen,
+            "shift": None if report.diagnosis is None else report.diagnosis.shift,
+        }
 
 
 _MEASURES: dict[str, Measure] = {}  # a worker's, by the run's scratch folder
@@ -212,13 +209,16 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "n": float(group["n"].mean()), "good": float(group["good"].mean()),
             "noise_mean": float(group["noise_mean"].mean()),
             "noise_p95": float(group["noise_p95"].mean()),
-            "shifts": dict(Counter(group["shift"])), "chosen": dict(Counter(group["chosen"])),
+            "shifts": dict(Counter(group["shift"])),
+            "chosen": {m: dict(Counter(group[f"{m}_chosen"])) for m in methods()},
             "shipped_p_good_mean": float(group["shipped_p_good_mean"].mean()),
         }  # fmt: skip
         for m in ["shipped", *methods()]:
             summary[m] = {"mean": float(group[m].mean()), "max": float(group[m].max())}
             if m != "shipped":
                 summary[m]["refused"] = int(group[f"{m}_refused"].sum())
+            if m.startswith("labels_"):
+                summary[m]["held_out"] = float(group[f"{m}_held_out"].mean())
         for m in LABEL_FREE:
             summary[m]["worst_excess"] = float(excess[m].max())
             summary[m]["within_noise"] = int((excess[m] <= group["noise_p95"]).sum())
@@ -237,27 +237,33 @@ def markdown(summary: list[dict[str, Any]]) -> str:
         cells = [s["collection"], f"{s['rate']:.1f}", f"{s['n']:.0f}"]
         for m in names:
             refused = s[m].get("refused", 0)
+            held_out = f"; rest {s[m]['held_out']:.3f}" if "held_out" in s[m] else ""
             cells.append(
-                f"{s[m]['mean']:.3f} ({s[m]['max']:.3f})"
+                f"{s[m]['mean']:.3f} ({s[m]['max']:.3f}){held_out}"
                 + (f", {refused} refused" if refused else "")
             )
         cells.append(f"{s['noise_mean']:.3f}, {s['noise_p95']:.3f}")
         lines.append("| " + " | ".join(cells) + " |")
     last = f"labels_{LABEL_COUNTS[-1]}"
+    free = ", ".join(LABEL_FREE)
     lines += [
         "",
-        "| collection | rate | diagnosis | chosen without labels | label-free within the noise "
+        f"| collection | rate | diagnosis | auto chose | the labels chose ({', '.join(map(str, LABEL_COUNTS))}) "
+        f"| label-free within the noise ({free}; the worst excess) "
         f"| {LABEL_COUNTS[-1]} labels at ECE ≤ {ECE_BAR_WITH_LABELS:.2f} |",
-        "|---|---:|---|---|---|---:|",
+        "|---|---:|---|---|---|---|---:|",
     ]
     for s in summary:
-        within = ", ".join(
-            f"{m} {s[m]['within_noise']}/{s['subsamples']} (worst {s[m]['worst_excess']:+.3f})"
+        within = "; ".join(
+            f"{s[m]['within_noise']}/{s['subsamples']} ({s[m]['worst_excess']:+.3f})"
             for m in LABEL_FREE
         )
+        labelled = "; ".join(_counts(s["chosen"][f"labels_{n}"]) for n in LABEL_COUNTS)
+        auto = _counts(s["chosen"]["auto"]) if "auto" in LABEL_FREE else "-"
         lines.append(
-            f"| {s['collection']} | {s['rate']:.1f} | {_counts(s['shifts'])} | "
-            f"{_counts(s['chosen'])} | {within} | {s[last]['at_most_bar']}/{s['subsamples']} |"
+            f"| {s['collection']} | {s['rate']:.1f} | {_counts(s['shifts'])} | {auto} | "
+            f"{labelled} | {within} | {s[last]['at_most_bar']}/{s['subsamples']} "
+            f"(worst {s[last]['max']:.3f}) |"
         )
     return "\n".join(lines)
 

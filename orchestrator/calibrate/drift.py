@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from ..core.errors import InputError
@@ -23,9 +22,9 @@ from ..core.session import Session
 from ..core.tables import Column, TableContract
 from ..scoring.policy_view import ScorePolicy, load_score_policy
 from ..scoring.scale import QUANTILES_KEY, recalibrate_command
-from .probability import apply_map
+from .adaptation import diagnosis_of
 from .settings import CalibrationError
-from .shift import Choice, Diagnosis, Reference, choose, diagnose
+from .shift import Choice, Diagnosis, choose
 
 PACKAGED = "score policy "  # how a manifest names a packaged policy's source
 LABELS_TO_SETTLE = 30
@@ -42,9 +41,17 @@ SCORED_QUERIES = TableContract(
 )
 
 
-def calibration_reference(policy: ScorePolicy, option: str = "--policy") -> Reference:
-    """The calibration's best-score distribution (metadata.score_distribution) split by the
-    policy's p_good map — refused, in one line, for a policy without either."""
+@dataclass(frozen=True)
+class Calibration:
+    """A calibrated policy's p_good map and the score distribution it was calibrated on."""
+
+    block: dict[str, Any]  # the probability block
+    recorded: dict[str, Any]  # metadata.score_distribution
+
+
+def calibration_of(policy: ScorePolicy, option: str = "--policy") -> Calibration:
+    """What a log is compared with — refused, in one line, for a policy without a p_good map or
+    without the record of its calibration's best scores."""
     if policy.probability is None:
         raise CalibrationError(
             f"{option}: {policy.version} has no p_good map, so no calibration to compare a log "
@@ -62,16 +69,7 @@ def calibration_reference(policy: ScorePolicy, option: str = "--policy") -> Refe
             f"calibrated on (metadata.score_distribution: queries, base_rate, {QUANTILES_KEY}); "
             "calibrate it again with this duckscore"
         )
-    block = policy.probability.block.thawed()
-    reads_ratio = block["method"] == "platt" and block["platt"].get("top2_ratio", 0.0) != 0.0
-
-    def p_good_of(scores: np.ndarray) -> np.ndarray:
-        frame = pd.DataFrame({"best_overall_score": scores, "top2_ratio": 0.0})
-        return np.asarray(apply_map(block, frame), dtype=float)
-
-    return Reference.recorded(
-        recorded[QUANTILES_KEY], recorded["queries"], None if reads_ratio else p_good_of
-    )
+    return Calibration(policy.probability.block.thawed(), recorded)
 
 
 @dataclass(frozen=True)
@@ -106,11 +104,12 @@ class Drift:
 
 
 def drift(
-    policy: ScorePolicy, reference: Reference, queries: pd.DataFrame, log: str | None
+    policy: ScorePolicy, calibration: Calibration, queries: pd.DataFrame, log: str | None
 ) -> Drift:
-    """The diagnosis of a log's decisions (`queries`: best_overall_score, p_good) under the
-    calibrated `policy` (its calibration_reference), and what to do about it."""
-    found = diagnose(reference, queries["best_overall_score"].to_numpy(dtype=float))
+    """The diagnosis of a log's decisions (`queries`: best_overall_score, top2_ratio, p_good)
+    under the calibrated `policy` (its calibration_of), and what to do about it."""
+    found = diagnosis_of(calibration.block, calibration.recorded, queries)
+    assert found is not None  # calibration_of checked the recorded quantiles
     p_good_mean = float(queries["p_good"].mean())
     choice = choose(found, p_good_mean)
     return Drift(
@@ -119,7 +118,7 @@ def drift(
         diagnosis=found,
         choice=choice,
         p_good_mean=p_good_mean,
-        calibration_rate=float(policy.policy.metadata["score_distribution"]["base_rate"]),
+        calibration_rate=float(calibration.recorded["base_rate"]),
         advice=_advice(found, choice, policy, log),
     )
 
@@ -141,11 +140,13 @@ def drift_of_run(run: Path, policy: str | None = None) -> Drift:
     manifest = _manifest(run)
     record = _score_record(manifest, run)
     loaded = _reload(record, policy, run)
-    reference = calibration_reference(loaded, f"--run {run}")
+    calibration = calibration_of(loaded, f"--run {run}")
     with Session() as session:
         session.open("queries", SCORED_QUERIES, run / "queries.parquet", "--run")
         queries = session.frame("SELECT * FROM scored_queries ORDER BY query_id")
-    return drift(loaded, reference, queries, manifest.get("inputs", {}).get("log", {}).get("given"))
+    return drift(
+        loaded, calibration, queries, manifest.get("inputs", {}).get("log", {}).get("given")
+    )
 
 
 def _manifest(run: Path) -> dict[str, Any]:

@@ -48,7 +48,7 @@ def drift(run_dir: Path | None, log: Any, policy: str | None, as_json: bool, che
     other) and the rates of good answers consistent with the log; beside it the shipped map's
     mean p_good on the log and the calibration's rate, and what to do — nothing, the `duckscore
     recalibrate` command to run, or label 30 queries."""
-    from ..calibrate.drift import calibration_reference, drift_of_run
+    from ..calibrate.drift import calibration_of, drift_of_run
     from ..calibrate.drift import drift as drift_of
 
     if (run_dir is None) == (log is None):
@@ -60,9 +60,9 @@ def drift(run_dir: Path | None, log: Any, policy: str | None, as_json: bool, che
         from ..scoring.policy_view import load_score_policy
 
         chosen = policy or DEFAULT_POLICY
-        reference = calibration_reference(load_score_policy(chosen))  # before the log is scored
+        calibration = calibration_of(load_score_policy(chosen))  # before the log is scored
         ran = run(log, policy=chosen, explain=False)
-        found = drift_of(ran.policy, reference, ran.queries.df(), given_and_format(log)[0])
+        found = drift_of(ran.policy, calibration, ran.queries.df(), given_and_format(log)[0])
     if as_json:
         click.echo(json.dumps(found.as_record()))
     else:

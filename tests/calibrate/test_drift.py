@@ -47,9 +47,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
-def beta_reference() -> tuple[Reference, float]:
-    """overall_v3's calibration as its file records it, split by its beta map
-    σ(c + a·ln s + b·ln(1 − s)) written out here, and the recorded base rate."""
+def calibration() -> tuple[Reference, np.ndarray, float]:
+    """overall_v3's calibration as its file records it: the best scores split by its beta map
+    σ(c + a·ln s + b·ln(1 − s)) written out here, the top-2 ratio's quantiles, the base rate."""
     document = yaml.safe_load(DEFAULT.read_text(encoding="utf-8"))
     recorded = document["metadata"]["score_distribution"]
     beta = document["parameters"]["probability"]["beta"]
@@ -60,7 +60,7 @@ def beta_reference() -> tuple[Reference, float]:
         return 1 / (1 + np.exp(-(z + beta["ln_one_minus_score"] * np.log(1 - s))))
 
     reference = Reference.recorded(recorded["best_score_quantiles"], recorded["queries"], p_good)
-    return reference, recorded["base_rate"]
+    return reference, np.array(recorded["top2_ratio_quantiles"]), recorded["base_rate"]
 
 
 @pytest.mark.parametrize(("collection", "shift"), [("scifact", "none"), ("cisi", "scale")])
@@ -71,8 +71,12 @@ def test_the_json_is_the_diagnosis_of_the_runs_best_scores(
     assert result.exit_code == 0, result.output
     found = json.loads(result.stdout)
     queries = pd.read_parquet(runs[collection] / "queries.parquet")
-    reference, base_rate = beta_reference()
-    expected = diagnose(reference, queries["best_overall_score"].to_numpy())
+    reference, ratio_quantiles, base_rate = calibration()
+    ratios = queries["top2_ratio"].fillna(0.0).to_numpy()  # no second candidate: 0
+    expected = diagnose(
+        reference, queries["best_overall_score"].to_numpy(), (ratio_quantiles, ratios)
+    )
+    assert expected.ratio_ks is not None
     assert found["shift"] == expected.shift == shift
     assert found["shifted"] is (shift != "none")
     for key, value in expected.as_record().items():
