@@ -177,18 +177,21 @@ def test_thresholds_move_to_the_recorded_quantiles(
     assert p["risk_flags"]["ambiguous_candidate"]["ratio_at_least"] == p["R_hitl"]
 
 
+@pytest.fixture(scope="module")
+def free_run(label_free: tuple[Result, dict], work: Path) -> pd.DataFrame:
+    """The label-free (quantile) policy's decisions on CISI, as `run` writes them."""
+    out = work / "new"
+    result = invoke("run", "--log", LOG, "--policy", str(work / "free.yaml"), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    return pd.read_parquet(out / "queries.parquet")
+
+
 def test_quantile_adaptation_keeps_the_calibrations_p_good_by_rank(
-    label_free: tuple[Result, dict], work: Path, old_run: pd.DataFrame
+    free_run: pd.DataFrame, old_run: pd.DataFrame
 ) -> None:
     """The new p_good orders queries as their scores do, and averages what the calibration's
     queries averaged (the base rate is kept; the score scale moved)."""
-    assert (
-        invoke(
-            "run", "--log", LOG, "--policy", str(work / "free.yaml"), "--out", str(work / "new")
-        ).exit_code
-        == 0
-    )
-    new = pd.read_parquet(work / "new" / "queries.parquet").merge(
+    new = free_run.merge(
         old_run[["query_id", "best_overall_score"]], on="query_id", suffixes=("", "_old")
     )
     # the same scores, up to the precision the policy file writes its parameters at
@@ -201,7 +204,7 @@ def test_quantile_adaptation_keeps_the_calibrations_p_good_by_rank(
 
 
 def test_forty_labels_refit_p_good_as_the_penalised_log_loss_says(
-    work: Path, cisi_labels: pd.DataFrame, label_free: tuple[Result, dict]
+    work: Path, cisi_labels: pd.DataFrame, label_free: tuple[Result, dict], free_run: pd.DataFrame
 ) -> None:
     labels = cisi_labels.sample(n=40, random_state=0)
     labels.to_parquet(work / "forty.parquet")
@@ -218,9 +221,12 @@ def test_forty_labels_refit_p_good_as_the_penalised_log_loss_says(
     assert list(recorded) == after_labels
     report = recorded["labels"]
     assert report["n"] == 40 and report["good"] == int((labels["label"] == "good").sum())
+    # the refit beat the shipped and the label-free maps on these labels (what is written below)
+    assert report["chosen"] == "refit"
+    assert list(report["cv_brier_by_candidate"]) == ["shipped", "label_free", "refit", "intercept"]
     assert recorded["base_rate"] == pytest.approx(report["good"] / 40, abs=1e-9)
     # the label-free policy's p_good, as its SQL wrote it, is what the labels refit
-    free = pd.read_parquet(work / "new" / "queries.parquet").merge(labels, on="query_id")
+    free = free_run.merge(labels, on="query_id")
     z, y = logit(free["p_good"].to_numpy()), (free["label"] == "good").to_numpy(float)
     strength = report["prior_strength"]
 
