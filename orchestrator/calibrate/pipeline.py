@@ -39,6 +39,7 @@ from ..fusion.recipe_view import Recipe
 from ..fusion.stages import fuse_graph
 from ..metrics.tables import QRELS
 from ..scoring.policy_view import ScorePolicy, load_score_policy, score_policy_from_parameters
+from ..scoring.scale import RATIO_QUANTILES_KEY
 from ..scoring.stages import (
     FEATURES,
     QUERY_LIST,
@@ -260,6 +261,7 @@ def score_distribution(in_sample: pd.DataFrame, policy: ScorePolicy) -> dict[str
     reference a recalibration without labels compares a new domain's scores with. A query
     without candidates scores 0 and has no top-2 ratio."""
     score = in_sample["best_overall_score"].fillna(0.0)
+    ratio = in_sample["top2_ratio"].fillna(0.0)
     return {
         "queries": len(in_sample),
         "base_rate": float((in_sample["label"] == "good").mean()),
@@ -268,6 +270,9 @@ def score_distribution(in_sample: pd.DataFrame, policy: ScorePolicy) -> dict[str
         "hitl": float((in_sample["top2_ratio"] >= policy.r_hitl).mean()),
         # continuous quantiles (as quantile_cont): what --adapt quantile pairs a new domain's with
         QUANTILES_KEY: [float(v) for v in np.quantile(score.to_numpy(), QUANTILE_LEVELS)],
+        # the same of the top-2 ratio (0 without two candidates): what a recalibration's
+        # diagnosis compares the new domain's with
+        RATIO_QUANTILES_KEY: [float(v) for v in np.quantile(ratio.to_numpy(), QUANTILE_LEVELS)],
     }
 
 

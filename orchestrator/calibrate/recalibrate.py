@@ -1,17 +1,18 @@
-"""`recalibrate()`: a calibrated score policy adapted to a new domain (issue 32).
+"""`recalibrate()`: a calibrated score policy adapted to a new domain (issues 32 and 51).
 
 The policy scores the new domain's log as it is (the same recipe, weights and reference bounds:
-what ranks queries carries over); what does not carry over is moved:
+what ranks queries carries over); what does not carry over is moved, as far as the log shows:
 
-1. p_good. Without labels, the map's prior is corrected to the base rate EM estimates from the
-   unlabelled queries' p_good (calibrate/recalibration.py). With labels, σ(a + b·logit p_good)
-   is fitted on them with a prior centred on that correction, its strength chosen by
-   cross-validated Brier score.
-2. The score thresholds. T_low, T_high and R_hitl move to the quantiles of the new domain's
-   best scores and top-2 ratios at which the calibration queries held them
-   (metadata.score_distribution; sql/calibrate/domain_thresholds.sql). With labels and a policy
-   whose T_high was set by precision, T_high is set again by that precision on the labels,
-   when they reach it.
+1. p_good. Without labels (calibrate/adaptation.py): `--adapt auto` diagnoses the shift of the
+   log's best scores against the calibration's (calibrate/shift.py) and keeps the map, moves its
+   prior or moves it by quantile, as the diagnosis supports; `quantile` and `prior` do as
+   asked. With labels (calibrate/label_choice.py), the shipped map, the label-free one and two
+   refits on the labels compete by cross-validated Brier score.
+2. The score thresholds. Kept, unless the scale moved (p_good carried over by quantile): then
+   T_low, T_high and R_hitl move to the quantiles of the new domain's best scores and top-2
+   ratios at which the calibration queries held them (metadata.score_distribution;
+   sql/calibrate/domain_thresholds.sql). With labels and a policy whose T_high was set by
+   precision, T_high is set again by that precision on the labels, when they reach it.
 
 The new policy records what was done (metadata.recalibration), its own score distribution on
 the new domain (so it can be recalibrated again) and the recipe it belongs with.
@@ -24,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from ..core.connection import EngineSettings
@@ -43,20 +43,13 @@ from ..fusion.recipe import recipe_record
 from ..fusion.recipe_view import Recipe
 from ..fusion.stages import fuse_graph
 from ..scoring.policy_view import ScorePolicy, load_score_policy, score_policy_from_parameters
+from ..scoring.scale import RATIO_QUANTILES_KEY
 from ..scoring.stages import FEATURES, SCORE_CONTRACT, query_columns, score_graph
-from .calibration_metrics import frame_metrics
+from .adaptation import ADAPT_METHODS, carry_over
+from .label_choice import choose_by_labels
 from .policy_file import write_policy_document
-from .probability import apply_map
 from .probability_report import ece_consistency
-from .recalibration import (
-    QUANTILE_LEVELS,
-    QUANTILES_KEY,
-    LogitMap,
-    compose,
-    em_prior,
-    prior_shift,
-    refit_on_labels,
-)
+from .recalibration import QUANTILE_LEVELS, QUANTILES_KEY, em_prior
 from .recalibration_summary import (
     LabelRefit,
     Recalibration,
@@ -71,9 +64,7 @@ from .tables import keep_labels_in, open_labels
 logger = module_logger(__name__)
 
 DISTRIBUTION_KEYS = ("base_rate", "below_T_low", "below_T_high", "hitl")
-ADAPT_METHODS = ("quantile", "prior")
-MIN_LABELS = 10  # fewer: no cross-validated choice of the prior's strength is possible
-EM_BOUNDARY = 0.01  # an EM base rate this close to 0 or 1 has collapsed
+MIN_LABELS = 10  # fewer: no cross-validated choice among the maps is possible
 
 
 @dataclass(frozen=True)
@@ -92,7 +83,7 @@ def recalibrate(
     recipe: str | None = None,
     recipe_overrides: list[str] | None = None,
     labels: Table | None = None,
-    adapt: str = "quantile",
+    adapt: str = "auto",
     folds: int = 5,
     seed: int = 0,
     version: str | None = None,
@@ -119,25 +110,18 @@ def recalibrate(
         )
         session.materialise(fuse_graph(plan).subgraph([FEATURES]))
         decisions = _decisions(session, old, where)
-        new_quantiles = [
-            float(row["best_score"])
-            for row in session.rows(
-                _domain_sql(
-                    "quantiles", thresholds=None, levels=QUANTILE_LEVELS, **_shares_of(recorded)
-                )
-            )
-        ]
-        fitted_base_rate = float(recorded["base_rate"])
-        estimate = em_prior(decisions["p_good"].to_numpy(), fitted_base_rate)
-        shift = prior_shift(fitted_base_rate, estimate.prior) if adapt == "prior" else None
-        adapted = _label_free(block, recorded, new_quantiles, estimate.prior, shift)
+        new_quantiles, new_ratios = _log_quantiles(session, recorded)
+        estimate = em_prior(decisions["p_good"].to_numpy(), float(recorded["base_rate"]))
+        label_free = carry_over(adapt, block, recorded, decisions, new_quantiles, estimate.prior)
+        adapted, moves_thresholds = label_free.block, label_free.moves_thresholds
         labelled: pd.DataFrame | None = None
         refit: LabelRefit | None = None
         if labels is not None:
             labelled = _labelled(session, labels, decisions, opened.given)
-            correction, refit = _refit(session, labelled, adapted, folds, seed)
-            adapted = compose(adapted, correction)
-        thresholds, moves = _thresholds(session, old, recorded, labelled)
+            by_labels = choose_by_labels(session, labelled, block, adapted, folds, seed)
+            adapted, refit = by_labels.chosen.block, by_labels.report
+            moves_thresholds &= by_labels.chosen.name != "shipped"
+        thresholds, moves = _thresholds(session, old, recorded, labelled, moves_thresholds)
         parameters = at_written_precision(_new_parameters(old, adapted, thresholds))
         candidate = score_policy_from_parameters(
             "recalibrated", parameters, "recalibrate", old.version
@@ -157,11 +141,13 @@ def recalibrate(
             log=opened.given,
             queries=len(decisions),
             adapt=adapt,
+            diagnosis=label_free.diagnosis,
+            chosen={"adapt": label_free.adapt, "reason": label_free.chosen.reason},
             fitted_base_rate=recorded["base_rate"],
             best_score_median=medians(recorded, new_quantiles),
             em_base_rate=estimate.prior,
             em_iterations=estimate.iterations,
-            prior_shift=shift,
+            prior_shift=label_free.prior_shift,
             labels=refit,
             thresholds=moves | {"band_collapsed": band_collapses(new_policy, moves)},
             decisions=mix,
@@ -173,7 +159,8 @@ def recalibrate(
             "queries": len(new_decisions),
             "base_rate": report.base_rate,
             **{key: thresholds["levels"][key] for key in DISTRIBUTION_KEYS[1:]},
-            QUANTILES_KEY: [float(v) for v in new_quantiles],
+            QUANTILES_KEY: new_quantiles,
+            RATIO_QUANTILES_KEY: new_ratios,
         }
     document = _write(
         Path(out), new_policy, old, loaded_recipe, report, distribution, session.inputs
@@ -190,7 +177,7 @@ def _calibration_of(policy: ScorePolicy, adapt: str) -> tuple[dict[str, Any], di
             "(`duckscore calibrate` fits one)"
         )
     recorded = policy.policy.metadata.get("score_distribution")
-    needed = DISTRIBUTION_KEYS + ((QUANTILES_KEY,) if adapt == "quantile" else ())
+    needed = DISTRIBUTION_KEYS + ((QUANTILES_KEY,) if adapt != "prior" else ())
     if not isinstance(recorded, dict) or any(
         not isinstance(recorded.get(k), int | float | list) for k in needed
     ):
@@ -212,83 +199,12 @@ def _shares_of(recorded: dict[str, Any]) -> dict[str, float]:
     return {k: float(recorded[k]) for k in ("below_T_low", "below_T_high", "hitl")}
 
 
-def _label_free(
-    block: dict[str, Any],
-    recorded: dict[str, Any],
-    new_quantiles: list[float],
-    em_base_rate: float,
-    shift: float | None,
-) -> dict[str, Any]:
-    """The map carried over without labels: by quantile (the score scale moved, the base rate
-    kept) or, given the `shift` of --adapt prior, by prior (the base rate moved to EM's
-    estimate)."""
-    if shift is None:
-        return transported(block, recorded[QUANTILES_KEY], new_quantiles)
-    if not EM_BOUNDARY < em_base_rate < 1.0 - EM_BOUNDARY:
-        raise CalibrationError(_collapsed_em(block, recorded, new_quantiles, em_base_rate))
-    return compose(block, LogitMap(shift, 1.0))
-
-
-def _collapsed_em(
-    block: dict[str, Any], recorded: dict[str, Any], new_quantiles: list[float], prior: float
-) -> str:
-    """Why --adapt prior cannot carry this map over, and what can: one line."""
-    found = medians(recorded, new_quantiles)
-    where = (
-        ""
-        if found is None
-        else f" (median {found['log']:.4g}, at the calibration's "
-        f"{percentile(found['calibration_share_below'])}; its median {found['calibration']:.4g})"
+def _log_quantiles(session: Session, recorded: dict[str, Any]) -> tuple[list[float], list[float]]:
+    """The log's best scores and top-2 ratios (0 without candidates) at QUANTILE_LEVELS."""
+    rows = session.rows(
+        _domain_sql("quantiles", thresholds=None, levels=QUANTILE_LEVELS, **_shares_of(recorded))
     )
-    reads_ratio = block["method"] == "platt" and block["platt"].get("top2_ratio", 0.0) != 0.0
-    remedy = (
-        "label 30 or more of its queries and fit a policy on them (`duckscore calibrate`)"
-        if reads_ratio
-        else "use --adapt quantile (the default: the scale moved, the rate held), with --labels "
-        "to check it"
-    )
-    return (
-        f"--adapt prior: EM's base rate on this log's p_good ran to {prior:.3f} (the "
-        f"calibration's: {float(recorded['base_rate']):.3f}), so every query would get p_good "
-        f"{round(prior):.0f}: its best scores are on another scale than the calibration's"
-        f"{where}, not at another base rate; nothing written — {remedy}"
-    )
-
-
-def percentile(share: float) -> str:
-    """0.187 -> '19th percentile'; the ends said as what they are."""
-    if share <= 0.0:
-        return "lowest score or below"
-    if share >= 1.0:
-        return "highest score or above"
-    n = min(max(round(100 * share), 1), 99)
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix} percentile"
-
-
-def transported(
-    block: dict[str, Any], old_quantiles: list[float], new_quantiles: list[float]
-) -> dict[str, Any]:
-    """The isotonic map giving a new-domain score at quantile q the old map's p_good at the
-    calibration's score at q: breakpoints at the new domain's quantiles (ties at the written
-    precision merged, their p_good averaged), kept non-decreasing."""
-    if block["method"] == "platt" and block["platt"].get("top2_ratio", 0.0) != 0.0:
-        raise CalibrationError(
-            "--adapt quantile: this policy's p_good reads the top-2 ratio beside the score; "
-            "carry it over with --adapt prior, or with --labels"
-        )
-    frame = pd.DataFrame({"best_overall_score": old_quantiles, "top2_ratio": 0.0})
-    # quantiles equal at the written precision are one breakpoint of the written map
-    written = at_written_precision([float(q) for q in new_quantiles])
-    p_good = pd.Series(apply_map(block, frame)).groupby(np.asarray(written)).mean()
-    x, y = [float(v) for v in p_good.index], np.maximum.accumulate(p_good.to_numpy())
-    if len(x) == 1:  # one distinct score in the new domain: a constant
-        x, y = [x[0], x[0] + 1.0], np.repeat(y, 2)
-    levels = {k: block[k] for k in ("levels_by", "p_low", "p_high")}
-    return {
-        "method": "isotonic",
-        "isotonic": {"x": x, "y": [float(v) for v in np.clip(y, 0, 1)]},
-    } | levels
+    return [float(r["best_score"]) for r in rows], [float(r["top2_ratio"]) for r in rows]
 
 
 def _decisions(session: Session, policy: ScorePolicy, where: str) -> pd.DataFrame:
@@ -301,7 +217,8 @@ def _decisions(session: Session, policy: ScorePolicy, where: str) -> pd.DataFram
 def _labelled(
     session: Session, labels: Table, decisions: pd.DataFrame, log_given: str
 ) -> pd.DataFrame:
-    """The labelled queries of the log (score_contract holds its decisions), with outcomes."""
+    """The labelled queries of the log (score_contract holds its decisions), with outcomes, in
+    query_id order (the order the folds are dealt in)."""
     opened, _ = open_labels(session, labels)
     kept, _ = keep_labels_in(
         session, f"--labels ({opened.given})", SCORE_CONTRACT, "--log", log_given,
@@ -316,49 +233,8 @@ def _labelled(
             f"{MIN_LABELS}, with good and other labels both present (or leave --labels out: "
             "the base rate is then estimated from the log)"
         )
-    return joined.assign(outcome=outcome.astype(float))
-
-
-def _refit(
-    session: Session,
-    labelled: pd.DataFrame,
-    adapted: dict[str, Any],
-    folds: int,
-    seed: int,
-) -> tuple[LogitMap, LabelRefit]:
-    """σ(a + b·logit p) on the labels, p the label-free map's p_good, shrunk toward p itself
-    (a = 0, b = 1), and what the report records of it (its cross-validated figures)."""
-    y = labelled["outcome"].to_numpy()
-    minority = int(min(y.sum(), len(y) - y.sum()))
-    used_folds = min(folds, minority)
-    if used_folds < 2:
-        raise CalibrationError(
-            f"--labels: {minority} query of one outcome (good / not good); cross-validation "
-            "needs at least 2 of each"
-        )
-    p_good = apply_map(adapted, labelled)
-    refit = refit_on_labels(p_good, y, LogitMap(0.0, 1.0), used_folds, seed)
-    held_out = labelled.assign(score=refit.held_out)
-    figures = frame_metrics(session, held_out[["query_id", "score", "outcome"]])
-    base_rate = float(y.mean())
-    recorded = LabelRefit(
-        n=len(y),
-        good=int(y.sum()),
-        folds=used_folds,
-        prior_strength=refit.strength,
-        cv_brier_by_prior_strength={str(k): v for k, v in refit.cv_brier.items()},
-        cross_validated={
-            "brier": figures["brier"],
-            "ece": figures["ece"],
-            "auroc": figures["auroc"],
-            "constant_brier": base_rate * (1.0 - base_rate),
-            "ece_of_perfect_calibration": ece_consistency(
-                session, held_out.assign(p_good=refit.held_out), seed
-            ),
-        },
-        map={"intercept": refit.fitted.intercept, "slope": refit.fitted.slope},
-    )
-    return refit.fitted, recorded
+    ordered = joined.assign(outcome=outcome.astype(float)).sort_values("query_id")
+    return ordered.reset_index(drop=True)
 
 
 def _thresholds(
@@ -366,15 +242,18 @@ def _thresholds(
     old: ScorePolicy,
     recorded: dict[str, float],
     labelled: pd.DataFrame | None,
+    move: bool,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """T_low, T_high, R_hitl at the recorded quantiles of the new domain; T_high by the
-    calibration's target precision on the labels where they reach it. Also the quantile levels
-    at which the new thresholds sit in the new domain (what the new policy records: the same
-    levels, unless the labels set T_high); and, for the report, each threshold's move and the
-    shares of the log's queries they give."""
+    """T_low, T_high, R_hitl: kept, or (`move`) at the recorded quantiles of the new domain;
+    T_high by the calibration's target precision on the labels where they reach it. Also the
+    quantile levels at which the new thresholds sit in the new domain (what the new policy
+    records: moved, the same levels unless the labels set T_high; kept, the log's shares below
+    them); and, for the report, each threshold's move and the shares of the log's queries they
+    give."""
     quantiles = _shares_of(recorded)
     moved = _domain_thresholds(session, "moved", thresholds=None, levels=[0.5], **quantiles)
-    chosen = {"T_low": moved["T_low"], "T_high": moved["T_high"], "R_hitl": moved["R_hitl"]}
+    names = ("T_low", "T_high", "R_hitl")
+    chosen = {name: moved[name] if move else old.thresholds[name] for name in names}
     if recorded["hitl"] <= 0.0:
         chosen["R_hitl"] = old.r_hitl  # no query was sent to a human: keep it so
     method = old.policy.metadata.get("method", {})
@@ -387,7 +266,7 @@ def _thresholds(
             chosen["T_low"] = min(chosen["T_low"], by_precision)
     chosen["T_low"] = min(chosen["T_low"], chosen["T_high"])
     shares = _domain_thresholds(session, "shares", thresholds=chosen, levels=[0.5], **quantiles)
-    levels = dict(quantiles)
+    levels = dict(quantiles) if move else {k: shares[k] for k in quantiles}
     if by_precision is not None:
         levels["below_T_high"] = shares["below_T_high"]
     if chosen["T_low"] == chosen["T_high"]:
@@ -401,6 +280,7 @@ def _thresholds(
         else {"target": target, "reached": by_precision is not None},
         "shares_of_the_log": {k: shares[k] for k in ("below_T_low", "below_T_high", "hitl")},
         "shares_of_the_calibration": quantiles,
+        "moved_by_quantile": move,
     }
     return chosen | {"levels": levels}, moves
 
@@ -450,10 +330,11 @@ def _new_parameters(
 ) -> dict[str, Any]:
     parameters = {**old.parameters.thawed(), "probability": block}
     parameters.update({k: float(thresholds[k]) for k in ("T_low", "T_high", "R_hitl")})
-    parameters["risk_flags"] = {
-        **parameters["risk_flags"],
-        "ambiguous_candidate": {"ratio_at_least": float(thresholds["R_hitl"])},
-    }
+    if thresholds["R_hitl"] != old.r_hitl:  # kept, the policy stays as it was
+        parameters["risk_flags"] = {
+            **parameters["risk_flags"],
+            "ambiguous_candidate": {"ratio_at_least": float(thresholds["R_hitl"])},
+        }
     return parameters
 
 

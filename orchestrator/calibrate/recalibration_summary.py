@@ -15,19 +15,24 @@ from ..core.session import Session
 from ..scoring.policy_view import ScorePolicy
 from ..scoring.scale import QUANTILES_KEY, share_below
 from ..scoring.stages import decision_counts
+from .shift import Diagnosis
 
 
 @dataclass(frozen=True, kw_only=True)
 class LabelRefit(Report):
-    """p_good refitted on the labels (metadata.recalibration.labels)."""
+    """The labels, and the map they chose (metadata.recalibration.labels; label_choice.py)."""
 
     n: int
     good: int
+    rate_interval_95: list[float]  # Wilson's, of good / n
     folds: int
-    prior_strength: float
+    cv_brier_by_candidate: dict[str, float]  # shipped, label_free (when it moved), refit, …
+    chosen: str
+    prior_strength: float  # the refit's
     cv_brier_by_prior_strength: dict[str, float]
-    cross_validated: dict[str, Any]  # brier, ece, auroc, constant_brier, ece_of_perfect_…
-    map: dict[str, float]  # intercept, slope
+    cross_validated: dict[str, Any]  # the chosen map's brier, ece, auroc, constant_brier, …
+    map: dict[str, float]  # the refit's intercept, slope
+    intercept_map: dict[str, float]  # the intercept-only refit's (slope 1)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,11 +44,13 @@ class Recalibration:
     log: str
     queries: int
     adapt: str
+    diagnosis: Diagnosis | None  # None: the policy records no best-score quantiles
+    chosen: dict[str, str]  # what was done without labels (keep, prior, quantile) and why
     fitted_base_rate: float
     best_score_median: dict[str, float] | None
     em_base_rate: float
     em_iterations: int
-    prior_shift: float | None  # --adapt prior only
+    prior_shift: float | None  # the prior moved only
     labels: LabelRefit | None
     thresholds: dict[str, Any]  # each threshold's move, the shares, band_collapsed
     decisions: dict[str, Any]  # decision_mix
@@ -59,6 +66,8 @@ class Recalibration:
             "log": self.log,
             "queries": self.queries,
             "adapt": self.adapt,
+            "diagnosis": None if self.diagnosis is None else self.diagnosis.as_record(),
+            "chosen": self.chosen,
             "fitted_base_rate": self.fitted_base_rate,
             "best_score_median": self.best_score_median,
             "em_base_rate": self.em_base_rate,

@@ -10,6 +10,7 @@ from . import (  # noqa: F401
     calibrate_answers,
     dbt,
     demo,
+    drift,
     entities,
     export,
     fuse,

@@ -43,12 +43,15 @@ logger = module_logger(__name__)
 )
 @click.option(
     "--adapt",
-    type=click.Choice(["quantile", "prior"]),
-    default="quantile",
+    type=click.Choice(["auto", "quantile", "prior"]),
+    default="auto",
     show_default=True,
-    help="How p_good is carried over before any label: quantile (a query gets the p_good the "
-    "calibration gave a query at the same quantile of best scores: the score scale moved) or "
-    "prior (the base rate moved: EM on the log's p_good, Saerens et al. 2002).",
+    help="How p_good is carried over before any label: auto (diagnose the shift of the log's "
+    "best scores first, and adapt only what it supports and the shipped map contradicts: keep "
+    "the map, move its prior, or move it by quantile), quantile (a query gets the p_good the "
+    "calibration gave a query at the same quantile of best scores: the score scale moved; the "
+    "thresholds move too) or prior (the base rate moved: EM on the log's p_good, Saerens et al. "
+    "2002; the thresholds are kept).",
 )
 @out_file_option("the recalibrated policy YAML")
 @click.option(
@@ -80,10 +83,12 @@ def recalibrate(
 ) -> None:
     """Adapt a calibrated policy to a new domain's log, with a few labels or none.
 
-    Without labels p_good is carried over by --adapt; with --labels it is then refitted on them,
-    shrunk toward that. T_low, T_high and R_hitl move to the quantiles of the new domain's
-    scores at which the calibration held them (T_high by the calibration's target precision on
-    the labels, where they reach it). Prints what it found; writes a new versioned policy.
+    Without labels p_good is carried over by --adapt, after a diagnosis of the shift; with
+    --labels the shipped map, that one and two refits on them compete by cross-validated Brier
+    score. T_low, T_high and R_hitl move to the quantiles of the new domain's scores at which
+    the calibration held them when the scale moved, and are kept otherwise (T_high by the
+    calibration's target precision on the labels, where they reach it). Prints what it found;
+    writes a new versioned policy.
     """
     from ..calibrate.recalibrate import recalibrate as run_recalibrate
 
@@ -124,18 +129,20 @@ RULES = {  # what puts a query at each level, by what the policy's levels are se
 def summary_lines(report: Recalibration, version: str) -> list[str]:
     """What recalibrate found, a figure a line: base rate, p_good, thresholds, the decisions
     the new policy makes on the log, and what the recalibration assumed."""
-    from ..calibrate.recalibrate import percentile
+    from ..calibrate.adaptation import percentile
 
     labels = report.labels
     floor = report.ece_of_perfect_calibration
     lines = [
         f"{'recalibrated':28s} {report.parent['version']} -> {version} "
         f"({report.queries} queries of the log)",
+        *diagnosis_lines(report),
         f"{'base_rate':28s} {report.base_rate:7.3f}  ("
         + (
-            f"{labels.good} good of {labels.n} labels"
+            f"{labels.good} good of {labels.n} labels, 95 % interval "
+            f"{labels.rate_interval_95[0]:.2f}–{labels.rate_interval_95[1]:.2f}"
             if labels
-            else f"mean p_good, carried over by {report.adapt}"
+            else f"mean p_good, {CARRIED[report.chosen['adapt']]}"
         )
         + f"; EM on the log's p_good: {report.em_base_rate:.3f}; the calibration's: "
         f"{report.fitted_base_rate:.3f})",
@@ -145,10 +152,12 @@ def summary_lines(report: Recalibration, version: str) -> list[str]:
     ]
     if labels:
         cv = labels.cross_validated
+        candidates = ", ".join(f"{k} {v:.3f}" for k, v in labels.cv_brier_by_candidate.items())
         lines += [
-            f"{'p_good_cv_brier':28s} {cv['brier']:7.3f}  (a constant at the labels' base rate: "
-            f"{cv['constant_brier']:.3f}; prior strength {labels.prior_strength:g}, "
-            f"{labels.folds} folds)",
+            f"{'p_good_by_labels':28s} {labels.chosen:>7s}  (cross-validated Brier on the "
+            f"{labels.n} labels: {candidates}; the lowest chosen, a tie keeps the shipped map)",
+            f"{'p_good_cv_brier':28s} {cv['brier']:7.3f}  (the {labels.chosen} map's; a constant "
+            f"at the labels' base rate: {cv['constant_brier']:.3f}; {labels.folds} folds)",
             f"{'p_good_cv_ece':28s} {cv['ece']:7.3f}  (a perfectly calibrated map shows "
             f"{cv['ece_of_perfect_calibration']['ece_mean']:.3f}, P95 "
             f"{cv['ece_of_perfect_calibration']['ece_p95']:.3f}, on {labels.n} labels)",
@@ -168,10 +177,32 @@ def summary_lines(report: Recalibration, version: str) -> list[str]:
         state = (
             "reached: T_high set by it"
             if precision["reached"]
-            else ("not reached on these labels: T_high kept at the quantile")
+            else "not reached on these labels: T_high kept"
+            + (" at the quantile" if moves.get("moved_by_quantile", True) else "")
         )
         lines.append(f"{'target_precision':28s} {precision['target']:7.3f}  ({state})")
     return lines + mix_lines(report) + [f"{'assumes':28s} {assumption(report)}"]
+
+
+CARRIED = {  # the mean p_good of the label-free map, by what was done
+    "keep": "the shipped map's, kept",
+    "prior": "its prior moved",
+    "quantile": "carried over by quantile",
+}
+
+
+def diagnosis_lines(report: Recalibration) -> list[str]:
+    """The shift the log shows against the calibration, and what was done about it."""
+    diagnosis, chosen = report.diagnosis, report.chosen
+    found = (
+        "none: the policy records no best-score quantiles to compare with"
+        if diagnosis is None
+        else diagnosis.sentence()
+    )
+    return [
+        f"{'diagnosis':28s} {found}",
+        f"{'chosen':28s} {chosen['adapt']:>7s}  ({chosen['reason']})",
+    ]
 
 
 def _percent(count: float, total: float = 1.0) -> str:
@@ -207,41 +238,76 @@ def mix_lines(report: Recalibration) -> list[str]:
 
 
 def assumption(report: Recalibration) -> str:
-    """What the recalibration took for granted about the log, in the words of its mode, and how
-    to check it."""
-    labels, rate = report.labels, report.fitted_base_rate
-    moves = report.thresholds
-    calibration = moves.get("shares_of_the_calibration")
-    levels = ""
-    if report.decisions["levels_by"] == "score" and calibration is not None:
-        low = calibration["below_T_low"]
-        precision = moves["by_target_precision"]
-        if precision is not None and precision["reached"]:
-            levels = (
-                f", T_low at the calibration's share of low ({_percent(low)}) and T_high where "
-                f"the labels reach precision {precision['target']:g}"
-            )
-        else:
-            high, medium = 1.0 - calibration["below_T_high"], calibration["below_T_high"] - low
-            levels = (
-                f", and {_percent(high)} high, {_percent(medium)} medium, {_percent(low)} low, "
-                "the calibration's shares (T_low and T_high at its quantiles)"
-            )
+    """What the recalibration took for granted about the log, in the words of what it did, and
+    how to check it."""
+    labels, rate, adapt = report.labels, report.fitted_base_rate, report.chosen["adapt"]
+    levels = _levels(report)
     if labels:
         return (
-            f"the {labels.n} labels are a fair sample of this log's queries (p_good refitted "
-            f"on them, their rate {_percent(labels.good, labels.n)}, the --adapt "
-            f"{report.adapt} map its prior, worth {labels.prior_strength:g} labels)"
-            f"{levels}"
+            f"the {labels.n} labels are a fair sample of this log's queries (p_good "
+            f"{BY_LABELS[labels.chosen].format(free=LABEL_FREE[adapt], strength=labels.prior_strength)}; "
+            f"their rate {_percent(labels.good, labels.n)}){levels}"
         )
     check = f"; label {LABELS_TO_CHECK} queries to check it (--labels)"
-    if report.adapt == "quantile":
+    if adapt == "keep":
+        return (
+            f"the shipped map and thresholds still hold on this log: "
+            f"{_percent(report.p_good_mean)} of its queries answered well (its mean p_good)"
+            f"{check}"
+        )
+    if adapt == "quantile":
         return (
             f"{_percent(rate)} of this log's queries are answered well, the calibration's rate "
-            f"(--adapt quantile: its best scores moved, not the rate){levels}{check}"
+            f"({_mode(report, 'quantile')}: its best scores moved, not the rate){levels}{check}"
         )
+    diagnosis = report.diagnosis
+    moved_to, source = (
+        (report.em_base_rate, "EM's estimate")
+        if report.adapt == "prior" or diagnosis is None or diagnosis.rate_estimate is None
+        else (diagnosis.rate_estimate, "the diagnosis' estimate")
+    )
     return (
         f"its best scores mean what the calibration's did and only the rate of good answers "
-        f"moved, to {_percent(report.em_base_rate)} (--adapt prior: EM's estimate; the "
+        f"moved, to {_percent(moved_to)} ({_mode(report, 'prior')}: {source}; the "
         f"calibration's {_percent(rate)}){levels}{check}"
+    )
+
+
+BY_LABELS = {  # the map the labels chose, in the assumption's words
+    "shipped": "the shipped map's: of lowest cross-validated Brier on them",
+    "label_free": "{free}'s: of lowest cross-validated Brier on them",
+    "refit": "refitted on them, {free} its prior, worth {strength:g} labels",
+    "intercept": "{free}'s with its intercept refitted on them",
+}
+LABEL_FREE = {  # the map without labels, by what was done
+    "keep": "the shipped map",
+    "prior": "the map with its prior moved",
+    "quantile": "the map moved by quantile",
+}
+
+
+def _mode(report: Recalibration, adapt: str) -> str:
+    return f"--adapt {adapt}" if report.adapt == adapt else f"--adapt auto, by {adapt}"
+
+
+def _levels(report: Recalibration) -> str:
+    """Where the best score sets the levels: how T_low and T_high cut this log."""
+    moves = report.thresholds
+    calibration = moves.get("shares_of_the_calibration")
+    if report.decisions["levels_by"] != "score" or calibration is None:
+        return ""
+    low = calibration["below_T_low"]
+    precision = moves["by_target_precision"]
+    by_quantile = moves.get("moved_by_quantile", True)
+    if precision is not None and precision["reached"]:
+        t_low = f"at the calibration's share of low ({_percent(low)})" if by_quantile else "kept"
+        return (
+            f", T_low {t_low} and T_high where the labels reach precision {precision['target']:g}"
+        )
+    if not by_quantile:
+        return ", and T_low and T_high as calibrated (the score scale held)"
+    high, medium = 1.0 - calibration["below_T_high"], calibration["below_T_high"] - low
+    return (
+        f", and {_percent(high)} high, {_percent(medium)} medium, {_percent(low)} low, "
+        "the calibration's shares (T_low and T_high at its quantiles)"
     )

@@ -16,6 +16,7 @@ from .policy_view import ScorePolicy
 
 QUANTILES_KEY = "best_score_quantiles"  # metadata.score_distribution: the best score at …
 QUANTILE_LEVELS = [k / 100 for k in range(101)]  # … 0, 0.01, …, 1
+RATIO_QUANTILES_KEY = "top2_ratio_quantiles"  # the top-2 ratio (0 without two candidates) at …
 OFF_SCALE = 0.05  # a median best score below (above) all but this share of the calibration's
 
 
@@ -85,14 +86,23 @@ def scale_warning(
     )
     side = f"below {_share(1.0 - share)}" if share < 0.5 else f"above {_share(share)}"
     log = session.inputs.get("log")
-    given = shlex.quote(log.given) if log is not None and Path(log.given).exists() else "LOG"
-    policy_arg = shlex.quote(policy.source) if Path(policy.source).is_file() else policy.version
     return (
         f"policy {policy.version} rates {mix}{p_good}: this log's best scores are on another "
         f"scale than its calibration's (median {float(median):.4g}, {side} of the "
-        f"calibration's; its median {quantiles[len(quantiles) // 2]:.4g}) — `duckscore "
-        f"recalibrate --policy {policy_arg} --log {given} --out recalibrated.yaml` moves p_good "
+        f"calibration's; its median {quantiles[len(quantiles) // 2]:.4g}) — "
+        f"`{recalibrate_command(policy, None if log is None else log.given)}` moves p_good "
         "and the thresholds to this log"
+    )
+
+
+def recalibrate_command(policy: ScorePolicy, log: str | None, options: str = "") -> str:
+    """The `duckscore recalibrate` command that carries `policy` to `log` (LOG when that is not
+    a path from here), `options` before its --out."""
+    given = shlex.quote(log) if log is not None and Path(log).exists() else "LOG"
+    policy_arg = shlex.quote(policy.source) if Path(policy.source).is_file() else policy.version
+    extra = f" {options}" if options else ""
+    return (
+        f"duckscore recalibrate --policy {policy_arg} --log {given}{extra} --out recalibrated.yaml"
     )
 
 

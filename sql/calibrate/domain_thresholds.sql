@@ -5,9 +5,9 @@ each to the quantile of the new domain's distribution at which the calibration q
 thresholds take there. A query without candidates counts as best score 0 and top-2 ratio 0
 (always low, never HITL), as in the recorded shares.
 
-Stage `quantiles` gives the new domain's best scores at the quantile `levels` (0 … 1), a row
-each, in order, which
-the quantile adaptation of p_good pairs with the calibration's own.
+Stage `quantiles` gives the new domain's best scores and top-2 ratios at the quantile `levels`
+(0 … 1), a row each, in order: the quantile adaptation of p_good pairs the scores with the
+calibration's own, and the new policy records both (a later diagnosis compares with them).
 
 Context: inputs.decisions (query_id, best_overall_score, top2_ratio); below_T_low, below_T_high,
 hitl (the recorded shares); levels (a list); thresholds (T_low, T_high, R_hitl) for stage
@@ -29,7 +29,9 @@ moved AS (
     FROM domain_values
 ),
 quantiles AS (
-    SELECT unnest(quantile_cont(score, {{ levels | lit }})) AS best_score
+    SELECT
+        unnest(quantile_cont(score, {{ levels | lit }})) AS best_score,
+        unnest(quantile_cont(ratio, {{ levels | lit }})) AS top2_ratio
     FROM domain_values
 ){% if thresholds %},
 shares AS (

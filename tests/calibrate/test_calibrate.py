@@ -289,14 +289,18 @@ def test_score_distribution_is_the_in_sample_decisions(calibrated) -> None:
         "hitl": (in_sample["top2_ratio"].fillna(-1.0) >= p["R_hitl"]).mean(),
     }
     quantiles = recorded["score_distribution"].pop("best_score_quantiles")
+    ratio_quantiles = recorded["score_distribution"].pop("top2_ratio_quantiles")
     # the file's figures are at the written precision (FITTED_DIGITS significant digits)
     assert recorded["score_distribution"] == pytest.approx(expected, rel=1e-9, abs=1e-12)
-    ranked = np.sort(score.to_numpy())  # continuous quantiles: rank (n - 1)·q, interpolated
-    for level, value in zip([k / 100 for k in range(101)], quantiles, strict=True):
-        position = (len(ranked) - 1) * level
-        low, high = int(np.floor(position)), int(np.ceil(position))
-        interpolated = ranked[low] + (ranked[high] - ranked[low]) * (position - low)
-        assert value == pytest.approx(interpolated, rel=1e-9, abs=1e-12)
+    # the ratio of a query without two candidates counts as 0, as the recalibration reads it
+    ratio = in_sample["top2_ratio"].fillna(0.0)
+    for values, recorded_quantiles in ((score, quantiles), (ratio, ratio_quantiles)):
+        ranked = np.sort(values.to_numpy())  # continuous quantiles: rank (n - 1)·q, interpolated
+        for level, value in zip([k / 100 for k in range(101)], recorded_quantiles, strict=True):
+            position = (len(ranked) - 1) * level
+            low, high = int(np.floor(position)), int(np.ceil(position))
+            interpolated = ranked[low] + (ranked[high] - ranked[low]) * (position - low)
+            assert value == pytest.approx(interpolated, rel=1e-9, abs=1e-12)
     assert 0 < expected["below_T_low"] <= expected["below_T_high"] < 1 and 0 < expected["hitl"] < 1
 
 

@@ -65,8 +65,12 @@ def old_run(work: Path) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def label_free(work: Path) -> tuple[Result, dict]:
+    """--adapt quantile, as asked (auto keeps the shipped map on CISI: test_recalibrate_auto)."""
     out = work / "free.yaml"
-    result = invoke("recalibrate", "--policy", DEFAULT_POLICY, "--log", LOG, "--out", str(out))
+    result = invoke(
+        "recalibrate", "--policy", DEFAULT_POLICY, "--log", LOG, "--adapt", "quantile", "--out",
+        str(out),
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
     return result, yaml.safe_load(out.read_text())
 
@@ -85,11 +89,14 @@ def test_label_free_versions_and_records(label_free: tuple[Result, dict], work: 
     assert document["metadata"]["recipe"] == default_document()["metadata"]["recipe"]
     report = document["metadata"]["recalibration"]
     assert report["adapt"] == "quantile" and report["labels"] is None
+    assert report["chosen"]["adapt"] == "quantile"
+    assert report["chosen"]["reason"].startswith("--adapt quantile, as asked; --adapt auto would")
+    assert report["diagnosis"]["shift"] == "scale"
     assert list(report) == [key for key in RECORDED if key != "prior_shift"]
     assert report["base_rate"] == report["p_good_mean"]
     names = [line.split()[0] for line in result.stdout.splitlines()]
     assert names == [
-        "recalibrated", "base_rate", "p_good_mean", "best_score_median", "T_low", "T_high",
+        "recalibrated", "diagnosis", "chosen", "base_rate", "p_good_mean", "best_score_median", "T_low", "T_high",
         "R_hitl", "high", "medium", "low", "need_hitl", "web_fallback", "assumes",
     ]  # fmt: skip
 
@@ -170,18 +177,21 @@ def test_thresholds_move_to_the_recorded_quantiles(
     assert p["risk_flags"]["ambiguous_candidate"]["ratio_at_least"] == p["R_hitl"]
 
 
+@pytest.fixture(scope="module")
+def free_run(label_free: tuple[Result, dict], work: Path) -> pd.DataFrame:
+    """The label-free (quantile) policy's decisions on CISI, as `run` writes them."""
+    out = work / "new"
+    result = invoke("run", "--log", LOG, "--policy", str(work / "free.yaml"), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    return pd.read_parquet(out / "queries.parquet")
+
+
 def test_quantile_adaptation_keeps_the_calibrations_p_good_by_rank(
-    label_free: tuple[Result, dict], work: Path, old_run: pd.DataFrame
+    free_run: pd.DataFrame, old_run: pd.DataFrame
 ) -> None:
     """The new p_good orders queries as their scores do, and averages what the calibration's
     queries averaged (the base rate is kept; the score scale moved)."""
-    assert (
-        invoke(
-            "run", "--log", LOG, "--policy", str(work / "free.yaml"), "--out", str(work / "new")
-        ).exit_code
-        == 0
-    )
-    new = pd.read_parquet(work / "new" / "queries.parquet").merge(
+    new = free_run.merge(
         old_run[["query_id", "best_overall_score"]], on="query_id", suffixes=("", "_old")
     )
     # the same scores, up to the precision the policy file writes its parameters at
@@ -194,14 +204,14 @@ def test_quantile_adaptation_keeps_the_calibrations_p_good_by_rank(
 
 
 def test_forty_labels_refit_p_good_as_the_penalised_log_loss_says(
-    work: Path, cisi_labels: pd.DataFrame, label_free: tuple[Result, dict]
+    work: Path, cisi_labels: pd.DataFrame, label_free: tuple[Result, dict], free_run: pd.DataFrame
 ) -> None:
     labels = cisi_labels.sample(n=40, random_state=0)
     labels.to_parquet(work / "forty.parquet")
     out = work / "forty.yaml"
     result = invoke(
-        "recalibrate", "--policy", DEFAULT_POLICY, "--log", LOG, "--labels",
-        str(work / "forty.parquet"), "--out", str(out),
+        "recalibrate", "--policy", DEFAULT_POLICY, "--log", LOG, "--adapt", "quantile",
+        "--labels", str(work / "forty.parquet"), "--out", str(out),
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     recorded = yaml.safe_load(out.read_text())["metadata"]["recalibration"]
@@ -211,9 +221,12 @@ def test_forty_labels_refit_p_good_as_the_penalised_log_loss_says(
     assert list(recorded) == after_labels
     report = recorded["labels"]
     assert report["n"] == 40 and report["good"] == int((labels["label"] == "good").sum())
+    # the refit beat the shipped and the label-free maps on these labels (what is written below)
+    assert report["chosen"] == "refit"
+    assert list(report["cv_brier_by_candidate"]) == ["shipped", "label_free", "refit", "intercept"]
     assert recorded["base_rate"] == pytest.approx(report["good"] / 40, abs=1e-9)
     # the label-free policy's p_good, as its SQL wrote it, is what the labels refit
-    free = pd.read_parquet(work / "new" / "queries.parquet").merge(labels, on="query_id")
+    free = free_run.merge(labels, on="query_id")
     z, y = logit(free["p_good"].to_numpy()), (free["label"] == "good").to_numpy(float)
     strength = report["prior_strength"]
 
@@ -273,9 +286,19 @@ def test_em_on_the_calibrations_own_domain_finds_its_base_rate(work: Path) -> No
         "--adapt", "prior", "--out", str(out),
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    report = yaml.safe_load(out.read_text())["metadata"]["recalibration"]
+    document = yaml.safe_load(out.read_text())
+    report = document["metadata"]["recalibration"]
     assert list(report) == RECORDED  # --adapt prior records its shift
     assert report["em_base_rate"] == pytest.approx(report["fitted_base_rate"], abs=0.05)
+    # the prior moved by Saerens et al.'s logit offset, the thresholds kept (the scale held)
+    rate, fitted = report["em_base_rate"], report["fitted_base_rate"]
+    assert report["prior_shift"] == pytest.approx(
+        np.log(rate / (1 - rate)) - np.log(fitted / (1 - fitted)), abs=1e-9
+    )
+    shipped = default_document()["parameters"]
+    for name in ("T_low", "T_high", "R_hitl"):
+        assert document["parameters"][name] == shipped[name]
+    assert report["thresholds"]["moved_by_quantile"] is False
     assumes = printed(result)["assumes"]
     assert assumes.startswith(
         "its best scores mean what the calibration's did and only the rate of good answers "
@@ -290,8 +313,9 @@ def test_a_recalibrated_policy_recalibrates_again(
 ) -> None:
     out = work / "again.yaml"
     result = invoke(
-        "recalibrate", "--policy", str(work / "free.yaml"), "--log", LOG, "--out", str(out)
-    )
+        "recalibrate", "--policy", str(work / "free.yaml"), "--log", LOG, "--adapt", "quantile",
+        "--out", str(out),
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
     parameters = yaml.safe_load(out.read_text())["parameters"]
     before = label_free[1]["parameters"]
@@ -342,5 +366,5 @@ def test_refusals_are_one_line_and_write_nothing(
     assert line.startswith("duckscore: error:") and expected in line
     if case.startswith("em_collapses"):  # why, and what to do instead
         assert "so every query would get p_good 0: its best scores are on another scale" in line
-        assert "nothing written — use --adapt quantile" in line
+        assert "nothing written — use --adapt auto (the default: it diagnoses the shift" in line
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("new", ".new"))) == []

@@ -13,9 +13,13 @@ from duckscore.calibrate.recalibration import (
     LogitMap,
     compose,
     em_prior,
+    fit_intercept,
     fit_logit_map,
+    held_out,
     prior_shift,
     refit_on_labels,
+    refit_within,
+    stratified_folds,
 )
 from duckscore.calibrate.settings import CalibrationError
 
@@ -168,3 +172,49 @@ def test_labels_that_reverse_the_map_give_a_constant() -> None:
 def test_em_refuses_a_map_fitted_on_one_class() -> None:
     with pytest.raises(CalibrationError, match="strictly between 0 and 1"):
         em_prior(np.array([0.2, 0.4]), 1.0)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_intercept_only_refit_is_the_root_of_its_score_equation(seed: int) -> None:
+    """σ(a + logit p) by maximum likelihood: Σ σ(a + logit p) = Σ y, found by scipy."""
+    rng = np.random.default_rng(seed)
+    p = rng.uniform(0.05, 0.95, 40)
+    y = (rng.uniform(size=40) < 0.3).astype(float)
+    z = np.log(p / (1 - p))
+    expected = optimize.brentq(
+        lambda a: float(np.sum(1 / (1 + np.exp(-(a + z)))) - y.sum()), -30, 30
+    )
+    fitted = fit_intercept(p, y)
+    assert fitted.slope == 1.0 and fitted.intercept == pytest.approx(expected, abs=1e-9)
+
+
+def test_held_out_predictions_are_each_folds_fit_on_the_others() -> None:
+    """Each label's p_good from the fit on the other folds; a fold the fitter finds nothing on
+    keeps p_good."""
+    y = np.array([1.0, 0.0] * 10)
+    p = np.linspace(0.2, 0.8, 20)
+    seen: list[int] = []
+
+    def fit(p_train: np.ndarray, y_train: np.ndarray) -> LogitMap | None:
+        seen.append(len(y_train))
+        return None if len(seen) == 1 else LogitMap(float(len(seen)), 1.0)
+
+    predicted = held_out(p, y, 4, 0, fit)
+    fold_of = stratified_folds(y, 4, 0)
+    assert seen == [int((fold_of != k).sum()) for k in range(4)]
+    z = np.log(p / (1 - p))
+    for k in range(4):
+        expected = p[fold_of == k] if k == 0 else 1 / (1 + np.exp(-(k + 1 + z[fold_of == k])))
+        np.testing.assert_allclose(predicted[fold_of == k], expected)
+
+
+def test_the_refit_within_a_fold_chooses_its_strength_there() -> None:
+    """refit_within is refit_on_labels on the part, its folds capped by the part's rarer
+    outcome; with fewer than 2 of one outcome it finds nothing."""
+    rng = np.random.default_rng(4)
+    p = rng.uniform(0.05, 0.95, 30)
+    y = (rng.uniform(size=30) < p).astype(float)
+    found = refit_within(5, 0)(p, y)
+    expected = refit_on_labels(p, y, LogitMap(0.0, 1.0), 5, 0).fitted
+    assert found == expected
+    assert refit_within(5, 0)(p[:5], np.array([1.0, 0.0, 0.0, 0.0, 0.0])) is None

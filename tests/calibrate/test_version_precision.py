@@ -19,9 +19,10 @@ import yaml
 from click.testing import CliRunner
 
 from duckscore.calibrate import recalibration
+from duckscore.calibrate.adaptation import transported
 from duckscore.calibrate.pipeline import calibrate
 from duckscore.calibrate.probability import fit_beta, fit_isotonic
-from duckscore.calibrate.recalibrate import recalibrate, transported
+from duckscore.calibrate.recalibrate import recalibrate
 from duckscore.calibrate.settings import CalibrationSettings
 from duckscore.cli import cli
 from duckscore.core.policy import (

@@ -1,0 +1,117 @@
+"""With labels (issue 51): the p_good map a recalibration writes, chosen by cross-validated Brier
+score on the labels among
+
+- `shipped`: the old policy's map;
+- `label_free`: the map carried over without labels (calibrate/adaptation.py), when it moved;
+- `refit`: σ(a + b·logit p) of the label-free map's p, shrunk toward it (refit_on_labels);
+- `intercept`: σ(a + logit p), the intercept alone.
+
+The shipped and label-free maps were not fitted on the labels: their Brier score on them is
+already out of sample. A refit is cross-validated whole (recalibration.held_out), its choice of
+prior strength made inside each fold. The lowest wins; a tie keeps the earlier candidate, so
+the shipped map first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..core.session import Session
+from .calibration_metrics import frame_metrics
+from .probability import apply_map, brier
+from .probability_report import ece_consistency
+from .recalibration import (
+    LogitMap,
+    compose,
+    fit_intercept,
+    held_out,
+    refit_on_labels,
+    refit_within,
+)
+from .recalibration_summary import LabelRefit
+from .settings import CalibrationError
+
+TIE = 1e-12  # Brier scores this close are equal (a tie keeps the earlier candidate)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    block: dict[str, Any]  # the probability block it would write
+    held_out: np.ndarray  # each label's p_good from a map that did not see it
+
+
+@dataclass(frozen=True)
+class LabelChoice:
+    chosen: Candidate
+    report: LabelRefit
+
+
+def choose_by_labels(
+    session: Session,
+    labelled: pd.DataFrame,
+    shipped: dict[str, Any],
+    label_free: dict[str, Any],
+    folds: int,
+    seed: int,
+) -> LabelChoice:
+    """The candidate of lowest cross-validated Brier score on `labelled` (its `outcome`), and
+    what the report records of the choice."""
+    y = labelled["outcome"].to_numpy()
+    minority = int(min(y.sum(), len(y) - y.sum()))
+    used_folds = min(folds, minority)
+    if used_folds < 2:
+        raise CalibrationError(
+            f"--labels: {minority} query of one outcome (good / not good); cross-validation "
+            "needs at least 2 of each"
+        )
+    p_good = apply_map(label_free, labelled)
+    refit = refit_on_labels(p_good, y, LogitMap(0.0, 1.0), used_folds, seed)
+    intercept = fit_intercept(p_good, y)
+    candidates = [Candidate("shipped", shipped, apply_map(shipped, labelled))]
+    if label_free != shipped:
+        candidates.append(Candidate("label_free", label_free, p_good))
+    candidates += [
+        Candidate(
+            "refit",
+            compose(label_free, refit.fitted),
+            held_out(p_good, y, used_folds, seed, refit_within(used_folds, seed)),
+        ),
+        Candidate(
+            "intercept",
+            compose(label_free, intercept),
+            held_out(p_good, y, used_folds, seed, fit_intercept),
+        ),
+    ]
+    cv_brier = {c.name: brier(c.held_out, y) for c in candidates}
+    best = min(cv_brier.values())
+    chosen = next(c for c in candidates if cv_brier[c.name] <= best + TIE)
+    frame = labelled.assign(score=chosen.held_out)[["query_id", "score", "outcome"]]
+    figures = frame_metrics(session, frame)
+    base_rate = float(y.mean())
+    report = LabelRefit(
+        n=len(y),
+        good=int(y.sum()),
+        rate_interval_95=[figures["accuracy"]["wilson_lower"], figures["accuracy"]["wilson_upper"]],
+        folds=used_folds,
+        cv_brier_by_candidate=cv_brier,
+        chosen=chosen.name,
+        prior_strength=refit.strength,
+        cv_brier_by_prior_strength={str(k): v for k, v in refit.cv_brier.items()},
+        cross_validated={
+            "brier": figures["brier"],
+            "ece": figures["ece"],
+            "auroc": figures["auroc"],
+            "constant_brier": base_rate * (1.0 - base_rate),
+            "ece_of_perfect_calibration": ece_consistency(
+                session, labelled.assign(p_good=chosen.held_out), seed
+            ),
+        },
+        map={"intercept": refit.fitted.intercept, "slope": refit.fitted.slope},
+        intercept_map={"intercept": intercept.intercept, "slope": intercept.slope},
+    )
+    return LabelChoice(chosen, report)
