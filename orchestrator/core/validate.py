@@ -183,8 +183,6 @@ def _value_checks(
         number = f"CAST({col} AS DOUBLE)"
         if not column.nullable:
             checks.append((f"column {column.name!r} is null", f"{col} IS NULL", None))
-        if column.kind == "flag":
-            continue
         if column.kind == "id":
             checks.append(
                 (f"column {column.name!r} is empty", f"CAST({col} AS VARCHAR) = ''", None)

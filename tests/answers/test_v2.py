@@ -332,7 +332,7 @@ BAD = [
         "answers.csv",
         "answer_id,query_id,answer_text,retrieved_count,streaming\na,q,t,1,maybe\n",
         "--answers",
-        r"column 'streaming' has type VARCHAR; expected true or false",
+        r"column 'streaming' has type VARCHAR; expected true/false \(or 1/0\)",
     ),
 ]
 

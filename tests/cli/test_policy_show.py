@@ -17,7 +17,7 @@ from duckscore.cli import cli
     [
         ("canonical_rrf", "score", "overall_v1, overall_v2, overall_v3",
          "canonical_rrf is a fuse recipe: duckscore policy show canonical_rrf --capability fuse"),
-        ("overall_v3", "fuse", "canonical_rrf, code_rrf_v1, elasticsearch_linear, elasticsearch_rrf, hybrid_v1, opensearch_hybrid, qdrant_dbsf, qdrant_rrf, weaviate_relative",
+        ("overall_v3", "fuse", "canonical_rrf, code_rrf_v1, elasticsearch_linear, elasticsearch_rrf, hybrid_v1, opensearch_hybrid, qdrant_dbsf, qdrant_rrf, seed003_sum_top_n, weaviate_relative",
          "overall_v3 is a score policy: duckscore policy show overall_v3 --capability score"),
         ("answer_v1", "score", "overall_v1, overall_v2, overall_v3",
          "answer_v1 is an answers policy: duckscore policy show answer_v1 --capability answers"),

@@ -47,6 +47,7 @@ BEFORE_THE_VIEWS = {
     ("fuse", "opensearch_hybrid"): "296daa8d3f74627d704862a633890030b416a210cafb2e50bee254a15044050b",
     ("fuse", "qdrant_dbsf"): "e7d96bb65001dac35137efcd7d10a4f32e741da2fcec941cede7c9d2ac848015",
     ("fuse", "qdrant_rrf"): "12381a2f7b34b19ad08ec6fd727e04d4eb7dead86f8b552c1274a06eb4cfaceb",
+    ("fuse", "seed003_sum_top_n"): "9c5fa43529e01dba8a777e1d077ee191405040cf0b20f2ee0c37806ccde0f455",
     ("fuse", "weaviate_relative"): "a12a1110605e1d0af1956344395e48c03d011e0ab1137c80b31911c457be7f26",
     ("answers", "answer_v1"): "819c2e163fc61bfc1d94de13aacab222557f9920059550411e77cb4e3e044374",
     ("answers", "answer_v1_en"): "03cda6a97b99db32fcc82c0cf685ff7e0405f739b93040fc1fcc6dbd9986563f",
@@ -72,6 +73,7 @@ RESOLVED_RECORDS = {
     "opensearch_hybrid": "d7799d825c730d7479d1bf9bb3ddd871cdb113d948945c9a762c096641d42ce0",
     "qdrant_dbsf": "e0368943ce5d094f7ebb49ef99b095ef12d674952397ab629411e328c9319381",
     "qdrant_rrf": "984492806733f46136db77b8c545c8ebf6832dcbd3d763a3fa5b7655e9c72293",
+    "seed003_sum_top_n": "a8d2a33e64038804709bcf3529b3d6c53a42fac841b8a054e44d863706d6b930",
     "weaviate_relative": "c44be19d0f22830b808eebe406de4b1de79d7beb3613c3d07c382cb36947b34b",
 }
 
