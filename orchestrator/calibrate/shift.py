@@ -36,7 +36,6 @@ import numpy as np
 KS_ALPHA = 0.05
 GRID_TOLERANCE = 0.01  # the recorded quantiles are 1 % apart: the reference's CDF is known to this
 RATE_GRID = np.round(np.linspace(0.0, 1.0, 201), 3)  # rates tried, 0.005 apart
-LOCATION_SCALE_RATES = RATE_GRID
 FIT_LEVELS = np.linspace(0.05, 0.95, 19)  # the quantiles a location-scale move is fitted on
 EVALUATION_POINTS = 1001  # a larger log is compared at its quantiles 0, 0.001, …, 1
 LOG_LEVELS = np.linspace(0.0, 1.0, EVALUATION_POINTS)
@@ -214,13 +213,12 @@ def diagnose(
     """The shift the log's best scores show against `reference` (a query without candidates
     counts as score 0, as in the calibration). `ratios`: the calibration's recorded top-2 ratio
     quantiles and the log's ratios, compared the same way when given."""
-    scores = np.nan_to_num(np.asarray(best_scores, dtype=float), nan=0.0)
+    scores = _as_scores(best_scores)
     if len(scores) == 0:
         raise ValueError("no query in the log to compare with the calibration")
     curve = LogCurve(scores)
     noise = ks_noise(curve.n, reference.queries)
-    recorded = reference.weights(None)
-    ks = curve.ks(lambda s: reference.cdf(s, recorded))
+    ks = curve.ks(_mixture(reference, None))
     rate_fit = _rate_scale_held(reference, curve, noise)
     location_scale = _rates_location_scale(reference, curve, noise)
     shift = _shift(ks <= noise, rate_fit, location_scale, reference.implied_rate)
@@ -263,12 +261,19 @@ def _rate_scale_held(reference: Reference, curve: LogCurve, noise: float) -> Rat
         else float(np.clip(np.sum((curve.at - bad) * (good - bad)) / spread, 0.0, 1.0))
     )
     passing = [float(r) for r in RATE_GRID if curve.ks(_mixture(reference, float(r))) <= noise]
-    return RateFit(estimate, (min(passing), max(passing)) if passing else None)
+    return RateFit(estimate, _span(passing))
 
 
-def _mixture(reference: Reference, rate: float) -> Callable[[np.ndarray], np.ndarray]:
+def _mixture(
+    reference: Reference, rate: float | None, a: float = 0.0, b: float = 1.0
+) -> Callable[[np.ndarray], np.ndarray]:
+    """The CDF of the reference's classes mixed at `rate` (None: as recorded), moved to a + b·s₀."""
     weights = reference.weights(rate)
-    return lambda s: reference.cdf(s, weights)
+    return lambda s: reference.cdf(s, weights, a, b)
+
+
+def _span(rates: list[float]) -> tuple[float, float] | None:
+    return (min(rates), max(rates)) if rates else None
 
 
 @dataclass(frozen=True)
@@ -282,12 +287,10 @@ def _rates_location_scale(reference: Reference, curve: LogCurve, noise: float) -
     """For each rate (and the map's own), the location-scale move of the mixture closest to the
     log (on its quantiles), and whether it passes the KS test."""
     own = reference.implied_rate
-    rates = [] if reference.p_good is None else [float(r) for r in LOCATION_SCALE_RATES]
+    rates = [] if reference.p_good is None else [float(r) for r in RATE_GRID]
     passing = [r for r in rates if _moved_fit(reference, curve, r)[1] <= noise]
     (a, b), own_ks = _moved_fit(reference, curve, own)
-    return LocationScaleFit(
-        (min(passing), max(passing)) if passing else None, (a, b), own_ks <= noise
-    )
+    return LocationScaleFit(_span(passing), (a, b), own_ks <= noise)
 
 
 def _moved_fit(
@@ -305,7 +308,7 @@ def _moved_fit(
     if b <= 0:  # a constant reference, or a log that reverses it: no move fits
         return (0.0, 1.0), 1.0
     a = float(log.mean() - b * mixture.mean())
-    return (a, b), curve.ks(lambda s: reference.cdf(s, weights, a, b))
+    return (a, b), curve.ks(_mixture(reference, rate, a, b))
 
 
 def _shift(
@@ -328,8 +331,7 @@ def _psi(reference: Reference, scores: np.ndarray) -> float:
     """PSI over the reference's deciles: Σ (a − e)·ln(a / e)."""
     edges = reference.quantiles[:: (len(reference.quantiles) - 1) // PSI_BINS]
     inner = edges[1:-1]
-    recorded = reference.weights(None)
-    expected = np.diff(np.concatenate([[0.0], reference.cdf(inner, recorded), [1.0]]))
+    expected = np.diff(np.concatenate([[0.0], _mixture(reference, None)(inner), [1.0]]))
     actual = np.diff(
         np.concatenate(
             [[0.0], np.searchsorted(np.sort(scores), inner, "right") / len(scores), [1.0]]
@@ -342,9 +344,12 @@ def _psi(reference: Reference, scores: np.ndarray) -> float:
 def _ks_to_quantiles(recorded: np.ndarray, values: np.ndarray) -> float:
     """KS of `values` against a distribution recorded at quantiles 0, 0.01, …, 1."""
     reference = Reference.recorded(list(recorded), 1, None)
-    curve = LogCurve(np.nan_to_num(np.asarray(values, dtype=float), nan=0.0))
-    weights = reference.weights(None)
-    return curve.ks(lambda s: reference.cdf(s, weights))
+    return LogCurve(_as_scores(values)).ks(_mixture(reference, None))
+
+
+def _as_scores(values: np.ndarray) -> np.ndarray:
+    """A query without candidates (NaN) counts as 0, as in the calibration."""
+    return np.asarray(np.nan_to_num(np.asarray(values, dtype=float), nan=0.0))
 
 
 Adaptation = Literal["keep", "prior", "quantile"]

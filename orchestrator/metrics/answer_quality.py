@@ -22,7 +22,7 @@ from ..core.render import render
 from ..core.reporting import module_logger
 from ..core.session import Session
 from ..core.tables import Column, TableContract
-from .significance import regularized_beta
+from .significance import t_two_sided_tail
 
 logger = module_logger(__name__)
 
@@ -186,14 +186,14 @@ def _with_interval(row: dict[str, Any], alpha: float) -> dict[str, Any]:
 
 def t_quantile(probability: float, freedom: int) -> float:
     """Student's t quantile for probability in (0.5, 1), by bisection of the two-sided tail
-    I_{ν/(ν+t²)}(ν/2, 1/2) = 2(1 − probability)."""
+    = 2(1 − probability)."""
     tail = 2 * (1 - probability)
     low, high = 0.0, 1.0
-    while regularized_beta(freedom / (freedom + high * high), freedom / 2, 0.5) > tail:
+    while t_two_sided_tail(high, freedom) > tail:
         high *= 2
     for _ in range(200):
         middle = (low + high) / 2
-        if regularized_beta(freedom / (freedom + middle * middle), freedom / 2, 0.5) > tail:
+        if t_two_sided_tail(middle, freedom) > tail:
             low = middle
         else:
             high = middle

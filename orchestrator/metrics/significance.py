@@ -141,8 +141,11 @@ def paired_t_p_value(mean: float, sd: float | None, n: int) -> float:
     and 0)."""
     if sd is None or sd == 0 or math.isnan(sd):
         return 1.0 if mean == 0 else 0.0
-    t = mean / (sd / math.sqrt(n))
-    freedom = n - 1
+    return t_two_sided_tail(mean / (sd / math.sqrt(n)), n - 1)
+
+
+def t_two_sided_tail(t: float, freedom: int) -> float:
+    """P(|T| >= |t|) for Student's t with `freedom` degrees: I_{ν/(ν+t²)}(ν/2, 1/2)."""
     return regularized_beta(freedom / (freedom + t * t), freedom / 2, 0.5)
 
 
