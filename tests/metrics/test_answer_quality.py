@@ -40,9 +40,12 @@ def write_scored(folder: Path, version: str, rows: list[dict[str, Any]]) -> str:
     return str(folder)
 
 
-def contract_row(query_id: str, level: str, web: bool, hitl: bool) -> dict[str, Any]:
-    return {"query_id": query_id, "confidence_level": level, "need_hitl": hitl,
-            "web_fallback": web, "top_parents": []}  # fmt: skip
+def contract_row(
+    query_id: str, level: str, web: bool, hitl: bool, actions: list[str] | None = None
+) -> dict[str, Any]:
+    row = {"query_id": query_id, "confidence_level": level, "need_hitl": hitl,
+           "web_fallback": web, "top_parents": []}  # fmt: skip
+    return row if actions is None else {**row, "actions": actions}
 
 
 def random_case(tmp_path: Path, seed: int) -> tuple[list[str], pd.DataFrame, pd.DataFrame]:
@@ -54,8 +57,9 @@ def random_case(tmp_path: Path, seed: int) -> tuple[list[str], pd.DataFrame, pd.
         rows = []
         for query_id in ids[: 38 if version == "v_a" else 40]:
             level = rng.choice(LEVELS)
+            actions = ["re_retrieve", "clarify"] if rng.random() < 0.2 else []
             rows.append(contract_row(query_id, level, level == "low" and rng.random() < 0.7,
-                                     rng.random() < 0.2))  # fmt: skip
+                                     rng.random() < 0.2, actions))  # fmt: skip
         folders.append(write_scored(tmp_path / version, version, rows))
         scored += [{"version": version, **r} for r in rows]
     quality = pd.DataFrame({
@@ -63,9 +67,14 @@ def random_case(tmp_path: Path, seed: int) -> tuple[list[str], pd.DataFrame, pd.
         "faithfulness": [None if rng.random() < 0.1 else round(rng.random(), 3) for _ in range(41)],
         "answer_relevancy": [None if rng.random() < 0.2 else rng.random() for _ in range(41)],
         "needed_web": [None if rng.random() < 0.1 else rng.random() < 0.3 for _ in range(41)],
+        "needed_clarification": [None if rng.random() < 0.3 else rng.random() < 0.2
+                                 for _ in range(41)],
     })  # fmt: skip
-    quality["needed_web"] = quality["needed_web"].astype("boolean")
-    return folders, pd.DataFrame(scored), quality
+    for need in ("needed_web", "needed_clarification"):
+        quality[need] = quality[need].astype("boolean")
+    scored = pd.DataFrame(scored)
+    scored["clarify"] = scored["actions"].map(lambda actions: "clarify" in actions)
+    return folders, scored, quality
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -88,7 +97,10 @@ def test_levels_and_routing_match_pandas_scipy_and_sklearn(tmp_path: Path, seed:
                 assert math.isclose(got["ci_low"], max(0, low), abs_tol=1e-9)
                 assert math.isclose(got["ci_high"], min(1, high), abs_tol=1e-9)
         expected = frame.groupby(["version", "confidence_level"]).agg(
-            n=("query_id", "size"), web=("web_fallback", "mean"), hitl=("need_hitl", "mean")
+            n=("query_id", "size"), web=("web_fallback", "mean"), hitl=("need_hitl", "mean"),
+            clarify=("clarify", "mean"),
+            needed_web=("needed_web", "mean"), web_known=("needed_web", "count"),
+            needed_clarification=("needed_clarification", "mean"),
         )
         routed = {(r["version"], r["level"]): r for r in report.routing if r["scope"] == scope}
         assert set(routed) == set(expected.index)
@@ -96,12 +108,21 @@ def test_levels_and_routing_match_pandas_scipy_and_sklearn(tmp_path: Path, seed:
             got = routed[key]  # type: ignore[index]
             assert (got["n_queries"], got["share_web"], got["share_hitl"]) == (
                 row["n"], pytest.approx(row["web"]), pytest.approx(row["hitl"]))  # fmt: skip
+            assert got["share_clarify"] == pytest.approx(row["clarify"])
+            assert got["n_needed_web_known"] == row["web_known"]
+            assert got["share_needed_web"] == pytest.approx(row["needed_web"])
+            assert got["share_needed_clarification"] == pytest.approx(row["needed_clarification"])
+    joined["routed_clarification"] = joined.need_hitl | joined.clarify
+    assert {c["need"] for c in report.routing_checks} == {"web", "clarification"}
     for check in report.routing_checks:
-        known = joined[(joined.version == check["version"]) & joined.needed_web.notna()]
-        truth, routed_web = known.needed_web.astype(bool), known.web_fallback
+        needed, routed = {"web": ("needed_web", "web_fallback"),
+                          "clarification": ("needed_clarification", "routed_clarification")}[
+            check["need"]]  # fmt: skip
+        known = joined[(joined.version == check["version"]) & joined[needed].notna()]
+        truth = known[needed].astype(bool)
         assert check["known"] == len(known)
-        assert check["routing_precision"] == pytest.approx(precision_score(truth, routed_web))
-        assert check["routing_recall"] == pytest.approx(recall_score(truth, routed_web))
+        assert check["routing_precision"] == pytest.approx(precision_score(truth, known[routed]))
+        assert check["routing_recall"] == pytest.approx(recall_score(truth, known[routed]))
 
 
 def _stats(report: QualityReport, scope: str) -> dict[tuple[str, str, str], dict[str, Any]]:
