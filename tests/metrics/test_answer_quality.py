@@ -97,9 +97,12 @@ def test_levels_and_routing_match_pandas_scipy_and_sklearn(tmp_path: Path, seed:
                 assert math.isclose(got["ci_low"], max(0, low), abs_tol=1e-9)
                 assert math.isclose(got["ci_high"], min(1, high), abs_tol=1e-9)
         expected = frame.groupby(["version", "confidence_level"]).agg(
-            n=("query_id", "size"), web=("web_fallback", "mean"), hitl=("need_hitl", "mean"),
+            n=("query_id", "size"),
+            web=("web_fallback", "mean"),
+            hitl=("need_hitl", "mean"),
             clarify=("clarify", "mean"),
-            needed_web=("needed_web", "mean"), web_known=("needed_web", "count"),
+            needed_web=("needed_web", "mean"),
+            web_known=("needed_web", "count"),
             needed_clarification=("needed_clarification", "mean"),
         )
         routed = {(r["version"], r["level"]): r for r in report.routing if r["scope"] == scope}
