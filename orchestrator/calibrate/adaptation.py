@@ -107,6 +107,26 @@ def carry_over(
     return LabelFree(compose(block, LogitMap(shift, 1.0)), "prior", diagnosis, chosen, shift)
 
 
+def alternatives(
+    label_free: LabelFree,
+    block: dict[str, Any],
+    recorded: dict[str, Any],
+    new_quantiles: list[float],
+    em_base_rate: float,
+) -> dict[str, dict[str, Any]]:
+    """The label-free maps labels may choose besides the one carried over (issue 51: the
+    explanations a diagnosis cannot tell apart, labels can): the prior moved to EM's rate (not
+    at a degenerate rate) and the map moved by quantile (not for a map reading the ratio)."""
+    maps: dict[str, dict[str, Any]] = {}
+    if label_free.adapt != "prior" and DEGENERATE <= em_base_rate <= 1.0 - DEGENERATE:
+        shift = prior_shift(float(recorded["base_rate"]), em_base_rate)
+        maps["prior"] = compose(block, LogitMap(shift, 1.0))
+    movable = isinstance(recorded.get(QUANTILES_KEY), list) and not reads_ratio(block)
+    if label_free.adapt != "quantile" and movable:
+        maps["quantile"] = transported(block, recorded[QUANTILES_KEY], new_quantiles)
+    return maps
+
+
 def as_asked(adapt: str, diagnosis: Diagnosis | None, shipped_mean: float) -> str:
     """Why an explicit --adapt was followed, beside what auto would have done."""
     if diagnosis is None:

@@ -3,10 +3,12 @@ score on the labels among
 
 - `shipped`: the old policy's map;
 - `label_free`: the map carried over without labels (calibrate/adaptation.py), when it moved;
+- `prior`, `quantile`: the label-free maps it did not carry over (adaptation.alternatives) —
+  the explanations of a shift a diagnosis cannot tell apart, labels can;
 - `refit`: σ(a + b·logit p) of the label-free map's p, shrunk toward it (refit_on_labels);
 - `intercept`: σ(a + logit p), the intercept alone.
 
-The shipped and label-free maps were not fitted on the labels: their Brier score on them is
+The shipped and label-free maps (and the alternatives) were not fitted on the labels: their Brier score on them is
 already out of sample. A refit is cross-validated whole (recalibration.held_out), its choice of
 prior strength made inside each fold. The lowest wins; a tie keeps the earlier candidate, so
 the shipped map first.
@@ -21,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.session import Session
+from .adaptation import LabelFree
 from .calibration_metrics import frame_metrics
 from .probability import apply_map, brier
 from .probability_report import ece_consistency
@@ -43,6 +46,7 @@ class Candidate:
     name: str
     block: dict[str, Any]  # the probability block it would write
     held_out: np.ndarray  # each label's p_good from a map that did not see it
+    moves_thresholds: bool  # a map moved by quantile: the scale moved, so do the thresholds
 
 
 @dataclass(frozen=True)
@@ -55,7 +59,8 @@ def choose_by_labels(
     session: Session,
     labelled: pd.DataFrame,
     shipped: dict[str, Any],
-    label_free: dict[str, Any],
+    label_free: LabelFree,
+    alternatives: dict[str, dict[str, Any]],
     folds: int,
     seed: int,
 ) -> LabelChoice:
@@ -69,22 +74,29 @@ def choose_by_labels(
             f"--labels: {minority} query of one outcome (good / not good); cross-validation "
             "needs at least 2 of each"
         )
-    p_good = apply_map(label_free, labelled)
+    carried, moves = label_free.block, label_free.moves_thresholds
+    p_good = apply_map(carried, labelled)
     refit = refit_on_labels(p_good, y, LogitMap(0.0, 1.0), used_folds, seed)
     intercept = fit_intercept(p_good, y)
-    candidates = [Candidate("shipped", shipped, apply_map(shipped, labelled))]
-    if label_free != shipped:
-        candidates.append(Candidate("label_free", label_free, p_good))
+    candidates = [Candidate("shipped", shipped, apply_map(shipped, labelled), False)]
+    if carried != shipped:
+        candidates.append(Candidate("label_free", carried, p_good, moves))
+    candidates += [
+        Candidate(name, block, apply_map(block, labelled), name == "quantile")
+        for name, block in alternatives.items()
+    ]
     candidates += [
         Candidate(
             "refit",
-            compose(label_free, refit.fitted),
+            compose(carried, refit.fitted),
             held_out(p_good, y, used_folds, seed, refit_within(used_folds, seed)),
+            moves,
         ),
         Candidate(
             "intercept",
-            compose(label_free, intercept),
+            compose(carried, intercept),
             held_out(p_good, y, used_folds, seed, fit_intercept),
+            moves,
         ),
     ]
     cv_brier = {c.name: brier(c.held_out, y) for c in candidates}

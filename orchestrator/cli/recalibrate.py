@@ -276,6 +276,8 @@ def assumption(report: Recalibration) -> str:
 BY_LABELS = {  # the map the labels chose, in the assumption's words
     "shipped": "the shipped map's: of lowest cross-validated Brier on them",
     "label_free": "{free}'s: of lowest cross-validated Brier on them",
+    "prior": "the map with its prior moved to EM's rate: of lowest cross-validated Brier on them",
+    "quantile": "the map moved by quantile: of lowest cross-validated Brier on them",
     "refit": "refitted on them, {free} its prior, worth {strength:g} labels",
     "intercept": "{free}'s with its intercept refitted on them",
 }

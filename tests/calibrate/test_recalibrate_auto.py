@@ -260,16 +260,22 @@ def test_labels_choose_the_map_of_lowest_cross_validated_brier(
     )  # fmt: skip
     report = yaml.safe_load(out.read_text())["metadata"]["recalibration"]
     labels = report["labels"]
-    # auto kept the shipped map on CISI: it is also the label-free map, so not a candidate twice
-    assert report["chosen"]["adapt"] == "keep"
-    assert list(labels["cv_brier_by_candidate"]) == ["shipped", "refit", "intercept"]
+    # auto kept the shipped map on CISI: it is also the label-free map, so not a candidate twice;
+    # beside it the map moved by quantile — not the prior: EM's rate is degenerate here
+    assert report["chosen"]["adapt"] == "keep" and report["em_base_rate"] < 0.02
+    assert list(labels["cv_brier_by_candidate"]) == ["shipped", "quantile", "refit", "intercept"]
     shipped_run = pd.read_parquet(ok_run(CISI_LOG, Path(DEFAULT_POLICY), work))
     rated = forty.merge(shipped_run, on="query_id").sort_values("query_id")  # the folds' order
     y = (rated["label"] == "good").to_numpy(float)
     p = rated["p_good"].to_numpy()
     folds = min(5, int(min(y.sum(), len(y) - y.sum())))
+    by_quantile = work / "by_quantile.yaml"
+    ok("recalibrate", "--policy", DEFAULT_POLICY, "--log", str(CISI_LOG), "--adapt", "quantile",
+       "--out", str(by_quantile))  # fmt: skip
+    moved = forty.merge(pd.read_parquet(ok_run(CISI_LOG, by_quantile, work)), on="query_id")
     expected = {
         "shipped": np.mean((p - y) ** 2),  # not fitted on the labels: already out of sample
+        "quantile": np.mean((moved.sort_values("query_id")["p_good"].to_numpy() - y) ** 2),
         "refit": np.mean((brier_held_out(logit(p), y, folds, refit_whole(folds)) - y) ** 2),
         "intercept": np.mean((brier_held_out(logit(p), y, folds, intercept_only) - y) ** 2),
     }
@@ -289,3 +295,82 @@ def test_labels_choose_the_map_of_lowest_cross_validated_brier(
         f"{k} good of {n} labels, 95 % interval {wilson[0]:.2f}–{wilson[1]:.2f}"
         in lines["base_rate"]
     )
+
+
+@pytest.fixture(scope="module")
+def thirty_percent(work: Path, scifact_labels: pd.DataFrame) -> tuple[Path, pd.DataFrame]:
+    """SciFact's log restricted to every query judged not good and as many good ones as a rate
+    of 0.3 needs (a rate moved, the scale not; the 300-query reference cannot tell which), and
+    40 of its queries' labels."""
+    good = scifact_labels[scifact_labels["label"] == "good"]["query_id"]
+    other = scifact_labels[scifact_labels["label"] != "good"]["query_id"]
+    rng = np.random.default_rng(7)
+    kept = set(other) | set(rng.choice(good, round(len(other) * 3 / 7), replace=False))
+    log = pd.read_parquet(SCIFACT_LOG)
+    path = work / "thirty_percent.parquet"
+    log[log["query_id"].isin(kept)].to_parquet(path)
+    labels = scifact_labels[scifact_labels["query_id"].isin(kept)].sample(n=40, random_state=2)
+    labels.to_parquet(work / "thirty_percent_labels.parquet")
+    return path, labels
+
+
+def saerens_em(p: np.ndarray, fitted: float) -> float:
+    """The rate whose posteriors, re-weighted from `fitted` to it, average to it (eq. 2.9)."""
+    rate = fitted
+    for _ in range(100_000):
+        up, down = rate / fitted, (1 - rate) / (1 - fitted)
+        updated = float(np.mean(up * p / (up * p + down * (1 - p))))
+        if abs(updated - rate) < 1e-13:
+            break
+        rate = updated
+    return updated
+
+
+def test_labels_settle_what_the_diagnosis_cannot(
+    work: Path, thirty_percent: tuple[Path, pd.DataFrame]
+) -> None:
+    log, labels = thirty_percent
+    out = work / "settled.yaml"
+    ok("recalibrate", "--policy", DEFAULT_POLICY, "--log", str(log), "--labels",
+       str(work / "thirty_percent_labels.parquet"), "--out", str(out))  # fmt: skip
+    document = yaml.safe_load(out.read_text())
+    report = document["metadata"]["recalibration"]
+    assert report["chosen"]["adapt"] == "keep"  # the label-free default kept the map …
+    by_labels = report["labels"]
+    # … and the labels weigh both label-free explanations beside it: the rate moved, the scale
+    assert list(by_labels["cv_brier_by_candidate"]) == [
+        "shipped", "prior", "quantile", "refit", "intercept"
+    ]  # fmt: skip
+    old = pd.read_parquet(ok_run(log, Path(DEFAULT_POLICY), work))
+    fitted = shipped()["metadata"]["score_distribution"]["base_rate"]
+    rate = saerens_em(old["p_good"].to_numpy(), fitted)
+    assert report["em_base_rate"] == pytest.approx(rate, abs=1e-8)
+    up, down = rate / fitted, (1 - rate) / (1 - fitted)
+    posterior = old.assign(p=up * old["p_good"] / (up * old["p_good"] + down * (1 - old["p_good"])))
+    rated = labels.merge(posterior, on="query_id")
+    y = (rated["label"] == "good").to_numpy(float)
+    assert by_labels["cv_brier_by_candidate"]["prior"] == pytest.approx(
+        np.mean((rated["p"] - y) ** 2), abs=1e-6
+    )
+    # the lowest wins — on these 40 labels the moved prior: its p_good, and T_low and R_hitl
+    # kept, the scale held (T_high the labels' target precision sets)
+    scores = by_labels["cv_brier_by_candidate"]
+    assert by_labels["chosen"] == min(scores, key=scores.__getitem__) == "prior"
+    new = pd.read_parquet(ok_run(log, out, work))
+    np.testing.assert_allclose(new["p_good"], posterior["p"], atol=1e-6)
+    for name in ("T_low", "R_hitl"):
+        assert document["parameters"][name] == shipped()["parameters"][name]
+    assert not report["thresholds"]["moved_by_quantile"]
+
+
+def test_an_explicit_adapt_is_only_refitted_by_the_labels(
+    work: Path, thirty_percent: tuple[Path, pd.DataFrame]
+) -> None:
+    log, _ = thirty_percent
+    out = work / "explicit.yaml"
+    ok("recalibrate", "--policy", DEFAULT_POLICY, "--log", str(log), "--adapt", "prior",
+       "--labels", str(work / "thirty_percent_labels.parquet"), "--out", str(out))  # fmt: skip
+    by_labels = yaml.safe_load(out.read_text())["metadata"]["recalibration"]["labels"]
+    assert list(by_labels["cv_brier_by_candidate"]) == [
+        "shipped", "label_free", "refit", "intercept"
+    ]  # fmt: skip
