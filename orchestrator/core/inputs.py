@@ -26,7 +26,7 @@ from . import cache
 from .connection import first_line, first_row, make_room
 from .errors import InputError
 from .render import ident, lit
-from .tables import InputFile, OpenedInput, TableContract
+from .tables import InputFile, OpenedInput, TableContract, nan_as_null_sql
 from .validate import (
     FILE_COLUMN,
     ROW_COLUMN,
@@ -479,6 +479,8 @@ def _create_typed_view(
     for column in contract.columns:
         if column.name in names:
             source = f"CAST({ident(names[column.name])} AS {column.sql_type})"
+            if column.nan_as_null:
+                source = nan_as_null_sql(source)
         else:
             source = f"CAST(NULL AS {column.sql_type})"
         projections.append(f"{source} AS {ident(column.name)}")

@@ -22,6 +22,12 @@ class Column:
     choices: tuple[str, ...] = ()  # text kinds: the only values allowed, when given
     max_length: int | None = None  # text kinds: the most characters (a store's VARCHAR(n))
     nullable: bool = False  # NULL is a value here (e.g. a bid field the supplier left out)
+    # a number's NaN read as NULL (nullable only): an evaluator's "could not score" (RAGAS')
+    nan_as_null: bool = False
+
+    def __post_init__(self) -> None:
+        if self.nan_as_null and not (self.nullable and self.kind == "number"):
+            raise ValueError(f"column {self.name!r}: nan_as_null needs a nullable number")
 
     @property
     def sql_type(self) -> str:
@@ -33,6 +39,13 @@ class Column:
             "time": "TIMESTAMP",
             "flag": "BOOLEAN",
         }[self.kind]
+
+
+def nan_as_null_sql(number: str) -> str:
+    """`number` with NaN made NULL. Not `isnan`: Parquet statistics leave NaN out, and DuckDB
+    folds `isnan(x)` to false (and `x > 1` to false in a projection) from a range that holds
+    no NaN; `isfinite` is evaluated row by row."""
+    return f"CASE WHEN isfinite({number}) OR isinf({number}) THEN {number} END"
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import duckdb
 from .connection import first_line, first_row
 from .errors import InputError
 from .render import ident, lit
-from .tables import Kind, OpenedInput, TableContract
+from .tables import Kind, OpenedInput, TableContract, nan_as_null_sql
 
 FILE_COLUMN = "__duckscore_file"  # the raw views' file name and row number, for error messages
 ROW_COLUMN = "__duckscore_row"
@@ -224,9 +224,13 @@ def _value_checks(
                     )
                 )
             continue
-        checks.append(
-            (f"column {column.name!r} is NaN or infinite", f"NOT isfinite({number})", col)
-        )
+        if column.nan_as_null:  # NaN is NULL here; DuckDB orders NaN above every number
+            checks.append((f"column {column.name!r} is infinite", f"isinf({number})", col))
+            number = nan_as_null_sql(number)
+        else:
+            checks.append(
+                (f"column {column.name!r} is NaN or infinite", f"NOT isfinite({number})", col)
+            )
         if column.kind == "count":
             checks.append(
                 (

@@ -36,7 +36,7 @@ ANSWER_QUALITY = TableContract(
     columns=(
         Column("query_id", "id"),
         *(
-            Column(m, "number", required=False, min=0, max=1, nullable=True)
+            Column(m, "number", required=False, min=0, max=1, nullable=True, nan_as_null=True)
             for m in QUALITY_METRICS
         ),
         *(Column(n, "flag", required=False, nullable=True) for n in NEEDS),

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..core.render import SqlExpression, ident, lit, render_expression
+from ..core.tables import nan_as_null_sql
 from ..fusion.recipe_view import Recipe
 from ..instincts.policy import InstinctPolicy
 from ..scoring.policy_view import ScorePolicy
@@ -32,7 +33,7 @@ class _NanAsNull(SqlExpression):
 
 def nan_as_null(name: str) -> _NanAsNull:
     quoted = ident(name)
-    return _NanAsNull(f"(CASE WHEN isnan({quoted}) THEN NULL ELSE {quoted} END)")
+    return _NanAsNull(f"({nan_as_null_sql(quoted)})")
 
 
 GEOMEAN_TERMS = 6  # ds_weighted_geomean(x1, w1, x2, w2 [, x3, w3 … x6, w6])

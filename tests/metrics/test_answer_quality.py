@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner, Result
 from scipy import stats
@@ -250,3 +252,27 @@ def test_the_modes_refuse_each_others_options(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "needs --scored" in result.output
     result = invoke("--run", "r.csv", "--qrels", "q.csv", "--scored", "s")
     assert result.exit_code == 2 and "--scored needs --answers-quality" in result.output
+
+
+def test_nan_is_not_evaluated_as_ragas_writes_it(tmp_path: Path) -> None:
+    # RAGAS writes NaN for a metric its evaluator could not score: read as empty, not refused
+    high, low = [0.9, 0.7, 0.8], [0.2, 0.4]
+    folders = one_version(tmp_path, high, low)
+    frame = quality_of(high, low)
+    frame.loc[[1, 3], "faithfulness"] = float("nan")
+    as_nan = tmp_path / "nan.parquet"
+    columns = {c: pa.array(frame[c].tolist(), from_pandas=False) for c in frame.columns}
+    pq.write_table(pa.table(columns), as_nan)
+    assert pq.read_table(as_nan).column("faithfulness").null_count == 0  # NaN, not NULL
+    as_text = tmp_path / "nan.csv"
+    frame.to_csv(as_text, index=False, na_rep="nan")
+    expected = {("high", 2, 0.85), ("low", 1, 0.4)}  # by hand: the NaN rows (h1, l0) left out
+    for given in (as_nan, as_text):
+        report = evaluate_answer_quality(str(given), folders)
+        got = {(s["level"], s["n_evaluated"], round(s["mean"], 12)) for s in report.level_stats}
+        assert got == expected
+    frame.loc[1, "faithfulness"] = float("inf")
+    infinite = tmp_path / "inf.parquet"
+    frame.to_parquet(infinite)
+    result = invoke("--answers-quality", str(infinite), "--scored", folders[0])
+    assert result.exit_code == 2 and "column 'faithfulness' is infinite" in result.output

@@ -16,6 +16,8 @@ import re
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
@@ -175,6 +177,21 @@ def test_a_nan_argument_is_read_as_null(con: duckdb.DuckDBPyConnection, call: st
     with_nan = con.execute(f"SELECT {call.format(NAN)}").fetchall()
     assert with_nan == con.execute(f"SELECT {call.format('NULL')}").fetchall()
     assert with_nan[0][0] is None or with_nan[0][0] == with_nan[0][0]  # never NaN
+
+
+def test_a_nan_in_a_parquet_file_is_read_as_null_too(
+    con: duckdb.DuckDBPyConnection, tmp_path: Path
+) -> None:
+    # pyarrow's Parquet statistics leave NaN out (min 0.4, max 0.9 here), and DuckDB folded
+    # `isnan(x)` to false from them: before, ds_clamp of the NaN rows gave 1.0 from a file
+    path = tmp_path / "scores.parquet"
+    scores = pa.array([0.9, float("nan"), 0.4, float("nan")], from_pandas=False)
+    pq.write_table(pa.table({"id": ["a", "b", "c", "d"], "score": scores}), path)
+    rows = con.execute(
+        f"SELECT id, ds_clamp(score), ds_log_scale(score) FROM read_parquet('{path}') ORDER BY id"
+    ).fetchall()
+    assert [(i, c) for i, c, _ in rows] == [("a", 0.9), ("b", None), ("c", 0.4), ("d", None)]
+    assert [s is None for _, _, s in rows] == [False, True, False, True]
 
 
 def test_a_nan_ranks_last_with_the_nulls(con: duckdb.DuckDBPyConnection) -> None:
