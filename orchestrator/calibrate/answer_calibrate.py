@@ -32,7 +32,7 @@ from ..core.connection import EngineSettings
 from ..core.inputs import Table
 from ..core.outputs import atomic_output_dir, check_output_dir, write_json
 from ..core.policy import policy_from_parameters
-from ..core.render import ident, lit
+from ..core.render import ident
 from ..core.reporting import module_logger
 from ..core.session import Relations, Session
 from ..core.tables import Column, TableContract
@@ -54,13 +54,11 @@ from .tune_grid import assign_folds
 logger = module_logger(__name__)
 
 FACTORS = ("citation_quality", "answer_quality", "retrieval", "certainty")
-TRUE_VALUES = ("true", "True", "TRUE", "1")
-FALSE_VALUES = ("false", "False", "FALSE", "0")
 ANSWER_LABELS = TableContract(
     name="answer_labels",
     columns=(
         Column("answer_id", "id"),
-        Column("correct", "text", choices=TRUE_VALUES + FALSE_VALUES),
+        Column("correct", "flag"),
     ),
     key=("answer_id",),
 )
@@ -151,10 +149,9 @@ def calibrate_answers(
 
 def _labelled(session: Session) -> pd.DataFrame:
     """The labelled answers: their query, factors, base percentage and level, and `correct`."""
-    truthy = ", ".join(lit(v) for v in TRUE_VALUES)
     frame = session.frame(
         f"SELECT s.answer_id, s.query_id, {', '.join(f's.{f}' for f in FACTORS)}, "
-        f"s.percentage, s.level, l.correct IN ({truthy}) AS correct "
+        "s.percentage, s.level, l.correct "
         f"FROM {BASE_TABLE} AS s JOIN answer_labels AS l ON l.answer_id = s.answer_id "
         "ORDER BY s.answer_id"
     )

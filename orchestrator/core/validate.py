@@ -114,7 +114,7 @@ def _type_fits(kind: Kind, dtype: str) -> bool:
     if kind == "time":
         return base == "VARCHAR" or base.startswith(("TIMESTAMP", "DATE"))
     if kind == "flag":
-        return base == "BOOLEAN" or base in _INTEGER_TYPES
+        return base in ("BOOLEAN", "VARCHAR") or base in _INTEGER_TYPES
     return base in _NUMERIC_TYPES
 
 
@@ -197,11 +197,11 @@ def _value_checks(
                 )
             )
             continue
-        if column.kind == "flag":
+        if column.kind == "flag":  # BOOLEAN, an integer or text (a CSV's "True", "0" …)
             checks.append(
                 (
                     f"column {column.name!r} is not true/false (or 1/0)",
-                    f"{number} NOT IN (0, 1)",
+                    f"lower(CAST({col} AS VARCHAR)) NOT IN ('true', 'false', '1', '0')",
                     col,
                 )
             )

@@ -332,7 +332,7 @@ BAD = [
         "answers.csv",
         "answer_id,query_id,answer_text,retrieved_count,streaming\na,q,t,1,maybe\n",
         "--answers",
-        r"column 'streaming' has type VARCHAR; expected true/false \(or 1/0\)",
+        r"row 1, answer_id='a', value maybe\): column 'streaming' is not true/false \(or 1/0\)",
     ),
 ]
 

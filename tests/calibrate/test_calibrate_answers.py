@@ -198,7 +198,7 @@ def test_weights_that_do_no_better_than_the_base_are_not_adopted(tmp_path: Path)
     ("row", "problem"),
     [
         ({"answer_id": "nope", "correct": "true"}, "answer_id 'nope' is not in --answers"),
-        ({"answer_id": "a00_0", "correct": "maybe"}, "column 'correct' is not one of"),
+        ({"answer_id": "a00_0", "correct": "maybe"}, "column 'correct' is not true/false (or 1/0)"),
     ],
 )
 def test_bad_labels_are_one_line_naming_file_row_and_column(
@@ -238,3 +238,21 @@ def test_more_folds_than_labelled_queries_is_refused(tmp_path: Path) -> None:
     assert result.exit_code != 0
     assert "--folds 41: needs at least 2 and at most the 40 labelled queries" in result.output
     assert not out.exists()
+
+
+@pytest.mark.slow
+def test_correct_as_booleans_or_as_text_is_the_same_labelling(tmp_path: Path) -> None:
+    # a `flag` column: Parquet booleans, integers and CSV text ("True", "0") read alike
+    labels = pd.read_csv(LABELLED / "labels.csv", dtype=str)
+    truth = labels["correct"].str.lower().isin(["true", "1"])
+    labels.assign(correct=truth).to_parquet(tmp_path / "bool.parquet")
+    labels.assign(correct=truth.astype(int)).to_parquet(tmp_path / "int.parquet")
+    labels.assign(correct=truth.map({True: "True", False: "0"})).to_csv(
+        tmp_path / "text.csv", index=False
+    )
+    reports = []
+    for name in ("bool.parquet", "int.parquet", "text.csv"):
+        out = tmp_path / name.replace(".", "_")
+        run("calibrate-answers", *inputs(tmp_path / name), "--folds", "2", "--out", str(out))
+        reports.append(json.loads((out / "report.json").read_text())["weights"])
+    assert reports[0] == reports[1] == reports[2]
