@@ -371,10 +371,14 @@ def answers(
     policy: str = "answer_v1",
     set: Sequence[str] = (),
     *,
+    logprobs: Table | None = None,
+    feedback: Table | None = None,
+    as_of: str | None = None,
     out: str | Path | None = None,
     con: duckdb.DuckDBPyConnection | None = None,
 ) -> Answered:
-    """Score logged answers (seed 001) as `duckscore answers` does."""
+    """Score logged answers (seed 001) as `duckscore answers` does; `logprobs`, `feedback` and
+    `as_of` as its --logprobs, --feedback and --as-of (a policy that reads them: answer_v2)."""
     outputs = _Outputs(connection(con), out, "answers")
     done = score_answers(
         answers,
@@ -385,6 +389,9 @@ def answers(
         events,
         list(set),
         connection=outputs.con,
+        logprobs=logprobs,
+        feedback=feedback,
+        as_of=as_of,
     )
     return Answered(
         outputs.relation("answers.parquet"),

@@ -194,6 +194,31 @@ def test_answers_give_the_commands_rows(tmp_path: Path) -> None:
     )
 
 
+def test_answer_v2_inputs_give_the_commands_rows(tmp_path: Path) -> None:
+    folder = FIXTURES / "answers"
+    tables = {name: str(folder / f"{name}.csv") for name in ("answers", "citations", "chunks")}
+    logprobs = pd.DataFrame({"answer_id": ["seed_high"] * 3 + ["seed_low"] * 2,
+                             "token_index": [0, 1, 2, 0, 1],
+                             "logprob": [-0.1, -0.5, -2.0, -3.0, -0.2]})  # fmt: skip
+    feedback = pd.DataFrame({"answer_id": ["seed_medium", "seed_low"], "rating": [1.0, -1.0],
+                             "given_at": pd.to_datetime(["2024-04-01", "2024-04-20"])})  # fmt: skip
+    logprobs.to_csv(tmp_path / "logprobs.csv", index=False)
+    feedback.to_parquet(tmp_path / "feedback.parquet")
+    cli_ok("answers", *(a for n, p in tables.items() for a in (f"--{n}", p)), "--policy",
+           "answer_v2", "--logprobs", str(tmp_path / "logprobs.csv"), "--feedback",
+           str(tmp_path / "feedback.parquet"), "--as-of", "2024-05-01", "--out",
+           str(tmp_path / "cli"))  # fmt: skip
+    con = ds.connect()
+    answered = ds.answers(*tables.values(), policy="answer_v2", logprobs=logprobs,
+                          feedback=feedback, as_of="2024-05-01", con=con)  # fmt: skip
+    assert same_rows(
+        con, answered.answers.sql_query(), f"FROM '{tmp_path / 'cli' / 'answers.parquet'}'"
+    )
+    # the inputs were read: their columns are not those of answer_v2 without them
+    plain = ds.answers(*tables.values(), policy="answer_v2", con=con)
+    assert not same_rows(con, plain.answers.sql_query(), answered.answers.sql_query())
+
+
 def test_connect_loads_the_macro_pack(tmp_path: Path) -> None:
     assert ds.connect().execute("SELECT ds_rrf(1) = 1 / 61").fetchall() == [(True,)]
     db = tmp_path / "analysis.duckdb"
