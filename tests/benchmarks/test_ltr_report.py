@@ -12,7 +12,7 @@ from benchmarks.ltr_report import measure
 
 from ..helpers import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.extended]  # two minutes of learned fusion
 RESULTS = json.loads((ROOT / "benchmarks" / "results" / "ltr.json").read_text(encoding="utf-8"))
 
 

@@ -12,7 +12,7 @@ from benchmarks.bench import ranx_rrf, warm_ranx
 
 from ..helpers import SCIFACT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.extended]  # a minute of numba compilation
 
 
 def compiled() -> dict[str, list[str]]:

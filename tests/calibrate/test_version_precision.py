@@ -152,6 +152,7 @@ def test_a_recalibration_off_in_its_last_bits_names_the_same_version(
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # three calibrations in subprocesses: a minute; the perturbed fits above stay
 def test_every_openblas_kernel_names_the_same_version(labels: Path, tmp_path: Path) -> None:
     """OpenBLAS picks its kernels by processor (OPENBLAS_CORETYPE forces one): on this
     workplace's machines the beta map's coefficients differed in their last digits from kernel
