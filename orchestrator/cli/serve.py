@@ -43,7 +43,9 @@ EXTRA = needs_extra("duckscore serve", "serve")
 @click.option(
     "--scoring-threads",
     type=click.IntRange(min=1),
-    help="Requests scored at once, each on a thread of its own  [default: the CPU count].",
+    help="Threads scoring requests, each taking the requests waiting (up to --max-batch) in "
+    "one statement  [default: half the CPU count, at least 1; the CPU count with --max-batch 1 or "
+    "a job that is not per query].",
 )
 @click.option(
     "--instincts-db",

@@ -166,6 +166,15 @@ def _lists_of(
     return found
 
 
+def scoring_threads_for(live: LiveSettings, per_query: bool) -> int:
+    """One scoring thread a CPU; with batching (a per-query job), one for two CPUs: a
+    statement costs about the same for 8 requests as for 16 (docs/live.md), so one thread
+    taking all that wait scores more than two taking half each, and the other CPU reads and
+    writes the JSON."""
+    cpus = os.cpu_count() or 1
+    return max(1, cpus // 2) if live.max_batch > 1 and per_query else cpus
+
+
 def create_app(
     make_scorer: Callable[[], Scorer],
     *,
@@ -176,13 +185,13 @@ def create_app(
     live: LiveSettings | None = None,
 ) -> Starlette:
     """The app; `make_scorer` is called once now and again by each reload. Requests are scored
-    on `scoring_threads` threads (default: one a CPU), each taking the requests waiting, up to
-    `live.max_batch`, in one statement: more threads only share the same cores, and every
-    thread keeps a warm lane of its own. The requests' JSON is read on a pool of as many."""
+    on `scoring_threads` threads (default: scoring_threads_for), each taking the requests
+    waiting, up to `live.max_batch`, in one statement; every thread keeps a warm lane of its
+    own. The requests' JSON is read on a pool of as many."""
     service = Service(make_scorer)
-    threads = scoring_threads or os.cpu_count() or 1
-    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="duckscore-read")
     live = live or LiveSettings()
+    threads = scoring_threads or scoring_threads_for(live, service.current.per_query)
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="duckscore-read")
     batcher = Batcher(
         batch_window_ms=live.batch_window_ms, max_batch=live.max_batch, workers=threads
     )

@@ -370,6 +370,41 @@ def test_sixteen_clients_at_once_get_their_own_answers(
     assert [contract for _, contract in got] == expected
 
 
+def test_bad_requests_among_many_at_once_get_their_own_422(
+    server: Server, scorer: Any, hits: pa.Table, queries: list[str]
+) -> None:
+    """Requests arriving together are scored in one statement (micro-batching, on by default):
+    every fifth of 64 has a null score, and gets the one line it gets alone; the others their
+    lines."""
+    bodies, expected = [], []
+    for i in range(64):
+        rows = of_queries(hits, [queries[i]]).to_pylist()
+        if i % 5 == 2:
+            rows[1]["score"] = None
+            error = f"hits (<Table>, row 2, query_id='{queries[i]}'"
+            expected.append((422, error))
+        else:
+            expected.append((200, scorer.score(of_queries(hits, [queries[i]])).contract))
+        bodies.append({"hits": rows})
+
+    def client(start: int) -> list[tuple[int, Any]]:
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            answers = [http.post("/v1/score", json=bodies[i]) for i in range(start, start + 4)]
+        return [
+            (a.status_code, a.json()["contract"] if a.status_code == 200 else a.json()["error"])
+            for a in answers
+        ]
+
+    with ThreadPoolExecutor(16) as pool:
+        got = [r for part in pool.map(client, range(0, 64, 4)) for r in part]
+    for (status, answer), (wanted, expect) in zip(got, expected, strict=True):
+        assert status == wanted
+        if status == 422:
+            assert answer.startswith(expect) and answer.endswith("column 'score' is null")
+        else:
+            assert answer == expect
+
+
 def test_every_request_is_one_json_access_log_line(server: Server, hits: pa.Table) -> None:
     # the server is shared by the module, and a request's line is written after its answer is
     # sent: wait for this test's two lines among those written since it began
