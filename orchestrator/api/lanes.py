@@ -171,12 +171,15 @@ class Lanes:
         reason = thread.watch.record(ms)
         if reason is None:
             return
+        me = threading.get_ident()
         with self._lock:
-            if self._threads.get(threading.get_ident()) is thread:
-                del self._threads[threading.get_ident()]
-            self.recycles += 1
-        log.debug("a lane's DuckDB instance recycled: %s", reason)
-        self._close(thread)
+            mine = self._threads.get(me) is thread  # else close() has taken it, and closes it
+            if mine:
+                del self._threads[me]
+                self.recycles += 1
+        if mine:
+            log.debug("a lane's DuckDB instance recycled: %s", reason)
+            self._close(thread)
 
     def _close(self, thread: _Thread) -> None:
         thread.close()

@@ -72,19 +72,27 @@ class Service:
 
     @contextmanager
     def using(self) -> Iterator[Scorer]:
-        with self._lock:
-            scorer = self._current
-            self._in_flight[id(scorer)] = self._in_flight.get(id(scorer), 0) + 1
+        scorer = self.acquire()
         try:
             yield scorer
         finally:
-            with self._lock:
-                left = self._in_flight.pop(id(scorer)) - 1
-                if left:
-                    self._in_flight[id(scorer)] = left
-                retire = not left and (scorer is not self._current or self._closed)
-            if retire:
-                scorer.close()
+            self.release(scorer)
+
+    def acquire(self) -> Scorer:
+        """The current Scorer, counted in flight until `release`."""
+        with self._lock:
+            scorer = self._current
+            self._in_flight[id(scorer)] = self._in_flight.get(id(scorer), 0) + 1
+        return scorer
+
+    def release(self, scorer: Scorer) -> None:
+        with self._lock:
+            left = self._in_flight.pop(id(scorer)) - 1
+            if left:
+                self._in_flight[id(scorer)] = left
+            retire = not left and (scorer is not self._current or self._closed)
+        if retire:
+            scorer.close()
 
     def reload(self) -> Scorer:
         """Load the policy and recipe again (the same names and paths, read from disk), then
@@ -212,18 +220,27 @@ def create_app(
         if isinstance(lists, str):
             return _answer({"error": lists}, 400, service.current.policy.version)
         hits = lists["hits"]
-        with service.using() as scorer:
-            version = scorer.policy.version
-            try:
-                if not hits:
-                    raise DuckscoreError("hits: no rows (give the hits of one query or more)")
-                table = await on_pool(lambda: hits_table(scorer.recipe).to_arrow(hits))
-                contract = (await asyncio.wrap_future(batcher.submit(table, scorer))).contract
-            except DuckscoreError as exc:
-                return _answer({"error": one_line(str(exc))}, 422, version)
-            request.state.queries = len(contract)
-            answer = {"contract": contract, "policy_version": version}
-            return _answer(answer | {"recipe_id": scorer.recipe.version}, 200, version)
+        scorer = service.acquire()
+        version = scorer.policy.version
+        submitted = False
+        try:
+            if not hits:
+                raise DuckscoreError("hits: no rows (give the hits of one query or more)")
+            table = await on_pool(lambda: hits_table(scorer.recipe).to_arrow(hits))
+            scored = batcher.submit(table, scorer)
+            # released when scored, not when this request ends: a client that goes away does
+            # not let a reload close the Scorer under a statement in flight
+            scored.add_done_callback(lambda _: service.release(scorer))
+            submitted = True
+            contract = (await asyncio.wrap_future(scored)).contract
+        except DuckscoreError as exc:
+            return _answer({"error": one_line(str(exc))}, 422, version)
+        finally:
+            if not submitted:
+                service.release(scorer)
+        request.state.queries = len(contract)
+        answer = {"contract": contract, "policy_version": version}
+        return _answer(answer | {"recipe_id": scorer.recipe.version}, 200, version)
 
     async def answers(request: Request) -> Response:
         version = service.current.answer_policy.version

@@ -587,6 +587,7 @@ def test_any_other_failure_is_500_without_a_traceback() -> None:
 
     class Broken:
         policy = recipe = SimpleNamespace(version="v0", parameters_sha256="0" * 64)
+        per_query = True
 
         def score(self, hits: Any) -> Any:
             raise RuntimeError("secret detail")
@@ -597,8 +598,11 @@ def test_any_other_failure_is_500_without_a_traceback() -> None:
     async def ask() -> httpx.Response:
         app = create_app(Broken, access_log=False)  # type: ignore[arg-type]
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://serve") as client:
-            return await client.post("/v1/score", json={"hits": [{"query_id": "1"}]})
+        try:
+            async with httpx.AsyncClient(transport=transport, base_url="http://serve") as client:
+                return await client.post("/v1/score", json={"hits": [{"query_id": "1"}]})
+        finally:
+            app.state.batcher.close()
 
     answer = asyncio.run(ask())
     assert answer.status_code == 500
