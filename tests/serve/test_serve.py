@@ -608,3 +608,51 @@ def test_any_other_failure_is_500_without_a_traceback() -> None:
     assert answer.status_code == 500
     assert answer.json() == {"error": "internal error"}
     assert "secret" not in answer.text and "Traceback" not in answer.text
+
+
+def test_a_reload_does_not_close_a_scorer_under_a_statement_whose_client_went_away(
+    hits: pa.Table,
+) -> None:
+    """A request holds its Scorer until it is scored, not until its client's request ends: a
+    client that goes away while its hits are scored, then a reload, leave the old Scorer open
+    until the statement is done."""
+    import asyncio
+    import contextlib
+
+    from duckscore.api.scorer import Scorer
+    from duckscore.runner.job import Job
+    from duckscore.serve.app import create_app
+
+    started, go = threading.Event(), threading.Event()
+    events: list[str] = []
+
+    class Slow(Scorer):
+        def score(self, hits: Any, *, tables: bool = False) -> Any:
+            started.set()
+            go.wait(30)
+            events.append("scored")
+            return super().score(hits, tables=tables)
+
+        def close(self) -> None:
+            events.append("closed")
+            super().close()
+
+    rows = of_queries(hits, ["1"]).to_pylist()
+
+    async def main() -> None:
+        app = create_app(lambda: Slow(Job()), access_log=False, scoring_threads=1)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://serve") as client:
+            request = asyncio.create_task(client.post("/v1/score", json={"hits": rows}))
+            assert await asyncio.to_thread(started.wait, 30)
+            request.cancel()  # the client goes away
+            with contextlib.suppress(asyncio.CancelledError):
+                await request
+            await asyncio.to_thread(app.state.service.reload)
+            assert events == []  # the old Scorer still scores: not closed
+            go.set()
+        await asyncio.to_thread(app.state.batcher.close)  # the statement ends
+        app.state.service.close()
+
+    asyncio.run(main())
+    assert events == ["scored", "closed", "closed"]  # the old one, then the reloaded one
