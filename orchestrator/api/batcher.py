@@ -9,7 +9,10 @@ waiting alone is scored at once), score them together and answer each its own li
 Together only when it changes nothing: the job is per query (runner/per_query.py), the requests
 are Arrow tables of one schema and one set of sources (the recipe is resolved against the
 sources of the hits: a request refused alone for a source it lacks must not pass in company)
-and no query_id is in two of them (a request that shares one waits for the next statement).
+and no query_id is in two of them. Text ids that are (every client calls its query `q1`) are
+renamed for the statement — each request's prefixed by its number, which keeps their order
+within the request — and named back in its lines; a request whose integer ids another has is
+scored in a statement of its own.
 When a statement of several requests fails, each is scored alone: a bad request gets its own
 one-line error, the others their lines.
 """
@@ -156,14 +159,14 @@ def score_together(
         if len(group) == 1:
             results[group[0]] = _alone(scorer, tables[group[0]])
             continue
-        parts = [cast(pa.Table, tables[i]) for i in group]  # _groups keeps Arrow tables only
+        parts, owners = _tagged([cast(pa.Table, tables[i]) for i in group])  # Arrow tables
         try:
             lines = scorer.score(pa.concat_tables(parts)).contract
         except DuckscoreError:
             for i in group:  # one of them is bad: each alone, each its own answer
                 results[i] = _alone(scorer, tables[i])
             continue
-        for i, own in zip(group, _split(lines, parts), strict=True):
+        for i, own in zip(group, _split(lines, owners, len(parts)), strict=True):
             results[i] = own
     return [result for result in results if result is not None], len(groups)
 
@@ -194,11 +197,12 @@ def _groups(tables: Sequence[Table]) -> list[list[int]]:
             continue
         sources, query_ids = key
         table = cast(pa.Table, table)
+        renamable = _text(table.column("query_id"))
         for group in groups:
             if (
                 group.schema.equals(table.schema)
                 and group.sources == sources
-                and group.query_ids.isdisjoint(query_ids)
+                and (renamable or group.query_ids.isdisjoint(query_ids))
             ):
                 group.query_ids |= query_ids
                 group.members.append(i)
@@ -221,16 +225,43 @@ def _key(table: Table) -> tuple[list[Any], set[Any]] | None:
     return sorted(pc.unique(sources).to_pylist()), set(pc.unique(ids).to_pylist())
 
 
-def _split(lines: list[dict[str, Any]], parts: Sequence[pa.Table]) -> list[Live]:
-    """The lines of each part, in the order of the statement (by query_id, as each alone)."""
+def _text(ids: pa.ChunkedArray[Any]) -> bool:
+    return pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type)
+
+
+# a statement's query ids (as its lines name them) -> the part each is of, and the part's own id
+# when the statement's is a renamed one
+Owners = dict[str, tuple[int, str | None]]
+
+
+def _tagged(parts: list[pa.Table]) -> tuple[list[pa.Table], Owners]:
+    """The parts, their query ids made unique across them when they are not (text ids, each
+    part's prefixed by its number: `_groups` puts integer ids that are in two parts apart), and
+    whose each query id of the statement is."""
+    ids = [pc.unique(part.column("query_id")).to_pylist() for part in parts]
+    if len(set().union(*ids)) == sum(map(len, ids)):
+        return parts, {str(q): (n, None) for n, own in enumerate(ids) for q in own}
+    tagged, owners = [], Owners()
+    for n, (part, own) in enumerate(zip(parts, ids, strict=True)):
+        prefix = f"{n:05d}:"
+        at = part.schema.get_field_index("query_id")
+        field_ = part.schema.field(at)
+        values: list[Any] = [prefix + str(q) for q in part.column(at).to_pylist()]
+        renamed = pa.array(values, field_.type)
+        tagged.append(part.set_column(at, field_, renamed))
+        owners |= {prefix + str(q): (n, str(q)) for q in own}
+    return tagged, owners
+
+
+def _split(lines: list[dict[str, Any]], owners: Owners, parts: int) -> list[Live]:
+    """The lines of each part, in the order of the statement (by query_id, as each alone),
+    each renamed query id named back."""
     from .scorer import Live
 
-    owner = {
-        str(query_id): n
-        for n, part in enumerate(parts)
-        for query_id in pc.unique(part.column("query_id")).to_pylist()
-    }
-    own: list[list[dict[str, Any]]] = [[] for _ in parts]
+    own: list[list[dict[str, Any]]] = [[] for _ in range(parts)]
     for line in lines:
-        own[owner[str(line["query_id"])]].append(line)
+        n, query_id = owners[str(line["query_id"])]
+        if query_id is not None:
+            line["query_id"] = query_id
+        own[n].append(line)
     return [Live(contract) for contract in own]

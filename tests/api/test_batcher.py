@@ -7,7 +7,7 @@ that is not per query, never share a statement."""
 from __future__ import annotations
 
 import json
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 import duckdb
 import pyarrow as pa
@@ -50,10 +50,11 @@ def dumped(live: Live) -> list[str]:
     return [json.dumps(line) for line in live.contract]
 
 
-def busy(batcher: ds.Batcher, hits: pa.Table) -> Future[Live]:
-    """A request of all 300 queries, which keeps the one scoring thread busy while the next
-    requests queue behind it: they are then taken together."""
-    return batcher.submit(hits)
+def together(batcher: ds.Batcher, given: list[pa.Table]) -> list[Future[Live]]:
+    """Submitted while the scoring threads cannot take any (the queue's lock is re-entrant and
+    held here): they are then taken at once."""
+    with batcher._ready:
+        return [batcher.submit(one) for one in given]
 
 
 def test_many_threads_get_exactly_their_batch_lines_in_fewer_statements(
@@ -83,10 +84,9 @@ def test_a_bad_request_in_a_batch_gets_its_own_error_and_the_others_their_lines(
         with pytest.raises(DuckscoreError) as alone:
             scorer.score(bad)
         with ds.Batcher(scorer, max_batch=16, workers=1) as batcher:
-            first = busy(batcher, hits)
-            futures = [batcher.submit(one) for one in [*queries[:2], bad, *queries[3:]]]
-            first.result()
-            assert batcher.statements == 2  # the six were taken together, in one statement
+            futures = together(batcher, [*queries[:2], bad, *queries[3:]])
+            wait(futures)
+            assert batcher.statements == 1  # the six were taken together, in one statement
     for n, future in enumerate(futures):
         if n == 2:
             with pytest.raises(DuckscoreError) as error:
@@ -98,30 +98,33 @@ def test_a_bad_request_in_a_batch_gets_its_own_error_and_the_others_their_lines(
             assert dumped(future.result()) == [batch[query_id]]
 
 
-def test_requests_sharing_a_query_id_or_of_other_sources_do_not_share_a_statement(
+def test_requests_sharing_a_query_id_get_their_own_lines(
     hits: pa.Table, batch: dict[str, str]
 ) -> None:
-    """Four requests that all call their query `q1` (four SciFact queries renamed) and one whose
-    hits lack the dense source: five statements after the busy one, each its own lines."""
-    queries = per_query(hits)[:5]
-    renamed = [
-        one.set_column(0, "query_id", pa.array(["q1"] * one.num_rows)) for one in queries[:4]
-    ]
+    """Four requests that all call their query `q1` (four SciFact queries renamed) share a
+    statement (their ids renamed in it, named back in their lines); one whose hits lack the
+    dense source has a statement of its own, and so do two whose integer ids are both 7:
+    four statements, each request its own lines."""
+    queries = per_query(hits)[:7]
+
+    def named(one: pa.Table, query_id: object, kind: pa.DataType) -> pa.Table:
+        return one.set_column(0, "query_id", pa.array([query_id] * one.num_rows, kind))
+
+    text = [named(one, "q1", pa.string()) for one in queries[:4]]
     sparse = queries[4].filter(pc.not_equal(queries[4]["source"], "dense"))
-    given = [*renamed, sparse]
+    integer = [named(one, 7, pa.int64()) for one in queries[5:7]]
+    given = [*text, sparse, *integer]
     with ds.scorer() as scorer:
         alone = [dumped(scorer.score(one)) for one in given]
         with ds.Batcher(scorer, max_batch=16, workers=1) as batcher:
-            first = busy(batcher, hits)
-            futures = [batcher.submit(one) for one in given]
-            first.result()
-            answers = [dumped(future.result()) for future in futures]
+            answers = [dumped(future.result()) for future in together(batcher, given)]
             statements = batcher.statements
     assert answers == alone
     for n in range(4):  # q1's line is the renamed query's batch line
         expected = json.loads(batch[queries[n]["query_id"][0].as_py()]) | {"query_id": "q1"}
         assert json.loads(answers[n][0]) == expected
-    assert statements == 1 + 4  # the renamed four each alone; the sparse one beside the first
+    assert [json.loads(answer[0])["query_id"] for answer in answers[5:]] == ["7", "7"]
+    assert statements == 4
 
 
 def test_a_job_that_is_not_per_query_scores_each_request_alone(hits: pa.Table) -> None:
@@ -131,11 +134,9 @@ def test_a_job_that_is_not_per_query_scores_each_request_alone(hits: pa.Table) -
         assert not scorer.per_query
         alone = [dumped(scorer.score(one)) for one in queries]
         with ds.Batcher(scorer, max_batch=16, workers=1) as batcher:
-            first = busy(batcher, hits)
-            futures = [batcher.submit(one) for one in queries]
-            first.result()
+            futures = together(batcher, queries)
             assert [dumped(future.result()) for future in futures] == alone
-            assert batcher.statements == 1 + 4
+            assert batcher.statements == 4
 
 
 def test_bounds_and_a_closed_batcher() -> None:
