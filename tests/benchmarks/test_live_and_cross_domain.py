@@ -62,8 +62,9 @@ def test_serve_bench_loads_a_real_server(tmp_path: Path) -> None:
 
 def test_live_bench_soak_reports_each_tenth_and_recycles() -> None:
     """--soak N: a checkpoint every N/10 calls, each with its p50 and RSS; the lanes' DuckDB
-    instance recycled every --recycle-calls warm calls (the first call takes the checked path
-    and opens the lane: 5 + 29 warm calls, 34 in all, give 3 recycles of 10)."""
+    instance recycled every --recycle-calls warm calls: of 36 calls (a first, 5 in the round, 30
+    in the soak) 4 take the checked path (the first, and the first after each recycle), and the
+    32 warm ones give 3 recycles of 10."""
     results = live_bench.main(
         ["--rounds", "1", "--queries", "5", "--soak", "30", "--recycle-calls", "10"]
     )
