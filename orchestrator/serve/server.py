@@ -98,7 +98,9 @@ def listen(host: str, port: int) -> socket.socket:
     where uvicorn would log its own lines and exit 3."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     where = address(host, port)
-    sock = socket.socket(family=family)
+    # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on accepted sockets of that protocol;
+    # with proto 0, a response's body waits for the client's delayed ACK (about 40 ms)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
