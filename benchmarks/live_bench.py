@@ -5,10 +5,14 @@ For each of the 300 SciFact queries (about 250 hits each), alternating in one ru
 reciprocal-rank fusion (Σ 1/(60 + rank)) and ORDER BY, fetched; (b) `duckscore.scorer().score`
 of the same hits — checks, fusion, parent features, scores, the contract as dicts. Prints p50 and
 p99 of each, the ratios to the floor's p50, queries per second of (b) and the peak RSS. With
---soak N, then N more calls cycling through the queries, the resident memory (VmRSS) read every
-N/10 calls: flat memory is the same RSS at the end as after the first tenth.
+--soak N, then up to N more calls cycling through the queries (stopped after --max-minutes),
+each tenth of them reported: the calls' p50 and p99 over that tenth, the resident memory
+(VmRSS) at its end and the lanes' DuckDB instances recycled so far (issue 52 §2: every
+--recycle-calls calls, or when the latency drifts past --recycle-drift). Flat is the same p50
+and RSS at the end as after the first tenth.
 
-    python benchmarks/live_bench.py [--rounds 3] [--queries 300] [--soak 100000] [--json F]
+    python benchmarks/live_bench.py [--rounds 3] [--queries 300] [--json F]
+        [--soak 1000000 --max-minutes 60] [--recycle-calls 2000] [--recycle-drift 1.3]
 """
 
 from __future__ import annotations
@@ -46,20 +50,47 @@ def rss_mb() -> float:
     return float("nan")
 
 
-def soak(scorer: Scorer, queries: list[pa.Table], calls: int) -> dict[str, Any]:
-    """RSS (MB) after every tenth of `calls` scorer calls."""
-    checkpoints = []
+def soak(scorer: Scorer, queries: list[pa.Table], calls: int, minutes: float) -> dict[str, Any]:
+    """Every tenth of `calls` scorer calls (fewer when `minutes` run out first): its p50 and
+    p99 (ms), the RSS (MB) at its end and the recycles so far."""
+    checkpoints: list[dict[str, Any]] = []
     started = time.perf_counter()
-    for i in range(calls):
-        scorer.score(queries[i % len(queries)])
-        if (i + 1) % max(1, calls // 10) == 0:
-            checkpoints.append([i + 1, round(rss_mb(), 1)])
-            print(f"  {i + 1} calls: RSS {checkpoints[-1][1]:.1f} MB", flush=True)
+    deadline = started + minutes * 60
+    tenth: list[float] = []
+    done = 0
+    while done < calls and time.perf_counter() < deadline:
+        t = time.perf_counter()
+        scorer.score(queries[done % len(queries)])
+        tenth.append((time.perf_counter() - t) * 1000)
+        done += 1
+        if done % max(1, calls // 10) == 0 or done == calls:
+            checkpoints.append(_checkpoint(scorer, done, tenth))
+            tenth = []
+    if tenth:  # the time ran out within a tenth
+        checkpoints.append(_checkpoint(scorer, done, tenth))
     return {
-        "soak_calls": calls,
-        "soak_rss_mb": checkpoints,
+        "soak_calls_asked": calls,
+        "soak_calls": done,
+        "soak_max_minutes": minutes,
+        "soak": checkpoints,
         "soak_wall_s": time.perf_counter() - started,
     }
+
+
+def _checkpoint(scorer: Scorer, calls: int, times: list[float]) -> dict[str, Any]:
+    found = {
+        "calls": calls,
+        "p50_ms": round(percentile(times, 0.5), 2) if len(times) > 1 else times[0],
+        "p99_ms": round(percentile(times, 0.99), 2) if len(times) > 1 else times[0],
+        "rss_mb": round(rss_mb(), 1),
+        "recycles": scorer.lanes.recycles,
+    }
+    print(
+        f"  {calls} calls: p50 {found['p50_ms']:.1f} ms, p99 {found['p99_ms']:.1f} ms, "
+        f"RSS {found['rss_mb']:.1f} MB, {found['recycles']} recycles",
+        flush=True,
+    )
+    return found
 
 
 def per_query(log: pa.Table) -> list[pa.Table]:
@@ -72,6 +103,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--queries", type=int, default=300, help="the first N SciFact queries")
     parser.add_argument("--soak", type=int, default=0, help="calls after the rounds, RSS read")
+    parser.add_argument("--max-minutes", type=float, default=60.0, help="the soak's time bound")
+    parser.add_argument("--recycle-calls", type=int, default=2000)
+    parser.add_argument("--recycle-drift", type=float, default=1.3)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     log = duckdb.sql(
@@ -81,7 +115,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     floor_con = duckdb.connect(config={"threads": 1})
     floor_ms: list[float] = []
     live_ms: list[float] = []
-    with ds.scorer() as scorer:
+    recycling = {"recycle_calls": args.recycle_calls, "recycle_drift": args.recycle_drift}
+    with ds.scorer(**recycling) as scorer:
         scorer.score(queries[0])  # the request shape's SQL rendered and checked once
         started = time.perf_counter()
         for _ in range(args.rounds):
@@ -95,7 +130,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 scorer.score(hits)
                 live_ms.append((time.perf_counter() - t) * 1000)
         elapsed = time.perf_counter() - started
-        soaked = soak(scorer, queries, args.soak) if args.soak else {}
+        soaked = soak(scorer, queries, args.soak, args.max_minutes) if args.soak else {}
     floor_p50 = percentile(floor_ms, 0.5)
     results = {
         "requests": len(live_ms),
@@ -109,6 +144,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "live_queries_per_second": len(live_ms) / (sum(live_ms) / 1000),
         "wall_s": elapsed,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        **recycling,
         **soaked,
     }
     print(

@@ -10,12 +10,18 @@ replaces the table's rows, asks the probe, and reads the contract view.
 
 A lane never says why hits are refused: when the probe finds a fault, the caller scores the hits
 the checked way, whose error names the row and the column.
+
+Each thread's lanes live on a DuckDB instance of the thread's own, replaced between two of its
+calls when it is due (api/recycle.py): its lanes are closed and reopened lazily, by the next
+call of their shape, so no call is cut short.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -31,6 +37,8 @@ from ..core.session import Session
 from ..fusion.log import log_probe, open_log
 from ..fusion.recipe import FusePlan, plan
 from ..fusion.recipe_view import Recipe
+from .live_settings import LiveSettings
+from .recycle import Watch
 
 HITS_INPUT = "__live_input"  # the caller's hits, registered on a cursor for one statement
 HITS_TABLE = "__live_hits"
@@ -39,6 +47,7 @@ SHAPES_PER_THREAD = 8
 # the contract of a plan's hits, one JSON line a row (see json_lines)
 ContractSQL = Callable[[Session, FusePlan], str]
 Shape = tuple[tuple[str, str], ...]
+log = logging.getLogger("duckscore.live")
 
 
 @dataclass
@@ -54,8 +63,16 @@ class _Lane:
 
 @dataclass
 class _Thread:
+    con: duckdb.DuckDBPyConnection  # the thread's own DuckDB instance
     describe: duckdb.DuckDBPyConnection  # reads the shape of hits
+    watch: Watch
     lanes: OrderedDict[Shape, _Lane] = field(default_factory=OrderedDict)
+
+    def close(self) -> None:
+        for lane in self.lanes.values():
+            lane.cursor.close()
+        self.describe.close()
+        self.con.close()
 
 
 class Lanes:
@@ -63,15 +80,20 @@ class Lanes:
 
     def __init__(
         self,
-        con: duckdb.DuckDBPyConnection,
+        connect: Callable[[], duckdb.DuckDBPyConnection],
         recipe: Recipe,
         contract_sql: ContractSQL,
+        live: LiveSettings,
     ) -> None:
-        self._con = con
+        self._connect = connect
         self._recipe = recipe
         self._contract_sql = contract_sql
+        self._live = live
         self._threads: dict[int, _Thread] = {}
         self._lock = threading.Lock()
+        self.instances_opened = 0
+        self.instances_closed = 0
+        self.recycles = 0
 
     def contract(self, hits: Table) -> list[dict[str, Any]] | None:
         """The contract lines of `hits`, or None when no lane has their shape yet or the probe
@@ -82,12 +104,15 @@ class Lanes:
             return None
         thread.lanes.move_to_end(shape)
         lane = thread.lanes[shape]
+        started = time.perf_counter()
         lines = _read_contract(lane, hits)
-        if not isinstance(lines, tuple):
-            return lines
-        self._add_view(lane, lines)  # a new set of sources: its view, outside the transaction
-        found = _read_contract(lane, hits)
-        return found if isinstance(found, list) else None
+        if isinstance(lines, tuple):
+            self._add_view(lane, lines)  # a new set of sources: its view, outside the transaction
+            found = _read_contract(lane, hits)
+            lines = found if isinstance(found, list) else None
+        if lines is not None:
+            self._count(thread, (time.perf_counter() - started) * 1000)
+        return lines
 
     def open(self, hits: Table) -> None:
         """A lane for the shape of `hits`, which the checked path has just scored."""
@@ -95,7 +120,7 @@ class Lanes:
         shape = _shape(thread.describe, hits)
         if shape is None or shape in thread.lanes:
             return
-        cursor = self._con.cursor()
+        cursor = thread.con.cursor()
         try:
             with _registered(cursor, hits):
                 cursor.execute(f"CREATE TEMP TABLE {HITS_TABLE} AS SELECT * FROM {HITS_INPUT}")
@@ -120,9 +145,12 @@ class Lanes:
         with self._lock:
             threads, self._threads = self._threads, {}
         for thread in threads.values():
-            for lane in thread.lanes.values():
-                lane.cursor.close()
-            thread.describe.close()
+            self._close(thread)
+
+    @property
+    def open_instances(self) -> int:
+        """The DuckDB instances of the lanes that are open (one a calling thread at most)."""
+        return self.instances_opened - self.instances_closed
 
     def _thread(self) -> _Thread:
         me = threading.get_ident()
@@ -131,16 +159,39 @@ class Lanes:
             if found is not None:
                 return found
             self._forget_ended_threads()
-            made = self._threads[me] = _Thread(self._con.cursor())
+            con = self._connect()
+            self.instances_opened += 1
+            watch = Watch(self._live.recycle_calls, self._live.recycle_drift)
+            made = self._threads[me] = _Thread(con, con.cursor(), watch)
             return made
 
+    def _count(self, thread: _Thread, ms: float) -> None:
+        """A warm call of `thread` took `ms`: its instance is closed when it is due, and the
+        thread's next call opens another."""
+        reason = thread.watch.record(ms)
+        if reason is None:
+            return
+        me = threading.get_ident()
+        with self._lock:
+            mine = self._threads.get(me) is thread  # else close() has taken it, and closes it
+            if mine:
+                del self._threads[me]
+                self.recycles += 1
+        if mine:
+            log.debug("a lane's DuckDB instance recycled: %s", reason)
+            self._close(thread)
+
+    def _close(self, thread: _Thread) -> None:
+        thread.close()
+        with self._lock:
+            self.instances_closed += 1
+
     def _forget_ended_threads(self) -> None:
+        """(under the lock)"""
         alive = {thread.ident for thread in threading.enumerate()}
         for ident_ in [i for i in self._threads if i not in alive]:
-            ended = self._threads.pop(ident_)
-            for lane in ended.lanes.values():
-                lane.cursor.close()
-            ended.describe.close()
+            self._threads.pop(ident_).close()
+            self.instances_closed += 1
 
     def _add_view(self, lane: _Lane, sources: Sequence[str]) -> str:
         """The contract view of the lane's hits with these sources, created once."""

@@ -39,6 +39,7 @@ from ..runner.graph import run_graph
 from ..runner.job import Job
 from ..scoring.stages import SCORE_CONTRACT, SCORED_PARENTS
 from .lanes import Lanes, json_lines_sql, read_json_lines
+from .live_settings import LiveSettings
 
 Hits = Table | Sequence[dict[str, Any]] | pa.RecordBatch | pa.RecordBatchReader
 # issue 48 §5: (query text, the top_n candidates' snippets, best first) -> a score each (None:
@@ -70,10 +71,19 @@ class Scorer:
     queries; `duckscore.scorer(...)` builds the job from keywords."""
 
     def __init__(
-        self, job: Job, answer_policy: str = "answer_v1", reranker: Reranker | None = None
+        self,
+        job: Job,
+        answer_policy: str = "answer_v1",
+        reranker: Reranker | None = None,
+        live: LiveSettings | None = None,
     ) -> None:
         self.job = job
-        self.recipe, self.policy = job.load()
+        loaded = job.load()
+        self.recipe, self.policy = loaded
+        # why a query's numbers may depend on the others scored with it: () when per query,
+        # and only then may requests share a statement (api/batcher.py)
+        self.cross_query = loaded.cross_query
+        self.per_query = not self.cross_query
         self.rerank: Rerank | None = self.recipe.rerank
         if self.rerank is not None and reranker is None:
             raise PolicyError(
@@ -92,12 +102,14 @@ class Scorer:
         self._prepared: dict[tuple[Any, ...], _Prepared] = {}
         self._answer_sql: dict[bool, tuple[RenderedSQL, RenderedSQL]] = {}
         self._lock = threading.Lock()
-        self._lanes = Lanes(self._con, self.recipe, self._contract_sql)
+        self._lanes = Lanes(
+            lambda: connect(job.settings), self.recipe, self._contract_sql, live or LiveSettings()
+        )
 
     def score(self, hits: Hits, *, tables: bool = False) -> Live:
         """The contract lines of the queries in `hits` (the retrieval log's columns), ordered by
         query_id; with `tables`, also the fused items and the scored parents."""
-        given = _as_table(hits)
+        given = as_table(hits)
         if tables:
             return self._score_checked(given, tables=True)
         warm = self._lanes.contract(given)
@@ -151,16 +163,21 @@ class Scorer:
             open_answer_inputs(
                 session,
                 self.answer_policy,
-                _as_table(answers),
-                _as_table(citations),
-                _as_table(chunks),
-                None if events is None else _as_table(events),
+                as_table(answers),
+                as_table(citations),
+                as_table(chunks),
+                None if events is None else as_table(events),
             )
             scored, contract = self._answer_statements(session, events is not None)
             _create(cursor, "scored_answers", scored)
             return Live(_json_lines(cursor, contract.text, "answer_id"))
         finally:
             cursor.close()
+
+    @property
+    def lanes(self) -> Lanes:
+        """The warm lanes (their DuckDB instances opened, closed and recycled: api/lanes.py)."""
+        return self._lanes
 
     def close(self) -> None:
         self._lanes.close()
@@ -270,7 +287,7 @@ def _create(con: duckdb.DuckDBPyConnection, name: str, rendered: RenderedSQL) ->
     con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {rendered.text}")
 
 
-def _as_table(hits: Hits) -> Table:
+def as_table(hits: Hits) -> Table:
     """A list of dicts, a RecordBatch or a stream of them (read once), a DuckDB relation, as an
     Arrow table; every other kind as it is."""
     if isinstance(hits, pa.RecordBatch):
@@ -295,15 +312,20 @@ def scorer(
     allow_recipe_mismatch: bool = False,
     answer_policy: str = "answer_v1",
     reranker: Reranker | None = None,
+    recycle_calls: int = 2000,
+    recycle_drift: float = 1.3,
 ) -> Scorer:
     """`duckscore.scorer(...)`: a Scorer of the job these keywords describe (`recipe` None: the
     recipe the policy was calibrated on); a recipe that is not the policy's is refused.
     `reranker(query_text, candidates) -> scores`: the re-ranker a recipe's rerank block reads,
     called per query on its top_n fused items' snippets when the fused items are asked
-    (`score(..., tables=True)`; the decisions read the hits, not the fused order)."""
+    (`score(..., tables=True)`; the decisions read the hits, not the fused order).
+    `recycle_calls`, `recycle_drift`: when a calling thread's DuckDB instance is replaced
+    (LiveSettings); `duckscore.Batcher(scorer)` scores requests that arrive together at once."""
     job = Job(
         recipe=recipe, policy=policy, recipe_overrides=tuple(set_recipe),
         policy_overrides=tuple(set), top_n=top_n, allow_recipe_mismatch=allow_recipe_mismatch,
         settings=EngineSettings(threads=threads),
     )  # fmt: skip
-    return Scorer(job, answer_policy, reranker)
+    live = LiveSettings(recycle_calls=recycle_calls, recycle_drift=recycle_drift)
+    return Scorer(job, answer_policy, reranker, live)

@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ..api.live_settings import LiveSettings
 from ..common.extras import needs_extra
 from ..core.errors import DuckscoreError
 from .app import cli
-from .declared import job_options
+from .declared import dataclass_options, job_options
 
 if TYPE_CHECKING:
     from ..runner.job import Job
@@ -42,7 +43,9 @@ EXTRA = needs_extra("duckscore serve", "serve")
 @click.option(
     "--scoring-threads",
     type=click.IntRange(min=1),
-    help="Requests scored at once, each on a thread of its own  [default: the CPU count].",
+    help="Threads scoring requests, each taking the requests waiting (up to --max-batch) in "
+    "one statement  [default: half the CPU count, at least 1; the CPU count with --max-batch 1 or "
+    "a job that is not per query].",
 )
 @click.option(
     "--instincts-db",
@@ -50,6 +53,7 @@ EXTRA = needs_extra("duckscore serve", "serve")
     help="Also serve seed 004's instinct confidence from this store (a DuckDB file or a "
     "postgresql:// URL): GET /v1/instincts, GET /v1/instincts/{id}, POST /v1/instincts/events.",
 )
+@dataclass_options(LiveSettings, "live")
 def serve(
     job: Job,
     host: str,
@@ -58,6 +62,7 @@ def serve(
     max_body_bytes: int,
     scoring_threads: int | None,
     instincts_db: str | None,
+    live: LiveSettings,
 ) -> None:
     """Serve the policy's decisions over HTTP: POST /v1/score {"hits": […]} answers the
     contract lines `duckscore run` would write for those queries.
@@ -76,5 +81,5 @@ def serve(
     from ..serve.server import serve as run_server
 
     one_thread = replace(job, settings=EngineSettings(threads=1))
-    settings = ScorerSettings(one_thread, max_body_bytes, scoring_threads, instincts_db)
+    settings = ScorerSettings(one_thread, max_body_bytes, scoring_threads, instincts_db, live)
     run_server(settings, host, port, workers)

@@ -43,6 +43,20 @@ class Loaded(NamedTuple):
     recipe: Recipe
     policy: ScorePolicy
 
+    @property
+    def cross_query(self) -> tuple[str, ...]:
+        """Why a query's numbers may depend on the other queries scored with it (runner/
+        per_query.py); () when the job is per query."""
+        from .per_query import cross_query_reasons
+
+        return cross_query_reasons(self.recipe, self.policy)
+
+    @property
+    def per_query(self) -> bool:
+        """Every number of a query depends only on its own rows: requests may share a
+        statement (the live scorer's batches)."""
+        return not self.cross_query
+
 
 @dataclass(frozen=True, kw_only=True)
 class Job:

@@ -5,8 +5,9 @@ GET /healthz, GET /openapi.json; with an instinct store, GET /v1/instincts, GET
 Every answer carries the policy version that computed it (`policy_version` in the body and the
 X-Duckscore-Policy-Version header). A reload builds the new Scorer first, then swaps it in at
 once: a request takes the Scorer current when it starts and finishes on it; a Scorer a reload
-retired is closed when its last request ends. Scoring is blocking DuckDB work: it runs in a worker
-thread, so the event loop keeps answering. Errors are one line of JSON, `{"error": …}`, also in
+retired is closed when its last request ends. Scoring is blocking DuckDB work: it runs on the
+scoring threads of a Batcher (api/batcher.py), which score the requests that arrive together in
+one statement, so the event loop keeps answering. Errors are one line of JSON, `{"error": …}`, also in
 the request's access-log line; a traceback goes to the server's log, never to the client.
 
 A request's tables are read by their table contracts (tables.py): the JSON rows become typed
@@ -37,6 +38,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..api.batcher import Batcher
+from ..api.live_settings import LiveSettings
 from ..api.scorer import Scorer
 from ..core.errors import DuckscoreError
 from .instincts import InstinctService, limit_of
@@ -69,19 +72,27 @@ class Service:
 
     @contextmanager
     def using(self) -> Iterator[Scorer]:
-        with self._lock:
-            scorer = self._current
-            self._in_flight[id(scorer)] = self._in_flight.get(id(scorer), 0) + 1
+        scorer = self.acquire()
         try:
             yield scorer
         finally:
-            with self._lock:
-                left = self._in_flight.pop(id(scorer)) - 1
-                if left:
-                    self._in_flight[id(scorer)] = left
-                retire = not left and (scorer is not self._current or self._closed)
-            if retire:
-                scorer.close()
+            self.release(scorer)
+
+    def acquire(self) -> Scorer:
+        """The current Scorer, counted in flight until `release`."""
+        with self._lock:
+            scorer = self._current
+            self._in_flight[id(scorer)] = self._in_flight.get(id(scorer), 0) + 1
+        return scorer
+
+    def release(self, scorer: Scorer) -> None:
+        with self._lock:
+            left = self._in_flight.pop(id(scorer)) - 1
+            if left:
+                self._in_flight[id(scorer)] = left
+            retire = not left and (scorer is not self._current or self._closed)
+        if retire:
+            scorer.close()
 
     def reload(self) -> Scorer:
         """Load the policy and recipe again (the same names and paths, read from disk), then
@@ -163,6 +174,15 @@ def _lists_of(
     return found
 
 
+def scoring_threads_for(live: LiveSettings, per_query: bool) -> int:
+    """One scoring thread a CPU; with batching (a per-query job), one for two CPUs: a
+    statement costs about the same for 8 requests as for 16 (docs/live.md), so one thread
+    taking all that wait scores more than two taking half each, and the other CPU reads and
+    writes the JSON."""
+    cpus = os.cpu_count() or 1
+    return max(1, cpus // 2) if live.max_batch > 1 and per_query else cpus
+
+
 def create_app(
     make_scorer: Callable[[], Scorer],
     *,
@@ -170,13 +190,18 @@ def create_app(
     access_log: bool = True,
     scoring_threads: int | None = None,
     instincts: InstinctService | None = None,
+    live: LiveSettings | None = None,
 ) -> Starlette:
     """The app; `make_scorer` is called once now and again by each reload. Requests are scored
-    `scoring_threads` at a time (default: one a CPU), each on a thread of a pool of that size:
-    more at once only share the same cores, and every thread keeps a warm lane of its own."""
+    on `scoring_threads` threads (default: scoring_threads_for), each taking the requests
+    waiting, up to `live.max_batch`, in one statement; every thread keeps a warm lane of its
+    own. The requests' JSON is read on a pool of as many."""
     service = Service(make_scorer)
-    pool = ThreadPoolExecutor(
-        max_workers=scoring_threads or os.cpu_count() or 1, thread_name_prefix="duckscore-score"
+    live = live or LiveSettings()
+    threads = scoring_threads or scoring_threads_for(live, service.current.per_query)
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="duckscore-read")
+    batcher = Batcher(
+        batch_window_ms=live.batch_window_ms, max_batch=live.max_batch, workers=threads
     )
 
     async def on_pool(work: Callable[[], _T]) -> _T:
@@ -195,29 +220,27 @@ def create_app(
         if isinstance(lists, str):
             return _answer({"error": lists}, 400, service.current.policy.version)
         hits = lists["hits"]
-
-        def compute() -> tuple[int, dict[str, Any], str]:
-            with service.using() as scorer:
-                version = scorer.policy.version
-                try:
-                    if not hits:
-                        raise DuckscoreError("hits: no rows (give the hits of one query or more)")
-                    contract = scorer.score(hits_table(scorer.recipe).to_arrow(hits)).contract
-                except DuckscoreError as exc:
-                    return 422, {"error": one_line(str(exc))}, version
-                request.state.queries = len(contract)
-                return (
-                    200,
-                    {
-                        "contract": contract,
-                        "policy_version": version,
-                        "recipe_id": scorer.recipe.version,
-                    },
-                    version,
-                )
-
-        status, answer, version = await on_pool(compute)
-        return _answer(answer, status, version)
+        scorer = service.acquire()
+        version = scorer.policy.version
+        submitted = False
+        try:
+            if not hits:
+                raise DuckscoreError("hits: no rows (give the hits of one query or more)")
+            table = await on_pool(lambda: hits_table(scorer.recipe).to_arrow(hits))
+            scored = batcher.submit(table, scorer)
+            # released when scored, not when this request ends: a client that goes away does
+            # not let a reload close the Scorer under a statement in flight
+            scored.add_done_callback(lambda _: service.release(scorer))
+            submitted = True
+            contract = (await asyncio.wrap_future(scored)).contract
+        except DuckscoreError as exc:
+            return _answer({"error": one_line(str(exc))}, 422, version)
+        finally:
+            if not submitted:
+                service.release(scorer)
+        request.state.queries = len(contract)
+        answer = {"contract": contract, "policy_version": version}
+        return _answer(answer | {"recipe_id": scorer.recipe.version}, 200, version)
 
     async def answers(request: Request) -> Response:
         version = service.current.answer_policy.version
@@ -338,6 +361,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Starlette) -> Any:
         yield
+        batcher.close()
         pool.shutdown(wait=True)
         service.close()
 
@@ -357,6 +381,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.service = service
+    app.state.batcher = batcher
     if access_log:
         app.add_middleware(AccessLog)
     return app

@@ -20,9 +20,10 @@ import logging
 import os
 import signal
 import socket
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..api.live_settings import LiveSettings
 from ..api.scorer import Scorer
 from ..core.connection import EngineSettings
 from ..core.errors import OptionError
@@ -42,9 +43,10 @@ class ScorerSettings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     scoring_threads: int | None = None
     instincts_db: str | None = None  # a DuckDB store file or a postgresql:// URL
+    live: LiveSettings = field(default_factory=LiveSettings)  # batching and recycling
 
     def make_scorer(self) -> Scorer:
-        return Scorer(self.job)
+        return Scorer(self.job, live=self.live)
 
     def record(self) -> str:
         """As JSON, for the worker processes (from_record reads it back)."""
@@ -58,7 +60,10 @@ class ScorerSettings:
         }
         if job["settings"] is not None:
             job["settings"] = EngineSettings(**job["settings"])
-        return cls(Job(**job), raw["max_body_bytes"], raw["scoring_threads"], raw["instincts_db"])
+        return cls(
+            Job(**job), raw["max_body_bytes"], raw["scoring_threads"], raw["instincts_db"],
+            LiveSettings(**raw["live"]),
+        )  # fmt: skip
 
 
 def app_from_environment() -> Any:
@@ -83,6 +88,7 @@ def app_of(settings: ScorerSettings) -> Any:
         max_body_bytes=settings.max_body_bytes,
         scoring_threads=settings.scoring_threads,
         instincts=None if store is None else InstinctService(store),
+        live=settings.live,
     )
 
 
@@ -92,7 +98,9 @@ def listen(host: str, port: int) -> socket.socket:
     where uvicorn would log its own lines and exit 3."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     where = address(host, port)
-    sock = socket.socket(family=family)
+    # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on accepted sockets of that protocol;
+    # with proto 0, a response's body waits for the client's delayed ACK (about 40 ms)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))

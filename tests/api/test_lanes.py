@@ -174,6 +174,10 @@ def test_the_hits_are_read_by_a_name_of_ours_not_by_a_replacement_scan(
         expected = [cold.score(one, tables=True).contract for one in given]
     with counted() as scorer:
         scorer._con.execute("SET GLOBAL python_enable_replacements = false")
+        opened = scorer._lanes._connect  # and on the lanes' own DuckDB instances
+        scorer._lanes._connect = lambda: opened().execute(
+            "SET GLOBAL python_enable_replacements = false"
+        )
         live = [scorer.score(one).contract for one in given]
     assert live == expected
     assert scorer.checked == 1

@@ -44,8 +44,31 @@ def test_serve_bench_loads_a_real_server(tmp_path: Path) -> None:
     results = serve_bench.main(
         ["--requests", "3", "--clients", "1,2", "--json", str(tmp_path / "s.json")]
     )
-    assert [row["clients"] for row in results["load"]] == [1, 2]
-    assert [row["requests"] for row in results["load"]] == [3, 6]
-    for row in results["load"]:
+    rows = results["load"]
+    assert [(row["batching"], row["clients"]) for row in rows] == [
+        ("off", 1), ("off", 2), ("on", 1), ("on", 2)
+    ]  # fmt: skip
+    assert [row["requests"] for row in rows] == [3, 6, 3, 6]
+    for row in rows:
         assert 0 < row["p50_ms"] <= row["p99_ms"] and row["queries_per_second"] > 0
-    assert results["rss_mb_after"] > 0
+        assert 0 < row["rss_mb_after"] <= row["peak_rss_mb"]
+    ratio = results["on_over_off"][1]
+    assert ratio["clients"] == 2
+    assert ratio["queries_per_second"] == pytest.approx(
+        rows[3]["queries_per_second"] / rows[1]["queries_per_second"]
+    )
+    assert json.loads((tmp_path / "s.json").read_text()) == results
+
+
+def test_live_bench_soak_reports_each_tenth_and_recycles() -> None:
+    """--soak N: a checkpoint every N/10 calls, each with its p50 and RSS; the lanes' DuckDB
+    instance recycled every --recycle-calls warm calls: of 36 calls (a first, 5 in the round, 30
+    in the soak) 4 take the checked path (the first, and the first after each recycle), and the
+    32 warm ones give 3 recycles of 10."""
+    results = live_bench.main(
+        ["--rounds", "1", "--queries", "5", "--soak", "30", "--recycle-calls", "10"]
+    )
+    assert [point["calls"] for point in results["soak"]] == list(range(3, 31, 3))
+    for point in results["soak"]:
+        assert 0 < point["p50_ms"] <= point["p99_ms"] and point["rss_mb"] > 0
+    assert results["soak"][-1]["recycles"] == 3

@@ -396,4 +396,5 @@ def test_a_recipes_sources_and_query_analyzer_are_in_the_document() -> None:
             schema = accepts(openapi, "http://serve", "/v1/score", {"hits": hits})
             assert (answer.status_code == 200) == schema == (name == "both"), (name, answer.text)
     finally:
+        app.state.batcher.close()
         app.state.service.close()

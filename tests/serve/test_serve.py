@@ -370,6 +370,41 @@ def test_sixteen_clients_at_once_get_their_own_answers(
     assert [contract for _, contract in got] == expected
 
 
+def test_bad_requests_among_many_at_once_get_their_own_422(
+    server: Server, scorer: Any, hits: pa.Table, queries: list[str]
+) -> None:
+    """Requests arriving together are scored in one statement (micro-batching, on by default):
+    every fifth of 64 has a null score, and gets the one line it gets alone; the others their
+    lines."""
+    bodies, expected = [], []
+    for i in range(64):
+        rows = of_queries(hits, [queries[i]]).to_pylist()
+        if i % 5 == 2:
+            rows[1]["score"] = None
+            error = f"hits (<Table>, row 2, query_id='{queries[i]}'"
+            expected.append((422, error))
+        else:
+            expected.append((200, scorer.score(of_queries(hits, [queries[i]])).contract))
+        bodies.append({"hits": rows})
+
+    def client(start: int) -> list[tuple[int, Any]]:
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            answers = [http.post("/v1/score", json=bodies[i]) for i in range(start, start + 4)]
+        return [
+            (a.status_code, a.json()["contract"] if a.status_code == 200 else a.json()["error"])
+            for a in answers
+        ]
+
+    with ThreadPoolExecutor(16) as pool:
+        got = [r for part in pool.map(client, range(0, 64, 4)) for r in part]
+    for (status, answer), (wanted, expect) in zip(got, expected, strict=True):
+        assert status == wanted
+        if status == 422:
+            assert answer.startswith(expect) and answer.endswith("column 'score' is null")
+        else:
+            assert answer == expect
+
+
 def test_every_request_is_one_json_access_log_line(server: Server, hits: pa.Table) -> None:
     # the server is shared by the module, and a request's line is written after its answer is
     # sent: wait for this test's two lines among those written since it began
@@ -552,6 +587,7 @@ def test_any_other_failure_is_500_without_a_traceback() -> None:
 
     class Broken:
         policy = recipe = SimpleNamespace(version="v0", parameters_sha256="0" * 64)
+        per_query = True
 
         def score(self, hits: Any) -> Any:
             raise RuntimeError("secret detail")
@@ -562,10 +598,61 @@ def test_any_other_failure_is_500_without_a_traceback() -> None:
     async def ask() -> httpx.Response:
         app = create_app(Broken, access_log=False)  # type: ignore[arg-type]
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://serve") as client:
-            return await client.post("/v1/score", json={"hits": [{"query_id": "1"}]})
+        try:
+            async with httpx.AsyncClient(transport=transport, base_url="http://serve") as client:
+                return await client.post("/v1/score", json={"hits": [{"query_id": "1"}]})
+        finally:
+            app.state.batcher.close()
 
     answer = asyncio.run(ask())
     assert answer.status_code == 500
     assert answer.json() == {"error": "internal error"}
     assert "secret" not in answer.text and "Traceback" not in answer.text
+
+
+def test_a_reload_does_not_close_a_scorer_under_a_statement_whose_client_went_away(
+    hits: pa.Table,
+) -> None:
+    """A request holds its Scorer until it is scored, not until its client's request ends: a
+    client that goes away while its hits are scored, then a reload, leave the old Scorer open
+    until the statement is done."""
+    import asyncio
+    import contextlib
+
+    from duckscore.api.scorer import Scorer
+    from duckscore.runner.job import Job
+    from duckscore.serve.app import create_app
+
+    started, go = threading.Event(), threading.Event()
+    events: list[str] = []
+
+    class Slow(Scorer):
+        def score(self, hits: Any, *, tables: bool = False) -> Any:
+            started.set()
+            go.wait(30)
+            events.append("scored")
+            return super().score(hits, tables=tables)
+
+        def close(self) -> None:
+            events.append("closed")
+            super().close()
+
+    rows = of_queries(hits, ["1"]).to_pylist()
+
+    async def main() -> None:
+        app = create_app(lambda: Slow(Job()), access_log=False, scoring_threads=1)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://serve") as client:
+            request = asyncio.create_task(client.post("/v1/score", json={"hits": rows}))
+            assert await asyncio.to_thread(started.wait, 30)
+            request.cancel()  # the client goes away
+            with contextlib.suppress(asyncio.CancelledError):
+                await request
+            await asyncio.to_thread(app.state.service.reload)
+            assert events == []  # the old Scorer still scores: not closed
+            go.set()
+        await asyncio.to_thread(app.state.batcher.close)  # the statement ends
+        app.state.service.close()
+
+    asyncio.run(main())
+    assert events == ["scored", "closed", "closed"]  # the old one, then the reloaded one
