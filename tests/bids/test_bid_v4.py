@@ -74,7 +74,11 @@ def scored(folder: Path, out: Path, policy: str = "bid_v4", **kw: Any) -> dict[s
 
 
 FIELD_ROWS = (
-    "t_acme,p_laptops,excluded_brand,Xeon,c5_tech\n"  # no chunk names it
+    # four brands no chunk names, given in reverse order
+    "t_acme,p_laptops,excluded_brand,Zhaoxin,c5_tech\n"
+    "t_acme,p_laptops,excluded_brand,Xeon,c5_tech\n"
+    "t_acme,p_laptops,excluded_brand,Loongson,c5_tech\n"
+    "t_acme,p_laptops,excluded_brand,Hygon,c5_tech\n"
     "t_acme,p_laptops,excluded_brand,AMD,c5_tech\n"
     "t_acme,p_laptops,certificate,ＩＳＯ  9001,c2_documents\n"
     "t_acme,p_laptops,budget,500万,\n"  # a field bid_v4 does not name: not read
@@ -85,11 +89,11 @@ def test_a_tenders_fields_become_constraints_of_its_scoped_queries(tmp_path: Pat
     found = scored(tender(tmp_path, fields=FIELD_ROWS), tmp_path / "out")
     queries = found["queries"]
     # c5_tech: AMD, folded to lower case, must not be in a chunk; ck13 says "AMD R7"
-    # both excluded brands, the field's values in order (xeon given first)
-    assert list(queries.at["q_b_tech", "must_exclude_terms"]) == ["amd", "xeon"]
+    # every excluded brand, the field's values in order
+    brands = ["amd", "hygon", "loongson", "xeon", "zhaoxin"]
+    assert list(queries.at["q_b_tech", "must_exclude_terms"]) == brands
     assert list(queries.at["q_b_tech", "tender_constraints"]) == [
-        "excluded_brand: amd (must_exclude)",
-        "excluded_brand: xeon (must_exclude)",
+        f"excluded_brand: {b} (must_exclude)" for b in brands
     ]
     assert found["dropped"][("q_b_tech", "ck13")] == "must_exclude_terms"
     assert found["kept"]["q_b_tech"] == [c for c in B_TECH if c != "ck13"]
@@ -320,7 +324,8 @@ def test_a_policy_with_one_of_the_two_blocks(tmp_path: Path, block: str) -> None
     assert ("compression_reason" in query, "tender_constraints" in query) == (
         block == "compression", block == "tender_fields")  # fmt: skip
     if block == "tender_fields":
-        assert list(query["must_exclude_terms"]) == ["amd", "xeon", "内存"]
+        assert list(query["must_exclude_terms"]) == [
+            "amd", "hygon", "loongson", "xeon", "zhaoxin", "内存"]  # fmt: skip
 
 
 @pytest.mark.parametrize(
