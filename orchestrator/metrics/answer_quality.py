@@ -56,6 +56,8 @@ SCORED = TableContract(
     passes_others=True,  # `actions`, when the policy has diagnostics
 )
 STAGES = ("level_stats", "routing", "tests", "needs")
+# a check's permutation test: the group sizes, exact or drawn, the splits and those as extreme
+TEST_FIELDS = ("n_high", "n_low", "exact", "splits", "as_extreme")
 
 
 @dataclass(frozen=True)
@@ -225,8 +227,7 @@ def _verdicts(
         checks.append({
             "version": version, "metric": metric, "high": high, "low": low,
             "difference": difference, "p_value": p_value, "verdict": verdict,
-            "n_high": test["n_high"] if test else None, "n_low": test["n_low"] if test else None,
-            "exact": test["exact"] if test else None, "splits": test["splits"] if test else None,
+            **{key: test[key] if test else None for key in TEST_FIELDS},
         })  # fmt: skip
     return checks
 

@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import math
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,9 +86,10 @@ def reference(
     answers: list[dict[str, Any]],
     as_of: dt.datetime | None,
     base: str = "answer_v1",
+    params: dict[str, Any] | None = None,
     **tables: list[dict[str, Any]],
 ) -> dict[str, dict[str, Any]]:
-    params = load_v2_params(base)
+    params = params or load_v2_params(base)
     rows = {}
     for a in answers:
         mine = {
@@ -120,10 +122,12 @@ def same(got: Any, expected: Any) -> bool:
     return bool(got == expected)
 
 
-def assert_matches(got: pd.DataFrame, expected: dict[str, dict[str, Any]]) -> None:
-    assert list(got.columns) == list(V2_COLUMNS)
+def assert_matches(
+    got: pd.DataFrame, expected: dict[str, dict[str, Any]], columns: Sequence[str] = V2_COLUMNS
+) -> None:
+    assert list(got.columns) == list(columns)
     for answer_id, row in expected.items():
-        for column in V2_COLUMNS:
+        for column in columns:
             value = got.loc[answer_id, column]
             assert same(value, row[column]), (
                 f"{answer_id}.{column}: SQL {value!r}, oracle {row[column]!r}"
@@ -141,6 +145,17 @@ def test_logprobs_blend_into_certainty_by_hand(tmp_path: Path) -> None:
     assert rows.loc["a", "certainty"] == pytest.approx(0.5 + 0.5 * math.exp(-0.2), abs=1e-15)
     assert rows.loc["b", "certainty"] == 1.0  # logprob 0: probability 1
     assert rows.loc["c", "logprob_tokens"] == 0 and rows.loc["c", "certainty"] == 1.0  # no tokens
+    assert (rows.loc["a", "logprob_tokens"], rows.loc["b", "logprob_tokens"]) == (2, 1)
+
+
+def test_the_mean_logprob_sums_in_token_order(tmp_path: Path) -> None:
+    # -0.1 - 0.2 - 0.3 is -0.6000000000000001 in token order, -0.6 backwards: checked to the bit
+    assert -0.1 + -0.2 + -0.3 != -0.3 + -0.2 + -0.1
+    tokens = [(2, -0.3), (0, -0.1), (1, -0.2)]  # given out of order
+    rows = run_v2(tmp_path / "o", [answer("a")], logprobs=[
+        {"answer_id": "a", "token_index": k, "logprob": lp} for k, lp in tokens
+    ])  # fmt: skip
+    assert rows.loc["a", "mean_logprob"] == (-0.1 + -0.2 + -0.3) / 3
 
 
 def test_feedback_moves_the_percentage_by_hand(tmp_path: Path) -> None:
@@ -156,6 +171,7 @@ def test_feedback_moves_the_percentage_by_hand(tmp_path: Path) -> None:
         rows.loc["a", "factor_percentage"] + 5.0, abs=1e-12
     )
     assert rows.loc["z", "feedback_points"] == 0.0
+    assert (rows.loc["a", "feedback_count"], rows.loc["z", "feedback_count"]) == (2, 1)
     assert rows.loc["z", "percentage"] == rows.loc["z", "factor_percentage"]
 
 
@@ -224,6 +240,81 @@ def test_without_the_new_inputs_v2_scores_as_v1(tmp_path: Path) -> None:
     v1 = pd.read_parquet(tmp_path / "v1" / "answers.parquet").set_index("answer_id", drop=False)
     shared = [c for c in v1.columns if c != "answer_policy_version"]
     pd.testing.assert_frame_equal(v2[shared], v1[shared])
+    # no --logprobs, no --feedback, no streaming column at all: the same, and the new columns empty
+    columns = {k: v for k, v in ANSWER_COLUMNS.items() if k != "streaming"}
+    score_answers(
+        frame(answers, columns), *(frame([], TABLES[n]) for n in ("citations", "chunks")),
+        tmp_path / "bare", "answer_v2", events=frame([], TABLES["events"]),
+    )  # fmt: skip
+    bare = pd.read_parquet(tmp_path / "bare" / "answers.parquet").set_index("answer_id", drop=False)
+    pd.testing.assert_frame_equal(bare[shared], v1[shared])
+    assert list(bare["streaming"]) == [False] * 3
+    assert list(bare["logprob_tokens"]) == [0] * 3 and list(bare["feedback_count"]) == [0] * 3
+    assert bare["mean_logprob"].isna().all() and bare["feedback_rating"].isna().all()
+
+
+BLOCK_COLUMNS = {
+    "logprob_certainty": (
+        "lexicon_certainty",
+        "logprob_tokens",
+        "mean_logprob",
+        "token_probability",
+    ),
+    "feedback": ("factor_percentage", "feedback_count", "feedback_rating", "feedback_points"),
+    "streaming": ("streaming",),
+}
+FULL_TEXT = (
+    "总之" + "数据" * 60 + "\n\n" + "结果" * 10
+)  # 144 characters, two paragraphs, a conclusion
+
+
+@pytest.mark.parametrize(
+    "blocks",
+    [
+        ("logprob_certainty",),
+        ("feedback",),
+        ("streaming",),
+        ("logprob_certainty", "feedback"),
+        ("logprob_certainty", "streaming"),
+    ],
+)
+def test_a_policy_with_some_of_the_blocks(tmp_path: Path, blocks: tuple[str, ...]) -> None:
+    """answer_v1 plus some of answer_v2's blocks (a feedback weight of 50): its columns, and each
+    row against the oracle; a full answer's 100 % + 50 clamps at 100, a weak one's at 0."""
+    params = load_v2_params()
+    params["feedback"] = {"weight": 50.0, "half_life_days": 30.0}
+    policy = tmp_path / "answer_some.yaml"
+    policy.write_text(json.dumps({"answer_policy_version": "answer_some", "extends": "answer_v1",
+                                  "parameters": {b: params[b] for b in blocks}}), encoding="utf-8")  # fmt: skip
+    answers = [answer("full", FULL_TEXT, 20), answer("weak", "可能" * 5, 0),
+               answer("s", "数据", 5, streaming="streaming" in blocks)]  # fmt: skip
+    tables: dict[str, list[dict[str, Any]]] = {
+        "citations": [{"answer_id": "full", "chunk_id": f"c{i}"} for i in range(6)],
+        "chunks": [{"answer_id": "full", "chunk_id": f"c{i}", "rerank_score": 1.0} for i in range(5)],
+    }  # fmt: skip
+    if "logprob_certainty" in blocks:
+        tables["logprobs"] = [
+            {"answer_id": a, "token_index": 0, "logprob": -0.2} for a in ("full", "s")
+        ]
+    if "feedback" in blocks:
+        tables["feedback"] = [{"answer_id": "full", "rating": 1.0, "given_at": T0},
+                              {"answer_id": "weak", "rating": -1.0, "given_at": T0}]  # fmt: skip
+    columns = ANSWER_COLUMNS if "streaming" in blocks else {
+        k: v for k, v in ANSWER_COLUMNS.items() if k != "streaming"}  # fmt: skip
+    score_answers(
+        frame(answers, columns), *(frame(tables.get(n, []), TABLES[n]) for n in ("citations", "chunks")),
+        tmp_path / "o", str(policy),
+        **{n: frame(tables[n], TABLES[n]) for n in ("logprobs", "feedback") if n in tables},
+        as_of="2024-05-01" if "feedback" in tables else None,
+    )  # fmt: skip
+    got = pd.read_parquet(tmp_path / "o" / "answers.parquet").set_index("answer_id", drop=False)
+    absent = {c for b, cs in BLOCK_COLUMNS.items() if b not in blocks for c in cs}
+    expected = reference(answers, T0, params=params, **tables)
+    for row in expected.values():
+        row["answer_policy_version"] = "answer_some"
+    assert_matches(got, expected, [c for c in V2_COLUMNS if c not in absent])
+    if "feedback" in blocks:
+        assert (got.loc["full", "percentage"], got.loc["weak", "percentage"]) == (100.0, 0.0)
 
 
 texts = st.lists(st.sampled_from(WORDS), max_size=8).map("".join)

@@ -5,6 +5,7 @@ plain-Python reference tests/bids/query_reference.py."""
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 from pathlib import Path
@@ -73,6 +74,11 @@ def scored(folder: Path, out: Path, policy: str = "bid_v4", **kw: Any) -> dict[s
 
 
 FIELD_ROWS = (
+    # four brands no chunk names, given in reverse order
+    "t_acme,p_laptops,excluded_brand,Zhaoxin,c5_tech\n"
+    "t_acme,p_laptops,excluded_brand,Xeon,c5_tech\n"
+    "t_acme,p_laptops,excluded_brand,Loongson,c5_tech\n"
+    "t_acme,p_laptops,excluded_brand,Hygon,c5_tech\n"
     "t_acme,p_laptops,excluded_brand,AMD,c5_tech\n"
     "t_acme,p_laptops,certificate,ＩＳＯ  9001,c2_documents\n"
     "t_acme,p_laptops,budget,500万,\n"  # a field bid_v4 does not name: not read
@@ -83,9 +89,11 @@ def test_a_tenders_fields_become_constraints_of_its_scoped_queries(tmp_path: Pat
     found = scored(tender(tmp_path, fields=FIELD_ROWS), tmp_path / "out")
     queries = found["queries"]
     # c5_tech: AMD, folded to lower case, must not be in a chunk; ck13 says "AMD R7"
-    assert list(queries.at["q_b_tech", "must_exclude_terms"]) == ["amd"]
+    # every excluded brand, the field's values in order
+    brands = ["amd", "hygon", "loongson", "xeon", "zhaoxin"]
+    assert list(queries.at["q_b_tech", "must_exclude_terms"]) == brands
     assert list(queries.at["q_b_tech", "tender_constraints"]) == [
-        "excluded_brand: amd (must_exclude)"
+        f"excluded_brand: {b} (must_exclude)" for b in brands
     ]
     assert found["dropped"][("q_b_tech", "ck13")] == "must_exclude_terms"
     assert found["kept"]["q_b_tech"] == [c for c in B_TECH if c != "ck13"]
@@ -99,12 +107,25 @@ def test_a_tenders_fields_become_constraints_of_its_scoped_queries(tmp_path: Pat
     assert list(queries.at["q_x_tech", "must_exclude_terms"]) == []
 
 
+def test_a_querys_own_exclusion_holds_without_tender_fields(tmp_path: Path) -> None:
+    # no tender_fields table: q_b_tech's own "不含内存" still drops ck13 (16GB 内存), alone of its
+    # candidates in naming 内存
+    found = scored(tender(tmp_path, {"q_b_tech": "技术方案 不含内存"}), tmp_path / "out")
+    assert list(found["queries"].at["q_b_tech", "must_exclude_terms"]) == ["内存"]
+    assert found["dropped"][("q_b_tech", "ck13")] == "must_exclude_terms"
+    assert found["kept"]["q_b_tech"] == [c for c in B_TECH if c != "ck13"]
+
+
 def test_an_entity_field_takes_the_dictionarys_standard_name(tmp_path: Path) -> None:
     # 笔记本电脑 -> laptop in t_acme's dictionary: the product model's entity is laptop, so
     # q_c_qual (no entity of its own) keeps only chunks naming 笔记本电脑 or laptop: ck03 of sp_a
     # is another supplier's, and none of sp_c's chunks (ck21 ck22 ck23 ck24) names it
     rows = "t_acme,p_laptops,product_model,笔记本电脑,c1_qualification\n"
-    found = scored(tender(tmp_path, fields=rows), tmp_path / "out")
+    folder = tender(tmp_path, fields=rows)
+    with open(folder / "synonyms.csv", "a", encoding="utf-8") as synonyms:
+        # another tenant's project of the same id: its dictionary is not t_acme's
+        synonyms.write("t_other,p_laptops,笔记本电脑,notebook pc\n")
+    found = scored(folder, tmp_path / "out")
     assert list(found["queries"].at["q_c_qual", "entity_constraints"]) == ["laptop"]
     c_qual = [k for k in found["dropped"] if k[0] == "q_c_qual"]
     assert all(
@@ -157,6 +178,28 @@ def test_a_compression_that_loses_a_number_is_refused(tmp_path: Path) -> None:
     assert query["compression_reason"] == "refused: drops a constraint (1250000)"
     assert query["rewritten_query"] == "投标报价 1250000 一下 1250000"
     assert bool(query["constraints_preserved"])
+
+
+def test_a_compression_that_loses_a_date_is_refused(tmp_path: Path) -> None:
+    # the rewrite's dates are kept with its text: both 2026-03-05, none lost
+    texts = {"q_b_price": "投标报价 2026年3月5日 一下 2026年3月5日"}
+    query = scored(tender(tmp_path, texts), tmp_path / "out")["queries"].loc["q_b_price"]
+    assert query["compression_reason"] == "refused: drops a constraint (2026-03-05)"
+    assert query["rewritten_query"] == "投标报价 2026-03-05 一下 2026-03-05"
+    assert bool(query["constraints_preserved"]) and list(query["constraint_diff"]) == []
+
+
+def test_a_compressed_rewrite_brings_its_own_numbers_and_dates(tmp_path: Path) -> None:
+    # 旗舰机 -> "200 2026年3月5日" repeats the query's number and date in the rewrite; the
+    # compression drops the repeats, so the compressed text holds the query's 200 and
+    # 2026-03-05 once each, as the query does: its constraints are preserved
+    folder = tender(tmp_path, {"q_b_price": "投标报价 200 2026年3月5日 旗舰机"})
+    with open(folder / "synonyms.csv", "a", encoding="utf-8") as synonyms:
+        synonyms.write("t_acme,p_laptops,旗舰机,200 2026年3月5日\n")
+    query = scored(folder, tmp_path / "out")["queries"].loc["q_b_price"]
+    assert query["uncompressed_query"] == "投标报价 200 2026-03-05 200 2026-03-05"
+    assert query["rewritten_query"] == "投标报价 200 2026-03-05"
+    assert bool(query["constraints_preserved"]) and list(query["constraint_diff"]) == []
 
 
 WORDS = [
@@ -259,6 +302,30 @@ def test_the_reference_is_bid_v3_without_compression(tmp_path: Path) -> None:
         expected = ref.query(text, syn, INCLUDE, EXCLUDE)
         for column in ("query_norm", "rewritten_query", "rewrite_reason", "must_include_terms"):
             assert plain(queries.at[query_id, column]) == expected[column]
+
+
+@pytest.mark.parametrize("block", ["compression", "tender_fields"])
+def test_a_policy_with_one_of_the_two_blocks(tmp_path: Path, block: str) -> None:
+    """bid_v3 plus bid_v4's compression alone, or its tender fields alone: that block's effect
+    (as in the bid_v4 cases above), and nothing of the other's."""
+    parameters = (
+        {"compression": {"fillers": FILLERS}}
+        if block == "compression"
+        else {"constraints": {"tender_fields": FIELDS}}
+    )
+    policy = tmp_path / "bid_some.yaml"
+    policy.write_text(json.dumps({"bid_policy_version": "bid_some", "extends": "bid_v3",
+                                  "parameters": parameters}), encoding="utf-8")  # fmt: skip
+    rows = FIELD_ROWS if block == "tender_fields" else None
+    folder = tender(tmp_path, {"q_b_tech": COMPRESSED}, rows)
+    query = scored(folder, tmp_path / "out", policy=str(policy))["queries"].loc["q_b_tech"]
+    compressed = '"技术方案" 不含内存 技术方案'
+    assert query["rewritten_query"] == (compressed if block == "compression" else COMPRESSED)
+    assert ("compression_reason" in query, "tender_constraints" in query) == (
+        block == "compression", block == "tender_fields")  # fmt: skip
+    if block == "tender_fields":
+        assert list(query["must_exclude_terms"]) == [
+            "amd", "hygon", "loongson", "xeon", "zhaoxin", "内存"]  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -112,3 +112,17 @@ def test_a_module_path_not_a_module_of_its_file_is_refused(tmp_path: Path) -> No
             f"module_path '{module}' is not a module (a top-level class or function) of {file} "
             "in --entities (entities.parquet) at revision 'r1'"
         )
+
+
+def test_the_refusal_names_the_hit_whose_file_lacks_the_module(tmp_path: Path) -> None:
+    """One module_path on two summaries, of its own file (fine) and of another (refused): the
+    refusal names the second, though the first sorts before it."""
+    rows = [
+        ("sum/a", "pkg/a.py", "pkg/a.py:Shape", 2.0),
+        ("sum/z", "pkg/b.py", "pkg/a.py:Shape", 1.0),
+    ]
+    assert refused(log(rows), tmp_path) == (
+        "--log (log.parquet, query_id='q1', source='summary', item_id='sum/z'): "
+        "module_path 'pkg/a.py:Shape' is not a module (a top-level class or function) of pkg/b.py "
+        "in --entities (entities.parquet) at revision 'r1'"
+    )

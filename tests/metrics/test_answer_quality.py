@@ -4,8 +4,10 @@
   scipy's t.interval on seeded random contracts and quality tables (missing values, a query in
   one version only, a quality row of no scored query); the routing's precision and recall —
   scikit-learn.
-* The one-sided permutation test: p by hand on a tiny case, by enumerating every split with
-  itertools on a larger one, and (random splits) within four standard errors of the exact p.
+* The one-sided permutation test: p by hand on tiny cases, by enumerating every split with
+  itertools on a larger one, and (random splits) within four standard errors of the exact p;
+  each version's and metric's test, exact or drawn, equal to the plain-Python reference
+  (answer_quality_reference.py).
 * The command line: the report as text, JSON and Markdown, the bad inputs (one line, exit 2,
   nothing written) and the options the mode refuses.
 """
@@ -30,6 +32,8 @@ from sklearn.metrics import precision_score, recall_score
 from duckscore.cli import cli
 from duckscore.metrics.answer_quality import QualityReport, evaluate_answer_quality
 
+from .answer_quality_reference import permutation_test
+
 LEVELS = ("high", "medium", "low")
 
 
@@ -50,14 +54,17 @@ def contract_row(
     return row if actions is None else {**row, "actions": actions}
 
 
-def random_case(tmp_path: Path, seed: int) -> tuple[list[str], pd.DataFrame, pd.DataFrame]:
-    """Two versions' contracts (as one frame) and a quality table, seeded."""
+def random_case(
+    tmp_path: Path, seed: int, queries: int = 40
+) -> tuple[list[str], pd.DataFrame, pd.DataFrame]:
+    """Two versions' contracts (as one frame; v_a scored all but the last two queries) and a
+    quality table, seeded."""
     rng = random.Random(seed)
-    ids = [f"q{i:03d}" for i in range(40)]
+    ids = [f"q{i:03d}" for i in range(queries)]
     scored, folders = [], []
     for version in ("v_a", "v_b"):
         rows = []
-        for query_id in ids[: 38 if version == "v_a" else 40]:
+        for query_id in ids[: queries - 2 if version == "v_a" else queries]:
             level = rng.choice(LEVELS)
             actions = ["re_retrieve", "clarify"] if rng.random() < 0.2 else []
             rows.append(contract_row(query_id, level, level == "low" and rng.random() < 0.7,
@@ -66,11 +73,11 @@ def random_case(tmp_path: Path, seed: int) -> tuple[list[str], pd.DataFrame, pd.
         scored += [{"version": version, **r} for r in rows]
     quality = pd.DataFrame({
         "query_id": ids + ["stranger"],
-        "faithfulness": [None if rng.random() < 0.1 else round(rng.random(), 3) for _ in range(41)],
-        "answer_relevancy": [None if rng.random() < 0.2 else rng.random() for _ in range(41)],
-        "needed_web": [None if rng.random() < 0.1 else rng.random() < 0.3 for _ in range(41)],
+        "faithfulness": [None if rng.random() < 0.1 else round(rng.random(), 3) for _ in ids + [""]],
+        "answer_relevancy": [None if rng.random() < 0.2 else rng.random() for _ in ids + [""]],
+        "needed_web": [None if rng.random() < 0.1 else rng.random() < 0.3 for _ in ids + [""]],
         "needed_clarification": [None if rng.random() < 0.3 else rng.random() < 0.2
-                                 for _ in range(41)],
+                                 for _ in ids + [""]],
     })  # fmt: skip
     for need in ("needed_web", "needed_clarification"):
         quality[need] = quality[need].astype("boolean")
@@ -86,6 +93,7 @@ def test_levels_and_routing_match_pandas_scipy_and_sklearn(tmp_path: Path, seed:
     assert report.versions == ["v_a", "v_b"] and report.ignored_queries == 1
     assert report.common_queries == 38
     joined = scored.merge(quality, on="query_id", how="left")
+    joined["evaluated"] = joined[["faithfulness", "answer_relevancy"]].notna().any(axis=1)
     common = joined[joined["query_id"].isin(set(scored[scored.version == "v_a"].query_id))]
     for scope, frame in (("all", joined), ("common", common)):
         for (version, level, metric), got in _stats(report, scope).items():
@@ -100,6 +108,7 @@ def test_levels_and_routing_match_pandas_scipy_and_sklearn(tmp_path: Path, seed:
                 assert math.isclose(got["ci_high"], min(1, high), abs_tol=1e-9)
         expected = frame.groupby(["version", "confidence_level"]).agg(
             n=("query_id", "size"),
+            evaluated=("evaluated", "sum"),
             web=("web_fallback", "mean"),
             hitl=("need_hitl", "mean"),
             clarify=("clarify", "mean"),
@@ -114,6 +123,7 @@ def test_levels_and_routing_match_pandas_scipy_and_sklearn(tmp_path: Path, seed:
             assert (got["n_queries"], got["share_web"], got["share_hitl"]) == (
                 row["n"], pytest.approx(row["web"]), pytest.approx(row["hitl"]))  # fmt: skip
             assert got["share_clarify"] == pytest.approx(row["clarify"])
+            assert got["n_evaluated"] == row["evaluated"]
             assert got["n_needed_web_known"] == row["web_known"]
             assert got["share_needed_web"] == pytest.approx(row["needed_web"])
             assert got["share_needed_clarification"] == pytest.approx(row["needed_clarification"])
@@ -126,8 +136,36 @@ def test_levels_and_routing_match_pandas_scipy_and_sklearn(tmp_path: Path, seed:
         known = joined[(joined.version == check["version"]) & joined[needed].notna()]
         truth = known[needed].astype(bool)
         assert check["known"] == len(known)
+        assert (check["routed"], check["needed"], check["routed_and_needed"]) == (
+            known[routed].sum(), truth.sum(), (truth & known[routed]).sum())  # fmt: skip
         assert check["routing_precision"] == pytest.approx(precision_score(truth, known[routed]))
         assert check["routing_recall"] == pytest.approx(recall_score(truth, known[routed]))
+    assert_tests_match_reference(report, joined, permutations=200, seed=3)
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_every_split_of_each_version_and_metric_matches_the_reference(
+    tmp_path: Path, seed: int
+) -> None:
+    """Pools of at most 12 queries, 2^12 permutations: each version's and metric's exact p."""
+    folders, scored, quality = random_case(tmp_path, seed, queries=12)
+    report = evaluate_answer_quality(quality, folders, permutations=4096)
+    assert {check["exact"] for check in report.tests} - {None} == {True}
+    assert_tests_match_reference(report, scored.merge(quality, on="query_id", how="left"), 4096, 42)
+
+
+def assert_tests_match_reference(
+    report: QualityReport, joined: pd.DataFrame, permutations: int, seed: int
+) -> None:
+    """Each version's and metric's permutation test against the plain-Python reference, the
+    pool taken from the joined frame (a query's version, level and values) with pandas."""
+    assert len(report.tests) == len(report.versions) * len(report.metrics)
+    for check in report.tests:
+        rows = joined[(joined.version == check["version"]) & joined[check["metric"]].notna()]
+        sides = [rows[rows.confidence_level == level].set_index("query_id")[check["metric"]]
+                 for level in ("high", "low")]  # fmt: skip
+        expected = permutation_test(*(side.to_dict() for side in sides), permutations, seed)
+        assert {key: check[key] for key in expected} == expected, check
 
 
 def _stats(report: QualityReport, scope: str) -> dict[tuple[str, str, str], dict[str, Any]]:
@@ -153,13 +191,77 @@ def test_exact_p_by_hand(tmp_path: Path) -> None:
     (check,) = evaluate_answer_quality(
         quality_of(high, low), one_version(tmp_path, high, low)
     ).tests
-    assert check["exact"] and check["splits"] == 6
+    assert check["exact"] and check["splits"] == 6 and check["as_extreme"] == 1
+    assert (check["n_high"], check["n_low"]) == (2, 2)
     assert check["p_value"] == pytest.approx(1 / 6) and check["difference"] == pytest.approx(0.5)
     assert check["verdict"] == "not shown"
     tied = evaluate_answer_quality(
         quality_of([0.5, 0.5], [0.5]), one_version(tmp_path / "t", [0.5, 0.5], [0.5])
     )
     assert tied.tests[0]["p_value"] == 1.0
+
+
+def test_ties_under_random_splits_and_at_18_decimals(tmp_path: Path) -> None:
+    # 4 permutations test a pool of 3 by random splits (2^3 > 4): every split ties, p = 5/5;
+    # 0.001 and the next double above it are the same to 18 decimal places, so the two splits tie
+    tied = [0.5, 0.5], [0.5]
+    (check,) = evaluate_answer_quality(
+        quality_of(*tied), one_version(tmp_path, *tied), permutations=4
+    ).tests
+    assert not check["exact"] and (check["splits"], check["as_extreme"]) == (4, 4)
+    assert check["p_value"] == 1.0
+    close = [math.nextafter(0.001, 1)], [0.001]
+    (check,) = evaluate_answer_quality(
+        quality_of(*close), one_version(tmp_path / "c", *close)
+    ).tests
+    assert (check["splits"], check["as_extreme"], check["p_value"]) == (2, 2, 1.0)
+
+
+def test_one_version_by_hand(tmp_path: Path) -> None:
+    """One `high` query (groups of one), three `low` ones with a value and one without any, two
+    metrics a level lacks; needs known for some queries only."""
+    rows = [contract_row("h0", "high", False, False)]
+    rows += [contract_row(f"l{i}", "low", True, False) for i in range(4)]
+    nan = None
+    quality = pd.DataFrame({
+        "query_id": ["h0", "l0", "l1", "l2", "l3"],
+        "faithfulness": [0.9, 0.1, 0.2, 0.3, nan],
+        "answer_relevancy": [0.8, nan, nan, nan, nan],
+        "context_precision": [nan, 0.2, 0.3, nan, nan],
+        "needed_web": pd.array([False, True, None, None, None], dtype="boolean"),
+        "needed_clarification": pd.array([True, None, None, None, None], dtype="boolean"),
+    })  # fmt: skip
+    report = evaluate_answer_quality(quality, [write_scored(tmp_path / "v", "v", rows)])
+    assert {row["scope"] for row in report.level_stats + report.routing} == {"all"}
+    high, low = report.routing
+    assert (high["level"], high["n_queries"], high["n_evaluated"], low["n_evaluated"]) == (
+        "high", 1, 1, 3)  # fmt: skip
+    assert [high[k] for k in ("share_web", "share_hitl", "share_clarify")] == [0.0, 0.0, 0.0]
+    assert [low[k] for k in ("share_web", "share_hitl", "share_clarify")] == [1.0, 0.0, 0.0]
+    assert (high["n_needed_web_known"], high["share_needed_web"]) == (1, 0.0)
+    assert (low["n_needed_web_known"], low["share_needed_web"]) == (1, 1.0)
+    assert (high["n_needed_clarification_known"], high["share_needed_clarification"]) == (1, 1.0)
+    assert (low["n_needed_clarification_known"], low["share_needed_clarification"]) == (0, None)
+    clarification, web = (
+        {k: check[k] for k in ("need", "known", "routed", "needed", "routed_and_needed",
+                               "routing_precision", "routing_recall")}
+        for check in report.routing_checks
+    )  # fmt: skip
+    assert web == {"need": "web", "known": 2, "routed": 1, "needed": 1, "routed_and_needed": 1,
+                   "routing_precision": 1.0, "routing_recall": 1.0}  # fmt: skip
+    assert clarification == {"need": "clarification", "known": 1, "routed": 0, "needed": 1,
+                             "routed_and_needed": 0, "routing_precision": None,
+                             "routing_recall": 0.0}  # fmt: skip
+    # of the 4 splits of {0.9 | 0.1, 0.2, 0.3} only the observed one reaches 0.9; the other two
+    # metrics lack a level: not tested
+    faithfulness, relevancy, precision = report.tests
+    assert {k: faithfulness[k] for k in ("n_high", "n_low", "splits", "as_extreme", "p_value")} == {
+        "n_high": 1, "n_low": 3, "splits": 4, "as_extreme": 1, "p_value": 0.25}  # fmt: skip
+    for untested in (relevancy, precision):
+        assert untested["verdict"] == "not testable" and untested["splits"] is None
+    # the mean is summed in query_id order: 0.1 + 0.2 + 0.3 is 0.6000000000000001, 0.6 backwards
+    assert 0.1 + 0.2 + 0.3 != 0.3 + 0.2 + 0.1
+    assert _stats(report, "all")["v", "low", "faithfulness"]["mean"] == (0.1 + 0.2 + 0.3) / 3
 
 
 def enumerated_p(high: list[float], low: list[float]) -> float:
