@@ -83,7 +83,6 @@ class Scorer:
         # why a query's numbers may depend on the others scored with it: () when per query,
         # and only then may requests share a statement (api/batcher.py)
         self.cross_query = loaded.cross_query
-        self.per_query = not self.cross_query
         self.rerank: Rerank | None = self.recipe.rerank
         if self.rerank is not None and reranker is None:
             raise PolicyError(
@@ -173,6 +172,11 @@ class Scorer:
             return Live(_json_lines(cursor, contract.text, "answer_id"))
         finally:
             cursor.close()
+
+    @property
+    def per_query(self) -> bool:
+        """No reason in `cross_query`: requests may share a statement."""
+        return not self.cross_query
 
     @property
     def lanes(self) -> Lanes:
