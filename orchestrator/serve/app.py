@@ -114,12 +114,14 @@ class Service:
             self._current.close()
 
 
-def policy_record(scorer: Scorer) -> dict[str, str]:
+def policy_record(scorer: Scorer) -> dict[str, Any]:
     return {
         "policy_version": scorer.policy.version,
         "parameters_sha256": scorer.policy.parameters_sha256,
         "recipe_id": scorer.recipe.version,
         "recipe_parameters_sha256": scorer.recipe.policy.parameters_sha256,
+        "per_query": scorer.per_query,
+        "cross_query": list(scorer.cross_query),
     }
 
 

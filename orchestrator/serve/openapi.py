@@ -56,12 +56,25 @@ def openapi_schema(
             "parameters_sha256",
             "recipe_id",
             "recipe_parameters_sha256",
+            "per_query",
+            "cross_query",
         ],
         "properties": {
             "policy_version": {"type": "string"},
             "parameters_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
             "recipe_id": {"type": "string"},
             "recipe_parameters_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+            "per_query": {
+                "type": "boolean",
+                "description": "Every number of a query depends on its own hits only, so "
+                "requests waiting together are scored in one statement (docs/live.md).",
+            },
+            "cross_query": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Why a query's numbers may depend on the other queries scored "
+                "with it (empty when per_query).",
+            },
         },
     }
     rows = {"hits": ("Hit", hits)} | {

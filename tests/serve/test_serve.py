@@ -152,6 +152,8 @@ def test_healthz_and_policy_name_the_loaded_policy(server: Server, scorer: Any) 
         "parameters_sha256": scorer.policy.parameters_sha256,
         "recipe_id": scorer.recipe.version,
         "recipe_parameters_sha256": scorer.recipe.policy.parameters_sha256,
+        "per_query": True,
+        "cross_query": [],
     }
     schema = httpx.get(f"{server.url}/openapi.json").json()
     assert schema["openapi"].startswith("3.1")
@@ -160,6 +162,20 @@ def test_healthz_and_policy_name_the_loaded_policy(server: Server, scorer: Any) 
     )
     line = schema["components"]["schemas"]["ContractLine"]
     assert "best_parent_id" in line["required"]
+
+
+def test_the_policy_says_why_requests_may_not_share_a_statement() -> None:
+    """GET /v1/policy's `per_query` and `cross_query` of a job that is not per query: OpenSearch's
+    arithmetic mean counting the empty lists of the sources it discovers in the log."""
+    from duckscore.serve.app import policy_record
+
+    with ds.scorer(recipe="opensearch_hybrid", allow_recipe_mismatch=True) as live:
+        record = policy_record(live)
+    assert record["per_query"] is False
+    assert record["cross_query"] == [
+        "opensearch_hybrid: fusion.count_empty_sources counts the empty list of every source "
+        "the log names (discover_sources)"
+    ]
 
 
 def test_fifty_queries_are_the_scorer_and_the_batch_contract(
