@@ -148,7 +148,7 @@ sub_factors AS (
         l.{{ name }}_terms,
         {% endfor %}
         {% for severity in ('high', 'medium', 'low') %}
-        {{ 'coalesce(e.contradictions_' ~ severity ~ ', 0)' if with_events else '0' }} AS contradictions_{{ severity }}{{ ',' if not loop.last or lp or fb or st }}
+        {{ 'coalesce(e.contradictions_' ~ severity ~ ', 0)' if with_events else 'CAST(0 AS BIGINT)' }} AS contradictions_{{ severity }}{{ ',' if not loop.last or lp or fb or st }}
         {% endfor %}
         {% if lp %}
         {{ 'coalesce(tl.logprob_tokens, 0)' if with_logprobs else 'CAST(0 AS BIGINT)' }} AS logprob_tokens,

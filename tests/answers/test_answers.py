@@ -345,3 +345,25 @@ def test_output_folder_is_replaced_only_on_success(tmp_path: Path) -> None:
     bad.write_text(bad.read_text(encoding="utf-8") + "x,q,,1\n", encoding="utf-8")
     assert CliRunner().invoke(cli, ["-q", *answers_args(out, answers=bad)]).exit_code == 2
     assert (out / "contract.jsonl").read_bytes() == before
+
+
+def test_the_contradiction_counts_are_of_one_type_with_events_or_without(tmp_path: Path) -> None:
+    """answers.parquet's contradictions_* are BIGINT whether an events table counted them or
+    there was none (zeros), so runs with and without --events concatenate."""
+    types = {}
+    for events in (INPUTS["events"], ""):
+        out = tmp_path / ("with" if events else "without")
+        assert run(*answers_args(out, events=events)).exit_code == 0
+        described = duckdb.sql(f"DESCRIBE FROM read_parquet('{out / 'answers.parquet'}')")
+        types[bool(events)] = {
+            name: kind
+            for name, kind, *_ in described.fetchall()
+            if name.startswith("contradictions_")
+        }
+    assert (
+        types[True]
+        == types[False]
+        == dict.fromkeys(
+            ("contradictions_high", "contradictions_medium", "contradictions_low"), "BIGINT"
+        )
+    )
