@@ -1,18 +1,20 @@
 """Issue 52 §3, two designs measured before either is built into the templates: a reduced run's
 statements (the (query, source, parent) aggregate with an exact RRF part, distinct items and
 block types per (query, parent), a per-list rank window, the (query, parent) pivot, a per-query
-score window, a sorted Parquet write) over a retrieval log three ways —
+score window, a sorted Parquet write) over a retrieval log four ways —
 
 - `strings`: the log's string ids, its value checks and unique key as passes of their own before
   the aggregate (what `duckscore run` does);
 - `int_keys`: the same with `query_id` and `parent_id` dictionary-encoded once at read (codes
   dense and in the ids' sorted order, so every ORDER BY and tie-break is the same) and decoded at
   the write;
+- `query_keys`: `query_id` alone encoded so (what `duckscore run` was tried with:
+  docs/performance.md, fourth round);
 - `folded_checks`: string ids, the value checks counted inside the first aggregate (per group,
   summed after) instead of their own pass.
 
 Each variant runs in a fresh process, round-robin, `--repeat` times; the table gives the median
-CPU seconds (user + system) and the ratio to `strings`. The three outputs must be
+CPU seconds (user + system) and the ratio to `strings`. The outputs must be
 equal (EXCEPT ALL both ways, row order aside): exact sums make the codes' run the same numbers.
 
     python benchmarks/keys_micro.py LOG.parquet [--repeat 3] [--threads 2]
@@ -42,7 +44,7 @@ CHECKS = (
     "query_id = ''",
     "item_id = ''",
 )
-VARIANTS = ("strings", "int_keys", "folded_checks")
+VARIANTS = ("strings", "int_keys", "query_keys", "folded_checks")
 
 
 def statements(variant: str, log: str, out: str) -> list[str]:
@@ -53,17 +55,24 @@ def statements(variant: str, log: str, out: str) -> list[str]:
     validate = f"SELECT count(*), {checks} FROM {scan}"
     q, p, source, decode = "query_id", "parent_id", scan, ""
     prologue = [validate, unique]
-    if variant == "int_keys":
-        q, p, source = "qi", "pi", "encoded"
+    if variant in ("int_keys", "query_keys"):
+        parents = variant == "int_keys"
+        q, p, source = "qi", "pi" if parents else "parent_id", "encoded"
         prologue += [
             "CREATE TEMP TABLE qd AS SELECT query_id, CAST(row_number() OVER (ORDER BY query_id) "
             f"AS INTEGER) AS qi FROM (SELECT DISTINCT query_id FROM {scan})",
-            "CREATE TEMP TABLE pd AS SELECT parent_id, CAST(row_number() OVER (ORDER BY parent_id) "
-            f"AS INTEGER) AS pi FROM (SELECT DISTINCT parent_id FROM {scan})",
-            "CREATE TEMP VIEW encoded AS SELECT qd.qi, pd.pi, l.* FROM "
-            f"{scan} AS l JOIN qd USING (query_id) JOIN pd USING (parent_id)",
+            *(
+                [
+                    "CREATE TEMP TABLE pd AS SELECT parent_id, CAST(row_number() OVER (ORDER BY "
+                    f"parent_id) AS INTEGER) AS pi FROM (SELECT DISTINCT parent_id FROM {scan})"
+                ]
+                if parents
+                else []
+            ),
+            f"CREATE TEMP VIEW encoded AS SELECT qd.qi, {'pd.pi, ' if parents else ''}l.* FROM "
+            f"{scan} AS l JOIN qd USING (query_id){' JOIN pd USING (parent_id)' if parents else ''}",
         ]
-        decode = "JOIN qd ON qd.qi = sc.q JOIN pd ON pd.pi = sc.p"
+        decode = "JOIN qd ON qd.qi = sc.q" + (" JOIN pd ON pd.pi = sc.p" if parents else "")
     folded = variant == "folded_checks"
     if folded:
         prologue = [unique]
@@ -88,7 +97,7 @@ def statements(variant: str, log: str, out: str) -> list[str]:
         "(PARTITION BY pv.q ORDER BY fused DESC, pv.p ASC) AS rank, fused / max(fused) OVER "
         "(PARTITION BY pv.q) AS norm FROM pv JOIN it USING (q, p)",
         f"COPY (SELECT {'qd.query_id' if decode else 'q'} AS query_id, "
-        f"{'pd.parent_id' if decode else 'p'} AS parent_id, fused, dense_score, hit_items, "
+        f"{'pd.parent_id' if 'pd' in decode else 'p'} AS parent_id, fused, dense_score, hit_items, "
         f"coverage, sc.rank, norm FROM sc {decode} ORDER BY query_id, sc.rank) TO '{out}'",
     ]
     return prologue + body
@@ -134,7 +143,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     with tempfile.TemporaryDirectory() as work:
         outs = {v: str(Path(work) / f"{v}.parquet") for v in VARIANTS}
         for round_ in range(args.repeat):
-            order = VARIANTS[round_ % 3 :] + VARIANTS[: round_ % 3]
+            turn = round_ % len(VARIANTS)
+            order = VARIANTS[turn:] + VARIANTS[:turn]
             for variant in order:
                 cpu[variant].append(measure(variant, args.log, outs[variant], args.threads))
         same = {v: equal(outs["strings"], outs[v]) for v in VARIANTS[1:]}
