@@ -54,13 +54,19 @@ def _warn_of_no_entity(
 ) -> None:
     """A warning when the hits have lines but no entity overlaps any of them: every hit maps to
     its file, and the module and entity lists are empty (entities of another revision, or a
-    table of files alone)."""
+    table of files alone) — but for the modules that summaries name in `module_path`."""
     coverage = mapper_check(session, plan, opened.contract.name, ENTITIES_INPUT, "entity_coverage")
     if coverage is not None and coverage["line_ranges"] and not coverage["in_entities"]:
+        consequence = (
+            "every hit with lines maps to its file, and the module and entity lists hold only "
+            "the modules named in module_path"
+            if plan.module_paths
+            else "every hit maps to its file, and the module and entity lists are empty"
+        )
         logger.warning(
             f"no entity of {entities.label} ({entities.given}) overlaps any of the "
-            f"{coverage['line_ranges']:,} line ranges of {opened.label} ({opened.given}): every "
-            "hit maps to its file, and the module and entity lists are empty"
+            f"{coverage['line_ranges']:,} line ranges of {opened.label} ({opened.given}): "
+            f"{consequence}"
         )
 
 

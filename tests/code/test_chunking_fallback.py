@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from duckscore.cli.app import cli
 
 from .tables import entities, hits
+from .test_module_path import summaries
 
 FORTY = [("q1", "s1", "pkg/a.py:1:40", 9.0), ("q1", "s1", "pkg/a.py:21:60", 8.0)]
 THIRTY = [("q1", "s2", "pkg/a.py:1:30", 5.0), ("q1", "s2", "pkg/a.py:31:60", 4.0)]
@@ -95,6 +96,23 @@ def test_lines_no_entity_overlaps_are_said(tmp_path: Path) -> None:
         f"duckscore: warning: no entity of --entities ({tmp_path / 'entities.parquet'}) overlaps "
         f"any of the 2 line ranges of --log ({tmp_path / 'log.parquet'}): every hit maps to its "
         "file, and the module and entity lists are empty\n"
+    ) in stderr
+
+
+def test_with_module_summaries_the_warning_says_their_modules_are_listed(tmp_path: Path) -> None:
+    """A block outside every entity (pkg/a.py's module-level code after line 50) beside a
+    summary of the module pkg/c.py:g: the block maps to its file, and the module list is not
+    empty — it holds the summary's module, so the warning does not say the lists are empty."""
+    block = hits([("q1", "s1", "pkg/a.py:52:58", 9.0)])
+    block["module_path"] = pd.Series([None], dtype="object")
+    log = pd.concat([block, summaries([("sum/g", "pkg/c.py", "pkg/c.py:g", 3.0)])])
+    stderr, items, _ = fused(log.reset_index(drop=True), tmp_path, ["target_granularity=module"])
+    assert items == ["pkg/a.py", "pkg/c.py:g"]
+    assert (
+        f"duckscore: warning: no entity of --entities ({tmp_path / 'entities.parquet'}) overlaps "
+        f"any of the 1 line ranges of --log ({tmp_path / 'log.parquet'}): every hit with lines "
+        "maps to its file, and the module and entity lists hold only the modules named in "
+        "module_path\n"
     ) in stderr
 
 
