@@ -45,7 +45,7 @@ from ..fusion.stages import fuse_graph
 from ..scoring.policy_view import ScorePolicy, load_score_policy, score_policy_from_parameters
 from ..scoring.scale import RATIO_QUANTILES_KEY
 from ..scoring.stages import FEATURES, SCORE_CONTRACT, query_columns, score_graph
-from .adaptation import ADAPT_METHODS, alternatives, carry_over
+from .adaptation import ADAPT_METHODS, alternatives, carry_over, log_evidence
 from .label_choice import choose_by_labels
 from .policy_file import write_policy_document
 from .probability_report import ece_consistency
@@ -118,12 +118,17 @@ def recalibrate(
         refit: LabelRefit | None = None
         if labels is not None:
             labelled = _labelled(session, labels, decisions, opened.given)
-            others = (  # an explicit --adapt is an assumption the labels only refit
-                alternatives(label_free, block, recorded, new_quantiles, estimate.prior)
+            others, evidence = (  # an explicit --adapt is an assumption the labels only refit
+                (
+                    alternatives(label_free, block, recorded, new_quantiles, estimate.prior),
+                    log_evidence(label_free, decisions, labelled, recorded, estimate.prior),
+                )
                 if adapt == "auto"
-                else {}
+                else ({}, None)
             )
-            by_labels = choose_by_labels(session, labelled, block, label_free, others, folds, seed)
+            by_labels = choose_by_labels(
+                session, labelled, block, label_free, others, evidence, folds, seed
+            )
             adapted, refit = by_labels.chosen.block, by_labels.report
             moves_thresholds = by_labels.chosen.moves_thresholds
         thresholds, moves = _thresholds(session, old, recorded, labelled, moves_thresholds)
