@@ -6,8 +6,10 @@ what ranks queries carries over); what does not carry over is moved, as far as t
 1. p_good. Without labels (calibrate/adaptation.py): `--adapt auto` diagnoses the shift of the
    log's best scores against the calibration's (calibrate/shift.py) and keeps the map, moves its
    prior or moves it by quantile, as the diagnosis supports; `quantile` and `prior` do as
-   asked. With labels (calibrate/label_choice.py), the shipped map, the label-free one and two
-   refits on the labels compete by cross-validated Brier score.
+   asked. With labels (calibrate/label_choice.py), the shipped map, the label-free ones, the
+   prior moved to the rate of the labels and the log together, and two refits on the labels
+   compete by cross-validated Brier score — where the log is evidence, its rate picks among
+   the maps the labels cannot tell apart.
 2. The score thresholds. Kept, unless the scale moved (p_good carried over by quantile): then
    T_low, T_high and R_hitl move to the quantiles of the new domain's best scores and top-2
    ratios at which the calibration queries held them (metadata.score_distribution;
