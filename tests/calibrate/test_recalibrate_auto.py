@@ -265,6 +265,7 @@ def test_labels_choose_the_map_of_lowest_cross_validated_brier(
     # beside it the map moved by quantile — not the prior: EM's rate is degenerate here
     assert report["chosen"]["adapt"] == "keep" and report["em_base_rate"] < 0.02
     assert list(labels["cv_brier_by_candidate"]) == ["shipped", "quantile", "refit", "intercept"]
+    assert labels["rate_with_the_log"] is None  # its scale moved: the log is no evidence
     shipped_run = pd.read_parquet(ok_run(CISI_LOG, Path(DEFAULT_POLICY), work))
     rated = forty.merge(shipped_run, on="query_id").sort_values("query_id")  # the folds' order
     y = (rated["label"] == "good").to_numpy(float)
@@ -338,8 +339,8 @@ def test_labels_settle_what_the_diagnosis_cannot(
 ) -> None:
     log, labels = thirty_percent
     out = work / "settled.yaml"
-    ok("recalibrate", "--policy", DEFAULT_POLICY, "--log", str(log), "--labels",
-       str(work / "thirty_percent_labels.parquet"), "--out", str(out))  # fmt: skip
+    result = ok("recalibrate", "--policy", DEFAULT_POLICY, "--log", str(log), "--labels",
+                str(work / "thirty_percent_labels.parquet"), "--out", str(out))  # fmt: skip
     document = yaml.safe_load(out.read_text())
     report = document["metadata"]["recalibration"]
     assert report["chosen"]["adapt"] == "keep"  # the label-free default kept the map …
@@ -375,6 +376,11 @@ def test_labels_settle_what_the_diagnosis_cannot(
     # on these 40 labels the map moved to that rate: its p_good, and T_low and R_hitl kept,
     # the scale held (T_high the labels' target precision sets)
     assert by_labels["chosen"] == "prior_labels"
+    lines = printed(result)
+    assert f"; with the log's unlabelled queries {together:.3f};" in lines["base_rate"]
+    assert f"within one standard error of the lowest, the one whose mean p_good on the log is " \
+        f"nearest {together:.3f})" in lines["p_good_by_labels"]  # fmt: skip
+    assert "prior moved to the rate of them and the log's other queries" in lines["assumes"]
     new = pd.read_parquet(ok_run(log, out, work))
     expected = moved_prior(old["p_good"].to_numpy(), fitted, together)
     np.testing.assert_allclose(new["p_good"], expected, atol=1e-5)
