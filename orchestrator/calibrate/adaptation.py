@@ -20,12 +20,21 @@ import pandas as pd
 from ..core.policy import at_written_precision
 from ..scoring.scale import RATIO_QUANTILES_KEY
 from .probability import apply_map
-from .recalibration import QUANTILES_KEY, LogitMap, compose, prior_shift
+from .recalibration import (
+    QUANTILES_KEY,
+    Fitter,
+    LogitMap,
+    compose,
+    em_prior,
+    prior_shift,
+    prior_with_labels,
+)
 from .recalibration_summary import medians
 from .settings import CalibrationError
 from .shift import DEGENERATE, Adaptation, Choice, Diagnosis, Reference, choose, diagnose
 
 ADAPT_METHODS = ("auto", "quantile", "prior")
+RATE_FITS = ("none", "rate", "inseparable")  # diagnoses where some rate fits the log
 
 
 @dataclass(frozen=True)
@@ -125,6 +134,42 @@ def alternatives(
     if label_free.adapt != "quantile" and movable:
         maps["quantile"] = transported(block, recorded[QUANTILES_KEY], new_quantiles)
     return maps
+
+
+@dataclass(frozen=True)
+class LogEvidence:
+    """What the unlabelled log adds to the labels (issue 51): the semi-supervised rate of the
+    labels and the log together, the shipped map's prior moved to it (`prior_labels`), and
+    the log's decisions, on which a candidate's mean p_good is set against that rate."""
+
+    decisions: pd.DataFrame
+    rate: float
+    fitted: dict[str, Fitter]
+
+
+def log_evidence(
+    label_free: LabelFree,
+    decisions: pd.DataFrame,
+    labelled: pd.DataFrame,
+    recorded: dict[str, Any],
+    em_rate: float,
+) -> LogEvidence | None:
+    """The labelled queries' posteriors fixed at their outcomes, the others' re-weighted
+    (recalibration.prior_with_labels) — only where the shipped map's posteriors describe the
+    log at some rate: the diagnosis found a rate that fits (none, rate or inseparable) and EM's
+    rate on the log alone is not degenerate. A moved scale (CISI) leaves them no evidence."""
+    diagnosis = label_free.diagnosis
+    if diagnosis is None or diagnosis.shift not in RATE_FITS:
+        return None
+    if not DEGENERATE <= em_rate <= 1.0 - DEGENERATE:
+        return None
+    unlabelled = decisions[~decisions["query_id"].isin(labelled["query_id"])]
+    p_good = unlabelled["p_good"].to_numpy(dtype=float)
+    fitted_rate = float(recorded["base_rate"])
+    y = labelled["outcome"].to_numpy(dtype=float)
+    rate = em_prior(np.concatenate([p_good, y]), fitted_rate).prior
+    fit = prior_with_labels(p_good, fitted_rate, DEGENERATE)
+    return LogEvidence(decisions, rate, {"prior_labels": fit})
 
 
 def as_asked(adapt: str, diagnosis: Diagnosis | None, shipped_mean: float) -> str:

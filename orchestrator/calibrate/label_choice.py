@@ -5,17 +5,22 @@ score on the labels among
 - `label_free`: the map carried over without labels (calibrate/adaptation.py), when it moved;
 - `prior`, `quantile`: the label-free maps it did not carry over (adaptation.alternatives) —
   the explanations of a shift a diagnosis cannot tell apart, labels can;
+- `prior_labels`: the shipped map's prior moved to the rate of the labels and the unlabelled
+  log together (semi-supervised EM, adaptation.log_evidence), where the log is evidence;
 - `refit`: σ(a + b·logit p) of the label-free map's p, shrunk toward it (refit_on_labels);
 - `intercept`: σ(a + logit p), the intercept alone.
 
-The shipped and label-free maps (and the alternatives) were not fitted on the labels: their Brier score on them is
-already out of sample. A refit is cross-validated whole (recalibration.held_out), its choice of
-prior strength made inside each fold. The lowest wins; a tie keeps the earlier candidate, so
-the shipped map first.
+The shipped and label-free maps (and the alternatives) were not fitted on the labels: their
+Brier score on them is already out of sample. A fitted map is cross-validated whole
+(recalibration.held_out): the refit's prior strength, `prior_labels`' rate made inside each
+fold. The lowest wins; a tie keeps the earlier candidate, so the shipped map first. Where the
+log is evidence (nearest_the_log), the labels only narrow the candidates to those they cannot
+tell from the lowest, and the log's rate picks among them.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.session import Session
-from .adaptation import LabelFree
+from .adaptation import LabelFree, LogEvidence
 from .calibration_metrics import frame_metrics
 from .probability import apply_map, brier
 from .probability_report import ece_consistency
@@ -61,6 +66,7 @@ def choose_by_labels(
     shipped: dict[str, Any],
     label_free: LabelFree,
     alternatives: dict[str, dict[str, Any]],
+    log: LogEvidence | None,
     folds: int,
     seed: int,
 ) -> LabelChoice:
@@ -85,6 +91,12 @@ def choose_by_labels(
         Candidate(name, block, apply_map(block, labelled), name == "quantile")
         for name, block in alternatives.items()
     ]
+    p_shipped = candidates[0].held_out
+    for name, fit in ({} if log is None else log.fitted).items():
+        found = fit(p_shipped, y)
+        if found is not None:
+            held = held_out(p_shipped, y, used_folds, seed, fit)
+            candidates.append(Candidate(name, compose(shipped, found), held, False))
     candidates += [
         Candidate(
             "refit",
@@ -102,6 +114,8 @@ def choose_by_labels(
     cv_brier = {c.name: brier(c.held_out, y) for c in candidates}
     best = min(cv_brier.values())
     chosen = next(c for c in candidates if cv_brier[c.name] <= best + TIE)
+    if log is not None:
+        chosen = nearest_the_log(candidates, chosen, y, log)
     frame = labelled.assign(score=chosen.held_out)[["query_id", "score", "outcome"]]
     figures = frame_metrics(session, frame)
     base_rate = float(y.mean())
@@ -109,6 +123,7 @@ def choose_by_labels(
         n=len(y),
         good=int(y.sum()),
         rate_interval_95=[figures["accuracy"]["wilson_lower"], figures["accuracy"]["wilson_upper"]],
+        rate_with_the_log=None if log is None else log.rate,
         folds=used_folds,
         cv_brier_by_candidate=cv_brier,
         chosen=chosen.name,
@@ -127,3 +142,21 @@ def choose_by_labels(
         intercept_map={"intercept": intercept.intercept, "slope": intercept.slope},
     )
     return LabelChoice(chosen, report)
+
+
+def nearest_the_log(
+    candidates: list[Candidate], best: Candidate, y: np.ndarray, log: LogEvidence
+) -> Candidate:
+    """Among the candidates the labels cannot tell from the best (a held-out Brier score above
+    its by no more than one standard error of the paired difference), the one whose mean p_good
+    on the whole log is nearest the rate of the labels and the log together; a tie keeps the
+    earlier. A few labels drawn with a rate off the log's pull every map fitted to them along."""
+
+    def within(candidate: Candidate) -> bool:
+        gap = (candidate.held_out - y) ** 2 - (best.held_out - y) ** 2
+        return float(gap.mean()) <= float(gap.std(ddof=1)) / math.sqrt(len(y))
+
+    def distance(candidate: Candidate) -> float:
+        return abs(float(apply_map(candidate.block, log.decisions).mean()) - log.rate)
+
+    return min((c for c in candidates if within(c)), key=distance)

@@ -6,8 +6,10 @@ what ranks queries carries over); what does not carry over is moved, as far as t
 1. p_good. Without labels (calibrate/adaptation.py): `--adapt auto` diagnoses the shift of the
    log's best scores against the calibration's (calibrate/shift.py) and keeps the map, moves its
    prior or moves it by quantile, as the diagnosis supports; `quantile` and `prior` do as
-   asked. With labels (calibrate/label_choice.py), the shipped map, the label-free one and two
-   refits on the labels compete by cross-validated Brier score.
+   asked. With labels (calibrate/label_choice.py), the shipped map, the label-free ones, the
+   prior moved to the rate of the labels and the log together, and two refits on the labels
+   compete by cross-validated Brier score — where the log is evidence, its rate picks among
+   the maps the labels cannot tell apart.
 2. The score thresholds. Kept, unless the scale moved (p_good carried over by quantile): then
    T_low, T_high and R_hitl move to the quantiles of the new domain's best scores and top-2
    ratios at which the calibration queries held them (metadata.score_distribution;
@@ -45,7 +47,7 @@ from ..fusion.stages import fuse_graph
 from ..scoring.policy_view import ScorePolicy, load_score_policy, score_policy_from_parameters
 from ..scoring.scale import RATIO_QUANTILES_KEY
 from ..scoring.stages import FEATURES, SCORE_CONTRACT, query_columns, score_graph
-from .adaptation import ADAPT_METHODS, alternatives, carry_over
+from .adaptation import ADAPT_METHODS, alternatives, carry_over, log_evidence
 from .label_choice import choose_by_labels
 from .policy_file import write_policy_document
 from .probability_report import ece_consistency
@@ -118,12 +120,17 @@ def recalibrate(
         refit: LabelRefit | None = None
         if labels is not None:
             labelled = _labelled(session, labels, decisions, opened.given)
-            others = (  # an explicit --adapt is an assumption the labels only refit
-                alternatives(label_free, block, recorded, new_quantiles, estimate.prior)
+            others, evidence = (  # an explicit --adapt is an assumption the labels only refit
+                (
+                    alternatives(label_free, block, recorded, new_quantiles, estimate.prior),
+                    log_evidence(label_free, decisions, labelled, recorded, estimate.prior),
+                )
                 if adapt == "auto"
-                else {}
+                else ({}, None)
             )
-            by_labels = choose_by_labels(session, labelled, block, label_free, others, folds, seed)
+            by_labels = choose_by_labels(
+                session, labelled, block, label_free, others, evidence, folds, seed
+            )
             adapted, refit = by_labels.chosen.block, by_labels.report
             moves_thresholds = by_labels.chosen.moves_thresholds
         thresholds, moves = _thresholds(session, old, recorded, labelled, moves_thresholds)

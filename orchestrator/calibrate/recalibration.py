@@ -77,6 +77,21 @@ def em_prior(
     return PriorEstimate(prior, max_iterations)
 
 
+def prior_with_labels(p_unlabelled: np.ndarray, fitted_prior: float, margin: float) -> Fitter:
+    """The map's prior moved to the semi-supervised EM rate of the labelled queries and the
+    unlabelled ones (issue 51): a labelled query's posterior is fixed at its outcome — which
+    Saerens' re-weighting leaves as it is (0 and 1 stay) — the unlabelled ones re-weighted, the
+    rate their mean over all. None for a rate within `margin` of 0 or 1."""
+
+    def fit(_: np.ndarray, y: np.ndarray) -> LogitMap | None:
+        rate = em_prior(np.concatenate([p_unlabelled, y]), fitted_prior).prior
+        if not margin <= rate <= 1.0 - margin:
+            return None
+        return LogitMap(prior_shift(fitted_prior, rate), 1.0)
+
+    return fit
+
+
 def prior_shift(fitted_prior: float, new_prior: float) -> float:
     """The logit offset that moves a map fitted at `fitted_prior` to `new_prior`."""
     return float(logit(new_prior) - logit(fitted_prior))

@@ -25,6 +25,7 @@ class LabelRefit(Report):
     n: int
     good: int
     rate_interval_95: list[float]  # Wilson's, of good / n
+    rate_with_the_log: float | None  # semi-supervised EM's; None: the log gave no evidence
     folds: int
     cv_brier_by_candidate: dict[str, float]  # shipped, label_free (when it moved), refit, …
     chosen: str

@@ -19,7 +19,7 @@ from .options import (
 )
 
 if TYPE_CHECKING:
-    from ..calibrate.recalibration_summary import Recalibration
+    from ..calibrate.recalibration_summary import LabelRefit, Recalibration
     from ..core.connection import EngineSettings
 
 logger = module_logger(__name__)
@@ -138,12 +138,7 @@ def summary_lines(report: Recalibration, version: str) -> list[str]:
         f"({report.queries} queries of the log)",
         *diagnosis_lines(report),
         f"{'base_rate':28s} {report.base_rate:7.3f}  ("
-        + (
-            f"{labels.good} good of {labels.n} labels, 95 % interval "
-            f"{labels.rate_interval_95[0]:.2f}–{labels.rate_interval_95[1]:.2f}"
-            if labels
-            else f"mean p_good, {CARRIED[report.chosen['adapt']]}"
-        )
+        + (_labels_rate(labels) if labels else f"mean p_good, {CARRIED[report.chosen['adapt']]}")
         + f"; EM on the log's p_good: {report.em_base_rate:.3f}; the calibration's: "
         f"{report.fitted_base_rate:.3f})",
         f"{'p_good_mean':28s} {report.p_good_mean:7.3f}  (a perfectly calibrated p_good "
@@ -155,7 +150,7 @@ def summary_lines(report: Recalibration, version: str) -> list[str]:
         candidates = ", ".join(f"{k} {v:.3f}" for k, v in labels.cv_brier_by_candidate.items())
         lines += [
             f"{'p_good_by_labels':28s} {labels.chosen:>7s}  (cross-validated Brier on the "
-            f"{labels.n} labels: {candidates}; the lowest chosen, a tie keeps the shipped map)",
+            f"{labels.n} labels: {candidates}; {_rule(labels)})",
             f"{'p_good_cv_brier':28s} {cv['brier']:7.3f}  (the {labels.chosen} map's; a constant "
             f"at the labels' base rate: {cv['constant_brier']:.3f}; {labels.folds} folds)",
             f"{'p_good_cv_ece':28s} {cv['ece']:7.3f}  (a perfectly calibrated map shows "
@@ -203,6 +198,25 @@ def diagnosis_lines(report: Recalibration) -> list[str]:
         f"{'diagnosis':28s} {found}",
         f"{'chosen':28s} {chosen['adapt']:>7s}  ({chosen['reason']})",
     ]
+
+
+def _labels_rate(labels: LabelRefit) -> str:
+    """The labels' rate with its interval, and the rate of the labels and the log together."""
+    low, high = labels.rate_interval_95
+    together = labels.rate_with_the_log
+    return f"{labels.good} good of {labels.n} labels, 95 % interval {low:.2f}–{high:.2f}" + (
+        "" if together is None else f"; with the log's unlabelled queries {together:.3f}"
+    )
+
+
+def _rule(labels: LabelRefit) -> str:
+    """How the map was chosen among the candidates."""
+    if labels.rate_with_the_log is None:
+        return "the lowest chosen, a tie keeps the shipped map"
+    return (
+        "of those within one standard error of the lowest, the one whose mean p_good on the "
+        f"log is nearest {labels.rate_with_the_log:.3f}"
+    )
 
 
 def _percent(count: float, total: float = 1.0) -> str:
@@ -274,10 +288,12 @@ def assumption(report: Recalibration) -> str:
 
 
 BY_LABELS = {  # the map the labels chose, in the assumption's words
-    "shipped": "the shipped map's: of lowest cross-validated Brier on them",
-    "label_free": "{free}'s: of lowest cross-validated Brier on them",
-    "prior": "the map with its prior moved to EM's rate: of lowest cross-validated Brier on them",
-    "quantile": "the map moved by quantile: of lowest cross-validated Brier on them",
+    "shipped": "the shipped map's: chosen by cross-validated Brier on them",
+    "label_free": "{free}'s: chosen by cross-validated Brier on them",
+    "prior": "the map with its prior moved to EM's rate: chosen by cross-validated Brier on them",
+    "quantile": "the map moved by quantile: chosen by cross-validated Brier on them",
+    "prior_labels": "the shipped map with its prior moved to the rate of them and the log's "
+    "other queries together: chosen by cross-validated Brier on them and the log's rate",
     "refit": "refitted on them, {free} its prior, worth {strength:g} labels",
     "intercept": "{free}'s with its intercept refitted on them",
 }

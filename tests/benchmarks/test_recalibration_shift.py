@@ -56,7 +56,16 @@ def test_one_subsample_end_to_end() -> None:
         if row[f"{method}_refused"]:
             assert row[method] == row["shipped"] and row[f"{method}_chosen"] == "refused"
     assert row["auto_chosen"] in ("keep", "prior", "quantile")
-    assert row["labels_40_chosen"] in ("shipped", "label_free", "refit", "intercept", "refused")
+    assert row["labels_40_chosen"] in (
+        "shipped",
+        "label_free",
+        "prior",
+        "quantile",
+        "prior_labels",
+        "refit",
+        "intercept",
+        "refused",
+    )
     assert 0.0 <= row["labels_40_held_out"] <= 1.0  # on the 16 queries the labels did not see
     assert row["shift"] in ("none", "rate", "scale", "inseparable", "other")
     assert 0 < row["noise_mean"] <= row["noise_p95"]

@@ -2,7 +2,9 @@
 refused (before, within 0.01), and one inside moves the prior by Saerens et al.'s logit offset,
 computed here by hand. With labels, the label-free maps not carried over are candidates too
 (the prior moved to EM's rate, the map moved by quantile), and only a map moved by quantile
-moves the thresholds."""
+moves the thresholds. Where the log is evidence, the rate of the labels and the log together
+is the mixture's maximum likelihood (scipy), and the labels only narrow the candidates to those
+within one standard error of the lowest Brier score (hand-built gaps)."""
 
 from __future__ import annotations
 
@@ -13,12 +15,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from duckscore.calibrate.adaptation import alternatives, carry_over
-from duckscore.calibrate.label_choice import choose_by_labels
+from duckscore.calibrate.adaptation import LogEvidence, alternatives, carry_over, log_evidence
+from duckscore.calibrate.label_choice import Candidate, choose_by_labels, nearest_the_log
 from duckscore.calibrate.settings import CalibrationError
 from duckscore.common.defaults import DEFAULT_POLICY
 from duckscore.core.session import Session
 from duckscore.scoring.policy_view import load_score_policy
+
+from .rate_oracle import likelihood_rate
 
 
 def _inputs() -> tuple[dict, dict, pd.DataFrame, list[float]]:
@@ -89,7 +93,65 @@ def test_a_chosen_alternative_says_whether_the_thresholds_move(name: str, moves:
         carry_over("prior", block, recorded, decisions, quantiles, 0.3), block=block, adapt="keep"
     )
     with Session() as session:
-        choice = choose_by_labels(session, labelled, block, keep, {name: step}, 5, 0)
+        choice = choose_by_labels(session, labelled, block, keep, {name: step}, None, 5, 0)
     assert choice.chosen.name == name and choice.chosen.block == step
     assert choice.report.cv_brier_by_candidate[name] == 0.0
     assert choice.chosen.moves_thresholds is moves
+
+
+def _labelled_half(decisions: pd.DataFrame) -> pd.DataFrame:
+    """Every other query of the log labelled, good where p_good > 0.6."""
+    labelled = decisions.iloc[::2]
+    return labelled.assign(outcome=(labelled["p_good"] > 0.6).astype(float))
+
+
+def test_the_log_is_evidence_where_a_rate_fits_it() -> None:
+    block, recorded, decisions, quantiles = _inputs()
+    decisions = decisions.assign(query_id=[f"q{i:03d}" for i in range(len(decisions))])
+    labelled = _labelled_half(decisions)
+    kept = carry_over("prior", block, recorded, decisions, quantiles, 0.3)
+    assert kept.diagnosis is not None
+    for shift in ("none", "rate", "inseparable"):
+        fits = dataclasses.replace(kept, diagnosis=dataclasses.replace(kept.diagnosis, shift=shift))
+        evidence = log_evidence(fits, decisions, labelled, recorded, 0.3)
+        assert evidence is not None and list(evidence.fitted) == ["prior_labels"]
+        unlabelled = decisions.iloc[1::2]["p_good"].to_numpy()
+        expected = likelihood_rate(
+            unlabelled, labelled["outcome"].to_numpy(), recorded["base_rate"]
+        )
+        assert evidence.rate == pytest.approx(expected, abs=1e-6)
+    for shift in ("scale", "other"):  # the shipped posteriors fit the log at no rate
+        moved = dataclasses.replace(
+            kept, diagnosis=dataclasses.replace(kept.diagnosis, shift=shift)
+        )
+        assert log_evidence(moved, decisions, labelled, recorded, 0.3) is None
+    assert log_evidence(kept, decisions, labelled, recorded, 0.015) is None  # EM degenerate
+
+
+def _constant(p: float) -> dict:
+    return {"method": "isotonic", "isotonic": {"x": [0.0, 1.0], "y": [p, p]}}
+
+
+def test_the_labels_narrow_and_the_log_chooses() -> None:
+    """40 labels, the best candidate's p_good 0.7 on the 20 good, 0.3 on the rest (squared
+    error 0.09 each). `near`: 0.3 on one good (gap +0.4), 1.0 on two (−0.09 each) — mean gap
+    0.0055, its standard error 0.0106: the labels cannot tell it from the best. `nearest`: 0.3
+    on ten good (+0.4 each) — mean 0.1, standard error 0.0277: they can. The log's rate 0.25
+    picks `near` (mean p_good 0.375 on the log) over the best (0.5); `nearest` (0.25) is out."""
+    y = np.repeat([1.0, 0.0], 20)
+    best = np.where(y == 1, 0.7, 0.3)
+    near, nearest = best.copy(), best.copy()
+    near[0], near[[1, 2]] = 0.3, 1.0
+    nearest[:10] = 0.3
+    candidates = [
+        Candidate("shipped", _constant(0.5), best, False),
+        Candidate("near", _constant(0.375), near, False),
+        Candidate("nearest", _constant(0.25), nearest, False),
+    ]
+    log = LogEvidence(pd.DataFrame({"best_overall_score": np.linspace(0, 1, 9),
+                                    "top2_ratio": 0.5}), 0.25, {})  # fmt: skip
+    assert nearest_the_log(candidates, candidates[0], y, log).name == "near"
+    tied = [*candidates, Candidate("twin", _constant(0.125), near, False)]  # as near as `near`
+    assert nearest_the_log(tied, candidates[0], y, log).name == "near"  # the earlier kept
+    far = LogEvidence(log.decisions, 0.9, {})
+    assert nearest_the_log(candidates, candidates[0], y, far).name == "shipped"

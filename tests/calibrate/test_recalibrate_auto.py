@@ -23,6 +23,7 @@ from duckscore.common.defaults import DEFAULT_POLICY
 from duckscore.core.resources import policies_dir
 
 from ..helpers import FIXTURES, SCIFACT
+from .rate_oracle import likelihood_rate
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("recalibrate_auto")]
 
@@ -264,6 +265,7 @@ def test_labels_choose_the_map_of_lowest_cross_validated_brier(
     # beside it the map moved by quantile — not the prior: EM's rate is degenerate here
     assert report["chosen"]["adapt"] == "keep" and report["em_base_rate"] < 0.02
     assert list(labels["cv_brier_by_candidate"]) == ["shipped", "quantile", "refit", "intercept"]
+    assert labels["rate_with_the_log"] is None  # its scale moved: the log is no evidence
     shipped_run = pd.read_parquet(ok_run(CISI_LOG, Path(DEFAULT_POLICY), work))
     rated = forty.merge(shipped_run, on="query_id").sort_values("query_id")  # the folds' order
     y = (rated["label"] == "good").to_numpy(float)
@@ -326,38 +328,62 @@ def saerens_em(p: np.ndarray, fitted: float) -> float:
     return updated
 
 
+def moved_prior(p: np.ndarray, fitted: float, rate: float) -> np.ndarray:
+    """Saerens et al.'s posterior at `rate` of a posterior p at `fitted` (eq. 2.4)."""
+    up, down = rate / fitted, (1 - rate) / (1 - fitted)
+    return up * p / (up * p + down * (1 - p))
+
+
 def test_labels_settle_what_the_diagnosis_cannot(
     work: Path, thirty_percent: tuple[Path, pd.DataFrame]
 ) -> None:
     log, labels = thirty_percent
     out = work / "settled.yaml"
-    ok("recalibrate", "--policy", DEFAULT_POLICY, "--log", str(log), "--labels",
-       str(work / "thirty_percent_labels.parquet"), "--out", str(out))  # fmt: skip
+    result = ok("recalibrate", "--policy", DEFAULT_POLICY, "--log", str(log), "--labels",
+                str(work / "thirty_percent_labels.parquet"), "--out", str(out))  # fmt: skip
     document = yaml.safe_load(out.read_text())
     report = document["metadata"]["recalibration"]
     assert report["chosen"]["adapt"] == "keep"  # the label-free default kept the map …
     by_labels = report["labels"]
     # … and the labels weigh both label-free explanations beside it: the rate moved, the scale
+    # … and the rate of the labels and the log together, a map moved to it
     assert list(by_labels["cv_brier_by_candidate"]) == [
-        "shipped", "prior", "quantile", "refit", "intercept"
+        "shipped", "prior", "quantile", "prior_labels", "refit", "intercept"
     ]  # fmt: skip
     old = pd.read_parquet(ok_run(log, Path(DEFAULT_POLICY), work))
     fitted = shipped()["metadata"]["score_distribution"]["base_rate"]
     rate = saerens_em(old["p_good"].to_numpy(), fitted)
     assert report["em_base_rate"] == pytest.approx(rate, abs=1e-8)
-    up, down = rate / fitted, (1 - rate) / (1 - fitted)
-    posterior = old.assign(p=up * old["p_good"] / (up * old["p_good"] + down * (1 - old["p_good"])))
-    rated = labels.merge(posterior, on="query_id")
+    rated = labels.merge(old, on="query_id").sort_values("query_id")  # the folds' order
     y = (rated["label"] == "good").to_numpy(float)
+    p_labelled = rated["p_good"].to_numpy()
     assert by_labels["cv_brier_by_candidate"]["prior"] == pytest.approx(
-        np.mean((rated["p"] - y) ** 2), abs=1e-6
+        np.mean((moved_prior(p_labelled, fitted, rate) - y) ** 2), abs=1e-6
     )
-    # the lowest wins — on these 40 labels the moved prior: its p_good, and T_low and R_hitl
-    # kept, the scale held (T_high the labels' target precision sets)
-    scores = by_labels["cv_brier_by_candidate"]
-    assert by_labels["chosen"] == min(scores, key=scores.__getitem__) == "prior"
+    unlabelled = old[~old["query_id"].isin(labels["query_id"])]["p_good"].to_numpy()
+    together = likelihood_rate(unlabelled, y, fitted)
+    assert by_labels["rate_with_the_log"] == pytest.approx(together, abs=1e-6)
+    folds = min(5, int(min(y.sum(), len(y) - y.sum())))
+    fold_of = stratified_folds(y, folds, 0)
+    held_out = np.empty(len(y))
+    for k in range(folds):  # each fold's rate from the log and the other folds' labels
+        test = fold_of == k
+        fold_rate = likelihood_rate(unlabelled, y[~test], fitted)
+        held_out[test] = moved_prior(p_labelled[test], fitted, fold_rate)
+    assert by_labels["cv_brier_by_candidate"]["prior_labels"] == pytest.approx(
+        np.mean((held_out - y) ** 2), abs=1e-6
+    )
+    # on these 40 labels the map moved to that rate: its p_good, and T_low and R_hitl kept,
+    # the scale held (T_high the labels' target precision sets)
+    assert by_labels["chosen"] == "prior_labels"
+    lines = printed(result)
+    assert f"; with the log's unlabelled queries {together:.3f};" in lines["base_rate"]
+    assert f"within one standard error of the lowest, the one whose mean p_good on the log is " \
+        f"nearest {together:.3f})" in lines["p_good_by_labels"]  # fmt: skip
+    assert "prior moved to the rate of them and the log's other queries" in lines["assumes"]
     new = pd.read_parquet(ok_run(log, out, work))
-    np.testing.assert_allclose(new["p_good"], posterior["p"], atol=1e-6)
+    expected = moved_prior(old["p_good"].to_numpy(), fitted, together)
+    np.testing.assert_allclose(new["p_good"], expected, atol=1e-5)
     for name in ("T_low", "R_hitl"):
         assert document["parameters"][name] == shipped()["parameters"][name]
     assert not report["thresholds"]["moved_by_quantile"]

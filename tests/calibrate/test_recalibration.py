@@ -17,6 +17,7 @@ from duckscore.calibrate.recalibration import (
     fit_logit_map,
     held_out,
     prior_shift,
+    prior_with_labels,
     refit_on_labels,
     refit_within,
     stratified_folds,
@@ -218,3 +219,78 @@ def test_the_refit_within_a_fold_chooses_its_strength_there() -> None:
     expected = refit_on_labels(p, y, LogitMap(0.0, 1.0), 5, 0).fitted
     assert found == expected
     assert refit_within(5, 0)(p[:5], np.array([1.0, 0.0, 0.0, 0.0, 0.0])) is None
+
+
+def rate_of(fitted: LogitMap | None) -> float:
+    """The rate a prior-moved map was moved to: σ(logit π + shift), π the training prior."""
+    assert fitted is not None and fitted.slope == 1.0
+    z = np.log(TRAINING_PRIOR / (1 - TRAINING_PRIOR)) + fitted.intercept
+    return float(1 / (1 + np.exp(-z)))
+
+
+def mixture_mle(unlabelled: np.ndarray, y: np.ndarray) -> float:
+    """The rate maximising the likelihood of labelled outcomes y and unlabelled scores under
+    the known class densities: Σ ln π^y (1 − π)^(1−y) + Σ ln(π·good + (1 − π)·bad), by scipy."""
+    good, bad = GOOD.pdf(unlabelled), BAD.pdf(unlabelled)
+
+    def loss(rate: float) -> float:
+        labelled = y.sum() * np.log(rate) + (len(y) - y.sum()) * np.log1p(-rate)
+        return -float(labelled + np.sum(np.log(rate * good + (1 - rate) * bad)))
+
+    found = optimize.minimize_scalar(loss, bounds=(1e-9, 1 - 1e-9), method="bounded",
+                                     options={"xatol": 1e-12})  # fmt: skip
+    return float(found.x)
+
+
+def labelled_draw(seed: int, n: int = 200, labels: int = 40) -> tuple[np.ndarray, np.ndarray]:
+    """A log of n queries at rate 0.3 (scores from the class densities), `labels` of them drawn
+    at random and labelled: the others' scores, and the labelled ones' outcomes."""
+    rng = np.random.default_rng(seed)
+    y_all = (rng.uniform(size=n) < 0.3).astype(float)
+    scores = np.where(y_all == 1, GOOD.rvs(n, random_state=rng), BAD.rvs(n, random_state=rng))
+    labelled = rng.choice(n, labels, replace=False)
+    return np.delete(scores, labelled), y_all[labelled]
+
+
+def rate_with_labels(unlabelled: np.ndarray, y: np.ndarray) -> float:
+    """The code's rate for these unlabelled scores' calibrated posteriors and these outcomes."""
+    fit = prior_with_labels(calibrated_posterior(unlabelled, TRAINING_PRIOR), TRAINING_PRIOR, 0.02)
+    return rate_of(fit(np.full(len(y), 0.5), y))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_rate_with_labels_is_the_mixtures_maximum_likelihood(seed: int) -> None:
+    unlabelled, y = labelled_draw(seed)
+    assert rate_with_labels(unlabelled, y) == pytest.approx(mixture_mle(unlabelled, y), abs=1e-6)
+
+
+def test_the_rate_with_labels_beats_the_labels_alone() -> None:
+    """Over 40 logs at rate 0.3, 40 of 200 queries labelled: the rate of the labels and the log
+    together lies nearer the truth than the labels' own rate, on average."""
+    with_log, alone = [], []
+    for seed in range(40):
+        unlabelled, y = labelled_draw(seed)
+        with_log.append(abs(rate_with_labels(unlabelled, y) - 0.3))
+        alone.append(abs(y.mean() - 0.3))
+    assert np.mean(with_log) < 0.7 * np.mean(alone)
+
+
+def test_without_labels_the_rate_is_saerens_em() -> None:
+    unlabelled, _ = labelled_draw(11)
+    p = calibrated_posterior(unlabelled, TRAINING_PRIOR)
+    expected = TRAINING_PRIOR
+    for _ in range(100_000):  # eq. 2.9 by hand
+        up, down = expected / TRAINING_PRIOR, (1 - expected) / (1 - TRAINING_PRIOR)
+        updated = float(np.mean(up * p / (up * p + down * (1 - p))))
+        if abs(updated - expected) < 1e-13:
+            break
+        expected = updated
+    assert rate_with_labels(unlabelled, np.empty(0)) == pytest.approx(expected, abs=1e-8)
+
+
+def test_a_degenerate_rate_with_labels_moves_nothing() -> None:
+    fit = prior_with_labels(np.full(50, 1e-6), TRAINING_PRIOR, 0.02)
+    assert fit(np.full(2, 0.5), np.array([1.0, 0.0])) is None  # 1 good of 52: rate 0.019
+    assert rate_of(fit(np.full(3, 0.5), np.array([1.0, 1.0, 0.0]))) == pytest.approx(
+        2 / 53, abs=1e-4
+    )
