@@ -67,12 +67,34 @@ class Batcher:
         self._ready = threading.Condition()
         self._closed = False
         self.statements = 0  # statements run, of one request or more
-        self._threads = [
-            threading.Thread(target=self._work, name=f"duckscore-batch-{i}", daemon=True)
-            for i in range(workers or os.cpu_count() or 1)
-        ]
-        for thread in self._threads:
-            thread.start()
+        self._serving: dict[int, threading.Thread] = {}  # by index (under _ready)
+        self._started: list[threading.Thread] = []
+        self.resize(workers or os.cpu_count() or 1)
+
+    @property
+    def workers(self) -> int:
+        return self._wanted
+
+    def resize(self, workers: int) -> None:
+        """Score on `workers` threads from now on: more are started; those past the number
+        end once they have answered what they took (what waits is taken by the others)."""
+        if workers < 1:
+            raise ValueError(f"Batcher.resize: workers must be 1 or more, got {workers}")
+        with self._ready:
+            if self._closed:
+                raise RuntimeError("the Batcher is closed")
+            self._wanted = workers
+            self._started = [thread for thread in self._started if thread.is_alive()]
+            for index in range(workers):
+                if index not in self._serving:
+                    thread = threading.Thread(
+                        target=self._work, args=(index,), name=f"duckscore-batch-{index}",
+                        daemon=True,
+                    )  # fmt: skip
+                    self._serving[index] = thread
+                    self._started.append(thread)
+                    thread.start()
+            self._ready.notify_all()
 
     def submit(self, hits: Hits, scorer: Scorer | None = None) -> Future[Live]:
         from .scorer import as_table
@@ -96,7 +118,7 @@ class Batcher:
         with self._ready:
             self._closed = True
             self._ready.notify_all()
-        for thread in self._threads:
+        for thread in self._started:
             thread.join()
 
     def __enter__(self) -> Batcher:
@@ -105,20 +127,24 @@ class Batcher:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def _work(self) -> None:
-        while (batch := self._take()) is not None:
+    def _work(self, index: int) -> None:
+        while (batch := self._take(index)) is not None:
             by_scorer: dict[int, list[_Request]] = {}
             for request in batch:
                 by_scorer.setdefault(id(request.scorer), []).append(request)
             for requests in by_scorer.values():
                 self._answer(requests)
 
-    def _take(self) -> list[_Request] | None:
-        """The next requests to score (None: closed, nothing left)."""
+    def _take(self, index: int) -> list[_Request] | None:
+        """The next requests to score (None: closed and nothing left, or thread `index` is past
+        the number of workers)."""
         with self._ready:
-            while not self._queue:
-                if self._closed:
+            while True:
+                if index >= self._wanted or (self._closed and not self._queue):
+                    del self._serving[index]  # (a resize up starts another under this index)
                     return None
+                if self._queue:
+                    break
                 self._ready.wait()
             batch = [self._queue.popleft()]
             deadline = time.monotonic() + self._window

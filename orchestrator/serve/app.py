@@ -58,8 +58,13 @@ class Service:
     """The current Scorer, swapped whole by a reload; each Scorer counts its requests in
     flight, and one a reload retired is closed by the last of them."""
 
-    def __init__(self, make_scorer: Callable[[], Scorer]) -> None:
+    def __init__(
+        self,
+        make_scorer: Callable[[], Scorer],
+        on_swap: Callable[[Scorer], None] = lambda scorer: None,
+    ) -> None:
         self._make = make_scorer
+        self._on_swap = on_swap  # called with the new Scorer after each reload
         self._lock = threading.Lock()  # guards _current and _in_flight
         self._reloading = threading.Lock()  # one reload at a time
         self._current = make_scorer()
@@ -104,6 +109,7 @@ class Service:
                 retire = id(old) not in self._in_flight
             if retire:
                 old.close()
+            self._on_swap(new)
             return new
 
     def close(self) -> None:
@@ -198,8 +204,15 @@ def create_app(
     on `scoring_threads` threads (default: scoring_threads_for), each taking the requests
     waiting, up to `live.max_batch`, in one statement; every thread keeps a warm lane of its
     own. The requests' JSON is read on a pool of as many."""
-    service = Service(make_scorer)
     live = live or LiveSettings()
+
+    def on_swap(scorer: Scorer) -> None:
+        """A reload to a job that batches differently (per query or not) scores on the number
+        of threads that job gets, unless --scoring-threads fixed it."""
+        if scoring_threads is None:
+            batcher.resize(scoring_threads_for(live, scorer.per_query))
+
+    service = Service(make_scorer, on_swap)
     threads = scoring_threads or scoring_threads_for(live, service.current.per_query)
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="duckscore-read")
     batcher = Batcher(

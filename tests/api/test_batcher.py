@@ -7,6 +7,8 @@ that is not per query, never share a statement."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 import duckdb
@@ -149,3 +151,33 @@ def test_bounds_and_a_closed_batcher() -> None:
             batcher.submit(pa.table({"query_id": ["q"]}))
         with ds.Batcher(workers=1) as lonely, pytest.raises(TypeError, match="no scorer"):
             lonely.submit(pa.table({"query_id": ["q"]}))
+
+
+def batch_threads() -> list[str]:
+    return sorted(t.name for t in threading.enumerate() if t.name.startswith("duckscore-batch-"))
+
+
+def test_resized_the_batcher_scores_on_the_new_number_of_threads(
+    hits: pa.Table, batch: dict[str, str]
+) -> None:
+    """resize(3) starts two more threads; resize(1) ends them once idle, and what is submitted
+    after is still answered exactly; resize(2) starts one again."""
+    queries = per_query(hits)[:6]
+    with ds.scorer() as scorer, ds.Batcher(scorer, workers=1) as batcher:
+        before = set(batch_threads())
+        batcher.resize(3)
+        assert batcher.workers == 3
+        assert len(set(batch_threads()) - before) == 2
+        batcher.resize(1)
+        deadline = time.monotonic() + 10
+        while len(batch_threads()) > len(before) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert batch_threads() == sorted(before)
+        answers = [dumped(batcher.score(one)) for one in queries]
+        batcher.resize(2)
+        assert len(batch_threads()) == len(before) + 1
+    assert answers == [[batch[q] for q in set(one["query_id"].to_pylist())] for one in queries]
+    with ds.Batcher(workers=1) as spare, pytest.raises(ValueError, match="1 or more, got 0"):
+        spare.resize(0)
+    with pytest.raises(RuntimeError, match="closed"):
+        batcher.resize(2)

@@ -672,3 +672,35 @@ def test_a_reload_does_not_close_a_scorer_under_a_statement_whose_client_went_aw
 
     asyncio.run(main())
     assert events == ["scored", "closed", "closed"]  # the old one, then the reloaded one
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, [2, 4, 2]), (3, [3, 3, 3])])
+def test_a_reload_to_a_job_batched_otherwise_changes_the_scoring_threads(
+    monkeypatch: pytest.MonkeyPatch, given: int | None, expected: list[int]
+) -> None:
+    """On 4 CPUs, a per-query job scores on 2 threads (one for two CPUs: batching), a job that
+    is not per query on 4 (a request a statement): a reload from one to the other follows,
+    unless --scoring-threads fixed the number."""
+    import asyncio
+
+    from duckscore.api.scorer import Scorer
+    from duckscore.runner.job import Job
+    from duckscore.serve.app import create_app
+
+    monkeypatch.setattr("duckscore.serve.app.os.cpu_count", lambda: 4)
+    jobs = iter([Job(), Job(recipe="opensearch_hybrid", allow_recipe_mismatch=True), Job()])
+
+    async def main() -> list[int]:
+        app = create_app(lambda: Scorer(next(jobs)), access_log=False, scoring_threads=given)
+        seen = [app.state.batcher.workers]
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://serve") as client:
+            for _ in range(2):
+                reloaded = await client.post("/v1/reload")
+                assert reloaded.status_code == 200
+                seen.append(app.state.batcher.workers)
+        await asyncio.to_thread(app.state.batcher.close)
+        app.state.service.close()
+        return seen
+
+    assert asyncio.run(main()) == expected
