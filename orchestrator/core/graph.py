@@ -56,12 +56,9 @@ class Publication:
     records: bool = False
 
     def query(self, relation: str) -> str:
+        columns = ", ".join(map(ident, self.columns)) or "*"
         order = f" ORDER BY {', '.join(map(ident, self.order))}" if self.order else ""
-        return self.rows(relation) + order
-
-    def rows(self, relation: str) -> str:
-        """Its rows of `relation`, in no order."""
-        return f"SELECT {', '.join(map(ident, self.columns)) or '*'} FROM {ident(relation)}"
+        return f"SELECT {columns} FROM {ident(relation)}{order}"
 
 
 @dataclass(frozen=True)

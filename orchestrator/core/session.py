@@ -42,7 +42,6 @@ from .connection import (
 from .errors import QueryError, TemplateError
 from .graph import Graph
 from .inputs import Table, input_paths, open_input, schema_of
-from .keys import Keys
 from .manifest import build_manifest
 from .outputs import atomic_output_dir, write_json
 from .render import RenderedSQL, ident, lit
@@ -159,15 +158,13 @@ class Session:
         graph: Graph,
         out: Destination | None = None,
         relations: Mapping[str, str] | None = None,
-        keys: Keys | None = None,
     ) -> None:
         """Every stage of `graph`, in order, checked against the tables it reads, run and
         recorded: a temp table or view as the stage keeps, named as the stage; a streamed stage
         only checked, unless `out` is given, where it is run into its outputs. With `out`, each
         stage's outputs are copied as soon as it exists (and its step said). A transient table is
         dropped once the last stage reading it has run. `relations` names the relation a graph
-        input (or a stage made already) stands for, when not its own name. `keys`: the inputs'
-        ids are ENUM codes (core/keys.py), decoded in every output.
+        input (or a stage made already) stands for, when not its own name.
 
         A Session owning its connection stops preserving insertion order first: outputs are
         written with ORDER BY, and letting DuckDB drop scan order lets it stream and spill (its
@@ -188,10 +185,7 @@ class Session:
                 for output in stage.publications:
                     rendered = stage.render(inputs, ordered=bool(output.order))
                     self.check(rendered)
-                    text = rendered.text if keys is None else keys.decoded(
-                        stage.render(inputs).text, output
-                    )  # fmt: skip
-                    out.copy(output.file, text, rendered)
+                    out.copy(output.file, rendered.text, rendered)
             else:
                 self.create(stage.name, stage.render(inputs), view=stage.keep == "view")
             for source in stage.sources:
@@ -200,15 +194,10 @@ class Session:
                     self.execute(f"DROP TABLE {ident(names.get(source, source))}")
             if stage.keep != "stream" and out is not None:
                 for output in stage.publications:
-                    query = (
-                        output.query(stage.name)
-                        if keys is None
-                        else keys.decoded(output.rows(stage.name), output)
-                    )
                     if output.records:
-                        out.records(output.file, self._records(query))
+                        out.records(output.file, self._records(output.query(stage.name)))
                     else:
-                        out.copy(output.file, query)
+                        out.copy(output.file, output.query(stage.name))
 
     def rows(self, rendered: RenderedSQL, params: Params = None) -> list[dict[str, Any]]:
         """Check and run `rendered`; its rows as dicts of JSON-ready values (NaN as None)."""

@@ -9,17 +9,16 @@ from typing import Any
 import duckdb
 
 from ..core.inputs import Table
-from ..core.keys import encode_ids
 from ..core.outputs import check_output_dir
 from ..core.reporting import module_logger
 from ..core.session import Relations, Session, folder_of
 from ..fusion.code_plan import CodeTarget, code_inputs
 from ..fusion.log import open_log, open_rerank_scores
 from ..fusion.recipe_view import Recipe
-from ..fusion.stages import LOG, RERANK_INPUT, keeps_source_parents, manifest_fields
+from ..fusion.stages import keeps_source_parents, manifest_fields
 from ..fusion.traces import TraceLog, trace_queries
 from ..scoring.policy_view import ScorePolicy
-from ..scoring.stages import QUERY_LIST, DecisionCounts, decided
+from ..scoring.stages import DecisionCounts, decided
 from ..scoring.tables import QUERY_IDS
 from .graph import run_graph
 from .job import DEFAULT_JOB, Job
@@ -69,14 +68,6 @@ def run(
         if queries is not None:
             session.open("queries", QUERY_IDS, queries, "--queries")
         logger.info(f"{opened.rows:,} hits from {len(fuse_plan.sources)} sources")
-        keys = None
-        if code is None and not isinstance(log, TraceLog):  # whose templates read ids as text
-            read = {
-                LOG: True,
-                QUERY_LIST: queries is not None,
-                RERANK_INPUT: rerank_scores is not None,
-            }
-            keys = encode_ids(session.con, [view for view, given in read.items() if given])
         graph = run_graph(
             fuse_plan,
             loaded_policy,
@@ -88,7 +79,7 @@ def run(
             with_query_ids=queries is not None,
         )
         with session.publish(out_dir) as out:
-            session.materialise(graph, out, keys=keys)
+            session.materialise(graph, out)
             decisions = decided(session, loaded_policy)
             manifest = out.manifest(
                 "run",
