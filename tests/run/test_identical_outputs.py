@@ -140,3 +140,31 @@ def test_memory_bounded_runs_write_the_same_outputs(
     mask = "bit_count("
     assert mask in (unbounded / "sql" / "fuse_parent_features.sql").read_text()
     assert mask not in (bounded / "sql" / "fuse_parent_features.sql").read_text()
+
+
+def test_the_id_columns_are_required_in_every_parquet_output(tmp_path: Path) -> None:
+    """The values above are not the files: a change that keeps every value but writes an id
+    column as nullable (a decode by a join, say) changes what readers see in the schema. Every
+    id a run writes is never NULL, and its Parquet files say so (REQUIRED)."""
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "out"
+    assert (
+        CliRunner()
+        .invoke(cli, ["-q", "run", "--log", str(SCIFACT_LOG), "--out", str(out)])
+        .exit_code
+        == 0
+    )
+    ids = {"query_id", "item_id", "parent_id", "best_parent_id"}
+    found = {
+        file.name: {
+            field.name: field.nullable for field in pq.read_schema(file) if field.name in ids
+        }
+        for file in sorted(out.glob("*.parquet"))
+    }
+    assert found == {
+        "fused.parquet": {"query_id": False, "item_id": False},
+        "parent_features.parquet": {"query_id": False, "parent_id": False},
+        "parents.parquet": {"query_id": False, "parent_id": False},
+        "queries.parquet": {"query_id": False, "best_parent_id": False},
+    }
