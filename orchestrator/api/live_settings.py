@@ -16,7 +16,7 @@ class LiveSettings:
     batches only through a Batcher."""
 
     batch_window_ms: float = setting(
-        2.0,
+        10.0,
         "--batch-window-ms",
         "How long a scoring thread that found two or more requests waiting waits for more "
         "before scoring them in one statement; a request that waits alone is scored at once.",
