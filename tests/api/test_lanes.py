@@ -53,6 +53,7 @@ def counted() -> Counted:
     return Counted(Job(settings=EngineSettings(threads=1)))  # as ds.scorer() builds it
 
 
+@pytest.mark.extended  # 31 s: make test's 15 minutes (docs/testing.md)
 def test_every_query_one_at_a_time_is_its_batch_line_and_warm(
     hits: pa.Table, tmp_path: Path
 ) -> None:

@@ -67,6 +67,7 @@ def as_objects(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     }
 
 
+@pytest.mark.extended  # 50 s: make test's 15 minutes (docs/testing.md)
 @pytest.mark.slow
 def test_every_kind_of_input_gives_the_commands_rows(cli_run: Path, tmp_path: Path) -> None:
     con = ds.connect()

@@ -319,6 +319,7 @@ def _calibrated_version(tmp_path: Path, name: str, **settings: object) -> str:
     return str(version)
 
 
+@pytest.mark.extended  # 38 s: make test's 15 minutes (docs/testing.md)
 def test_versions_tell_calibrations_apart(tmp_path: Path) -> None:
     """The default version is the sha256 of the final parameters: it was the label-set hash, the
     same for every setting."""

@@ -288,6 +288,7 @@ def synthetic(folder: Path, sources: tuple[str, ...] = ("bm25", "sum", "vec")) -
 REPORTED = documented_keys("docs/learn.md", "**The report**, written beside")
 
 
+@pytest.mark.extended  # 26 s: make test's 15 minutes (docs/testing.md)
 def test_learn_writes_a_recipe_that_reads_back_and_scores_as_reported(tmp_path: Path) -> None:
     import hashlib
 

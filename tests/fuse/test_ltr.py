@@ -290,6 +290,7 @@ def random_tree(rng: np.random.Generator, splits: int, features: int) -> dict[st
     }
 
 
+@pytest.mark.extended  # 22 s: make test's 15 minutes (docs/testing.md)
 @pytest.mark.slow
 def test_the_sql_of_a_large_ensemble_transpiles_for_spark_and_postgres() -> None:
     """100 trees of 31 leaves (the largest the docs advise), every split kind: sqlglot parses

@@ -40,6 +40,9 @@ README_MAX_LINES = 250
 NOT_EXAMPLES = ("docs/specs", "docs/reference")  # verbatim specifications and read references
 # pages whose examples run an integration's tool: in the extended tier, the tool needed
 NEEDS_TOOL = {"docs/dbt.md": DBT}
+# pages whose examples take long and repeat what other tests check: in the extended tier too
+# (docs/learn.md, 23 s: learning fusion models on SciFact, as tests/calibrate/test_learn.py does)
+SLOW_PAGES = {"docs/learn.md"}
 FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$")
 # a decimal's significant digits compared by the examples (at_shown_precision)
 SHOWN_DIGITS = 12
@@ -170,7 +173,7 @@ def run_sql(con: duckdb.DuckDBPyConnection, text: str, work: Path) -> None:
 def example_pages() -> list[Any]:
     return [
         pytest.param(page, marks=pytest.mark.extended)
-        if page.relative_to(ROOT).as_posix() in NEEDS_TOOL
+        if page.relative_to(ROOT).as_posix() in NEEDS_TOOL.keys() | SLOW_PAGES
         else page
         for page in pages()
     ]

@@ -308,6 +308,7 @@ def read_rows(name: str) -> list[dict[str, Any]]:
     return [dict(zip(table.columns, row, strict=True)) for row in table.fetchall()]
 
 
+@pytest.mark.extended  # 23 s: make test's 15 minutes (docs/testing.md)
 def test_a_client_generated_from_the_document_drives_the_server(
     server: Server, document: dict[str, Any], tmp_path: Path, statuses: dict[str, int]
 ) -> None:

@@ -194,6 +194,7 @@ def test_fifty_queries_are_the_scorer_and_the_batch_contract(
     assert [line["query_id"] for line in body["contract"]] == queries[100:150]
 
 
+@pytest.mark.extended  # 27 s: make test's 15 minutes (docs/testing.md)
 def test_all_of_scifact_in_one_request_and_one_query_a_request(
     hits: pa.Table, queries: list[str], tmp_path: Path
 ) -> None:
