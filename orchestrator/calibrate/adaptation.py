@@ -25,9 +25,9 @@ from .recalibration import (
     Fitter,
     LogitMap,
     compose,
-    em_prior,
     prior_shift,
     prior_with_labels,
+    semi_supervised_rate,
 )
 from .recalibration_summary import medians
 from .settings import CalibrationError
@@ -167,7 +167,7 @@ def log_evidence(
     p_good = unlabelled["p_good"].to_numpy(dtype=float)
     fitted_rate = float(recorded["base_rate"])
     y = labelled["outcome"].to_numpy(dtype=float)
-    rate = em_prior(np.concatenate([p_good, y]), fitted_rate).prior
+    rate = semi_supervised_rate(p_good, y, fitted_rate)
     fit = prior_with_labels(p_good, fitted_rate, DEGENERATE)
     return LogEvidence(decisions, rate, {"prior_labels": fit})
 

@@ -77,14 +77,19 @@ def em_prior(
     return PriorEstimate(prior, max_iterations)
 
 
+def semi_supervised_rate(p_unlabelled: np.ndarray, y: np.ndarray, fitted_prior: float) -> float:
+    """The semi-supervised EM rate of the labelled queries and the unlabelled ones (issue 51):
+    a labelled query's posterior is fixed at its outcome — which Saerens' re-weighting leaves as
+    it is (0 and 1 stay) — the unlabelled ones re-weighted, the rate their mean over all."""
+    return em_prior(np.concatenate([p_unlabelled, y]), fitted_prior).prior
+
+
 def prior_with_labels(p_unlabelled: np.ndarray, fitted_prior: float, margin: float) -> Fitter:
-    """The map's prior moved to the semi-supervised EM rate of the labelled queries and the
-    unlabelled ones (issue 51): a labelled query's posterior is fixed at its outcome — which
-    Saerens' re-weighting leaves as it is (0 and 1 stay) — the unlabelled ones re-weighted, the
-    rate their mean over all. None for a rate within `margin` of 0 or 1."""
+    """The map's prior moved to the semi-supervised rate of the labels it is fitted on and the
+    unlabelled queries; None for a rate within `margin` of 0 or 1."""
 
     def fit(_: np.ndarray, y: np.ndarray) -> LogitMap | None:
-        rate = em_prior(np.concatenate([p_unlabelled, y]), fitted_prior).prior
+        rate = semi_supervised_rate(p_unlabelled, y, fitted_prior)
         if not margin <= rate <= 1.0 - margin:
             return None
         return LogitMap(prior_shift(fitted_prior, rate), 1.0)
