@@ -84,7 +84,15 @@ def start(port: int, options: list[str]) -> subprocess.Popen[bytes]:
     raise RuntimeError("duckscore serve did not answer /healthz within 60 s")
 
 
-def load(port: int, payloads: list[bytes], clients: int, requests: int) -> dict[str, Any]:
+def cpu_seconds(pid: int) -> float:
+    """The user and system CPU time of a process so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load(
+    port: int, payloads: list[bytes], clients: int, requests: int, server_pid: int
+) -> dict[str, Any]:
     url = f"http://127.0.0.1:{port}/v1/score"
 
     def client(offset: int) -> list[float]:
@@ -102,10 +110,15 @@ def load(port: int, payloads: list[bytes], clients: int, requests: int) -> dict[
                     raise RuntimeError(f"status {answer.status_code}: {answer.text[:200]}")
         return times
 
-    started = time.perf_counter()
+    started, client_cpu, server_cpu = (
+        time.perf_counter(),
+        time.process_time(),
+        cpu_seconds(server_pid),
+    )
     with ThreadPoolExecutor(max_workers=clients) as pool:
         latencies = [t for times in pool.map(client, range(0, clients * 7, 7)) for t in times]
     wall = time.perf_counter() - started
+    client_cpu, server_cpu = time.process_time() - client_cpu, cpu_seconds(server_pid) - server_cpu
     cuts = statistics.quantiles(latencies, n=100, method="inclusive")
     return {
         "clients": clients,
@@ -113,6 +126,9 @@ def load(port: int, payloads: list[bytes], clients: int, requests: int) -> dict[
         "p50_ms": cuts[49],
         "p99_ms": cuts[98],
         "queries_per_second": len(latencies) / wall,
+        # the clients share the machine: what each side's CPU costs a query
+        "server_cpu_ms_per_query": server_cpu * 1000 / len(latencies),
+        "client_cpu_ms_per_query": client_cpu * 1000 / len(latencies),
     }
 
 
@@ -124,7 +140,9 @@ def served(
     server = start(port, [*BATCHING[batching], *options])
     try:
         before = rss_mb(server.pid)
-        rows = [load(port, payloads, c, requests) | {"batching": batching} for c in clients]
+        rows = [
+            load(port, payloads, c, requests, server.pid) | {"batching": batching} for c in clients
+        ]
         after, peak = rss_mb(server.pid), peak_rss_mb(server.pid)
     finally:
         server.terminate()
@@ -133,7 +151,8 @@ def served(
         print(
             f"batching {batching:>3}, {row['clients']:>3} clients: {row['requests']} requests, "
             f"p50 {row['p50_ms']:.1f} ms, p99 {row['p99_ms']:.1f} ms, "
-            f"{row['queries_per_second']:.0f} queries/s"
+            f"{row['queries_per_second']:.0f} queries/s; CPU a query: server "
+            f"{row['server_cpu_ms_per_query']:.1f} ms, clients {row['client_cpu_ms_per_query']:.1f} ms"
         )
     print(f"  server RSS {before:.0f} MB before, {after:.0f} MB after, peak {peak:.0f} MB")
     return [

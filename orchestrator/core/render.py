@@ -17,6 +17,7 @@ from typing import Any
 
 import jinja2
 
+from . import cache
 from .errors import TemplateError
 from .frozen import thaw
 from .resources import macros_dir, sql_dir
@@ -162,6 +163,7 @@ class RenderedSQL:
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader([str(sql_dir()), str(macros_dir())]),
+        bytecode_cache=cache.template_code(cache.code_id(__file__, f"jinja2 {jinja2.__version__}")),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         trim_blocks=True,

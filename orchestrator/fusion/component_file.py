@@ -89,15 +89,22 @@ def parse_component(text: str, location: str, origin: str) -> Component:
         raise PolicyError(f"{location}: the header is not valid YAML ({problem})") from None
     builtin = origin == BUILTIN
     component = declared_component(header, location, origin, builtin=builtin, text=text)
+    if not builtin:
+        check_macro(component)
+    return component
+
+
+def check_macro(component: Component) -> None:
+    """The component's macro compiles and takes its kind's inputs. Every command reads the
+    built-ins, so theirs are compiled when first rendered, not here (tests check them)."""
     macro = component.macro()
     expected = ("params", *INPUTS[component.kind])
     given, extra = macro.arguments[: len(expected)], macro.arguments[len(expected) :]
     if len(given) != len(expected) or extra not in _extra_arguments(component):
         raise PolicyError(
-            f"{location}: macro {component.macro_name}({', '.join(macro.arguments)}): "
+            f"{component.location}: macro {component.macro_name}({', '.join(macro.arguments)}): "
             f"{_signature(component, expected)}"
         )
-    return component
 
 
 def _extra_arguments(component: Component) -> tuple[tuple[str, ...], ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,11 @@ def test_serve_bench_loads_a_real_server(tmp_path: Path) -> None:
     for row in rows:
         assert 0 < row["p50_ms"] <= row["p99_ms"] and row["queries_per_second"] > 0
         assert 0 < row["rss_mb_after"] <= row["peak_rss_mb"]
+        # each side's CPU a query: some, and at most every core busy all the load's wall time
+        # (and a clock tick, 10 ms, over the load)
+        most = (os.cpu_count() or 1) * 1000 / row["queries_per_second"] + 10 / row["requests"]
+        assert 0 < row["server_cpu_ms_per_query"] <= most
+        assert 0 < row["client_cpu_ms_per_query"] <= most
     ratio = results["on_over_off"][1]
     assert ratio["clients"] == 2
     assert ratio["queries_per_second"] == pytest.approx(

@@ -6,8 +6,10 @@ half-written."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
+import jinja2
 import pandas as pd
 import pytest
 
@@ -156,3 +158,64 @@ def test_a_log_file_is_checked_once_until_a_byte_changes(
         opened_rows(log)
     assert opened_rows(frame) == opened_rows(frame) == len(frame)  # in memory: every time
     assert seen == ["values", "ranks", "values", "values", "ranks", "values", "ranks"]
+
+
+def rendered_with_template_cache(monkeypatch: pytest.MonkeyPatch) -> tuple[str, int]:
+    """A template rendered by a new environment keeping its compiled code in the cache (as
+    render.environment does), and how many templates it compiled."""
+    compiled: list[str] = []
+    real = jinja2.Environment.compile
+
+    def counting(self, source, name=None, filename=None, raw=False, defer_init=False):  # type: ignore[no-untyped-def]
+        compiled.append(name)
+        return real(self, source, name, filename, raw, defer_init)
+
+    monkeypatch.setattr(jinja2.Environment, "compile", counting)
+    env = jinja2.Environment(
+        loader=jinja2.DictLoader({"t.sql": "SELECT {{ 1 + 1 }}"}),
+        bytecode_cache=cache.template_code("code"),
+    )
+    text = env.get_template("t.sql").render()
+    monkeypatch.setattr(jinja2.Environment, "compile", real)
+    return text, len(compiled)
+
+
+@pytest.mark.parametrize("damage", ["emptied", "truncated", "removed", "unreadable"])
+def test_compiled_templates_are_kept_and_a_damaged_one_is_compiled_again(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    assert rendered_with_template_cache(monkeypatch) == ("SELECT 2", 1)
+    stored = list((folder / "templates" / "code").iterdir())
+    assert len(stored) == 1 and stored[0].suffix == ".cache"  # written whole: no scratch left
+    assert rendered_with_template_cache(monkeypatch) == ("SELECT 2", 0)
+    if damage in ("removed", "unreadable"):
+        stored[0].unlink()
+        if damage == "unreadable":  # opening it fails (a link to itself: too many levels)
+            stored[0].symlink_to(stored[0].name)
+    else:  # truncated: Jinja's header and the source's checksum intact, the code cut short
+        code = stored[0].read_bytes()
+        stored[0].write_bytes(code[: len(code) - 40] if damage == "truncated" else b"")
+    assert rendered_with_template_cache(monkeypatch) == ("SELECT 2", 1)
+    assert rendered_with_template_cache(monkeypatch) == ("SELECT 2", 0)
+
+
+def test_no_template_cache_when_the_cache_is_off_or_unwritable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(cache.VARIABLE, "")
+    assert cache.template_code("code") is None
+    (tmp_path / "file").write_text("not a folder")
+    monkeypatch.setenv(cache.VARIABLE, str(tmp_path / "file"))
+    assert cache.template_code("code") is None
+    assert rendered_with_template_cache(monkeypatch) == ("SELECT 2", 1)
+
+
+def test_a_template_cache_that_cannot_be_written_is_no_cache(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", full)
+    assert rendered_with_template_cache(monkeypatch) == ("SELECT 2", 1)
+    assert not list((folder / "templates" / "code").iterdir())

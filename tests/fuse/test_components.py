@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -528,6 +529,20 @@ def test_every_builtin_is_registered_with_a_description() -> None:
     assert [c.name for c in registered if c.kind == "aligner"] == [
         "max", "max_decay", "mean", "sum", "sum_top_n"
     ]  # fmt: skip
+
+
+def test_every_builtin_macro_compiles_and_takes_its_kinds_inputs() -> None:
+    """What parsing checks of a plugin's macro, checked of the built-ins here: reading them
+    leaves their macros to be compiled on first use (every command reads the registry)."""
+    with_sql = [c for c in plugins.builtins().components.values() if c.text is not None]
+    assert len(with_sql) >= 30
+    for component in with_sql:
+        component_file.check_macro(component)
+    first = with_sql[0]
+    assert first.text is not None and "(params," in first.text
+    changed = replace(first, text=first.text.replace("(params,", "(params, extra_input,", 1))
+    with pytest.raises(PolicyError, match=rf"^{first.location}: macro {first.macro_name}\("):
+        component_file.check_macro(changed)
 
 
 def test_every_builtin_but_ltr_is_a_component_file_listed_with_its_path() -> None:

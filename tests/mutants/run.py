@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from functools import cache
 from pathlib import Path
 
 import yaml
@@ -86,7 +87,13 @@ def catalogue(capabilities: list[str], templates: list[str]) -> list[Mutant]:
         for capability in capabilities
         for path in sorted((SQL / capability).rglob("*.sql"))
     ]
-    return [m for t in chosen for m in mutants(t, (SQL / t).read_text(encoding="utf-8"))]
+    return [m for t in chosen for m in _mutants_of(t, (SQL / t).read_text(encoding="utf-8"))]
+
+
+@cache
+def _mutants_of(template: str, text: str) -> tuple[Mutant, ...]:
+    # parsing every mutant that touches Jinja takes seconds; a process asks for the same texts again
+    return tuple(mutants(template, text))
 
 
 def sample(found: list[Mutant], per_capability: int, seed: int) -> list[Mutant]:

@@ -29,6 +29,8 @@ from .run import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+# the tests that catalogue every template, on one worker: the catalogue is cached per process
+CATALOGUE = pytest.mark.xdist_group("mutant_catalogue")
 
 
 def edits(text: str, operator: str) -> list[tuple[str, str]]:
@@ -89,6 +91,7 @@ def test_a_mutant_that_breaks_the_template_is_left_out() -> None:
     )
 
 
+@CATALOGUE
 def test_the_two_survivors_of_issue_37_are_in_the_catalogue() -> None:
     ids = {m.id: m for m in catalogue(["fuse"], [])}
     boost = ids["fuse/fused.sql:param:1e8a0403"]
@@ -97,6 +100,7 @@ def test_the_two_survivors_of_issue_37_are_in_the_catalogue() -> None:
     assert (clip.original, clip.replacement) == ("params.bounds_clip", "true")
 
 
+@CATALOGUE
 def test_every_template_has_tests_and_every_equivalent_mutant_exists() -> None:
     found = catalogue(list(CAPABILITIES), [])
     table = targets()
@@ -108,6 +112,7 @@ def test_every_template_has_tests_and_every_equivalent_mutant_exists() -> None:
     assert set(OPERATORS) == {m.operator for m in found}
 
 
+@CATALOGUE
 def test_the_sample_takes_as_many_of_each_capability_and_is_stable() -> None:
     found = catalogue(list(CAPABILITIES), [])
     first, again = sample(found, 3, seed=7), sample(found, 3, seed=7)
@@ -149,6 +154,7 @@ def test_a_resumed_run_keeps_the_last_result_of_each_mutant(tmp_path: Path) -> N
     assert results_so_far(tmp_path / "nothing") == []
 
 
+@CATALOGUE
 def test_recorded_equivalents_are_reported_without_a_run(tmp_path: Path) -> None:
     """--skip-equivalent: a recorded equivalent is reported with its reason and no run (no
     overlay is built, no test starts); the one beside it, not recorded, still runs (--list
