@@ -81,6 +81,11 @@ def test_scifact_equals_the_duckdb_engine(
         SCIFACT_LOG, tmp_path / "spark", Job(recipe=recipe, policy=policy), shards=3
     )
     assert result.rows["queries"] == 300 and result.rows["parents"] == 40_282
+    written = {  # every output's rows, as the DuckDB engine wrote them
+        table: duckdb.sql(f"SELECT count(*) FROM '{tmp_path / 'duck' / table}.parquet'").fetchall()
+        for table in TABLES
+    }
+    assert result.rows == {t: n[0][0] for t, n in written.items()} | {"contract": 300}
     assert_same_outputs(tmp_path / "duck", tmp_path / "spark")
 
 
