@@ -24,6 +24,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(os.environ.pop("DUCKSCORE_CACHE_DIR", ""), ignore_errors=True)
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every Spark test is the extended tier's: a JVM, and a Spark job a run, did not fit
+    `make test`'s 15 minutes (docs/testing.md)."""
+    for item in items:
+        if item.get_closest_marker("spark") is not None:
+            item.add_marker(pytest.mark.extended)
+
+
 @pytest.fixture(scope="session")
 def scifact_dir() -> Path:
     return SCIFACT

@@ -53,19 +53,10 @@ ENGINE_MARKS = {"postgres": pytest.mark.postgres, "spark": pytest.mark.spark}
 ENGINES = [pytest.param(engine, marks=mark) for engine, mark in ENGINE_MARKS.items()]
 
 
-def on_engines(cases: list[tuple], extended: list[tuple]) -> list:
-    """Every case on every engine; the `extended` cases' Spark runs only in `make test-extended`
-    (SciFact on Spark, where PostgreSQL runs the same case, Spark every edge case, and
-    test_spark.py the whole SciFact pipeline)."""
+def on_engines(cases: list[tuple]) -> list:
+    """Every case on every engine (Spark's in the extended tier, as every Spark test)."""
     return [
-        pytest.param(
-            engine,
-            *case,
-            marks=[
-                mark,
-                *([pytest.mark.extended] if engine == "spark" and case in extended else []),
-            ],
-        )
+        pytest.param(engine, *case, marks=mark)
         for engine, mark in ENGINE_MARKS.items()
         for case in cases
     ]
@@ -225,18 +216,7 @@ SCORE_CASES = [
 
 @pytest.mark.parametrize(
     ("engine", "policy", "features", "overrides"),
-    # on Spark, SciFact (PostgreSQL runs it; Spark every edge case) and the maps (PostgreSQL
-    # checks them) only in make test-extended: CI's 15 minutes
-    on_engines(
-        SCORE_CASES,
-        [
-            ("overall_v1", "scifact", []),
-            ("overall_v2", "scifact", []),
-            ("overall_v1", "edge", ISOTONIC_MAP),
-            ("overall_v1", "edge", BETA_MAP),
-            ("overall_v1", "scifact", BETA_MAP),
-        ],
-    ),
+    on_engines(SCORE_CASES),
 )
 def test_score_on(
     engine: str, policy: str, features: str, overrides: list[str], tables, request
@@ -327,14 +307,7 @@ FUSE_CASES = [
 
 @pytest.mark.parametrize(
     ("engine", "recipe", "log", "overrides"),
-    on_engines(
-        FUSE_CASES,
-        [
-            ("canonical_rrf", "scifact", []),
-            ("hybrid_v1", "scifact", []),
-            ("canonical_rrf", "scifact", learned("trees", SCIFACT_SOURCES)),
-        ],
-    ),
+    on_engines(FUSE_CASES),
 )
 def test_fuse_on(engine: str, recipe: str, log: str, overrides: list[str], tables, request) -> None:
     server = request.getfixturevalue(engine)

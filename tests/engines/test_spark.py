@@ -70,7 +70,7 @@ def assert_same_outputs(duck: Path, spark_out: Path) -> None:
     ("recipe", "policy"),
     [
         (None, "overall_v3"),  # the defaults: canonical_rrf, and a policy with a p_good map
-        pytest.param("hybrid_v1", "overall_v1", marks=pytest.mark.extended),
+        ("hybrid_v1", "overall_v1"),
     ],
 )
 def test_scifact_equals_the_duckdb_engine(
@@ -99,7 +99,6 @@ ISSUE_50_BLOCKS = (
 
 
 @pytest.mark.spark
-@pytest.mark.extended
 def test_diagnostics_and_smoothing_equal_the_duckdb_engine(spark, tmp_path: Path) -> None:
     job = Job(policy="overall_v3", policy_overrides=ISSUE_50_BLOCKS)
     run(SCIFACT_LOG, tmp_path / "duck", job)
@@ -113,7 +112,6 @@ CISI_LOG = fixtures_dir() / "cisi" / "retrieval_log.parquet"
 
 
 @pytest.mark.spark
-@pytest.mark.extended
 @pytest.mark.parametrize("log", [SCIFACT_LOG, CISI_LOG], ids=["scifact", "cisi"])
 def test_every_packaged_recipe_and_policy_equals_the_duckdb_engine(
     spark, tmp_path: Path, log: Path

@@ -21,7 +21,7 @@ import pytest
 from ..helpers import need, need_module
 from .test_spark import SCIFACT_LOG, assert_same_outputs
 
-pytestmark = [pytest.mark.spark, pytest.mark.extended, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 REGISTERED = "Successfully registered with master"
 

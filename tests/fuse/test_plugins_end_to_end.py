@@ -136,7 +136,6 @@ def test_the_spark_sql_calls_the_plugins() -> None:
 
 
 @pytest.mark.spark
-@pytest.mark.extended
 @pytest.mark.slow
 @pytest.mark.xdist_group("jvm")
 def test_spark_runs_the_plugins_as_duckdb_does(tmp_path: Path) -> None:

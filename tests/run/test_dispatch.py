@@ -115,7 +115,6 @@ def test_what_only_the_api_can_ask_is_refused_in_one_line(
 
 
 @pytest.mark.spark
-@pytest.mark.extended
 @pytest.mark.xdist_group("jvm")
 def test_ds_run_on_spark_equals_the_duckdb_engine(spark, tmp_path: Path) -> None:  # noqa: F811
     tiny = tmp_path / "tiny.parquet"
