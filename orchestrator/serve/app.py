@@ -120,6 +120,38 @@ class Service:
             self._current.close()
 
 
+class ReadPool:
+    """The threads that read requests' JSON into tables, as many as the scoring threads; a
+    resize (a reload to a job batched otherwise) starts a pool of the new size, and the old one
+    finishes what it was given."""
+
+    def __init__(self, workers: int) -> None:
+        self._lock = threading.Lock()
+        self.workers = workers
+        self._pool = self._started(workers)
+
+    @staticmethod
+    def _started(workers: int) -> ThreadPoolExecutor:
+        return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="duckscore-read")
+
+    def resize(self, workers: int) -> None:
+        with self._lock:
+            if workers == self.workers:
+                return
+            old, self._pool, self.workers = self._pool, self._started(workers), workers
+        old.shutdown(wait=False)
+
+    async def run(self, work: Callable[[], _T]) -> _T:
+        with self._lock:  # never handed to a pool a resize has shut down
+            done = asyncio.get_running_loop().run_in_executor(self._pool, work)
+        return await done
+
+    def close(self) -> None:
+        with self._lock:
+            pool = self._pool
+        pool.shutdown(wait=True)
+
+
 def policy_record(scorer: Scorer) -> dict[str, Any]:
     return {
         "policy_version": scorer.policy.version,
@@ -210,17 +242,18 @@ def create_app(
         """A reload to a job that batches differently (per query or not) scores on the number
         of threads that job gets, unless --scoring-threads fixed it."""
         if scoring_threads is None:
-            batcher.resize(scoring_threads_for(live, scorer.per_query))
+            threads = scoring_threads_for(live, scorer.per_query)
+            batcher.resize(threads)
+            pool.resize(threads)
 
     service = Service(make_scorer, on_swap)
     threads = scoring_threads or scoring_threads_for(live, service.current.per_query)
-    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="duckscore-read")
+    pool = ReadPool(threads)
     batcher = Batcher(
         batch_window_ms=live.batch_window_ms, max_batch=live.max_batch, workers=threads
     )
 
-    async def on_pool(work: Callable[[], _T]) -> _T:
-        return await asyncio.get_running_loop().run_in_executor(pool, work)
+    on_pool = pool.run
 
     async def score(request: Request) -> Response:
         try:
@@ -377,7 +410,7 @@ def create_app(
     async def lifespan(app: Starlette) -> Any:
         yield
         batcher.close()
-        pool.shutdown(wait=True)
+        pool.close()
         service.close()
 
     app = Starlette(
@@ -397,6 +430,7 @@ def create_app(
     )
     app.state.service = service
     app.state.batcher = batcher
+    app.state.read_pool = pool
     if access_log:
         app.add_middleware(AccessLog)
     return app

@@ -22,7 +22,7 @@ import pytest
 
 from benchmarks.synthetic_log import generate
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.extended]  # 31 s: make test's 15 minutes
 
 ROWS = 3_000_000
 LIMIT_MB = 175

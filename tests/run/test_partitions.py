@@ -338,6 +338,7 @@ def completed(*args: str, cwd: Path) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # 28 s: make test's 15 minutes
 def test_thirty_days_then_one_more_then_a_new_policy_killed_and_resumed(tmp_path: Path) -> None:
     write_days(tmp_path / "logs", 1, 30)
     run = ("run", "--log", "logs", "--partition-by", "dt", "--incremental")

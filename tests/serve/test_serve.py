@@ -676,12 +676,13 @@ def test_a_reload_does_not_close_a_scorer_under_a_statement_whose_client_went_aw
 
 
 @pytest.mark.parametrize(("given", "expected"), [(None, [2, 4, 2]), (3, [3, 3, 3])])
-def test_a_reload_to_a_job_batched_otherwise_changes_the_scoring_threads(
+def test_a_reload_to_a_job_batched_otherwise_changes_the_scoring_and_reading_threads(
     monkeypatch: pytest.MonkeyPatch, given: int | None, expected: list[int]
 ) -> None:
     """On 4 CPUs, a per-query job scores on 2 threads (one for two CPUs: batching), a job that
     is not per query on 4 (a request a statement): a reload from one to the other follows,
-    unless --scoring-threads fixed the number."""
+    unless --scoring-threads fixed the number; the threads reading the requests follow too, and
+    a request after each reload is answered."""
     import asyncio
 
     from duckscore.api.scorer import Scorer
@@ -690,17 +691,26 @@ def test_a_reload_to_a_job_batched_otherwise_changes_the_scoring_threads(
 
     monkeypatch.setattr("duckscore.serve.app.os.cpu_count", lambda: 4)
     jobs = iter([Job(), Job(recipe="opensearch_hybrid", allow_recipe_mismatch=True), Job()])
+    hits = [
+        {"query_id": "q1", "source": "bm25", "item_id": "d1#0", "parent_id": "d1", "score": 12.5},
+        {"query_id": "q1", "source": "dense", "item_id": "d1#1", "parent_id": "d1", "score": 0.8},
+    ]
 
     async def main() -> list[int]:
         app = create_app(lambda: Scorer(next(jobs)), access_log=False, scoring_threads=given)
         seen = [app.state.batcher.workers]
+        assert app.state.read_pool.workers == seen[0]
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://serve") as client:
             for _ in range(2):
                 reloaded = await client.post("/v1/reload")
                 assert reloaded.status_code == 200
                 seen.append(app.state.batcher.workers)
+                assert app.state.read_pool.workers == seen[-1]
+                scored = await client.post("/v1/score", json={"hits": hits})
+                assert scored.status_code == 200, scored.text
         await asyncio.to_thread(app.state.batcher.close)
+        app.state.read_pool.close()
         app.state.service.close()
         return seen
 
