@@ -12,6 +12,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
@@ -136,6 +137,29 @@ def test_every_packaged_recipe_and_policy_equals_the_duckdb_engine(
         run_on_spark(log, folder / "spark", job, shards=8)
         assert_same_outputs(folder / "duck", folder / "spark")
         shutil.rmtree(folder)
+
+
+def test_the_rows_written_are_read_from_the_parts_unless_a_text_part_is_compressed(
+    tmp_path: Path,
+) -> None:
+    """The manifest's rows of an unpartitioned output: a Parquet part's footer, a plain text
+    part's lines (Spark's names, part-*.txt); a compressed text part (a cluster's Hadoop
+    settings: part-*.txt.gz) is left to Spark to count, never its bytes' newlines."""
+    from duckscore.runner.spark import _rows_written
+
+    table = tmp_path / "t.parquet"
+    table.mkdir()
+    for i, n in enumerate((3, 0, 2)):
+        pq.write_table(pa.table({"x": list(range(n))}), table / f"part-0000{i}-c000.snappy.parquet")
+    (table / ".part-00000-c000.snappy.parquet.crc").write_bytes(b"\n\n")
+    assert _rows_written(table, text=False) == 5
+    lines = tmp_path / "contract.jsonl"
+    lines.mkdir()
+    (lines / "part-00000-c000.txt").write_text('{"a":1}\n{"a":2}\n')
+    (lines / "part-00001-c000.txt").write_text("")
+    assert _rows_written(lines, text=True) == 2
+    (lines / "part-00002-c000.txt.gz").write_bytes(b"\x1f\x8b\n\n\n")
+    assert _rows_written(lines, text=True) is None
 
 
 def test_shards_whose_columns_differ_in_nullability_decode_to_one_schema() -> None:
