@@ -25,7 +25,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import duckscore as ds
-from duckscore.api.lanes import HITS_TABLE
 from duckscore.api.scorer import Scorer
 from duckscore.core.resources import fixtures_dir
 
@@ -40,26 +39,23 @@ def p50_ms(scorer: Scorer, calls: list[pa.Table]) -> float:
 
 
 def contract_profile(scorer: Scorer, hits: pa.Table) -> dict[str, Any]:
-    """DuckDB's profile of the calling thread's contract view over `hits`, in a transaction
-    rolled back as a call's is."""
+    """DuckDB's profile of the calling thread's contract statement over `hits`, executed as a
+    warm call executes it (its prepared statement, the hits handed to the lane's source)."""
     thread = scorer._lanes._threads[threading.get_ident()]
     lane = next(iter(thread.lanes.values()))
-    view = next(iter(lane.views.values()))
+    statement = next(iter(lane.views.values()))
     cursor = lane.cursor
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "profile.json"
-        cursor.register("__profiled_hits", hits)
-        cursor.execute("BEGIN TRANSACTION")
+        lane.source.table = hits
         try:
-            cursor.execute(f"INSERT INTO {HITS_TABLE} SELECT * FROM __profiled_hits")
             cursor.execute("SET enable_profiling = 'json'")
             cursor.execute("SET profiling_mode = 'detailed'")
             cursor.execute(f"SET profiling_output = '{out}'")
-            cursor.execute(f"SELECT * FROM {view}").fetchall()
+            cursor.execute(f"EXECUTE {statement}").fetchall()
             cursor.execute("RESET enable_profiling")
         finally:
-            cursor.execute("ROLLBACK")
-            cursor.unregister("__profiled_hits")
+            lane.source.table = hits.slice(0, 0)
         profile = json.loads(out.read_text(encoding="utf-8"))
     optimisers = {k: v * 1000 for k, v in profile["optimizer"].items() if k != "total_time"}
     return {

@@ -1,12 +1,17 @@
 """The scorer's warm path: what a request of a known shape costs once its SQL is in place.
 
-DuckDB spends most of a small request parsing its 40 KB statement and checking the hits in seven
-small queries. A lane keeps both in place, per thread and per shape of hits (the column names
-and types DuckDB reads from them): a cursor of its own, a temp table the hits are copied into
-(from the caller's object, registered under a name of ours), the log's views over that table,
-one probe query (would `open_log` refuse these rows? which sources do they name?) and the
-contract statement of each set of sources, all as views — parsed and checked once. A call
-replaces the table's rows, asks the probe, and reads the contract view.
+DuckDB spends most of a small request parsing its 40 KB statement, binding and optimising it,
+and checking the hits in seven small queries. A lane keeps all of it in place, per thread and
+per shape of hits (the column names and Arrow types of the hits, as Arrow or as DuckDB reads
+them): a cursor of its own, a source object the log's views scan, one probe query (would
+`open_log` refuse these rows? which sources do they name?) and the contract statement of each
+set of sources, each a view and a prepared statement of it — parsed, checked and planned once.
+A call hands its hits to the source, executes the probe and then the contract statement.
+
+DuckDB keeps a prepared statement's plan only when the statement scans no table (one that
+scans a table is bound and optimised again on every EXECUTE: the catalog's version is checked
+per transaction), so the hits are not copied into one: the source is a Python object whose Arrow
+stream DuckDB asks for at each scan, and it streams the current call's hits.
 
 A lane never says why hits are refused: when the probe finds a fault, the caller scores the hits
 the checked way, whose error names the row and the column.
@@ -40,9 +45,8 @@ from ..fusion.recipe_view import Recipe
 from .live_settings import LiveSettings
 from .recycle import Watch
 
-HITS_INPUT = "__live_input"  # the caller's hits, registered on a cursor for one statement
-HITS_TABLE = "__live_hits"
-PROBE_VIEW = "__live_probe"
+HITS_INPUT = "__live_input"  # hits that are not Arrow, registered to be read into Arrow
+PROBE = "__live_probe"  # the probe's view, and its prepared statement
 SHAPES_PER_THREAD = 8
 # the contract of a plan's hits, one JSON line a row (see json_lines)
 ContractSQL = Callable[[Session, FusePlan], str]
@@ -52,26 +56,28 @@ log = logging.getLogger("duckscore.live")
 
 @dataclass
 class _Lane:
-    """One shape of hits on one thread: its cursor, the plan of the shape, one contract view per
-    set of sources."""
+    """One shape of hits on one thread: its cursor, the plan of the shape, the source its log's
+    views scan, one contract statement per set of sources (a view and its prepared statement,
+    of one name)."""
 
     cursor: duckdb.DuckDBPyConnection
     session: Session
     fuse_plan: FusePlan
+    source: _Source
     views: dict[tuple[str, ...], str] = field(default_factory=dict)
 
 
 @dataclass
 class _Thread:
     con: duckdb.DuckDBPyConnection  # the thread's own DuckDB instance
-    describe: duckdb.DuckDBPyConnection  # reads the shape of hits
+    reader: duckdb.DuckDBPyConnection  # reads hits that are not Arrow into Arrow
     watch: Watch
     lanes: OrderedDict[Shape, _Lane] = field(default_factory=OrderedDict)
 
     def close(self) -> None:
         for lane in self.lanes.values():
             lane.cursor.close()
-        self.describe.close()
+        self.reader.close()
         self.con.close()
 
 
@@ -99,16 +105,16 @@ class Lanes:
         """The contract lines of `hits`, or None when no lane has their shape yet or the probe
         finds rows `open_log` would refuse."""
         thread = self._thread()
-        shape = _shape(thread.describe, hits)
-        if shape is None or shape not in thread.lanes:
+        table = _as_arrow(thread.reader, hits)
+        if table is None or (shape := _shape(table)) not in thread.lanes:
             return None
         thread.lanes.move_to_end(shape)
         lane = thread.lanes[shape]
         started = time.perf_counter()
-        lines = _read_contract(lane, hits)
+        lines = _read_contract(lane, table)
         if isinstance(lines, tuple):
-            self._add_view(lane, lines)  # a new set of sources: its view, outside the transaction
-            found = _read_contract(lane, hits)
+            self._add_view(lane, lines)  # a new set of sources: its statement, once
+            found = _read_contract(lane, table)
             lines = found if isinstance(found, list) else None
         if lines is not None:
             self._count(thread, (time.perf_counter() - started) * 1000)
@@ -117,22 +123,23 @@ class Lanes:
     def open(self, hits: Table) -> None:
         """A lane for the shape of `hits`, which the checked path has just scored."""
         thread = self._thread()
-        shape = _shape(thread.describe, hits)
-        if shape is None or shape in thread.lanes:
+        table = _as_arrow(thread.reader, hits)
+        if table is None:
+            return
+        shape = _shape(table)
+        if shape in thread.lanes:
             return
         cursor = thread.con.cursor()
         try:
-            with _registered(cursor, hits):
-                cursor.execute(f"CREATE TEMP TABLE {HITS_TABLE} AS SELECT * FROM {HITS_INPUT}")
+            source = _Source(table)
             session = Session(connection=cursor)
-            opened, fuse_plan = open_log(
-                session, cursor.table(HITS_TABLE), self._recipe, label="hits"
-            )
-            cursor.execute(f"CREATE TEMP VIEW {PROBE_VIEW} AS {log_probe(opened, fuse_plan)}")
-            lane = _Lane(cursor, session, fuse_plan)
-            _, sources = cursor.execute(f"SELECT * FROM {PROBE_VIEW}").fetchall()[0]
+            opened, fuse_plan = open_log(session, source, self._recipe, label="hits")
+            cursor.execute(f"CREATE TEMP VIEW {PROBE} AS {log_probe(opened, fuse_plan)}")
+            cursor.execute(f"PREPARE {PROBE} AS SELECT * FROM {PROBE}")
+            lane = _Lane(cursor, session, fuse_plan, source)
+            _, sources = cursor.execute(f"EXECUTE {PROBE}").fetchall()[0]
             self._add_view(lane, sources)
-            cursor.execute(f"DELETE FROM {HITS_TABLE}")  # a call's rows live in its transaction
+            source.table = source.table.slice(0, 0)  # the lane keeps no request's rows
         except BaseException:
             cursor.close()
             raise
@@ -202,28 +209,27 @@ class Lanes:
         view = f"__live_contract_{len(lane.views)}"
         statement = self._contract_sql(lane.session, fuse_plan)
         lane.cursor.execute(f"CREATE TEMP VIEW {ident(view)} AS {statement}")
+        lane.cursor.execute(f"PREPARE {ident(view)} AS SELECT * FROM {ident(view)}")
         lane.views[tuple(sources)] = view
         return view
 
 
-def _read_contract(lane: _Lane, hits: Table) -> list[dict[str, Any]] | tuple[str, ...] | None:
-    """In one transaction that is rolled back (the table is empty between calls, nothing is
-    committed): the contract lines of `hits`; None when the probe finds a fault; the hits'
-    sources, a tuple, when the lane has no view for them yet."""
+def _read_contract(lane: _Lane, hits: pa.Table) -> list[dict[str, Any]] | tuple[str, ...] | None:
+    """The contract lines of `hits`, read through the lane's prepared statements (whose plans
+    DuckDB keeps: they scan the lane's source, not a table); None when the probe finds a fault;
+    the hits' sources, a tuple, when the lane has no statement for them yet."""
     cursor = lane.cursor
-    with _registered(cursor, hits):
-        cursor.execute("BEGIN TRANSACTION")
-        try:
-            cursor.execute(f"INSERT INTO {HITS_TABLE} SELECT * FROM {HITS_INPUT}")
-            broken, sources = cursor.execute(f"SELECT * FROM {PROBE_VIEW}").fetchall()[0]
-            if broken:
-                return None
-            view = lane.views.get(tuple(sources))
-            if view is None:
-                return tuple(sources)
-            return read_json_lines(cursor, f"SELECT * FROM {view}")
-        finally:
-            cursor.execute("ROLLBACK")
+    lane.source.table = hits
+    try:
+        broken, sources = cursor.execute(f"EXECUTE {PROBE}").fetchall()[0]
+        if broken:
+            return None
+        view = lane.views.get(tuple(sources))
+        if view is None:
+            return tuple(sources)
+        return read_json_lines(cursor, f"EXECUTE {ident(view)}")
+    finally:
+        lane.source.table = hits.slice(0, 0)
 
 
 def json_lines_sql(query: str, key: str) -> str:
@@ -237,18 +243,33 @@ def read_json_lines(con: duckdb.DuckDBPyConnection, query: str) -> list[dict[str
     return [json.loads(row[0]) for row in con.execute(query).fetchall()]
 
 
-def _shape(describe: duckdb.DuckDBPyConnection, hits: Table) -> Shape | None:
-    """The names and types of the columns of `hits`: an Arrow table's own (the scorer's usual
-    input: no round trip), else those DuckDB reads; None for what it cannot scan here (the
-    checked path says what)."""
+def _shape(table: pa.Table) -> Shape:
+    return tuple((field.name, str(field.type)) for field in table.schema)
+
+
+def _as_arrow(reader: duckdb.DuckDBPyConnection, hits: Table) -> pa.Table | None:
+    """`hits` as an Arrow table: an Arrow table as it is (the scorer's usual input), else as
+    DuckDB reads it; None for what it cannot scan here (the checked path says what)."""
     if isinstance(hits, pa.Table):
-        return tuple((field.name, f"arrow {field.type}") for field in hits.schema)
+        return hits
     try:
-        with _registered(describe, hits):
-            described = describe.execute(f"DESCRIBE SELECT * FROM {HITS_INPUT}").fetchall()
+        with _registered(reader, hits):
+            table: pa.Table = reader.sql(f"SELECT * FROM {HITS_INPUT}").to_arrow_table()
     except duckdb.Error:
         return None
-    return tuple((str(row[0]), str(row[1])) for row in described)
+    return table
+
+
+class _Source:
+    """The hits of the lane's current call, for DuckDB to scan: an Arrow stream made anew at
+    each scan, so a prepared statement over it reads every call's rows through one plan."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+
+    def __arrow_c_stream__(self, requested_schema: object = None) -> object:
+        table: Any = self.table  # (pyarrow's stubs leave the PyCapsule protocol untyped)
+        return table.__arrow_c_stream__(requested_schema)
 
 
 @contextmanager

@@ -215,10 +215,9 @@ def _lists_of(
 
 
 def scoring_threads_for(live: LiveSettings, per_query: bool) -> int:
-    """One scoring thread a CPU; with batching (a per-query job), one for two CPUs: a
-    statement costs about the same for 8 requests as for 16 (docs/live.md), so one thread
-    taking all that wait scores more than two taking half each, and the other CPU reads and
-    writes the JSON."""
+    """One scoring thread a CPU; with batching (a per-query job), one for two CPUs: one
+    thread taking all that wait scores as many as two taking half each, at less CPU a query
+    (docs/live.md), and the other CPU reads and writes the JSON."""
     cpus = os.cpu_count() or 1
     return max(1, cpus // 2) if live.max_batch > 1 and per_query else cpus
 

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 import pytest
 
 import duckscore as ds
+from duckscore.api.lanes import _Source
 from duckscore.api.scorer import Scorer
 from duckscore.core.connection import EngineSettings
 from duckscore.core.errors import DuckscoreError
@@ -124,10 +125,11 @@ def test_each_thread_its_own_lane_nothing_kept_and_closed(hits: pa.Table) -> Non
         thread.join()
     lanes = [lane for t in scorer._lanes._threads.values() for lane in t.lanes.values()]
     assert len(lanes) == 3
-    # between calls a lane's table is empty: each call's rows lived in a rolled-back transaction
+    # between calls a lane keeps no request's rows: its log reads none
     assert [
-        lane.cursor.execute("SELECT count(*) FROM __live_hits").fetchone() for lane in lanes
+        lane.cursor.execute("SELECT count(*) FROM retrieval_log").fetchone() for lane in lanes
     ] == [(0,)] * 3
+    assert {lane.source.table.num_rows for lane in lanes} == {0}
     scorer.score(query(hits, "5"))  # a new thread's lane: the ended threads' lanes are closed
     assert len(scorer._lanes._threads) == 1
     with pytest.raises(duckdb.ConnectionException):
@@ -135,6 +137,23 @@ def test_each_thread_its_own_lane_nothing_kept_and_closed(hits: pa.Table) -> Non
     scorer.close()
     with pytest.raises(duckdb.ConnectionException):
         scorer._con.execute("SELECT 1")
+
+
+def test_one_prepared_plan_reads_each_calls_rows_from_the_source() -> None:
+    """What the warm path rests on: DuckDB asks the lane's source for a new stream at every
+    EXECUTE of a statement prepared over it, so one plan reads each call's rows — a new table,
+    more rows, none."""
+    con = duckdb.connect()
+    source = _Source(pa.table({"score": [1.0, 2.0]}))
+    con.register("hits", source)
+    con.execute("CREATE TEMP VIEW total AS SELECT sum(score), count(*) FROM hits")
+    con.execute("PREPARE total AS SELECT * FROM total")
+    assert con.execute("EXECUTE total").fetchall() == [(3.0, 2)]
+    source.table = pa.table({"score": [10.0, 20.0, 30.0]})
+    assert con.execute("EXECUTE total").fetchall() == [(60.0, 3)]
+    source.table = source.table.slice(0, 0)
+    assert con.execute("EXECUTE total").fetchall() == [(None, 0)]
+    con.close()
 
 
 def test_hits_without_scores_are_their_batch_lines_cold_and_warm(
@@ -167,7 +186,8 @@ def test_the_hits_are_read_by_a_name_of_ours_not_by_a_replacement_scan(
 ) -> None:
     """A lane registers the caller's hits under its own name: with DuckDB's scans of Python
     variables turned off, requests after the first still take the warm path, and give the
-    checked path's lines (an Arrow table's shape is its schema; a frame's, DuckDB's reading)."""
+    checked path's lines (an Arrow table's shape is its schema; a frame's, that of DuckDB's
+    reading of it into Arrow)."""
     given = [query(hits, q) for q in ("1", "3", "5")]
     if kind == "pandas":
         given = [table.to_pandas() for table in given]

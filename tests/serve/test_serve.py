@@ -122,21 +122,49 @@ def test_the_server_keeps_a_log_of_its_own(server: Server) -> None:
     assert "duckscore [" not in said and "duckscore: warning:" not in said
 
 
+# the app of a worker of `serve --workers N` (uvicorn's factory), built in a process of its own
+A_WORKERS_APP = (
+    "import gc, logging, os, uvicorn\n"
+    "from duckscore.runner.job import Job\n"
+    "from duckscore.serve import server\n"
+    "settings = server.ScorerSettings(Job())\n"
+    "os.environ[server.SETTINGS_VARIABLE] = settings.record()\n"
+    "server.app_from_environment()\n"
+)
+
+
+def python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd)
+
+
 def test_a_workers_errors_reach_its_log(tmp_path: Path) -> None:
     """`--workers N`: the app of each worker (uvicorn's factory, in a process of its own) logs
     as the server does."""
     code = (
-        "import logging, os\n"
-        "from duckscore.runner.job import Job\n"
-        "from duckscore.serve import server\n"
-        "os.environ[server.SETTINGS_VARIABLE] = server.ScorerSettings(Job()).record()\n"
-        "server.app_from_environment()\n"
-        "logging.getLogger('duckscore.serve').error('internal error on POST /v1/score: boom')\n"
+        A_WORKERS_APP
+        + "logging.getLogger('duckscore.serve').error('internal error on POST /v1/score: boom')\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path
-    )
+    done = python(code, tmp_path)
     assert (done.returncode, done.stderr) == (0, "ERROR: internal error on POST /v1/score: boom\n")
+
+
+def test_what_a_server_holds_at_its_start_is_out_of_the_collectors_passes(
+    tmp_path: Path,
+) -> None:
+    """One process and each of N workers freeze what they hold once the app is built (the
+    modules, the policy, the scorer: serve/server.py, _settled), so the collector's full passes
+    under load scan only what came after: without it they took ~40 ms each (docs/live.md)."""
+    code = (
+        A_WORKERS_APP + "print(gc.get_freeze_count() > 10000)\n"
+        "gc.unfreeze()\n"
+        "class Served:\n"
+        "    def __init__(self, config): pass\n"
+        "    async def serve(self, sockets): print(gc.get_freeze_count() > 10000)\n"
+        "uvicorn.Server = Served\n"
+        "server.serve(settings, '127.0.0.1', 0)\n"
+    )
+    done = python(code, tmp_path)
+    assert (done.returncode, done.stdout) == (0, "True\nTrue\n"), done.stderr
 
 
 def post(url: str, payload: Any, **kwargs: Any) -> httpx.Response:
