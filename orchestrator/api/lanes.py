@@ -9,8 +9,8 @@ set of sources, each a view and a prepared statement of it — parsed, checked a
 A call hands its hits to the source, executes the probe and then the contract statement.
 
 DuckDB keeps a prepared statement's plan only when the statement scans no table (one that
-scans a table is bound and optimised again on every EXECUTE: the catalog's version is checked
-per transaction), so the hits are not copied into one: the source is a Python object whose Arrow
+scans a table, temporary or not, is bound and optimised again on every EXECUTE, measured with
+DuckDB 2.0), so the hits are not copied into one: the source is a Python object whose Arrow
 stream DuckDB asks for at each scan, and it streams the current call's hits.
 
 A lane never says why hits are refused: when the probe finds a fault, the caller scores the hits
