@@ -47,15 +47,12 @@ def contract_profile(scorer: Scorer, hits: pa.Table) -> dict[str, Any]:
     cursor = lane.cursor
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "profile.json"
-        lane.source.table = hits
-        try:
+        with lane.source.holding(hits):
             cursor.execute("SET enable_profiling = 'json'")
             cursor.execute("SET profiling_mode = 'detailed'")
             cursor.execute(f"SET profiling_output = '{out}'")
             cursor.execute(f"EXECUTE {statement}").fetchall()
             cursor.execute("RESET enable_profiling")
-        finally:
-            lane.source.table = hits.slice(0, 0)
         profile = json.loads(out.read_text(encoding="utf-8"))
     optimisers = {k: v * 1000 for k, v in profile["optimizer"].items() if k != "total_time"}
     return {

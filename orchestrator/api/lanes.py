@@ -133,13 +133,13 @@ class Lanes:
         try:
             source = _Source(table)
             session = Session(connection=cursor)
-            opened, fuse_plan = open_log(session, source, self._recipe, label="hits")
-            cursor.execute(f"CREATE TEMP VIEW {PROBE} AS {log_probe(opened, fuse_plan)}")
-            cursor.execute(f"PREPARE {PROBE} AS SELECT * FROM {PROBE}")
-            lane = _Lane(cursor, session, fuse_plan, source)
-            _, sources = cursor.execute(f"EXECUTE {PROBE}").fetchall()[0]
-            self._add_view(lane, sources)
-            source.table = source.table.slice(0, 0)  # the lane keeps no request's rows
+            with source.holding(table):  # the lane keeps no request's rows
+                opened, fuse_plan = open_log(session, source, self._recipe, label="hits")
+                cursor.execute(f"CREATE TEMP VIEW {PROBE} AS {log_probe(opened, fuse_plan)}")
+                cursor.execute(f"PREPARE {PROBE} AS SELECT * FROM {PROBE}")
+                lane = _Lane(cursor, session, fuse_plan, source)
+                _, sources = cursor.execute(f"EXECUTE {PROBE}").fetchall()[0]
+                self._add_view(lane, sources)
         except BaseException:
             cursor.close()
             raise
@@ -219,8 +219,7 @@ def _read_contract(lane: _Lane, hits: pa.Table) -> list[dict[str, Any]] | tuple[
     DuckDB keeps: they scan the lane's source, not a table); None when the probe finds a fault;
     the hits' sources, a tuple, when the lane has no statement for them yet."""
     cursor = lane.cursor
-    lane.source.table = hits
-    try:
+    with lane.source.holding(hits):
         broken, sources = cursor.execute(f"EXECUTE {PROBE}").fetchall()[0]
         if broken:
             return None
@@ -228,8 +227,6 @@ def _read_contract(lane: _Lane, hits: pa.Table) -> list[dict[str, Any]] | tuple[
         if view is None:
             return tuple(sources)
         return read_json_lines(cursor, f"EXECUTE {ident(view)}")
-    finally:
-        lane.source.table = hits.slice(0, 0)
 
 
 def json_lines_sql(query: str, key: str) -> str:
@@ -265,7 +262,16 @@ class _Source:
     each scan, so a prepared statement over it reads every call's rows through one plan."""
 
     def __init__(self, table: pa.Table) -> None:
+        self.table = table.slice(0, 0)  # between calls: no rows, the shape's schema
+
+    @contextmanager
+    def holding(self, table: pa.Table) -> Iterator[None]:
+        """The source streams `table` within the block, and no rows after it."""
         self.table = table
+        try:
+            yield
+        finally:
+            self.table = table.slice(0, 0)
 
     def __arrow_c_stream__(self, requested_schema: object = None) -> object:
         table: Any = self.table  # (pyarrow's stubs leave the PyCapsule protocol untyped)

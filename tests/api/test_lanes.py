@@ -144,14 +144,15 @@ def test_one_prepared_plan_reads_each_calls_rows_from_the_source() -> None:
     EXECUTE of a statement prepared over it, so one plan reads each call's rows — a new table,
     more rows, none."""
     con = duckdb.connect()
-    source = _Source(pa.table({"score": [1.0, 2.0]}))
+    first = pa.table({"score": [1.0, 2.0]})
+    source = _Source(first)
     con.register("hits", source)
     con.execute("CREATE TEMP VIEW total AS SELECT sum(score), count(*) FROM hits")
     con.execute("PREPARE total AS SELECT * FROM total")
-    assert con.execute("EXECUTE total").fetchall() == [(3.0, 2)]
-    source.table = pa.table({"score": [10.0, 20.0, 30.0]})
-    assert con.execute("EXECUTE total").fetchall() == [(60.0, 3)]
-    source.table = source.table.slice(0, 0)
+    with source.holding(first):
+        assert con.execute("EXECUTE total").fetchall() == [(3.0, 2)]
+    with source.holding(pa.table({"score": [10.0, 20.0, 30.0]})):
+        assert con.execute("EXECUTE total").fetchall() == [(60.0, 3)]
     assert con.execute("EXECUTE total").fetchall() == [(None, 0)]
     con.close()
 
