@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from ..core.errors import DuckscoreError
-from ..core.interrupts import catch_sigterm, interrupt_message
+from ..core.interrupts import catch_sigterm, command_started, interrupt_message
 from .reporting import reporting
 
 
@@ -18,6 +18,7 @@ class DuckscoreGroup(click.Group):
     DuckscoreError from the runner and click's own usage errors alike."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        command_started()
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt as exc:

@@ -18,11 +18,29 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import OutputError
+from .interrupts import signals_held
 
 
 @contextmanager
 def output_lock(lock_path: Path, shown: str) -> Iterator[None]:
-    """Hold the lock `lock_path` or fail in one line naming the process that holds it."""
+    """Hold the lock `lock_path` or fail in one line naming the process that holds it. Taking
+    and leaving it hold off interrupts (core/interrupts.py), which would leave the file behind."""
+    fd: int | None = None
+    try:
+        with signals_held():
+            fd = _locked(lock_path, shown)
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode("ascii"))
+        yield
+    finally:
+        if fd is not None:  # not another run's lock, which we were refused
+            with signals_held():
+                Path(lock_path).unlink(missing_ok=True)
+                os.close(fd)
+
+
+def _locked(lock_path: Path, shown: str) -> int:
+    """The lock file `lock_path` opened and locked (made if missing)."""
     while True:
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
@@ -41,15 +59,8 @@ def output_lock(lock_path: Path, shown: str) -> Iterator[None]:
                 "finish or choose another output"
             ) from None
         if _same_file(fd, lock_path):
-            break
+            return fd
         os.close(fd)  # the holder removed the file between our open and our lock: start again
-    try:
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode("ascii"))
-        yield
-    finally:
-        Path(lock_path).unlink(missing_ok=True)
-        os.close(fd)
 
 
 def not_writable(folder: Path | str, exc: OSError, role: str = "") -> str:

@@ -19,7 +19,9 @@
   its suffix says (the suffixes the input reader reads it back by); a document (JSON, YAML) is
   refused under a suffix that names another format.
 
-A failure at any point, an interrupt included, leaves the old output exactly as it was.
+A failure at any point, an interrupt included, leaves the old output exactly as it was. The
+move itself holds Ctrl-C and SIGTERM until it is done (core/interrupts.py): an interrupt that
+arrives during it or later finds the new output whole, and its one line says so.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import duckdb
 
 from .errors import OutputError
 from .inputs import FORMATS
+from .interrupts import published, signals_held
 from .locks import not_writable, output_lock, remove_stale, umask
 from .render import lit
 from .swap import publish_folder, publish_in_place
@@ -100,11 +103,15 @@ class OutputTarget:
 
     def move_in(self, staging: Path, aside: Path) -> None:
         """`staging` made the output at once; the previous output, if any, left at `aside`."""
-        try:
-            publish = publish_in_place if self.in_place else publish_folder
-            publish(staging, self.destination, aside)
-        except OSError as exc:
-            raise OutputError(f"{self.shown}: cannot move the output in ({exc.strerror})") from None
+        publish = publish_in_place if self.in_place else publish_folder
+        with signals_held():
+            try:
+                publish(staging, self.destination, aside)
+            except OSError as exc:
+                raise OutputError(
+                    f"{self.shown}: cannot move the output in ({exc.strerror})"
+                ) from None
+            published(self.shown)
 
     @contextmanager
     def revision(self, keep_current: bool = False) -> Iterator[Path]:
@@ -118,8 +125,9 @@ class OutputTarget:
             yield staging
             self.move_in(staging, aside)
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
-            shutil.rmtree(aside, ignore_errors=True)
+            with signals_held():  # an interrupt here would leave part of a folder behind
+                shutil.rmtree(staging, ignore_errors=True)
+                shutil.rmtree(aside, ignore_errors=True)
 
 
 @contextmanager
@@ -274,7 +282,9 @@ def atomic_output_file(
         try:
             yield staging
             staging.chmod(0o666 & ~umask())
-            os.replace(staging, destination)
+            with signals_held():
+                os.replace(staging, destination)
+                published(shown)
         except (OSError, duckdb.Error) as exc:
             detail = exc.strerror if isinstance(exc, OSError) else str(exc).strip().splitlines()[0]
             raise OutputError(f"{shown}: cannot write ({detail})") from None

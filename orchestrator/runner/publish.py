@@ -22,16 +22,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
-import threading
 import uuid
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from ..core.errors import OutputError
+from ..core.interrupts import signals_held
 from ..core.outputs import OutputTarget, link_or_copy
 from .partitions import (
     LEDGER,
@@ -221,36 +218,3 @@ def _write_ledger(staging: Path, ledger: Ledger) -> None:
     path = staging / LEDGER
     path.unlink(missing_ok=True)  # a hard link to the published ledger: never write through it
     path.write_text(ledger.text(), encoding="utf-8")
-
-
-_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-@contextmanager
-def signals_held() -> Iterator[None]:
-    """Ctrl-C and SIGTERM wait for the end of the block, then act as they would have (the
-    handlers of core/interrupts.py raise KeyboardInterrupt); in the main thread only, where
-    Python runs signal handlers."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    held: list[int] = []
-
-    def hold(signum: int, frame: FrameType | None) -> None:
-        held.append(signum)
-
-    previous: dict[int, Any] = {s: signal.getsignal(s) for s in _SIGNALS}
-    caught = [s for s, handler in previous.items() if handler is not None]
-    for signum in caught:
-        signal.signal(signum, hold)
-    try:
-        yield
-    finally:
-        for signum in caught:
-            signal.signal(signum, previous[signum])
-        if held:
-            handler = previous[held[0]]
-            if callable(handler):
-                handler(held[0], None)
-            elif handler == signal.SIG_DFL:
-                signal.raise_signal(held[0])
