@@ -28,7 +28,9 @@ import resource
 import statistics
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -114,16 +116,56 @@ def _run(variant: str, log: str, out: str, threads: int) -> None:
 
 def measure(variant: str, log: str, out: str, threads: int) -> float:
     """CPU seconds of one run in a fresh process."""
+    return child_cpu_seconds(_run, variant, log, out, threads)
+
+
+def child_cpu_seconds(target: Callable[..., None], variant: str, *args: Any) -> float:
+    """CPU seconds (user + system) of `target(variant, *args)` run in a fresh process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    child = multiprocessing.get_context("spawn").Process(
-        target=_run, args=(variant, log, out, threads)
-    )
+    child = multiprocessing.get_context("spawn").Process(target=target, args=(variant, *args))
     child.start()
     child.join()
     if child.exitcode != 0:
         raise SystemExit(f"{variant}: exit status {child.exitcode}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
+def round_robin(
+    variants: tuple[str, ...], repeat: int, cpu_of: Callable[[str], float]
+) -> dict[str, list[float]]:
+    """Each variant's CPU seconds over `repeat` rounds, the order rotated each round."""
+    cpu: dict[str, list[float]] = {v: [] for v in variants}
+    for round_ in range(repeat):
+        turn = round_ % len(variants)
+        for variant in variants[turn:] + variants[:turn]:
+            cpu[variant].append(cpu_of(variant))
+    return cpu
+
+
+def medians(cpu: dict[str, list[float]], base: str) -> dict[str, dict[str, float]]:
+    """Each variant's median CPU seconds and its ratio to `base`'s."""
+    of_base = statistics.median(cpu[base])
+    return {
+        v: {"cpu_s": statistics.median(c), "ratio": statistics.median(c) / of_base}
+        for v, c in cpu.items()
+    }
+
+
+def print_table(
+    cpu: dict[str, list[float]],
+    summary: dict[str, dict[str, float]],
+    base: str,
+    last: str,
+    last_of: Callable[[str], str],
+) -> None:
+    """The variants as a Markdown table: median, each run, the ratio to `base`, and `last`."""
+    print(f"| variant | CPU s (median) | runs | / {base} | {last} |")
+    print("|---|---:|---|---:|---|")
+    for v, runs in cpu.items():
+        each = ", ".join(f"{c:.2f}" for c in runs)
+        print(f"| {v} | {summary[v]['cpu_s']:.2f} | {each} | {summary[v]['ratio']:.2f} | "
+              f"{last_of(v)} |")  # fmt: skip
 
 
 def equal(a: str, b: str) -> bool:
@@ -139,26 +181,14 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
-    cpu: dict[str, list[float]] = {v: [] for v in VARIANTS}
     with tempfile.TemporaryDirectory() as work:
         outs = {v: str(Path(work) / f"{v}.parquet") for v in VARIANTS}
-        for round_ in range(args.repeat):
-            turn = round_ % len(VARIANTS)
-            order = VARIANTS[turn:] + VARIANTS[:turn]
-            for variant in order:
-                cpu[variant].append(measure(variant, args.log, outs[variant], args.threads))
+        cpu = round_robin(
+            VARIANTS, args.repeat, lambda v: measure(v, args.log, outs[v], args.threads)
+        )
         same = {v: equal(outs["strings"], outs[v]) for v in VARIANTS[1:]}
-    base = statistics.median(cpu["strings"])
-    summary = {
-        v: {"cpu_s": statistics.median(c), "ratio": statistics.median(c) / base}
-        for v, c in cpu.items()
-    }
-    print("| variant | CPU s (median) | runs | / strings | output equal |")
-    print("|---|---:|---|---:|---|")
-    for v in VARIANTS:
-        runs = ", ".join(f"{c:.2f}" for c in cpu[v])
-        print(f"| {v} | {summary[v]['cpu_s']:.2f} | {runs} | {summary[v]['ratio']:.2f} | "
-              f"{'—' if v == 'strings' else same[v]} |")  # fmt: skip
+    summary = medians(cpu, "strings")
+    print_table(cpu, summary, "strings", "output equal", lambda v: str(same.get(v, "—")))
     if not all(same.values()):
         sys.exit("the variants' outputs differ")
     return summary
