@@ -8,7 +8,8 @@ score on the labels among
 - `prior_labels`: the shipped map's prior moved to the rate of the labels and the unlabelled
   log together (semi-supervised EM, adaptation.log_evidence), where the log is evidence;
 - `refit`: σ(a + b·logit p) of the label-free map's p, shrunk toward it (refit_on_labels);
-- `intercept`: σ(a + logit p), the intercept alone.
+- `intercept`: σ(a + logit p), the intercept alone;
+- `rate`: σ(a), the labels' rate for every query (the score no evidence).
 
 The shipped and label-free maps (and the alternatives) were not fitted on the labels: their
 Brier score on them is already out of sample. A fitted map is cross-validated whole
@@ -36,6 +37,7 @@ from .recalibration import (
     LogitMap,
     compose,
     fit_intercept,
+    fit_rate,
     held_out,
     refit_on_labels,
     refit_within,
@@ -110,12 +112,21 @@ def choose_by_labels(
             held_out(p_good, y, used_folds, seed, fit_intercept),
             moves,
         ),
+        Candidate(
+            "rate",
+            compose(carried, fit_rate(p_good, y)),
+            held_out(p_good, y, used_folds, seed, fit_rate),
+            moves,
+        ),
     ]
     cv_brier = {c.name: brier(c.held_out, y) for c in candidates}
     best = min(cv_brier.values())
     chosen = next(c for c in candidates if cv_brier[c.name] <= best + TIE)
     if log is not None:
         chosen = nearest_the_log(candidates, chosen, y, log)
+    elif indistinguishable(candidates[-1], chosen, y):
+        # neither the log nor the labels show the score to be evidence: the labels' rate
+        chosen = candidates[-1]
     frame = labelled.assign(score=chosen.held_out)[["query_id", "score", "outcome"]]
     figures = frame_metrics(session, frame)
     base_rate = float(y.mean())
@@ -153,10 +164,17 @@ def nearest_the_log(
     earlier. A few labels drawn with a rate off the log's pull every map fitted to them along."""
 
     def within(candidate: Candidate) -> bool:
-        gap = (candidate.held_out - y) ** 2 - (best.held_out - y) ** 2
-        return float(gap.mean()) <= float(gap.std(ddof=1)) / math.sqrt(len(y))
+        return indistinguishable(candidate, best, y)
 
     def distance(candidate: Candidate) -> float:
         return abs(float(apply_map(candidate.block, log.decisions).mean()) - log.rate)
 
     return min((c for c in candidates if within(c)), key=distance)
+
+
+def indistinguishable(candidate: Candidate, best: Candidate, y: np.ndarray) -> bool:
+    """The held-out Brier score of `candidate` above `best`'s by no more than one standard
+    error of the paired difference: the labels cannot tell the two apart."""
+    gap = (candidate.held_out - y) ** 2 - (best.held_out - y) ** 2
+    return float(gap.mean()) <= float(gap.std(ddof=1)) / math.sqrt(len(y))
+

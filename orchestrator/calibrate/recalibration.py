@@ -262,3 +262,11 @@ def fit_intercept(p_good: np.ndarray, y: np.ndarray, iterations: int = 200) -> L
         middle = (low + high) / 2
         low, high = (middle, high) if sigmoid(middle + z).sum() < y.sum() else (low, middle)
     return LogitMap((low + high) / 2, 1.0)
+
+
+def fit_rate(p_good: np.ndarray, y: np.ndarray) -> LogitMap:
+    """σ(a), the slope 0: every query's p_good is the labels' rate — the map where the score
+    is no evidence (its rate kept off 0 and 1 by the labels of both outcomes)."""
+    rate = float(np.clip(np.mean(y), 1.0 / (len(y) + 1), len(y) / (len(y) + 1)))
+    return LogitMap(float(logit(rate)), 0.0)
+
