@@ -177,4 +177,3 @@ def indistinguishable(candidate: Candidate, best: Candidate, y: np.ndarray) -> b
     error of the paired difference: the labels cannot tell the two apart."""
     gap = (candidate.held_out - y) ** 2 - (best.held_out - y) ** 2
     return float(gap.mean()) <= float(gap.std(ddof=1)) / math.sqrt(len(y))
-

@@ -269,4 +269,3 @@ def fit_rate(p_good: np.ndarray, y: np.ndarray) -> LogitMap:
     is no evidence (its rate kept off 0 and 1 by the labels of both outcomes)."""
     rate = float(np.clip(np.mean(y), 1.0 / (len(y) + 1), len(y) / (len(y) + 1)))
     return LogitMap(float(logit(rate)), 0.0)
-

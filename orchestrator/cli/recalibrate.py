@@ -212,7 +212,10 @@ def _labels_rate(labels: LabelRefit) -> str:
 def _rule(labels: LabelRefit) -> str:
     """How the map was chosen among the candidates."""
     if labels.rate_with_the_log is None:
-        return "the lowest chosen, a tie keeps the shipped map"
+        return (
+            "the lowest chosen, a tie keeps the shipped map; their rate where they cannot tell "
+            "it from the lowest by one standard error"
+        )
     return (
         "of those within one standard error of the lowest, the one whose mean p_good on the "
         f"log is nearest {labels.rate_with_the_log:.3f}"
@@ -296,6 +299,8 @@ BY_LABELS = {  # the map the labels chose, in the assumption's words
     "other queries together: chosen by cross-validated Brier on them and the log's rate",
     "refit": "refitted on them, {free} its prior, worth {strength:g} labels",
     "intercept": "{free}'s with its intercept refitted on them",
+    "rate": "their rate for every query: neither they nor the log show the score to be "
+    "evidence of a good answer here",
 }
 LABEL_FREE = {  # the map without labels, by what was done
     "keep": "the shipped map",

@@ -64,6 +64,7 @@ def test_one_subsample_end_to_end() -> None:
         "prior_labels",
         "refit",
         "intercept",
+        "rate",
         "refused",
     )
     assert 0.0 <= row["labels_40_held_out"] <= 1.0  # on the 16 queries the labels did not see

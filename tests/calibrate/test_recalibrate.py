@@ -223,7 +223,9 @@ def test_forty_labels_refit_p_good_as_the_penalised_log_loss_says(
     assert report["n"] == 40 and report["good"] == int((labels["label"] == "good").sum())
     # the refit beat the shipped and the label-free maps on these labels (what is written below)
     assert report["chosen"] == "refit"
-    assert list(report["cv_brier_by_candidate"]) == ["shipped", "label_free", "refit", "intercept"]
+    assert list(report["cv_brier_by_candidate"]) == [
+        "shipped", "label_free", "refit", "intercept", "rate"
+    ]  # fmt: skip
     assert recorded["base_rate"] == pytest.approx(report["good"] / 40, abs=1e-9)
     # the label-free policy's p_good, as its SQL wrote it, is what the labels refit
     free = free_run.merge(labels, on="query_id")
