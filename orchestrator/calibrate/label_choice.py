@@ -99,6 +99,12 @@ def choose_by_labels(
         if found is not None:
             held = held_out(p_shipped, y, used_folds, seed, fit)
             candidates.append(Candidate(name, compose(shipped, found), held, False))
+    by_rate = Candidate(
+        "rate",
+        compose(carried, fit_rate(p_good, y)),
+        held_out(p_good, y, used_folds, seed, fit_rate),
+        moves,
+    )
     candidates += [
         Candidate(
             "refit",
@@ -112,21 +118,16 @@ def choose_by_labels(
             held_out(p_good, y, used_folds, seed, fit_intercept),
             moves,
         ),
-        Candidate(
-            "rate",
-            compose(carried, fit_rate(p_good, y)),
-            held_out(p_good, y, used_folds, seed, fit_rate),
-            moves,
-        ),
+        by_rate,
     ]
     cv_brier = {c.name: brier(c.held_out, y) for c in candidates}
     best = min(cv_brier.values())
     chosen = next(c for c in candidates if cv_brier[c.name] <= best + TIE)
     if log is not None:
         chosen = nearest_the_log(candidates, chosen, y, log)
-    elif indistinguishable(candidates[-1], chosen, y):
+    elif indistinguishable(by_rate, chosen, y):
         # neither the log nor the labels show the score to be evidence: the labels' rate
-        chosen = candidates[-1]
+        chosen = by_rate
     frame = labelled.assign(score=chosen.held_out)[["query_id", "score", "outcome"]]
     figures = frame_metrics(session, frame)
     base_rate = float(y.mean())
