@@ -9,7 +9,8 @@ the default policy (overall_v3, calibrated on SciFact) as shipped, recalibrated 
 by each --adapt mode (a refusal keeps the shipped map: counted, and its ECE is the shipped
 map's), and with 20 and 40 labels drawn at random from the subsample (refused: the shipped map
 kept, counted). Each p_good is judged on every query of the subsample (the labelled ones too)
-by the project's ECE (calibrate/calibration_metrics.py: 10 equal-width bins), beside the ECE a
+by the project's ECE (calibrate/calibration_metrics.py: 10 equal-width bins) and by the Brier
+score (ECE is not a proper score: a constant map at the rate scores ~0), beside the ECE a
 perfectly calibrated map shows at that size (outcomes redrawn as Bernoulli of the shipped
 p_good, 1,000 times, sql/calibrate/ece_consistency.sql: mean and P95), with the shift
 `duckscore drift` diagnoses on the subsample and the mode it chooses.
@@ -39,6 +40,7 @@ import pandas as pd
 
 from duckscore.api.functions import run
 from duckscore.calibrate.calibration_metrics import frame_metrics
+from duckscore.calibrate.probability import brier
 from duckscore.calibrate.probability_report import ece_consistency
 from duckscore.calibrate.recalibrate import ADAPT_METHODS, recalibrate
 from duckscore.calibrate.settings import CalibrationError
@@ -119,10 +121,12 @@ class Measure:
             "collection": name, "rate": rate, "seed": seed, "n": len(ids), "good": int(y.sum()),
             "noise_mean": noise["ece_mean"], "noise_p95": noise["ece_p95"],
             "shipped": self.ece(ids, p_shipped, y), "shipped_p_good_mean": float(p_shipped.mean()),
+            "shipped_brier": brier(p_shipped, y),
         }  # fmt: skip
         for mode in LABEL_FREE:
             p, facts = self.recalibrated(log, ids, p_shipped, adapt=mode)
-            row |= {mode: self.ece(ids, p, y)} | {f"{mode}_{k}": v for k, v in facts.items()}
+            row |= {mode: self.ece(ids, p, y), f"{mode}_brier": brier(p, y)}
+            row |= {f"{mode}_{k}": v for k, v in facts.items()}
         # the same diagnosis in every mode: the one of the first that ran
         row["shift"] = next((row[f"{m}_shift"] for m in LABEL_FREE if row[f"{m}_shift"]), None)
         for count in LABEL_COUNTS:
@@ -133,6 +137,7 @@ class Measure:
             held_out = self.ece(list(np.asarray(ids)[rest]), p[rest], y[rest])
             name = f"labels_{count}"
             row |= {name: self.ece(ids, p, y), f"{name}_held_out": held_out}
+            row |= {f"{name}_brier": brier(p, y)}
             row |= {f"{name}_{k}": v for k, v in facts.items()}
         return row
 
@@ -215,6 +220,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         }  # fmt: skip
         for m in ["shipped", *methods()]:
             summary[m] = {"mean": float(group[m].mean()), "max": float(group[m].max())}
+            summary[m]["brier"] = float(group[f"{m}_brier"].mean())
             if m != "shipped":
                 summary[m]["refused"] = int(group[f"{m}_refused"].sum())
             if m.startswith("labels_"):
@@ -265,6 +271,11 @@ def markdown(summary: list[dict[str, Any]]) -> str:
             f"{labelled} | {within} | {s[last]['at_most_bar']}/{s['subsamples']} "
             f"(worst {s[last]['max']:.3f}) |"
         )
+    lines += ["", "| collection | rate | Brier score, mean: " + ", ".join(names.values()) + " |",
+              "|---|---:|---|"]  # fmt: skip
+    for s in summary:
+        briers = ", ".join(f"{s[m]['brier']:.3f}" for m in names)
+        lines.append(f"| {s['collection']} | {s['rate']:.1f} | {briers} |")
     return "\n".join(lines)
 
 

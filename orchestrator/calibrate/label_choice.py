@@ -16,7 +16,9 @@ Brier score on them is already out of sample. A fitted map is cross-validated wh
 (recalibration.held_out): the refit's prior strength, `prior_labels`' rate made inside each
 fold. The lowest wins; a tie keeps the earlier candidate, so the shipped map first. Where the
 log is evidence (nearest_the_log), the labels only narrow the candidates to those they cannot
-tell from the lowest, and the log's rate picks among them.
+tell from the lowest, and the log's rate picks among them. Where it is not, `rate` is written
+unless the lowest beats it at the 95 % level: a map that reads the score is fitted to a few
+labels only where they show the score to be evidence on this domain.
 """
 
 from __future__ import annotations
@@ -46,6 +48,11 @@ from .recalibration_summary import LabelRefit
 from .settings import CalibrationError
 
 TIE = 1e-12  # Brier scores this close are equal (a tie keeps the earlier candidate)
+# Standard errors of the paired difference in held-out Brier score: a map is told from the best
+# when above it by more than one (Breiman's one-standard-error rule); the score is evidence on a
+# domain the log cannot speak for only when a map of it beats the labels' rate at the 95 % level.
+ONE_STANDARD_ERROR = 1.0
+EVIDENCE = 1.96
 
 
 @dataclass(frozen=True)
@@ -125,7 +132,7 @@ def choose_by_labels(
     chosen = next(c for c in candidates if cv_brier[c.name] <= best + TIE)
     if log is not None:
         chosen = nearest_the_log(candidates, chosen, y, log)
-    elif indistinguishable(by_rate, chosen, y):
+    elif within(by_rate, chosen, y, EVIDENCE):
         # neither the log nor the labels show the score to be evidence: the labels' rate
         chosen = by_rate
     frame = labelled.assign(score=chosen.held_out)[["query_id", "score", "outcome"]]
@@ -164,17 +171,14 @@ def nearest_the_log(
     on the whole log is nearest the rate of the labels and the log together; a tie keeps the
     earlier. A few labels drawn with a rate off the log's pull every map fitted to them along."""
 
-    def within(candidate: Candidate) -> bool:
-        return indistinguishable(candidate, best, y)
-
     def distance(candidate: Candidate) -> float:
         return abs(float(apply_map(candidate.block, log.decisions).mean()) - log.rate)
 
-    return min((c for c in candidates if within(c)), key=distance)
+    return min((c for c in candidates if within(c, best, y, ONE_STANDARD_ERROR)), key=distance)
 
 
-def indistinguishable(candidate: Candidate, best: Candidate, y: np.ndarray) -> bool:
-    """The held-out Brier score of `candidate` above `best`'s by no more than one standard
-    error of the paired difference: the labels cannot tell the two apart."""
+def within(candidate: Candidate, best: Candidate, y: np.ndarray, errors: float) -> bool:
+    """The held-out Brier score of `candidate` above `best`'s by no more than `errors` standard
+    errors of the paired difference: the labels cannot tell the two apart at that level."""
     gap = (candidate.held_out - y) ** 2 - (best.held_out - y) ** 2
-    return float(gap.mean()) <= float(gap.std(ddof=1)) / math.sqrt(len(y))
+    return float(gap.mean()) <= errors * float(gap.std(ddof=1)) / math.sqrt(len(y))

@@ -213,8 +213,8 @@ def _rule(labels: LabelRefit) -> str:
     """How the map was chosen among the candidates."""
     if labels.rate_with_the_log is None:
         return (
-            "the lowest chosen, a tie keeps the shipped map; their rate where they cannot tell "
-            "it from the lowest by one standard error"
+            "the lowest chosen, a tie keeps the shipped map; their rate unless the lowest beats "
+            "it by 1.96 standard errors"
         )
     return (
         "of those within one standard error of the lowest, the one whose mean p_good on the "

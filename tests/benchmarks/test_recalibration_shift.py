@@ -1,8 +1,11 @@
 """benchmarks/recalibration_shift.py cannot rot: its subsampling by hand, and its core on one
 collection, one rate, one seed — the subsample's shipped decisions against the subsample scored
-on its own, the shipped map's ECE against 10 equal-width bins written out in numpy."""
+on its own, the shipped map's ECE against 10 equal-width bins written out in numpy, its Brier
+score by hand — and the tables of docs/recalibrate.md are the recorded results."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pandas as pd
@@ -10,6 +13,8 @@ import pytest
 
 from benchmarks import recalibration_shift as bench
 from duckscore.api.functions import run
+
+from ..helpers import ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -51,6 +56,8 @@ def test_one_subsample_end_to_end() -> None:
     assert np.array_equal(alone["p_good"], collection.shipped.loc[ids, "p_good"])
     y = collection.outcome.loc[ids].to_numpy()
     assert row["shipped"] == pytest.approx(ece(alone["p_good"].to_numpy(), y), abs=1e-12)
+    brier = sum((p - o) ** 2 for p, o in zip(alone["p_good"], y, strict=True)) / len(y)
+    assert row["shipped_brier"] == pytest.approx(brier, abs=1e-12)
     for method in bench.methods():
         assert 0.0 <= row[method] <= 1.0
         if row[f"{method}_refused"]:
@@ -73,3 +80,15 @@ def test_one_subsample_end_to_end() -> None:
     [summary] = results["summary"]
     assert summary["subsamples"] == 1 and summary["shifts"] == {row["shift"]: 1}
     assert summary["labels_40"]["at_most_bar"] == int(row["labels_40"] <= 0.10)
+    for method in ("shipped", *bench.methods()):
+        assert 0.0 <= row[f"{method}_brier"] <= 1.0
+        assert summary[method]["brier"] == row[f"{method}_brier"]
+
+
+def test_the_docs_tables_are_the_recorded_results() -> None:
+    recorded = json.loads(
+        (ROOT / "benchmarks/results/recalibration_shift.json").read_text(encoding="utf-8")
+    )
+    page = (ROOT / "docs/recalibrate.md").read_text(encoding="utf-8").splitlines()
+    for line in bench.markdown(recorded["summary"]).splitlines():
+        assert not line or line in page, f"docs/recalibrate.md lacks the recorded row {line}"

@@ -4,7 +4,8 @@ computed here by hand. With labels, the label-free maps not carried over are can
 (the prior moved to EM's rate, the map moved by quantile), and only a map moved by quantile
 moves the thresholds. Where the log is evidence, the rate of the labels and the log together
 is the mixture's maximum likelihood (scipy), and the labels only narrow the candidates to those
-within one standard error of the lowest Brier score (hand-built gaps)."""
+within one standard error of the lowest Brier score; where it is not, the labels' rate stands
+unless a map beats it by 1.96 (hand-built gaps)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,14 @@ import pandas as pd
 import pytest
 
 from duckscore.calibrate.adaptation import LogEvidence, alternatives, carry_over, log_evidence
-from duckscore.calibrate.label_choice import Candidate, choose_by_labels, nearest_the_log
+from duckscore.calibrate.label_choice import (
+    EVIDENCE,
+    ONE_STANDARD_ERROR,
+    Candidate,
+    choose_by_labels,
+    nearest_the_log,
+    within,
+)
 from duckscore.calibrate.settings import CalibrationError
 from duckscore.common.defaults import DEFAULT_POLICY
 from duckscore.core.session import Session
@@ -155,3 +163,19 @@ def test_the_labels_narrow_and_the_log_chooses() -> None:
     assert nearest_the_log(tied, candidates[0], y, log).name == "near"  # the earlier kept
     far = LogEvidence(log.decisions, 0.9, {})
     assert nearest_the_log(candidates, candidates[0], y, far).name == "shipped"
+
+
+def test_the_rate_stands_unless_beaten_at_the_95_percent_level() -> None:
+    """40 labels, the best's p_good 0.7 on the 20 good, 0.3 on the rest; the rate's candidate
+    0.3 on two good (gap +0.4 each): mean gap 0.02, its standard error 0.4·√(2·38/(40·39))/√40
+    = 0.01396, so 1.43 standard errors — told from the best at one standard error (what
+    nearest_the_log narrows by), not at 1.96 (what the rate must be beaten by)."""
+    y = np.repeat([1.0, 0.0], 20)
+    best = np.where(y == 1, 0.7, 0.3)
+    rate = best.copy()
+    rate[:2] = 0.3
+    lowest, by_rate = Candidate("refit", {}, best, False), Candidate("rate", {}, rate, False)
+    assert (ONE_STANDARD_ERROR, EVIDENCE) == (1.0, 1.96)
+    assert not within(by_rate, lowest, y, ONE_STANDARD_ERROR)
+    assert within(by_rate, lowest, y, EVIDENCE)
+    assert not within(by_rate, lowest, y, 1.43) and within(by_rate, lowest, y, 1.44)

@@ -204,9 +204,20 @@ def test_quantile_adaptation_keeps_the_calibrations_p_good_by_rank(
 
 
 def test_forty_labels_refit_p_good_as_the_penalised_log_loss_says(
-    work: Path, cisi_labels: pd.DataFrame, label_free: tuple[Result, dict], free_run: pd.DataFrame
+    work: Path,
+    cisi_labels: pd.DataFrame,
+    label_free: tuple[Result, dict],
+    free_run: pd.DataFrame,
+    old_run: pd.DataFrame,
 ) -> None:
-    labels = cisi_labels.sample(n=40, random_state=0)
+    # the 20 good answers the shipped map rates highest and the 20 others it rates lowest: labels
+    # on which the score separates the outcomes, so a map of it beats the labels' rate at the
+    # 95 % level (on a random draw of CISI's it never does: the rate is written, as tested in
+    # test_recalibrate_auto.py)
+    rated = cisi_labels.merge(old_run[["query_id", "p_good"]], on="query_id")
+    by_p = rated.sort_values(["p_good", "query_id"], ascending=False)
+    good = by_p["label"] == "good"
+    labels = pd.concat([by_p[good].head(20), by_p[~good].tail(20)])[cisi_labels.columns]
     labels.to_parquet(work / "forty.parquet")
     out = work / "forty.yaml"
     result = invoke(
@@ -221,7 +232,7 @@ def test_forty_labels_refit_p_good_as_the_penalised_log_loss_says(
     assert list(recorded) == after_labels
     report = recorded["labels"]
     assert report["n"] == 40 and report["good"] == int((labels["label"] == "good").sum())
-    # the refit beat the shipped and the label-free maps on these labels (what is written below)
+    # the refit beat the other maps and the rate on these labels (what is written below)
     assert report["chosen"] == "refit"
     assert list(report["cv_brier_by_candidate"]) == [
         "shipped", "label_free", "refit", "intercept", "rate"

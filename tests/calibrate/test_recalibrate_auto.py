@@ -184,12 +184,13 @@ def test_a_moved_rate_moves_the_prior_and_keeps_the_thresholds(
 
 @pytest.fixture(scope="module")
 def forty(work: Path) -> pd.DataFrame:
-    """40 of CISI's judged queries, labelled from its reference run."""
+    """40 of CISI's judged queries, labelled from its reference run: a draw on which the refit's
+    held-out Brier score beats the rate's by between 1 and 1.96 standard errors."""
     out = work / "cisi_labels.parquet"
     cisi = FIXTURES / "cisi"
     ok("labels", "--run", str(cisi / "reference_rrf_k60.parquet"), "--qrels",
        str(cisi / "qrels.parquet"), "--out", str(out))  # fmt: skip
-    labels = pd.read_parquet(out).sample(n=40, random_state=1)
+    labels = pd.read_parquet(out).sample(n=40, random_state=10)
     labels.to_parquet(work / "forty.parquet")
     return labels
 
@@ -292,12 +293,12 @@ def test_labels_choose_the_map_of_lowest_cross_validated_brier_or_their_rate(
     }
     expected = {name: np.mean((q - y) ** 2) for name, q in held.items()}
     assert labels["cv_brier_by_candidate"] == pytest.approx(expected, abs=1e-5)
-    # the lowest; but the log is no evidence here, so the labels' rate wherever the labels
-    # cannot tell it from the lowest (one standard error of the paired difference)
+    # the lowest; but the log is no evidence here, so the labels' rate unless the lowest beats it
+    # at the 95 % level (1.96 standard errors of the paired difference)
     lowest = min(expected, key=expected.__getitem__)
     gap = (held["rate"] - y) ** 2 - (held[lowest] - y) ** 2
-    near = gap.mean() <= gap.std(ddof=1) / math.sqrt(len(y))
-    assert lowest != "rate" and near  # these forty labels: the preference decides
+    z = gap.mean() / (gap.std(ddof=1) / math.sqrt(len(y)))
+    assert lowest != "rate" and 1.0 < z <= 1.96  # these forty: one standard error would not do
     assert labels["chosen"] == "rate"
     lines = printed(result)
     assert lines["p_good_by_labels"].startswith(f"{labels['chosen']}  (cross-validated Brier")
