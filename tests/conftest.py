@@ -18,6 +18,11 @@ def pytest_configure(config: pytest.Config) -> None:
     """The tests' cache folder (core/cache.py) is their own, empty at the start and removed at
     the end: nothing is read from or left in the user's ~/.cache."""
     os.environ["DUCKSCORE_CACHE_DIR"] = tempfile.mkdtemp(prefix="duckscore-test-cache-")
+    # ranx, an oracle, is numba code compiled at first use: 2.5 minutes of one worker on a fresh
+    # machine at LLVM's -O3, 2 at -O0, the same numbers (no fastmath: IEEE arithmetic either
+    # way); the variable is read when numba is imported, after this, in every worker and
+    # subprocess. Nothing here times ranx (the benchmarks run outside pytest).
+    os.environ.setdefault("NUMBA_OPT", "0")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

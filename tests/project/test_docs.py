@@ -9,6 +9,8 @@ Fenced blocks, by their info string (docs/testing.md#examples-in-the-docs explai
 - ```sql     run in DuckDB in the same folder, one connection per page (views persist from block
              to block); a line `.read FILE` runs the SQL in FILE, as in the DuckDB shell.
 - ```python  run with this interpreter in the same folder.
+- ```sh extended   (or ```python extended) a slow block whose result another test checks: run, with
+             its output block, only in the extended tier, where the whole page runs again.
 - ```sh setup   the two set-up commands of the README: `make demo` and `make test` (not run
              here: CI runs `make test` itself, and .ci/run must call it).
 - ```sh phoenix (and their outputs)   commands against a running Phoenix server: run by
@@ -171,17 +173,25 @@ def run_sql(con: duckdb.DuckDBPyConnection, text: str, work: Path) -> None:
 
 
 def example_pages() -> list[Any]:
-    return [
-        pytest.param(page, marks=pytest.mark.extended)
-        if page.relative_to(ROOT).as_posix() in NEEDS_TOOL.keys() | SLOW_PAGES
-        else page
-        for page in pages()
-    ]
+    """Each page once; a page with `extended` blocks once without them and once, in the extended
+    tier, with every block."""
+    found = []
+    for page in pages():
+        name = page.relative_to(ROOT).as_posix()
+        if name in NEEDS_TOOL.keys() | SLOW_PAGES:
+            found.append(pytest.param(page, True, id=name, marks=pytest.mark.extended))
+            continue
+        found.append(pytest.param(page, False, id=name))
+        if any("extended" in b.tags for b in blocks(page.read_text(encoding="utf-8"))):
+            found.append(
+                pytest.param(page, True, id=f"{name}+extended", marks=pytest.mark.extended)
+            )
+    return found
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", example_pages(), ids=lambda p: p.relative_to(ROOT).as_posix())
-def test_every_example_runs(page: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("page", "every_block"), example_pages())
+def test_every_example_runs(page: Path, every_block: bool, tmp_path: Path) -> None:
     name = page.relative_to(ROOT).as_posix()
     if name in NEEDS_TOOL:
         need_tool(NEEDS_TOOL[name])
@@ -189,10 +199,17 @@ def test_every_example_runs(page: Path, tmp_path: Path) -> None:
     env = environment()
     con: duckdb.DuckDBPyConnection | None = None
     last_output: str | None = None
+    left_out = False  # the last sh or python block was an extended one, not run here
     try:
         for block in blocks(page.read_text(encoding="utf-8")):
             where = f"{name}:{block.line}"
             if block.kind == "sh" and "setup" in block.tags:
+                continue
+            if block.kind in ("sh", "bash", "python"):
+                left_out = "extended" in block.tags and not every_block
+                if left_out:
+                    continue
+            if left_out and block.kind == "text" and "output" in block.tags:
                 continue
             if "phoenix" in block.tags:  # run against a live Phoenix by tests/integrations
                 continue
