@@ -2,9 +2,12 @@
 
 A warm call costs DuckDB about 16 ms to bind and plan the contract statement and 9 ms to run it
 on 250 rows (docs/live.md), so one statement over the hits of many requests costs little more
-than over one (26 ms a statement for one SciFact query, 46 ms for 16, on a shared machine). A Batcher's scoring threads each take the requests waiting (at most `max_batch`;
-when two or more were waiting, it also waits up to `batch_window_ms` for more; one request
-waiting alone is scored at once), score them together and answer each its own lines.
+than over one (26 ms a statement for one SciFact query, 46 ms for 16, on a shared machine). A
+Batcher's scoring threads each take the requests waiting (at most `max_batch`; fewer than the
+last batch held, it waits up to `batch_window_ms` for more: clients waiting for their answers
+send again together, and a batch split in two pays the statement's fixed cost twice; after a
+batch of one, a request is scored at once), score them together and answer each its own
+lines.
 
 Together only when it changes nothing: the job is per query (runner/per_query.py), the requests
 are Arrow tables of one schema and one set of sources (the recipe is resolved against the
@@ -67,6 +70,9 @@ class Batcher:
         self._ready = threading.Condition()
         self._closed = False
         self.statements = 0  # statements run, of one request or more
+        # the last batch's size: as many back, the batch goes without waiting out the window
+        # (clients waiting for their answers send again together); one alone goes at once
+        self._last = 1
         self._serving: dict[int, threading.Thread] = {}  # by index (under _ready)
         self._started: list[threading.Thread] = []
         self.resize(workers or os.cpu_count() or 1)
@@ -153,9 +159,10 @@ class Batcher:
                     batch.append(self._queue.popleft())
                     continue
                 left = deadline - time.monotonic()
-                if len(batch) == 1 or left <= 0 or self._closed:
+                if len(batch) >= self._last or left <= 0 or self._closed:
                     break
                 self._ready.wait(left)
+            self._last = len(batch)
         return [r for r in batch if r.future.set_running_or_notify_cancel()]
 
     def _answer(self, requests: list[_Request]) -> None:

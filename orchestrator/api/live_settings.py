@@ -18,8 +18,9 @@ class LiveSettings:
     batch_window_ms: float = setting(
         10.0,
         "--batch-window-ms",
-        "How long a scoring thread that found two or more requests waiting waits for more "
-        "before scoring them in one statement; a request that waits alone is scored at once.",
+        "How long a scoring thread waits for as many requests as the last batch held before "
+        "scoring those it has in one statement; after a batch of one, a request is scored at "
+        "once.",
         minimum=0,
         maximum=1000,
     )

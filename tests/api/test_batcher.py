@@ -181,3 +181,22 @@ def test_resized_the_batcher_scores_on_the_new_number_of_threads(
         spare.resize(0)
     with pytest.raises(RuntimeError, match="closed"):
         batcher.resize(2)
+
+
+def test_a_batch_waits_for_as_many_as_the_last_held_and_no_longer(hits: pa.Table) -> None:
+    """With a window of a second: three submitted together set the size; three submitted one
+    after another then go as soon as the third is in (one statement, well within the window); a
+    lone request after them waits the window out for company; after that batch of one, a lone
+    request goes at once."""
+    queries = per_query(hits)[:3]
+    with ds.scorer() as scorer, ds.Batcher(scorer, batch_window_ms=1000, workers=1) as batcher:
+        assert len([f.result() for f in together(batcher, queries)]) == 3
+        before, started = batcher.statements, time.monotonic()
+        [future.result() for future in [batcher.submit(one) for one in queries]]
+        assert batcher.statements == before + 1 and time.monotonic() - started < 0.9
+        started = time.monotonic()
+        batcher.score(queries[0])
+        assert time.monotonic() - started >= 1.0
+        started = time.monotonic()
+        batcher.score(queries[0])
+        assert time.monotonic() - started < 0.9
