@@ -17,7 +17,7 @@ from typing import Any
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _RECEIVED: list[int] = []
-_PUBLISHED: list[str] = []  # the output the command moved in last, as messages name it
+_PUBLISHED: list[str] = []  # the outputs the command moved in, in order, as messages name them
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
@@ -38,7 +38,8 @@ def command_started() -> None:
 
 def published(shown: str) -> None:
     """Record that the output `shown` (`--out x`) is now the new one, whole."""
-    _PUBLISHED[:] = [shown]
+    if shown not in _PUBLISHED:
+        _PUBLISHED.append(shown)
 
 
 def interrupt_message(interrupted: BaseException | None = None) -> tuple[str, int]:
@@ -48,8 +49,10 @@ def interrupt_message(interrupted: BaseException | None = None) -> tuple[str, in
     notes = getattr(interrupted, "__notes__", None)
     if notes:
         left = f"the output keeps {notes[-1]}, each whole, and the rest as it was"
+    elif len(_PUBLISHED) == 1:
+        left = f"{_PUBLISHED[0]} was already written, whole"
     elif _PUBLISHED:
-        left = f"{_PUBLISHED[-1]} was already written, whole"
+        left = f"{', '.join(_PUBLISHED[:-1])} and {_PUBLISHED[-1]} were already written, whole"
     else:
         left = "the output was left as it was"
     if _RECEIVED and _RECEIVED[-1] == signal.SIGTERM:

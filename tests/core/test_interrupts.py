@@ -92,6 +92,15 @@ def test_a_partitioned_runs_note_is_what_it_kept() -> None:
     )
 
 
+def test_every_output_already_moved_in_is_named() -> None:
+    for shown in ("--out policy.yaml", "--report report.md", "--out policy.yaml", "--json x"):
+        interrupts.published(shown)
+    assert interrupt_message()[0] == (
+        "interrupted; --out policy.yaml, --report report.md and --json x were already written, "
+        "whole"
+    )
+
+
 def test_sigterm_is_told_apart_and_a_new_command_forgets_the_last() -> None:
     interrupts._RECEIVED.append(signal.SIGTERM)
     interrupts.published("--out out")
