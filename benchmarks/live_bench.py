@@ -9,10 +9,13 @@ p99 of each, the ratios to the floor's p50, queries per second of (b) and the pe
 each tenth of them reported: the calls' p50 and p99 over that tenth, the resident memory
 (VmRSS) at its end and the lanes' DuckDB instances recycled so far (issue 52 §2: every
 --recycle-calls calls, or when the latency drifts past --recycle-drift). Flat is the same p50
-and RSS at the end as after the first tenth.
+and RSS at the end as after the first tenth. --soak-threads T: the soak's calls made by T threads
+of the one scorer (each with its lanes on a DuckDB instance of its own, as serve's scoring
+threads), so a million calls take an hour rather than three.
 
     python benchmarks/live_bench.py [--rounds 3] [--queries 300] [--json F]
-        [--soak 1000000 --max-minutes 60] [--recycle-calls 2000] [--recycle-drift 1.3]
+        [--soak 1000000 --max-minutes 60 --soak-threads 1] [--recycle-calls 2000]
+        [--recycle-drift 1.3]
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import argparse
 import json
 import resource
 import statistics
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -50,27 +54,50 @@ def rss_mb() -> float:
     return float("nan")
 
 
-def soak(scorer: Scorer, queries: list[pa.Table], calls: int, minutes: float) -> dict[str, Any]:
-    """Every tenth of `calls` scorer calls (fewer when `minutes` run out first): its p50 and
-    p99 (ms), the RSS (MB) at its end and the recycles so far."""
+def soak(
+    scorer: Scorer, queries: list[pa.Table], calls: int, minutes: float, threads: int = 1
+) -> dict[str, Any]:
+    """Every tenth of `calls` scorer calls made by `threads` threads (fewer calls when
+    `minutes` run out first): its p50 and p99 (ms), the RSS (MB) at its end and the recycles so
+    far."""
     checkpoints: list[dict[str, Any]] = []
     started = time.perf_counter()
     deadline = started + minutes * 60
     tenth: list[float] = []
-    done = 0
-    while done < calls and time.perf_counter() < deadline:
-        t = time.perf_counter()
-        scorer.score(queries[done % len(queries)])
-        tenth.append((time.perf_counter() - t) * 1000)
-        done += 1
-        if done % max(1, calls // 10) == 0 or done == calls:
-            checkpoints.append(_checkpoint(scorer, done, tenth))
-            tenth = []
+    taken = done = 0
+    lock = threading.Lock()
+
+    def call_until_done() -> None:
+        nonlocal taken, done, tenth
+        while True:
+            with lock:
+                if taken >= calls or time.perf_counter() >= deadline:
+                    return
+                hits = queries[taken % len(queries)]
+                taken += 1
+            t = time.perf_counter()
+            scorer.score(hits)
+            elapsed = (time.perf_counter() - t) * 1000
+            with lock:
+                tenth.append(elapsed)
+                done += 1
+                if done % max(1, calls // 10) == 0 or done == calls:
+                    checkpoints.append(_checkpoint(scorer, done, tenth))
+                    tenth = []
+
+    # one thread: the calling one, whose lanes the rounds warmed
+    workers = [threading.Thread(target=call_until_done) for _ in range(threads - 1)]
+    for worker in workers:
+        worker.start()
+    call_until_done()
+    for worker in workers:
+        worker.join()
     if tenth:  # the time ran out within a tenth
         checkpoints.append(_checkpoint(scorer, done, tenth))
     return {
         "soak_calls_asked": calls,
         "soak_calls": done,
+        "soak_threads": threads,
         "soak_max_minutes": minutes,
         "soak": checkpoints,
         "soak_wall_s": time.perf_counter() - started,
@@ -104,6 +131,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--queries", type=int, default=300, help="the first N SciFact queries")
     parser.add_argument("--soak", type=int, default=0, help="calls after the rounds, RSS read")
     parser.add_argument("--max-minutes", type=float, default=60.0, help="the soak's time bound")
+    parser.add_argument("--soak-threads", type=int, default=1, help="threads making the calls")
     parser.add_argument("--recycle-calls", type=int, default=2000)
     parser.add_argument("--recycle-drift", type=float, default=1.3)
     parser.add_argument("--json", type=Path)
@@ -130,7 +158,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 scorer.score(hits)
                 live_ms.append((time.perf_counter() - t) * 1000)
         elapsed = time.perf_counter() - started
-        soaked = soak(scorer, queries, args.soak, args.max_minutes) if args.soak else {}
+        soaked = (
+            soak(scorer, queries, args.soak, args.max_minutes, args.soak_threads)
+            if args.soak
+            else {}
+        )
     floor_p50 = percentile(floor_ms, 0.5)
     results = {
         "requests": len(live_ms),

@@ -78,3 +78,13 @@ def test_live_bench_soak_reports_each_tenth_and_recycles() -> None:
     for point in results["soak"]:
         assert 0 < point["p50_ms"] <= point["p99_ms"] and point["rss_mb"] > 0
     assert results["soak"][-1]["recycles"] == 3
+
+
+def test_live_bench_soak_on_threads_counts_every_call() -> None:
+    """--soak-threads 3: the 30 calls made by three threads of one scorer, a checkpoint every
+    3 calls all the same, each thread's lanes on an instance of its own."""
+    results = live_bench.main(
+        ["--rounds", "1", "--queries", "5", "--soak", "30", "--soak-threads", "3"]
+    )
+    assert results["soak_calls"] == 30 and results["soak_threads"] == 3
+    assert [point["calls"] for point in results["soak"]] == list(range(3, 31, 3))
