@@ -81,8 +81,8 @@ def test_live_bench_soak_reports_each_tenth_and_recycles() -> None:
 
 
 def test_live_bench_soak_on_threads_counts_every_call() -> None:
-    """--soak-threads 3: the 30 calls made by three threads of one scorer, a checkpoint every
-    3 calls all the same, each thread's lanes on an instance of its own."""
+    """--soak-threads 3: the 30 calls made by three threads of one scorer are all counted, a
+    checkpoint every 3 calls as with one thread."""
     results = live_bench.main(
         ["--rounds", "1", "--queries", "5", "--soak", "30", "--soak-threads", "3"]
     )
