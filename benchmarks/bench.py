@@ -536,6 +536,7 @@ def worker_environment(threads: int) -> dict[str, str]:
     # ranx's numba threads; more than the cores is an error
     env["NUMBA_NUM_THREADS"] = str(min(threads, os.cpu_count() or 1))
     env["POLARS_MAX_THREADS"] = str(threads)  # read once, when polars is imported
+    env.pop("NUMBA_OPT", None)  # the tests compile ranx at -O0; time it as users run it
     return env
 
 

@@ -125,13 +125,20 @@ def per_query(log: pa.Table) -> list[pa.Table]:
     return [log.filter(pc.equal(log["query_id"], q)) for q in ids]
 
 
+def at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--queries", type=int, default=300, help="the first N SciFact queries")
     parser.add_argument("--soak", type=int, default=0, help="calls after the rounds, RSS read")
     parser.add_argument("--max-minutes", type=float, default=60.0, help="the soak's time bound")
-    parser.add_argument("--soak-threads", type=int, default=1, help="threads making the calls")
+    parser.add_argument("--soak-threads", type=at_least_one, default=1, help="threads making the calls")
     parser.add_argument("--recycle-calls", type=int, default=2000)
     parser.add_argument("--recycle-drift", type=float, default=1.3)
     parser.add_argument("--json", type=Path)

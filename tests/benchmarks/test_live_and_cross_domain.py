@@ -88,3 +88,10 @@ def test_live_bench_soak_on_threads_counts_every_call() -> None:
     )
     assert results["soak_calls"] == 30 and results["soak_threads"] == 3
     assert [point["calls"] for point in results["soak"]] == list(range(3, 31, 3))
+
+
+def test_live_bench_refuses_a_soak_without_threads(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        live_bench.main(["--soak", "30", "--soak-threads", "0"])
+    assert stopped.value.code == 2
+    assert "--soak-threads: must be 1 or more, not 0" in capsys.readouterr().err

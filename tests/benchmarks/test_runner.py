@@ -149,3 +149,10 @@ def test_failure_reasons() -> None:
     traceback = "Traceback (most recent call last):\n  ...\nMemoryError\n"
     assert bench.failure_reason(1, traceback) == "MemoryError"
     assert bench.failure_reason(3, "") == "worker exited with status 3"
+
+
+def test_workers_time_ranx_as_users_run_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests compile ranx at -O0 (conftest); a benchmark worker must not inherit that."""
+    monkeypatch.setenv("NUMBA_OPT", "0")
+    env = bench.worker_environment(2)
+    assert "NUMBA_OPT" not in env and env["OMP_NUM_THREADS"] == "2"
