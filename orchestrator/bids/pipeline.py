@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.connection import EngineSettings
+from ..core.ctes import create_each
 from ..core.errors import InputError, PolicyError, WhitelistError
 from ..core.inputs import Table
 from ..core.outputs import check_output_dir
@@ -59,14 +60,6 @@ STAGE_OUTPUTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "evaluations.parquet": ("evaluation_results", ("evaluation_id", "supplier_id")),
 }
 CALIBRATION_KEYS = ("evaluation_id", "supplier_id", "criteria_id", "run_id")
-# what contract.sql and gates.sql read, besides the inputs
-MATERIALISED = (
-    "candidates",
-    "criteria_results",
-    "claim_citation_checks",
-    "claim_results",
-    "evaluation_results",
-)
 
 
 @dataclass(frozen=True)
@@ -138,16 +131,13 @@ def score_bids(
             )
             check_synonym_conflicts(session, opened, conflicts, params)
         logger.info(f"scoring {opened['evaluations'].rows:,} supplier evaluations")
-        stage_sql = {
-            stage: render("bids/bids.sql", final=stage, order_by=keys, **context)
-            for stage, keys in [*STAGE_OUTPUTS.values(), *((m, ()) for m in MATERIALISED)]
-        }
-        # every stage renders the same CTEs and differs only in the final SELECT: one check covers them
-        session.check(stage_sql["evaluation_results"])
-        for stage in MATERIALISED:
-            session.create(stage, stage_sql[stage], params=params, check=False)
+        # the stages, checked as one statement and run one at a time (core/ctes.py); recorded
+        # as the statement selecting the last, evaluation_results
+        stages = render("bids/bids.sql", final="evaluation_results", order_by=(), **context)
+        session.check(stages)
+        create_each(session, stages, params)
         if loaded.calibration is not None:
-            calibrate(session, stage_sql, params)
+            calibrate(session, stages, params)
         elif "anchors" in opened:
             raise PolicyError(
                 f"{opened['anchors'].label} ({opened['anchors'].given}): policy "
@@ -161,17 +151,14 @@ def score_bids(
         logger.info("writing outputs")
         with session.publish(out_dir) as out:
             for name, (stage, keys) in STAGE_OUTPUTS.items():
-                sql = stage_sql[stage]
-                session.create("__out", sql, params=params, check=False)
-                check_finite(session, "__out", keys, name)
-                out.copy(name, f"SELECT * FROM __out ORDER BY {_order(keys)}", sql)
+                check_finite(session, stage, keys, name)
+                out.copy(name, f"SELECT * FROM {ident(stage)} ORDER BY {_order(keys)}", stages)
             if loaded.calibration is not None:
                 sql = render("bids/calibration.sql", final="calibration", order_by=CALIBRATION_KEYS)
                 out.copy("calibration.parquet", sql.text, sql)
             out.copy("contract.jsonl", contract_sql.text, contract_sql)
             gates = gates_report(session, gates_sql, loaded, ragas is not None)
             out.json("gates.json", gates.as_record())
-            # every stage renders bids.sql; the one kept selects the last stage, evaluation_results
             manifest = out.manifest(
                 "bids",
                 loaded.as_record(),
@@ -184,7 +171,7 @@ def score_bids(
     return BidsResult(Path(out_dir), loaded, out.counts["evaluations.parquet"], gates, manifest)
 
 
-def calibrate(session: Session, stage_sql: dict[str, RenderedSQL], params: dict[str, Any]) -> None:
+def calibrate(session: Session, stages: RenderedSQL, params: dict[str, Any]) -> None:
     """§8.4: the first pass's flags choose the soft scores to calibrate (sql/bids/calibration.sql);
     the stages then run again over the calibrated scores, which replace the input's."""
     for table, stage in (
@@ -194,8 +181,7 @@ def calibrate(session: Session, stage_sql: dict[str, RenderedSQL], params: dict[
         session.create(table, render("bids/calibration.sql", final=stage, order_by=()))
     # the second pass reads the calibrated scores where it read the input's typed view
     session.con.execute("CREATE OR REPLACE TEMP VIEW soft_scores AS FROM calibrated_scores")
-    for stage in MATERIALISED:
-        session.create(stage, stage_sql[stage], params=params, check=False)
+    create_each(session, stages, params)
 
 
 def check_finite(session: Session, table: str, keys: tuple[str, ...], output: str) -> None:
