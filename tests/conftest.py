@@ -21,8 +21,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # ranx, an oracle, is numba code compiled at first use: 2.5 minutes of one worker on a fresh
     # machine at LLVM's -O3, 2 at -O0, the same numbers (no fastmath: IEEE arithmetic either
     # way); the variable is read when numba is imported, after this, in every worker and
-    # subprocess — the benchmark runner's end-to-end test (extended) too, whose ranx figures
-    # are then -O0's: it checks their shape, not their values.
+    # subprocess (the benchmark runner's workers drop it: they time ranx as users run it).
     os.environ.setdefault("NUMBA_OPT", "0")
 
 
