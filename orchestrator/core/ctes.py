@@ -65,20 +65,19 @@ def create_each(session: Session, rendered: RenderedSQL, params: Mapping[str, An
     """Every CTE of `rendered` (checked already) as a temp table, in order, each bound to the
     `params` it names; the tables' names. A CTE may not take the name of a view (the inputs'
     typed views): it would replace the relation the chain reads."""
-    made = []
-    for cte in ctes(rendered):
-        if session.first_row(
-            "SELECT 1 FROM duckdb_views() WHERE temporary AND lower(view_name) = lower(?)",
-            [cte.name],
-        ):
-            raise TemplateError(f"{rendered.where}: CTE {cte.name} is the name of a view")
+    found = ctes(rendered)
+    views = session.con.execute("SELECT lower(view_name) FROM duckdb_views() WHERE temporary")
+    names = {row[0] for row in views.fetchall()}
+    taken = {cte.name for cte in found if cte.name.lower() in names}
+    if taken:
+        raise TemplateError(f"{rendered.where}: CTE {min(taken)} is the name of a view")
+    for cte in found:
         session.execute(
             f"CREATE OR REPLACE TEMP TABLE {ident(cte.name)} AS {cte.text}",
             rendered=rendered,
             params={name: params[name] for name in sorted(cte.parameters)},
         )
-        made.append(cte.name)
-    return made
+    return [cte.name for cte in found]
 
 
 def _closing(tokens: list[Token], opened: int, where: str) -> int:

@@ -51,9 +51,12 @@ def test_the_tables_hold_what_the_chain_selects() -> None:
 
 def test_a_cte_named_as_a_view_is_refused() -> None:
     with Session() as session:
-        session.con.execute("CREATE TEMP VIEW base AS SELECT 1 AS x")
-        with pytest.raises(TemplateError, match=r"^sql/chain\.sql: CTE base is the name of a view"):
+        session.con.execute('CREATE TEMP VIEW "BIG ONES" AS SELECT 1 AS x')
+        with pytest.raises(
+            TemplateError, match=r"^sql/chain\.sql: CTE Big Ones is the name of a view"
+        ):
             create_each(session, CHAIN, PARAMS)
+        assert session.first_row("FROM duckdb_tables() WHERE temporary") is None  # none made
 
 
 @pytest.mark.parametrize(
