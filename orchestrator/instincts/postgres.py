@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import duckdb
-import pandas as pd
 
 from ..common.extras import needs_extra
 from ..core.errors import DuckscoreError
@@ -148,6 +147,8 @@ class Loan:
             f"SELECT {listed} FROM {ident(table)} WHERE {where} ORDER BY {key} {lock}", params
         ).fetchall()
         if rows:
+            import pandas as pd  # (the store's commands on DuckDB never import it)
+
             names = [name for name, _ in columns]
             self.con.register("lent_rows", pd.DataFrame(rows, columns=names, dtype=object))
             try:

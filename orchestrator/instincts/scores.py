@@ -3,12 +3,15 @@ it on DataFrames: scores from counts, and the scores after each event."""
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ..core.render import RenderedSQL, render
 from ..core.session import Session
 from .policy import InstinctPolicy, load_instinct_policy
 from .tables import COUNTS, EVENTS, START
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def render_scores(
@@ -56,6 +59,8 @@ def replay_events(
     events: pd.DataFrame, policy: str = "instinct_v1", start: pd.DataFrame | None = None
 ) -> pd.DataFrame:
     """The scores after each event (UPDATE_RULES, clamped per event, in event order)."""
+    import pandas as pd
+
     loaded = load_instinct_policy(policy)
     with Session() as session:
         session.open("events", EVENTS, events, "events")

@@ -14,10 +14,9 @@ import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pandas as pd
 
 from ..core.errors import DuckscoreError, InputError, OptionError
 from ..core.policy import canonical_json
@@ -42,6 +41,9 @@ from .workspace import (
     stored_record,
     transaction,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SCHEMA_VERSION = "1"
 # a store named like a data file would be read as one by every other tool (and by `--db` users)
