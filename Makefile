@@ -34,7 +34,7 @@ check: install-test
 	$(BIN)/mypy orchestrator
 
 test: check
-	$(BIN)/python -m pytest -n auto --dist loadgroup -m "not extended"
+	$(BIN)/python -m pytest -n auto --dist loadgroup -m "not extended" --durations=25
 
 # The integrations' own tools, each in its own environment, as their users run them: their pins
 # conflict with the test extra's (dbt-core 1.11 needs pathspec < 0.13, mypy >= 1.0; arize-phoenix
@@ -62,7 +62,7 @@ integrations: .venv-dbt/bin/dbt .venv-phoenix/bin/phoenix .venv-traces/freeze.tx
 # what `make test` leaves out to stay within CI's time (redundant with cases it keeps), and the
 # integrations against the real tools (dbt build, a Phoenix server)
 test-extended: install-test integrations
-	$(BIN)/python -m pytest -n auto --dist loadgroup -m extended
+	$(BIN)/python -m pytest -n auto --dist loadgroup -m extended --durations=25
 
 # a sample of the SQL templates' mutants against their fast tests (docs/testing.md, "Mutation testing")
 mutants: install-test
