@@ -138,7 +138,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--queries", type=int, default=300, help="the first N SciFact queries")
     parser.add_argument("--soak", type=int, default=0, help="calls after the rounds, RSS read")
     parser.add_argument("--max-minutes", type=float, default=60.0, help="the soak's time bound")
-    parser.add_argument("--soak-threads", type=at_least_one, default=1, help="threads making the calls")
+    parser.add_argument(
+        "--soak-threads", type=at_least_one, default=1, help="threads making the calls"
+    )
     parser.add_argument("--recycle-calls", type=int, default=2000)
     parser.add_argument("--recycle-drift", type=float, default=1.3)
     parser.add_argument("--json", type=Path)
