@@ -217,7 +217,7 @@ def _guarded(denominator: exp.Expr) -> bool:
 
 def lint_tokens(text: str, where: str) -> None:
     """Every ORDER BY key inside OVER (…) states NULLS FIRST or NULLS LAST."""
-    tokens = _tokens(text)
+    tokens = duckdb_tokens(text)
     for key in _window_order_keys(tokens):
         words = [t.text.upper() for t in key]
         if not any(a == "NULLS" and b in ("FIRST", "LAST") for a, b in itertools.pairwise(words)):
@@ -228,7 +228,8 @@ def lint_tokens(text: str, where: str) -> None:
             )
 
 
-def _tokens(text: str) -> list[Token]:
+def duckdb_tokens(text: str) -> list[Token]:
+    """`text` as sqlglot's DuckDB tokenizer reads it (with each token's line and offsets)."""
     return list(sqlglot.Dialect.get_or_raise("duckdb").tokenize(text))
 
 

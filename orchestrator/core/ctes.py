@@ -15,11 +15,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-import sqlglot
 from sqlglot.tokenizer_core import Token, TokenType
 
+from .check import duckdb_tokens
 from .errors import TemplateError
 from .render import RenderedSQL, ident
 
@@ -36,10 +37,16 @@ class Cte:
 
 def ctes(rendered: RenderedSQL) -> list[Cte]:
     """The CTEs of `rendered`'s leading WITH, in order."""
-    text = rendered.text
-    tokens = list(sqlglot.Dialect.get_or_raise("duckdb").tokenize(text))
+    return list(_cut(rendered.where, rendered.text))
+
+
+@lru_cache(maxsize=16)
+def _cut(where: str, text: str) -> tuple[Cte, ...]:
+    """The CTEs of `text` (`where` names it in errors); cached: a calibrating bids run makes
+    its chain's tables twice."""
+    tokens = duckdb_tokens(text)
     if not tokens or tokens[0].token_type != TokenType.WITH:
-        raise TemplateError(f"{rendered.where}: does not start with WITH")
+        raise TemplateError(f"{where}: does not start with WITH")
     found: list[Cte] = []
     at = 1
     while True:
@@ -50,14 +57,14 @@ def ctes(rendered: RenderedSQL) -> list[Cte]:
             TokenType.ALIAS,
             TokenType.L_PAREN,
         ):
-            raise TemplateError(f"{rendered.where}: line {name.line}: not `name AS (…)`")
-        closed = _closing(tokens, opened, rendered.where)
+            raise TemplateError(f"{where}: line {name.line}: not `name AS (…)`")
+        closed = _closing(tokens, opened, where)
         body = tokens[opened + 1 : closed]
         found.append(
             Cte(name.text, text[tokens[opened].end + 1 : tokens[closed].start], _parameters(body))
         )
         if closed + 1 == len(tokens) or tokens[closed + 1].token_type != TokenType.COMMA:
-            return found
+            return tuple(found)
         at = closed + 2
 
 
